@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
+import { parseArgs } from 'node:util';
+
+export const usage = `Usage: streamcube <command> [options]
+
+Commands:
+  operator   run the Kubernetes operator that assigns cube partitions to receiver replica sets
+  receiver   run a receiver: consume Kafka partitions, build time-window segments, hand them off
+  local      run a whole stack on this machine (Kafka, API server, operator, receivers)
+
+Options:
+  -h, --help     show this help
+  -v, --version  print the version
+`;
+
+export const commands = ['operator', 'receiver', 'local'] as const;
+export type Command = (typeof commands)[number];
+
+export interface CliOutput {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** Runs the CLI with `argv` (without node and script) and returns the process exit code. */
+export async function runCli(argv: string[], io: CliOutput): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' } },
+    allowPositionals: true,
+    strict: false,
+  });
+  const [command] = positionals;
+  if (values.version) {
+    io.out('streamcube 0.1.0\n');
+    return 0;
+  }
+  if (command === undefined || values.help) {
+    (command === undefined && !values.help ? io.err : io.out)(usage);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  if (!(commands as readonly string[]).includes(command)) {
+    io.err(`streamcube: unknown command '${command}'\n\n${usage}`);
+    return 2;
+  }
+  await Promise.resolve();
+  io.err(`streamcube ${command}: not implemented yet\n`);
+  return 1;
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.filename === process.argv[1];
+if (isMain) {
+  process.exitCode = await runCli(process.argv.slice(2), {
+    out: (t) => process.stdout.write(t),
+    err: (t) => process.stderr.write(t),
+  });
+}

@@ -1,0 +1,63 @@
+// `npm run env:up | env:down | env:status`: the test environment by hand, for people and for
+// running single suites against a long-lived broker and API server.
+import { settings } from './settings.ts';
+import {
+  describeEnvironment,
+  environmentVariables,
+  findRunningEnvironment,
+  startEnvironment,
+  stopEnvironment,
+} from './environment.ts';
+import { ensureHelm } from './controlplane.ts';
+import { resolveKafkaClasspath } from './kafka.ts';
+import { ensureControlPlaneBinaries } from './controlplane.ts';
+
+function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
+  console.log(describeEnvironment(env));
+  console.log('\nexport these to use it from a shell:');
+  for (const [k, v] of Object.entries(environmentVariables(env))) console.log(`export ${k}=${v}`);
+}
+
+async function main(command: string | undefined): Promise<number> {
+  const running = findRunningEnvironment(settings.stateDir);
+  switch (command) {
+    case 'up': {
+      if (running) {
+        console.log(`already running (state in ${settings.stateDir})`);
+        printConnection(running);
+        return 0;
+      }
+      const env = await startEnvironment(settings.stateDir);
+      printConnection(env);
+      console.log('\nstop it with: npm run env:down');
+      return 0;
+    }
+    case 'down':
+      if (!running) {
+        console.log('no environment is running');
+        return 0;
+      }
+      await stopEnvironment(running, true);
+      console.log('stopped');
+      return 0;
+    case 'status':
+      if (!running) {
+        console.log('no environment is running');
+        return 1;
+      }
+      printConnection(running);
+      return 0;
+    case 'install': {
+      // Build and download everything, start nothing: what CI runs before the tests.
+      await Promise.all([resolveKafkaClasspath(), ensureControlPlaneBinaries()]);
+      await ensureHelm();
+      console.log(`cached under ${settings.cacheDir}`);
+      return 0;
+    }
+    default:
+      console.error('usage: test/env/cli.ts up | down | status | install');
+      return 2;
+  }
+}
+
+process.exitCode = await main(process.argv[2]);

@@ -1,0 +1,342 @@
+// A real Kubernetes control plane without containers, as envtest runs one: etcd and
+// kube-apiserver built from the Go module proxy (wrapper module in ./controlplane), started on
+// loopback with TLS, RBAC authorization, a token-file admin and service-account signing keys.
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { settings } from './settings.ts';
+import { step } from './progress.ts';
+import { freePort, runCommand, startService, waitForService } from './processes.ts';
+
+export interface ControlPlane {
+  version: string;
+  server: string;
+  kubeconfig: string;
+  /** PEM of the CA that signed the API server's serving certificate. */
+  caFile: string;
+  adminToken: string;
+  etcd: { pid: number; logFile: string; url: string };
+  apiserver: { pid: number; logFile: string };
+}
+
+export interface ControlPlaneBinaries {
+  etcd: string;
+  kubeApiserver: string;
+  kubectl: string;
+}
+
+/** Directory holding etcd, kube-apiserver and kubectl for the pinned versions. */
+export function binDir(): string {
+  return join(
+    settings.cacheDir,
+    'bin',
+    `k8s-${settings.kubernetesVersion}-etcd-${settings.etcdVersion}`,
+  );
+}
+
+/** Builds (once per version) etcd, kube-apiserver and kubectl from the Go module proxy. */
+export async function ensureControlPlaneBinaries(): Promise<ControlPlaneBinaries> {
+  const dir = binDir();
+  const bins = {
+    etcd: join(dir, 'etcd'),
+    kubeApiserver: join(dir, 'kube-apiserver'),
+    kubectl: join(dir, 'kubectl'),
+  };
+  if (Object.values(bins).every((b) => existsSync(b))) return bins;
+  mkdirSync(dir, { recursive: true });
+  const version = settings.kubernetesVersion;
+  const [major, minor] = version.replace(/^v/, '').split('.');
+  const ldflags = [
+    '-s -w',
+    `-X k8s.io/component-base/version.gitVersion=${version}`,
+    `-X k8s.io/component-base/version.gitMajor=${major}`,
+    `-X k8s.io/component-base/version.gitMinor=${minor}`,
+    `-X k8s.io/client-go/pkg/version.gitVersion=${version}`,
+    `-X k8s.io/client-go/pkg/version.gitMajor=${major}`,
+    `-X k8s.io/client-go/pkg/version.gitMinor=${minor}`,
+    '-X go.etcd.io/etcd/api/v3/version.GitSHA=streamcube-testenv',
+  ].join(' ');
+  const targets: [string, string][] = [
+    ['etcd', 'go.etcd.io/etcd/server/v3'],
+    ['kube-apiserver', 'k8s.io/kubernetes/cmd/kube-apiserver'],
+    ['kubectl', 'k8s.io/kubernetes/cmd/kubectl'],
+  ];
+  for (const [name, pkg] of targets) {
+    let compiled = 0;
+    await step(
+      `building ${name} (${name === 'etcd' ? settings.etcdVersion : version}) with Go; the first build takes several minutes`,
+      (heartbeat) =>
+        runCommand(
+          'go',
+          ['build', '-v', '-trimpath', '-ldflags', ldflags, '-o', join(dir, `${name}.tmp`), pkg],
+          {
+            cwd: settings.controlPlaneModule,
+            env: { ...process.env, GOFLAGS: '-mod=readonly', CGO_ENABLED: '0' },
+            onLine: (line) => {
+              // `go build -v` names each package as it is compiled (or downloaded).
+              compiled += 1;
+              heartbeat(`${compiled} packages compiled, last ${line.trim()}`);
+            },
+          },
+        ),
+    );
+    renameSync(join(dir, `${name}.tmp`), join(dir, name));
+  }
+  return bins;
+}
+
+/** Builds helm (once per version) from the Go module proxy, for the e2e suites. */
+export async function ensureHelm(): Promise<string> {
+  const dir = join(settings.cacheDir, 'bin', `helm-${settings.helmVersion}`);
+  const helm = join(dir, 'helm');
+  if (existsSync(helm)) return helm;
+  mkdirSync(dir, { recursive: true });
+  let compiled = 0;
+  await step(`building helm ${settings.helmVersion} with Go`, (heartbeat) =>
+    runCommand(
+      'go',
+      [
+        'install',
+        '-v',
+        '-trimpath',
+        '-ldflags',
+        `-s -w -X helm.sh/helm/v3/internal/version.version=${settings.helmVersion}`,
+        `helm.sh/helm/v3/cmd/helm@${settings.helmVersion}`,
+      ],
+      {
+        env: { ...process.env, GOBIN: dir, CGO_ENABLED: '0' },
+        onLine: (line) => {
+          compiled += 1;
+          heartbeat(`${compiled} packages compiled, last ${line.trim()}`);
+        },
+      },
+    ),
+  );
+  return helm;
+}
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  await runCommand('openssl', args, { cwd });
+}
+
+interface CertificateFiles {
+  ca: string;
+  cert: string;
+  key: string;
+  saKey: string;
+  saPub: string;
+}
+
+/** A CA, a serving certificate for 127.0.0.1/localhost, and service-account signing keys. */
+async function writeCertificates(dir: string): Promise<CertificateFiles> {
+  mkdirSync(dir, { recursive: true });
+  const days = '3650';
+  await openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      days,
+      '-subj',
+      '/CN=streamcube-testenv-ca',
+    ],
+    dir,
+  );
+  await openssl(
+    [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'apiserver.key',
+      '-out',
+      'apiserver.csr',
+      '-subj',
+      '/CN=kube-apiserver',
+    ],
+    dir,
+  );
+  writeFileSync(
+    join(dir, 'san.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default\n',
+  );
+  await openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'apiserver.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'apiserver.crt',
+      '-days',
+      days,
+      '-extfile',
+      'san.ext',
+    ],
+    dir,
+  );
+  const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  writeFileSync(join(dir, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+  writeFileSync(join(dir, 'sa.pub'), sa.publicKey.export({ type: 'spki', format: 'pem' }));
+  return {
+    ca: join(dir, 'ca.crt'),
+    cert: join(dir, 'apiserver.crt'),
+    key: join(dir, 'apiserver.key'),
+    saKey: join(dir, 'sa.key'),
+    saPub: join(dir, 'sa.pub'),
+  };
+}
+
+/** GET against the API server as the admin; resolves with status and body. */
+export function apiGet(
+  plane: Pick<ControlPlane, 'server' | 'adminToken'> & { ca: Buffer | string },
+  path: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const req = request(
+      `${plane.server}${path}`,
+      { ca: plane.ca, headers: { authorization: `Bearer ${plane.adminToken}` }, timeout: 5000 },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolvePromise({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`GET ${path} timed out`)));
+    req.end();
+  });
+}
+
+function etcdHealthy(url: string): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const req = httpRequest(`${url}/health`, { timeout: 2000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () =>
+        resolvePromise(res.statusCode === 200 && body.includes('"health":"true"')),
+      );
+    });
+    req.on('error', () => resolvePromise(false));
+    req.end();
+  });
+}
+
+function kubeconfigYaml(server: string, caFile: string, token: string): string {
+  return `apiVersion: v1
+kind: Config
+clusters:
+  - name: streamcube-testenv
+    cluster:
+      server: ${server}
+      certificate-authority: ${caFile}
+users:
+  - name: admin
+    user:
+      token: ${token}
+contexts:
+  - name: streamcube-testenv
+    context:
+      cluster: streamcube-testenv
+      user: admin
+      namespace: default
+current-context: streamcube-testenv
+`;
+}
+
+/** Starts etcd and kube-apiserver under `dir`; resolves once /readyz answers ok. */
+export async function startControlPlane(dir: string): Promise<ControlPlane> {
+  const bins = await ensureControlPlaneBinaries();
+  mkdirSync(dir, { recursive: true });
+  const certs = await writeCertificates(join(dir, 'certs'));
+  const [etcdClient, etcdPeer, securePort] = [await freePort(), await freePort(), await freePort()];
+
+  const etcdUrl = `http://127.0.0.1:${etcdClient}`;
+  const etcdLog = join(dir, 'etcd.log');
+  const etcdPid = startService(
+    bins.etcd,
+    [
+      '--name=testenv',
+      `--data-dir=${join(dir, 'etcd-data')}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+      `--initial-cluster=testenv=http://127.0.0.1:${etcdPeer}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ],
+    etcdLog,
+  );
+  await waitForService(
+    'etcd',
+    () => etcdHealthy(etcdUrl),
+    { pid: etcdPid, logFile: etcdLog },
+    60_000,
+  );
+
+  const adminToken = randomBytes(24).toString('hex');
+  const tokenFile = join(dir, 'tokens.csv');
+  writeFileSync(tokenFile, `${adminToken},streamcube-admin,streamcube-admin,"system:masters"\n`, {
+    mode: 0o600,
+  });
+  const server = `https://127.0.0.1:${securePort}`;
+  const apiserverLog = join(dir, 'kube-apiserver.log');
+  const apiserverPid = startService(
+    bins.kubeApiserver,
+    [
+      `--etcd-servers=${etcdUrl}`,
+      `--cert-dir=${join(dir, 'certs')}`,
+      `--tls-cert-file=${certs.cert}`,
+      `--tls-private-key-file=${certs.key}`,
+      `--secure-port=${securePort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--allow-privileged=true',
+      '--disable-admission-plugins=ServiceAccount',
+      '--authorization-mode=RBAC',
+      `--token-auth-file=${tokenFile}`,
+      `--client-ca-file=${certs.ca}`,
+      `--service-account-issuer=${server}/`,
+      `--service-account-key-file=${certs.saPub}`,
+      `--service-account-signing-key-file=${certs.saKey}`,
+      '--v=1',
+    ],
+    apiserverLog,
+  );
+  const ca = readFileSync(certs.ca);
+  await waitForService(
+    `kube-apiserver ${settings.kubernetesVersion}`,
+    async () => (await apiGet({ server, adminToken, ca }, '/readyz')).body === 'ok',
+    { pid: apiserverPid, logFile: apiserverLog },
+    120_000,
+  );
+  const kubeconfig = join(dir, 'kubeconfig');
+  writeFileSync(kubeconfig, kubeconfigYaml(server, certs.ca, adminToken), { mode: 0o600 });
+  return {
+    version: settings.kubernetesVersion,
+    server,
+    kubeconfig,
+    caFile: certs.ca,
+    adminToken,
+    etcd: { pid: etcdPid, logFile: etcdLog, url: etcdUrl },
+    apiserver: { pid: apiserverPid, logFile: apiserverLog },
+  };
+}

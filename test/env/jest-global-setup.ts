@@ -1,0 +1,25 @@
+// Jest global set-up for the integration suites: reuse an environment started by
+// `npm run env:up`, or start a fresh one in a temporary directory for this run (always in CI).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { settings } from './settings.ts';
+import {
+  describeEnvironment,
+  environmentVariables,
+  findRunningEnvironment,
+  startEnvironment,
+} from './environment.ts';
+import { say } from './progress.ts';
+
+export default async function globalSetup(): Promise<void> {
+  let env = process.env.CI === 'true' ? undefined : findRunningEnvironment(settings.stateDir);
+  if (env) {
+    say(`using the environment started by env:up in ${settings.stateDir}`);
+  } else {
+    env = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-test-')));
+    process.env.STREAMCUBE_TEST_ENV_OWNED = 'true';
+  }
+  Object.assign(process.env, environmentVariables(env));
+  say(`test environment:\n${describeEnvironment(env)}`);
+}

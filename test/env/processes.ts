@@ -1,0 +1,146 @@
+// Child processes of the test environment: one-shot commands with their output kept for errors,
+// long-running services detached into their own process group with output to a log file.
+import { spawn } from 'node:child_process';
+import { openSync, closeSync, readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface RunOptions {
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Called with every line the command prints, on stdout or stderr. */
+  onLine?: (line: string) => void;
+}
+
+/** Runs a command to completion; on failure the error carries the command and its last output. */
+export function runCommand(
+  command: string,
+  args: string[],
+  options: RunOptions = {},
+): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output: string[] = [];
+    let stdout = '';
+    const collect = (chunk: Buffer, isStdout: boolean): void => {
+      const text = chunk.toString('utf8');
+      if (isStdout) stdout += text;
+      for (const line of text.split('\n')) {
+        if (line.trim() === '') continue;
+        output.push(line);
+        if (output.length > 200) output.shift();
+        options.onLine?.(line);
+      }
+    };
+    child.stdout.on('data', (c: Buffer) => collect(c, true));
+    child.stderr.on('data', (c: Buffer) => collect(c, false));
+    child.on('error', (err) =>
+      reject(new Error(`cannot run ${command}: ${err.message}`, { cause: err })),
+    );
+    child.on('close', (code, signal) => {
+      if (code === 0) resolvePromise(stdout);
+      else
+        reject(
+          new Error(
+            `${command} ${args.join(' ')} exited with ${code ?? signal}; last output:\n` +
+              output.slice(-40).join('\n'),
+          ),
+        );
+    });
+  });
+}
+
+/** Starts a long-running service in its own process group, appending its output to `logFile`. */
+export function startService(
+  command: string,
+  args: string[],
+  logFile: string,
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  const fd = openSync(logFile, 'a');
+  try {
+    const child = spawn(command, args, { detached: true, stdio: ['ignore', fd, fd], env });
+    if (child.pid === undefined) throw new Error(`cannot start ${command}`);
+    child.unref();
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to the service's process group, then SIGKILL if it is still there after `graceMs`. */
+export async function stopService(pid: number, graceMs = 15_000): Promise<void> {
+  const signalGroup = (signal: NodeJS.Signals): void => {
+    try {
+      process.kill(-pid, signal);
+    } catch {
+      // already gone
+    }
+  };
+  signalGroup('SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+  if (isAlive(pid)) signalGroup('SIGKILL');
+  while (isAlive(pid)) await sleep(50);
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePromise, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === 'object') resolvePromise(address.port);
+        else reject(new Error('no port'));
+      });
+    });
+  });
+}
+
+export function tailOf(file: string, lines = 30): string {
+  if (!existsSync(file)) return '(no log)';
+  return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+}
+
+/**
+ * Polls `probe` until it returns true. Fails early if the service process died, and on timeout,
+ * in both cases quoting the end of its log.
+ */
+export async function waitForService(
+  what: string,
+  probe: () => Promise<boolean>,
+  service: { pid: number; logFile: string },
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (!isAlive(service.pid)) {
+      throw new Error(
+        `${what} exited during start-up; log ${service.logFile}:\n${tailOf(service.logFile)}`,
+      );
+    }
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `${what} not ready after ${timeoutMs / 1000}s; log ${service.logFile}:\n${tailOf(service.logFile)}`,
+      );
+    }
+    await sleep(250);
+  }
+}
