@@ -21,7 +21,7 @@ export default {
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/env/jest-global-setup.ts',
       globalTeardown: '<rootDir>/test/env/jest-global-teardown.ts',
-      testTimeout: 120_000,
+      setupFilesAfterEnv: ['<rootDir>/test/env/jest-timeout.ts'],
     },
   ],
 };

@@ -1,0 +1,340 @@
+// The CubeAssignment resource: which replica sets serve one cube, and what the operator observed.
+// These zod definitions are the one source of truth for the TypeScript types, runtime checks and
+// the CRD (src/api/crd.ts); the CEL rules beside them say to the API server what zod refines.
+import { z } from 'zod';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+import { cubeSchema, identifier, kafkaSource, measure } from './cube.ts';
+import { condition } from './conditions.ts';
+import { kubernetes } from './structural-schema.ts';
+
+export const group = 'streamcube.io';
+export const version = 'v1alpha1';
+export const apiVersion = `${group}/${version}` as const;
+export const kind = 'CubeAssignment';
+export const listKind = 'CubeAssignmentList';
+export const plural = 'cubeassignments';
+export const singular = 'cubeassignment';
+export const shortNames = ['cube'];
+
+// Bounds keep the API server's estimate of the CEL rules' cost within its budget (the disjoint
+// pins rule is quadratic in both); they are far above what a cube uses.
+export const maxReplicaSets = 32;
+export const maxPinnedReplicaSets = 16;
+export const maxPinnedPartitions = 128;
+export const maxMeasures = 64;
+export const maxBrokers = 32;
+
+const dnsLabelPattern = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const dnsSubdomainPattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * Durations in the units CEL's duration() (Go's time.ParseDuration) shares with parseDuration:
+ * no `d`. At most six digits per part and 20 characters keep every value inside int64
+ * nanoseconds, beyond which duration() fails with an evaluation error instead of a message.
+ */
+export const kubernetesDurationPattern = '^([0-9]{1,6}(ms|s|m|h))+$';
+export const kubernetesDuration = z
+  .string()
+  .max(20)
+  .regex(new RegExp(kubernetesDurationPattern), 'must be a duration like 1h, 10m, 1h30m, 500ms');
+
+/** Replica set names are DNS labels: they are StatefulSet names and label values. */
+export const replicaSetName = z
+  .string()
+  .max(63)
+  .regex(dnsLabelPattern, 'must be a DNS label (lowercase letters, digits, -)');
+
+export const secretName = z
+  .string()
+  .max(253)
+  .regex(dnsSubdomainPattern, 'must be the name of a Secret in the same namespace');
+
+/** A Kafka partition number (int32, never negative). */
+export const partitionNumber = z.int().min(0).max(2_147_483_647);
+
+/** A partition number as a map key (JSON object keys are strings). */
+export const partitionKey = z
+  .string()
+  .max(10)
+  .regex(/^(0|[1-9][0-9]*)$/, 'must be a partition number');
+
+const int64Max = 2n ** 63n - 1n;
+/** Offsets, high watermarks and lag: int64 as a decimal string, never a lossy number. */
+export const offset = z
+  .string()
+  .max(19)
+  .regex(/^(0|[1-9][0-9]*)$/, 'must be a non-negative integer as a string')
+  .refine((s) => BigInt(s) <= int64Max, 'must fit in int64');
+
+export const timestamp = z.iso.datetime();
+
+const uniqueItems = <T>(items: readonly T[]): boolean => new Set(items).size === items.length;
+
+export const saslMechanisms = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+export type SaslMechanism = (typeof saslMechanisms)[number];
+
+export const cubeSource = kafkaSource.extend({
+  brokers: kafkaSource.shape.brokers.max(maxBrokers),
+  tls: z
+    .object({
+      secretRef: secretName
+        .optional()
+        .describe(
+          'Secret with ca.crt (and tls.crt, tls.key for mutual TLS); without it the system trust store is used.',
+        ),
+    })
+    .optional()
+    .describe('Connect to the brokers over TLS.'),
+  sasl: z
+    .object({
+      mechanism: z.enum(saslMechanisms),
+      secretRef: secretName.describe('Secret with the keys username and password.'),
+    })
+    .optional()
+    .describe('Authenticate to the brokers with SASL.'),
+});
+export type CubeSource = z.infer<typeof cubeSource>;
+
+const boundedMeasure = measure
+  .safeExtend({ name: identifier.max(63), field: z.string().min(1).max(253).optional() })
+  .meta(
+    kubernetes({
+      validations: [
+        {
+          rule: "self.function == 'count' || has(self.field)",
+          message: 'field is required when function is sum, min or max',
+          fieldPath: '.field',
+          reason: 'FieldValueRequired',
+        },
+      ],
+    }),
+  );
+
+// The API server runs CEL rules even when a pattern already failed; the guard keeps duration()
+// from adding a conversion error to the pattern's clear message.
+const durationGuard = (field: string): string =>
+  `self.${field}.matches('${kubernetesDurationPattern}')`;
+
+/** The cube schema of src/api/cube.ts with the bounds and duration units the CRD needs. */
+export const assignedCubeSchema = cubeSchema
+  .safeExtend({
+    dimensions: z
+      .array(identifier.max(63))
+      .max(32)
+      .default([])
+      .meta(kubernetes({ listType: 'set' })),
+    measures: z.array(boundedMeasure).min(1).max(maxMeasures),
+    timestampField: z.string().min(1).max(253),
+    window: kubernetesDuration.describe('Length of a segment window, e.g. 1h.'),
+    allowedLateness: kubernetesDuration
+      .default('0s')
+      .describe('How long after its end a window still takes late events; below window.'),
+  })
+  .meta(
+    kubernetes({
+      validations: [
+        {
+          rule: `!${durationGuard('window')} || duration(self.window) > duration('0s')`,
+          message: 'window must be a positive duration',
+          fieldPath: '.window',
+        },
+        {
+          rule: `!has(self.allowedLateness) || !${durationGuard('allowedLateness')} || !${durationGuard('window')} || duration(self.allowedLateness) < duration(self.window)`,
+          message: 'allowedLateness must be below window',
+          fieldPath: '.allowedLateness',
+        },
+        {
+          rule: 'self.measures.all(m, !(has(self.dimensions) && m.name in self.dimensions) && self.measures.exists_one(n, n.name == m.name))',
+          message: 'names must be unique across dimensions and measures',
+          fieldPath: '.measures',
+        },
+      ],
+    }),
+  );
+export type AssignedCubeSchema = z.infer<typeof assignedCubeSchema>;
+
+export const assignmentStrategies = ['range', 'roundRobin', 'sticky'] as const;
+export type AssignmentStrategy = (typeof assignmentStrategies)[number];
+
+/** replica set → partitions; partitions of a cube are disjoint across replica sets. */
+const partitionsByReplicaSet = (maxKeys?: number, maxPartitions?: number) => {
+  const map = z.record(
+    replicaSetName,
+    (maxPartitions === undefined
+      ? z.array(partitionNumber)
+      : z.array(partitionNumber).max(maxPartitions)
+    )
+      .refine(uniqueItems, 'partitions must be unique')
+      .meta(kubernetes({ listType: 'set' })),
+  );
+  return maxKeys === undefined
+    ? map
+    : map.refine((m) => Object.keys(m).length <= maxKeys, `at most ${maxKeys} replica sets`);
+};
+
+export const cubeAssignmentSpec = z
+  .object({
+    source: cubeSource,
+    schema: assignedCubeSchema,
+    replicaSets: z
+      .array(replicaSetName)
+      .min(1)
+      .max(maxReplicaSets)
+      .refine(uniqueItems, 'replica sets must be unique')
+      .meta(kubernetes({ listType: 'set' }))
+      .describe('Replica sets (StatefulSets labelled streamcube.io/replica-set) serving the cube.'),
+    strategy: z
+      .enum(assignmentStrategies)
+      .default('sticky')
+      .describe('How partitions are spread over replica sets that pins do not cover.'),
+    pins: partitionsByReplicaSet(maxPinnedReplicaSets, maxPinnedPartitions)
+      .meta(
+        kubernetes({
+          maxProperties: maxPinnedReplicaSets,
+          validations: [
+            {
+              rule: 'self.all(a, self.all(b, a == b || self[a].all(p, !(p in self[b]))))',
+              message: 'a partition is pinned to more than one replica set; pins must be disjoint',
+            },
+          ],
+        }),
+      )
+      .optional()
+      .describe('Explicit placement replica set → partitions; overrides the strategy.'),
+    suspend: z
+      .boolean()
+      .default(false)
+      .describe('Stop reconciling: no moves start (one in flight completes).'),
+  })
+  .superRefine((spec, ctx) => {
+    const pinned = new Map<number, string>();
+    for (const [replicaSet, partitions] of Object.entries(spec.pins ?? {})) {
+      if (!spec.replicaSets.includes(replicaSet)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `replica set '${replicaSet}' is pinned but not listed in replicaSets`,
+          path: ['pins', replicaSet],
+        });
+      }
+      for (const p of partitions) {
+        const other = pinned.get(p);
+        if (other !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `partition ${p} is pinned to both '${other}' and '${replicaSet}'`,
+            path: ['pins', replicaSet],
+          });
+        }
+        pinned.set(p, replicaSet);
+      }
+    }
+  })
+  .meta(
+    kubernetes({
+      validations: [
+        {
+          rule: '!has(self.pins) || self.pins.all(rs, rs in self.replicaSets)',
+          message: 'every replica set in pins must be listed in replicaSets',
+          fieldPath: '.pins',
+        },
+      ],
+    }),
+  );
+export type CubeAssignmentSpec = z.infer<typeof cubeAssignmentSpec>;
+/** The spec as written in a manifest: defaulted fields may be left out. */
+export type CubeAssignmentSpecInput = z.input<typeof cubeAssignmentSpec>;
+
+export const reassignPhases = [
+  'Planned',
+  'Pausing',
+  'Draining',
+  'Starting',
+  'Sealing',
+  'Done',
+] as const;
+export type ReassignPhase = (typeof reassignPhases)[number];
+
+export const partitionMove = z.object({
+  partition: partitionNumber,
+  /** Absent when the partition had no owner (a new partition or a lost replica set). */
+  from: replicaSetName.optional(),
+  to: replicaSetName,
+});
+export type PartitionMove = z.infer<typeof partitionMove>;
+
+/** One receiver finished one phase; what it reported is kept so a restart need not ask again. */
+export const receiverProgress = z.object({
+  phase: z.enum(reassignPhases),
+  receiver: z.string().min(1).max(253).describe('Pod name of the receiver.'),
+  replicaSet: replicaSetName,
+  completedAt: timestamp,
+  /** Positions (next offset to consume) the receiver reported, e.g. when it paused. */
+  positions: z.record(partitionKey, offset).optional(),
+});
+export type ReceiverProgress = z.infer<typeof receiverProgress>;
+
+/** The journal of the move in flight; every phase is persisted before the next begins. */
+export const reassignJournal = z.object({
+  id: z.string().min(1).max(63),
+  phase: z.enum(reassignPhases),
+  moves: z.array(partitionMove).meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] })),
+  /** stop[p] = max position over the source replicas; set when merging after the pause. */
+  stopOffsets: z.record(partitionKey, offset).optional(),
+  startedAt: timestamp,
+  /** When the current phase began: its deadline counts from here. */
+  phaseStartedAt: timestamp.optional(),
+  progress: z
+    .array(receiverProgress)
+    .meta(kubernetes({ listType: 'map', listMapKeys: ['phase', 'receiver'] }))
+    .optional(),
+});
+export type ReassignJournal = z.infer<typeof reassignJournal>;
+
+export const partitionStatus = z.object({
+  partition: partitionNumber,
+  replicaSet: replicaSetName,
+  /** Next offset to consume. */
+  position: offset.optional(),
+  highWatermark: offset.optional(),
+  lag: offset.optional(),
+});
+export type PartitionStatus = z.infer<typeof partitionStatus>;
+
+export const segmentCounts = z.object({
+  active: z.int().min(0),
+  immutable: z.int().min(0),
+  handedOff: z.int().min(0),
+});
+export type SegmentCounts = z.infer<typeof segmentCounts>;
+
+export const cubeAssignmentStatus = z.object({
+  observedGeneration: z.int().min(0).optional(),
+  /** replica set → partitions, as applied now. */
+  assignment: partitionsByReplicaSet().optional(),
+  /** partition → assignment epoch, bumped on every move. */
+  epochs: z.record(partitionKey, z.int().min(0)).optional(),
+  /** Present only while a move is in flight. */
+  reassign: reassignJournal.optional(),
+  partitions: z
+    .array(partitionStatus)
+    .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))
+    .optional(),
+  /** Sum of the partitions' lag, for the Lag printer column. */
+  totalLag: offset.optional(),
+  segments: segmentCounts.optional(),
+  conditions: z
+    .array(condition)
+    .meta(kubernetes({ listType: 'map', listMapKeys: ['type'] }))
+    .optional(),
+});
+export type CubeAssignmentStatus = z.infer<typeof cubeAssignmentStatus>;
+
+export const cubeAssignment = z.object({
+  apiVersion: z.literal(apiVersion),
+  kind: z.literal(kind),
+  metadata: z.custom<V1ObjectMeta>((m) => typeof m === 'object' && m !== null),
+  spec: cubeAssignmentSpec,
+  status: cubeAssignmentStatus.optional(),
+});
+/** A CubeAssignment as read from the API server (defaults applied). */
+export type CubeAssignment = z.infer<typeof cubeAssignment>;

@@ -1,0 +1,68 @@
+// The cube: its Kafka source and its schema (timestamp, dimensions, measures, window). One zod
+// definition gives the TypeScript types, the receiver's request validation and the CRD schema.
+import { z } from 'zod';
+import { durationPattern, parseDuration } from './duration.ts';
+
+/** Names of dimensions and measures: they become column names in hand-off files. */
+export const identifier = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'must be a letter or _ followed by letters, digits or _');
+
+export const duration = z
+  .string()
+  .regex(new RegExp(durationPattern), 'must be a duration like 1h, 10m, 90s');
+
+export const kafkaSource = z.object({
+  brokers: z.array(z.string().regex(/^[^\s:]+:[0-9]{1,5}$/, 'must be host:port')).min(1),
+  topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'must be a valid Kafka topic name'),
+  startingOffsets: z.enum(['earliest', 'latest']).default('earliest'),
+});
+export type KafkaSource = z.infer<typeof kafkaSource>;
+
+export const measureFunctions = ['count', 'sum', 'min', 'max'] as const;
+export type MeasureFunction = (typeof measureFunctions)[number];
+
+export const measure = z
+  .object({
+    name: identifier,
+    function: z.enum(measureFunctions),
+    /** The event field the measure reads; `count` reads none. */
+    field: z.string().min(1).optional(),
+  })
+  .refine((m) => m.function === 'count' || m.field !== undefined, {
+    message: 'field is required for sum, min and max',
+    path: ['field'],
+  });
+export type Measure = z.infer<typeof measure>;
+
+export const cubeSchema = z
+  .object({
+    /** Event field holding the event time: epoch milliseconds or an ISO-8601 string. */
+    timestampField: z.string().min(1),
+    dimensions: z.array(identifier).max(32).default([]),
+    measures: z.array(measure).min(1),
+    window: duration,
+    allowedLateness: duration.default('0s'),
+  })
+  .superRefine((s, ctx) => {
+    const names = [...s.dimensions, ...s.measures.map((m) => m.name)];
+    const dup = names.find((n, i) => names.indexOf(n) !== i);
+    if (dup !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `name '${dup}' is used twice`, path: ['measures'] });
+    }
+    const window = parseDuration(s.window) ?? 0;
+    if (window <= 0)
+      ctx.addIssue({ code: 'custom', message: 'must be positive', path: ['window'] });
+    if ((parseDuration(s.allowedLateness) ?? 0) >= window) {
+      ctx.addIssue({ code: 'custom', message: 'must be below window', path: ['allowedLateness'] });
+    }
+  });
+export type CubeSchema = z.infer<typeof cubeSchema>;
+
+/** Cube names are DNS labels: they appear in Kubernetes names, metric labels and file paths. */
+export const cubeName = z
+  .string()
+  .regex(
+    /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
+    'must be a DNS label (lowercase letters, digits, -)',
+  );

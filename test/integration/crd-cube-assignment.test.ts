@@ -1,0 +1,466 @@
+// The committed CubeAssignment CRD on a real API server: it is applied as a user would apply it,
+// becomes Established, accepts a valid object with defaults, refuses bad ones with a 422 naming
+// the field (and zod refuses the same ones), takes status merge patches and serves its columns.
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  ApiException,
+  ApiextensionsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
+import { crdFile, crdName } from '../../src/api/crd.ts';
+import {
+  cubeAssignment,
+  cubeAssignmentSpec,
+  cubeAssignmentStatus,
+  group,
+  plural,
+  version,
+  type CubeAssignmentSpecInput,
+  type CubeAssignmentStatus,
+} from '../../src/api/cube-assignment.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { binDir } from '../env/controlplane.ts';
+import { runCommand } from '../env/processes.ts';
+
+const kc = adminKubeConfig();
+const custom = kc.makeApiClient(CustomObjectsApi);
+const extensions = kc.makeApiClient(ApiextensionsV1Api);
+const namespace = `crd-${randomUUID().slice(0, 8)}`;
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+function kubectl(...args: string[]): Promise<string> {
+  return runCommand(join(binDir(), 'kubectl'), args, {
+    env: { ...process.env, KUBECONFIG: testEnvironment().kube.kubeconfig },
+  });
+}
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  let last: unknown;
+  for (let i = 0; i < 200; i++) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}`, { cause: last });
+}
+
+/** A GET with our own Accept header, which the generated client does not let us choose. */
+function getJson(path: string, accept: string): Promise<unknown> {
+  const env = testEnvironment().kube;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(path, env.server),
+      {
+        ca: readFileSync(env.caFile),
+        headers: { Authorization: `Bearer ${env.adminToken}`, Accept: accept },
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => {
+          if (res.statusCode === 200) resolve(JSON.parse(body));
+          else reject(new Error(`GET ${path}: ${res.statusCode} ${body}`));
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const validSpec: CubeAssignmentSpecInput = {
+  source: {
+    brokers: ['kafka-0.kafka:9092', 'kafka-1.kafka:9092'],
+    topic: 'orders',
+    tls: { secretRef: 'kafka-ca' },
+    sasl: { mechanism: 'scram-sha-512', secretRef: 'kafka-user' },
+  },
+  schema: {
+    timestampField: 'ts',
+    dimensions: ['country', 'device'],
+    measures: [
+      { name: 'events', function: 'count' },
+      { name: 'revenue', function: 'sum', field: 'price' },
+    ],
+    window: '1h30m',
+  },
+  replicaSets: ['rs-a', 'rs-b'],
+  pins: { 'rs-a': [0, 1] },
+};
+
+function manifest(name: string, spec: unknown): object {
+  return { apiVersion: `${group}/${version}`, kind: 'CubeAssignment', metadata: { name }, spec };
+}
+
+function create(name: string, spec: unknown): Promise<unknown> {
+  return custom.createNamespacedCustomObject({
+    group,
+    version,
+    namespace,
+    plural,
+    body: manifest(name, spec),
+  });
+}
+
+beforeAll(async () => {
+  // Server-side apply is idempotent, so concurrent suites applying the same CRD do not collide.
+  await kubectl(
+    'apply',
+    '--server-side',
+    '--force-conflicts',
+    '--field-manager=streamcube-crd-test',
+    '-f',
+    join(repoRoot, crdFile),
+  );
+  await eventually('the CRD to be Established', async () => {
+    const crd = await extensions.readCustomResourceDefinition({ name: crdName });
+    const established = crd.status?.conditions?.find((c) => c.type === 'Established');
+    return established?.status === 'True' ? crd : undefined;
+  });
+  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace } } });
+  await eventually('the resource to be served', () =>
+    custom.listNamespacedCustomObject({ group, version, namespace, plural }),
+  );
+});
+
+test('the CRD is Established with its names accepted', async () => {
+  const crd = await extensions.readCustomResourceDefinition({ name: crdName });
+  const conditions = Object.fromEntries(
+    (crd.status?.conditions ?? []).map((c) => [c.type, c.status]),
+  );
+  expect(conditions).toMatchObject({ Established: 'True', NamesAccepted: 'True' });
+  expect(crd.status?.acceptedNames?.shortNames).toEqual(['cube']);
+});
+
+test('a valid CubeAssignment is accepted and defaulted by the API server', async () => {
+  const created = await create('orders', validSpec);
+  const parsed = cubeAssignment.parse(created);
+  expect(parsed.spec.strategy).toBe('sticky');
+  expect(parsed.spec.suspend).toBe(false);
+  expect(parsed.spec.source.startingOffsets).toBe('earliest');
+  expect(parsed.spec.schema.allowedLateness).toBe('0s');
+  expect(parsed.spec.pins).toEqual({ 'rs-a': [0, 1] });
+  expect(parsed.metadata.generation).toBe(1);
+});
+
+type Change = (spec: CubeAssignmentSpecInput) => unknown;
+const withSchema = (s: CubeAssignmentSpecInput, change: object): unknown => ({
+  ...s,
+  schema: { ...s.schema, ...change },
+});
+
+const invalid: [string, string, Change, RegExp][] = [
+  ['no replica sets', 'spec.replicaSets', (s) => ({ ...s, replicaSets: [] }), /at least 1 items/],
+  [
+    'a replica set twice',
+    'spec.replicaSets[1]',
+    (s) => ({ ...s, replicaSets: ['rs-a', 'rs-a'] }),
+    /Duplicate value/,
+  ],
+  [
+    'a replica set name that is no DNS label',
+    'spec.replicaSets[0]',
+    (s) => ({ ...s, replicaSets: ['RS_A'], pins: undefined }),
+    /should match/,
+  ],
+  ['an unknown strategy', 'spec.strategy', (s) => ({ ...s, strategy: 'random' }), /Unsupported/],
+  ['no source', 'spec.source', ({ source: _, ...s }) => s, /Required/],
+  [
+    'a broker without port',
+    'spec.source.brokers[0]',
+    (s) => ({ ...s, source: { ...s.source, brokers: ['kafka'] } }),
+    /should match/,
+  ],
+  [
+    'an unknown SASL mechanism',
+    'spec.source.sasl.mechanism',
+    (s) => ({ ...s, source: { ...s.source, sasl: { mechanism: 'gssapi', secretRef: 'u' } } }),
+    /Unsupported/,
+  ],
+  [
+    'a zero window (CEL)',
+    'spec.schema.window',
+    (s) => withSchema(s, { window: '0s' }),
+    /window must be a positive duration/,
+  ],
+  [
+    'a window in days, which CEL duration() cannot read',
+    'spec.schema.window',
+    (s) => withSchema(s, { window: '2d' }),
+    /should match/,
+  ],
+  [
+    'a window beyond int64 nanoseconds',
+    'spec.schema.window',
+    (s) => withSchema(s, { window: '9999999h' }),
+    /should match/,
+  ],
+  [
+    'allowedLateness not below window (CEL)',
+    'spec.schema.allowedLateness',
+    (s) => withSchema(s, { allowedLateness: '90m' }),
+    /allowedLateness must be below window/,
+  ],
+  [
+    'a sum without field (CEL)',
+    'spec.schema.measures[1].field',
+    (s) =>
+      withSchema(s, {
+        measures: [
+          { name: 'events', function: 'count' },
+          { name: 'x', function: 'sum' },
+        ],
+      }),
+    /field is required when function is sum, min or max/,
+  ],
+  [
+    'a name used by a dimension and a measure (CEL)',
+    'spec.schema.measures',
+    (s) => withSchema(s, { dimensions: ['events'] }),
+    /names must be unique across dimensions and measures/,
+  ],
+  [
+    'overlapping pins (CEL)',
+    'spec.pins',
+    (s) => ({ ...s, pins: { 'rs-a': [0, 1], 'rs-b': [1, 2] } }),
+    /pins must be disjoint/,
+  ],
+  [
+    'a pinned replica set not listed (CEL)',
+    'spec.pins',
+    (s) => ({ ...s, pins: { 'rs-c': [0] } }),
+    /every replica set in pins must be listed in replicaSets/,
+  ],
+  [
+    'a negative pinned partition',
+    'spec.pins.rs-a[0]',
+    (s) => ({ ...s, pins: { 'rs-a': [-1] } }),
+    /greater than or equal to 0/,
+  ],
+  [
+    'too many pinned partitions',
+    'spec.pins.rs-a',
+    (s) => ({ ...s, pins: { 'rs-a': Array.from({ length: 129 }, (_, i) => i) } }),
+    /at most 128 items/,
+  ],
+];
+
+test.each(invalid)('%s is refused with 422 at %s', async (_, field, change, message) => {
+  const spec = change(validSpec);
+  // The same rule holds in zod, so the operator never holds a spec the API server would refuse.
+  expect(cubeAssignmentSpec.safeParse(spec).success).toBe(false);
+
+  const error: unknown = await create(`bad-${randomUUID().slice(0, 8)}`, spec).catch(
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ApiException);
+  expect((error as ApiException<string>).code).toBe(422);
+  const status = JSON.parse(String((error as ApiException<string>).body)) as {
+    message: string;
+    details?: { causes?: { field?: string; message?: string }[] };
+  };
+  expect(status.details?.causes?.map((c) => c.field)).toContain(field);
+  expect(status.details?.causes?.find((c) => c.field === field)?.message).toMatch(message);
+  expect(status.message).toContain(`${field}:`);
+});
+
+const status: CubeAssignmentStatus = {
+  observedGeneration: 1,
+  assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
+  epochs: { '0': 2, '1': 2, '2': 1, '3': 1 },
+  reassign: {
+    id: 'r-7',
+    phase: 'Draining',
+    moves: [{ partition: 2, from: 'rs-a', to: 'rs-b' }],
+    stopOffsets: { '2': '18234' },
+    startedAt: '2026-11-30T10:00:00Z',
+  },
+  partitions: [
+    { partition: 0, replicaSet: 'rs-a', position: '1200', highWatermark: '1203', lag: '3' },
+  ],
+  totalLag: '3',
+  segments: { active: 2, immutable: 1, handedOff: 40 },
+  conditions: [
+    {
+      type: 'Ready',
+      status: 'True',
+      observedGeneration: 1,
+      lastTransitionTime: '2026-11-30T10:00:00Z',
+      reason: 'Assigned',
+      message: 'every partition is consumed',
+    },
+  ],
+};
+
+describe('status and printer columns', () => {
+  const name = 'with-status';
+  const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+  beforeAll(async () => {
+    await create(name, validSpec);
+  });
+
+  test('the status subresource takes a merge patch, and validates it', async () => {
+    const patched: unknown = await custom.patchNamespacedCustomObjectStatus(
+      { group, version, namespace, plural, name, body: { status } },
+      merge,
+    );
+    expect(cubeAssignmentStatus.parse((patched as { status: unknown }).status)).toEqual(status);
+
+    // A second merge patch changes one field and leaves the rest.
+    const again: unknown = await custom.patchNamespacedCustomObjectStatus(
+      { group, version, namespace, plural, name, body: { status: { totalLag: '0' } } },
+      merge,
+    );
+    expect(cubeAssignment.parse(again).status).toEqual({ ...status, totalLag: '0' });
+
+    // Offsets are strings; a number is refused rather than silently rounded one day.
+    const error: unknown = await custom
+      .patchNamespacedCustomObjectStatus(
+        { group, version, namespace, plural, name, body: { status: { totalLag: 3 } } },
+        merge,
+      )
+      .catch((e: unknown) => e);
+    expect((error as ApiException<string>).code).toBe(422);
+    expect(String((error as ApiException<string>).body)).toContain('status.totalLag');
+    await custom.patchNamespacedCustomObjectStatus(
+      { group, version, namespace, plural, name, body: { status: { totalLag: '3' } } },
+      merge,
+    );
+  });
+
+  test('printer columns are served as a Table', async () => {
+    const table = (await getJson(
+      `/apis/${group}/${version}/namespaces/${namespace}/${plural}/${name}`,
+      'application/json;as=Table;v=v1;g=meta.k8s.io',
+    )) as { kind: string; columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
+    expect(table.kind).toBe('Table');
+    const columns = table.columnDefinitions.map((c) => c.name);
+    expect(columns).toEqual(['Name', 'Ready', 'Phase', 'Replica Sets', 'Lag', 'Strategy', 'Age']);
+    const row = Object.fromEntries(columns.map((c, i) => [c, table.rows[0]?.cells[i]]));
+    expect(row).toMatchObject({
+      Name: name,
+      Ready: 'True',
+      Phase: 'Draining',
+      'Replica Sets': '["rs-a","rs-b"]',
+      Lag: '3',
+      Strategy: 'sticky',
+    });
+  });
+
+  test('kubectl finds the resource by its short name and prints the columns', async () => {
+    const out = await kubectl('get', 'cube', name, '-n', namespace);
+    const [header, line] = out.trim().split('\n');
+    expect(header?.split(/\s{2,}/)).toEqual([
+      'NAME',
+      'READY',
+      'PHASE',
+      'REPLICA SETS',
+      'LAG',
+      'AGE',
+    ]);
+    expect(line).toMatch(/^with-status\s+True\s+Draining\s+\["rs-a","rs-b"\]\s+3\s+\S+$/);
+  });
+});
+
+// The CRD keeps durations to units CEL's duration() reads. This checks that premise on the
+// server itself, with a throwaway CRD whose only check is the CEL rule.
+describe('CEL duration() on this API server', () => {
+  const probeGroup = `durations-${randomUUID().slice(0, 8)}.crd-test.streamcube.io`;
+  const probePlural = 'durationprobes';
+
+  beforeAll(async () => {
+    await extensions.createCustomResourceDefinition({
+      body: {
+        metadata: { name: `${probePlural}.${probeGroup}` },
+        spec: {
+          group: probeGroup,
+          scope: 'Namespaced',
+          names: { plural: probePlural, singular: 'durationprobe', kind: 'DurationProbe' },
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              schema: {
+                openAPIV3Schema: {
+                  type: 'object',
+                  properties: {
+                    spec: {
+                      type: 'object',
+                      properties: { d: { type: 'string', maxLength: 32 } },
+                      x_kubernetes_validations: [
+                        {
+                          rule: "duration(self.d) > duration('0s')",
+                          message: 'd must be positive',
+                        },
+                      ],
+                    },
+                  },
+                },
+              },
+            },
+          ],
+        },
+      },
+    });
+    await eventually('the probe CRD to be served', () =>
+      custom.listNamespacedCustomObject({
+        group: probeGroup,
+        version: 'v1',
+        namespace,
+        plural: probePlural,
+      }),
+    );
+  });
+
+  afterAll(async () => {
+    await extensions.deleteCustomResourceDefinition({ name: `${probePlural}.${probeGroup}` });
+  });
+
+  test.each([
+    ['1h30m', 'accepted'],
+    ['500ms', 'accepted'],
+    ['90s', 'accepted'],
+    ['0s', 'refused by the rule'],
+    ['2d', 'not a duration to CEL'],
+    ['1w', 'not a duration to CEL'],
+  ])('duration(%j): %s', async (d, expected) => {
+    const outcome = await custom
+      .createNamespacedCustomObject({
+        group: probeGroup,
+        version: 'v1',
+        namespace,
+        plural: probePlural,
+        body: {
+          apiVersion: `${probeGroup}/v1`,
+          kind: 'DurationProbe',
+          metadata: { generateName: 'probe-' },
+          spec: { d },
+        },
+      })
+      .then(
+        () => 'accepted',
+        (e: unknown) => {
+          if (!(e instanceof ApiException) || e.code !== 422) throw e;
+          return /type conversion error .* to 'google.protobuf.Duration'/.test(String(e.body))
+            ? 'not a duration to CEL'
+            : 'refused by the rule';
+        },
+      );
+    expect(outcome).toBe(expected);
+  });
+});

@@ -1,0 +1,202 @@
+// The generated CRD: structural (checked here independently of the converter), current with the
+// committed deploy/crds file, and its printer columns and CEL field paths point at real fields.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import {
+  crdFile,
+  crdName,
+  cubeAssignmentCrd,
+  cubeAssignmentCrdYaml,
+  printerColumns,
+} from '../../src/api/crd.ts';
+import { toStructuralSchema, type StructuralSchema } from '../../src/api/structural-schema.ts';
+
+const crd = cubeAssignmentCrd();
+const [served] = crd.spec.versions;
+if (!served) throw new Error('the CRD has no version');
+const root = served.schema.openAPIV3Schema;
+
+const forbidden = ['$ref', '$defs', '$schema', 'definitions', 'anyOf', 'oneOf', 'allOf', 'not'];
+
+/** Paths where the schema breaks the rules of a structural schema (apiextensions v1). */
+function structuralViolations(node: unknown, path = ''): string[] {
+  if (typeof node !== 'object' || node === null || Array.isArray(node)) {
+    return [`${path}: not a schema object`];
+  }
+  const s = node as Record<string, unknown>;
+  const found: string[] = forbidden.filter((k) => k in s).map((k) => `${path}: has ${k}`);
+  const typeless =
+    s['x-kubernetes-int-or-string'] === true || s['x-kubernetes-preserve-unknown-fields'] === true;
+  if (typeof s.type !== 'string' && !typeless) found.push(`${path}: no type`);
+  if (s.properties !== undefined && s.additionalProperties !== undefined) {
+    found.push(`${path}: both properties and additionalProperties`);
+  }
+  if (typeof s.additionalProperties === 'boolean') {
+    found.push(`${path}: additionalProperties is a boolean`);
+  }
+  if (s.type === 'array' && (typeof s.items !== 'object' || Array.isArray(s.items))) {
+    found.push(`${path}: an array without one items schema`);
+  }
+  if (s['x-kubernetes-list-type'] === 'map') {
+    const items = s.items as StructuralSchema;
+    for (const key of s['x-kubernetes-list-map-keys'] as string[]) {
+      if (!items.required?.includes(key)) found.push(`${path}: list-map key ${key} not required`);
+    }
+  }
+  for (const [name, child] of Object.entries((s.properties ?? {}) as Record<string, unknown>)) {
+    found.push(...structuralViolations(child, `${path}.${name}`));
+  }
+  if (s.additionalProperties !== undefined && typeof s.additionalProperties === 'object') {
+    found.push(...structuralViolations(s.additionalProperties, `${path}.*`));
+  }
+  if (s.items !== undefined) found.push(...structuralViolations(s.items, `${path}[]`));
+  return found;
+}
+
+/** The schema node at a dotted path of property names; `[]` steps into items, `*` into maps. */
+function nodeAt(path: string): StructuralSchema | undefined {
+  let node: StructuralSchema | undefined = root;
+  for (const step of path.replace(/^\./, '').split('.')) {
+    const [name = '', ...rest] = step.split('[');
+    node = name === '*' ? node?.additionalProperties : node?.properties?.[name];
+    for (let i = 0; i < rest.length; i++) node = node?.items;
+  }
+  return node;
+}
+
+test('the generated schema is structural', () => {
+  expect(structuralViolations(root)).toEqual([]);
+});
+
+test('the structural checker catches what it should', () => {
+  expect(structuralViolations({ type: 'object', properties: { a: {} } })).toEqual(['.a: no type']);
+  expect(
+    structuralViolations({ type: 'object', properties: { a: { anyOf: [], type: 'string' } } }),
+  ).toEqual(['.a: has anyOf']);
+  expect(structuralViolations({ type: 'array', items: [{ type: 'string' }] })).toEqual([
+    ': an array without one items schema',
+    '[]: not a schema object',
+  ]);
+});
+
+test(`the committed ${crdFile} is current (run \`npm run crds\` when this fails)`, () => {
+  const committed = readFileSync(
+    fileURLToPath(new URL(`../../${crdFile}`, import.meta.url)),
+    'utf8',
+  );
+  expect(committed).toBe(cubeAssignmentCrdYaml());
+});
+
+test('names, group, scope and the status subresource', () => {
+  expect(crd.metadata.name).toBe(crdName);
+  expect(crdName).toBe('cubeassignments.streamcube.io');
+  expect(crd.spec.scope).toBe('Namespaced');
+  expect(crd.spec.names).toMatchObject({ kind: 'CubeAssignment', shortNames: ['cube'] });
+  expect(served).toMatchObject({ name: 'v1alpha1', served: true, storage: true });
+  expect(served.subresources).toEqual({ status: {} });
+});
+
+test('conditions are a list-map keyed by type; offsets are int64 strings', () => {
+  const conditions = nodeAt('status.conditions');
+  expect(conditions?.['x-kubernetes-list-type']).toBe('map');
+  expect(conditions?.['x-kubernetes-list-map-keys']).toEqual(['type']);
+  expect(nodeAt('status.conditions[].lastTransitionTime')).toEqual({
+    type: 'string',
+    format: 'date-time',
+    description: 'When status last changed.',
+  });
+  for (const path of [
+    'status.totalLag',
+    'status.partitions[].position',
+    'status.partitions[].highWatermark',
+    'status.partitions[].lag',
+    'status.reassign.stopOffsets.*',
+  ]) {
+    expect({ path, node: nodeAt(path) }).toMatchObject({
+      path,
+      node: { type: 'string', pattern: '^(0|[1-9][0-9]*)$', maxLength: 19 },
+    });
+  }
+  expect(nodeAt('status.epochs.*')?.type).toBe('integer');
+});
+
+test('defaults, enums and bounds reach the schema', () => {
+  expect(nodeAt('spec.strategy')).toMatchObject({
+    enum: ['range', 'roundRobin', 'sticky'],
+    default: 'sticky',
+  });
+  expect(nodeAt('spec.suspend')).toMatchObject({ type: 'boolean', default: false });
+  expect(nodeAt('spec.replicaSets')).toMatchObject({
+    minItems: 1,
+    'x-kubernetes-list-type': 'set',
+  });
+  expect(nodeAt('spec.pins.*[]')).toMatchObject({ type: 'integer', minimum: 0 });
+  expect(nodeAt('spec.schema.window')?.pattern).toBe('^([0-9]{1,6}(ms|s|m|h))+$');
+  expect(root.required).toEqual(['spec']);
+});
+
+/** Every CEL rule of the schema, with the path of the node carrying it. */
+function rules(node: StructuralSchema, path = ''): { path: string; fieldPath?: string }[] {
+  const here = (node['x-kubernetes-validations'] ?? []).map((r) => {
+    expect(r.message.length).toBeGreaterThan(0);
+    return { path, ...(r.fieldPath !== undefined && { fieldPath: r.fieldPath }) };
+  });
+  const children = [
+    ...Object.entries(node.properties ?? {}).map(([k, v]) => rules(v, `${path}.${k}`)),
+    node.items ? rules(node.items, `${path}[]`) : [],
+    node.additionalProperties ? rules(node.additionalProperties, `${path}.*`) : [],
+  ];
+  return [...here, ...children.flat()];
+}
+
+test('every CEL rule has a message and its fieldPath names a field that exists', () => {
+  const all = rules(root);
+  expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
+    '.spec.pins',
+    '.spec.pins',
+    '.spec.schema.allowedLateness',
+    '.spec.schema.measures',
+    '.spec.schema.measures[].field',
+    '.spec.schema.window',
+  ]);
+  for (const r of all) expect(nodeAt(`${r.path}${r.fieldPath ?? ''}`)).toBeDefined();
+});
+
+test('printer columns read fields the schema has', () => {
+  expect(printerColumns.map((c) => c.name)).toEqual([
+    'Ready',
+    'Phase',
+    'Replica Sets',
+    'Lag',
+    'Strategy',
+    'Age',
+  ]);
+  expect(printerColumns[0]?.jsonPath).toBe('.status.conditions[?(@.type=="Ready")].status');
+  for (const column of printerColumns) {
+    if (column.jsonPath.startsWith('.metadata.')) continue;
+    const path = column.jsonPath.replace(/\[\?\(.*\)\]/, '[]');
+    expect({ column: column.name, found: nodeAt(path) !== undefined }).toEqual({
+      column: column.name,
+      found: true,
+    });
+  }
+});
+
+describe('the converter refuses what a structural schema cannot say', () => {
+  test.each<[string, z.ZodType, RegExp]>([
+    ['a union', z.object({ a: z.union([z.string(), z.number()]) }), /\.a: 'anyOf'/],
+    ['an unvalidated format', z.object({ mail: z.email() }), /\.mail: format 'email'/],
+    ['a lookahead pattern', z.object({ p: z.string().regex(/^(?!x)/) }), /\.p: pattern uses/],
+    ['a tuple', z.object({ t: z.tuple([z.string(), z.int()]) }), /\.t\[\]: 'anyOf'/],
+  ])('%s', (_, schema, error) => {
+    expect(() => toStructuralSchema(schema)).toThrow(error);
+  });
+
+  test('a record becomes additionalProperties; zod safe-integer bounds are dropped', () => {
+    expect(toStructuralSchema(z.record(z.string(), z.int().min(0)))).toEqual({
+      type: 'object',
+      additionalProperties: { type: 'integer', minimum: 0 },
+    });
+  });
+});
