@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
 import { parseArgs } from 'node:util';
+import { ConfigError, receiverUsage } from './receiver/config.ts';
 
 export const usage = `Usage: streamcube <command> [options]
 
@@ -35,6 +36,10 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     io.out('streamcube 0.1.0\n');
     return 0;
   }
+  if (command === 'receiver' && values.help) {
+    io.out(receiverUsage);
+    return 0;
+  }
   if (command === undefined || values.help) {
     (command === undefined && !values.help ? io.err : io.out)(usage);
     return command === undefined && !values.help ? 2 : 0;
@@ -43,7 +48,23 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     io.err(`streamcube: unknown command '${command}'\n\n${usage}`);
     return 2;
   }
-  await Promise.resolve();
+  const rest =
+    positionals.length > 1 || argv.length > 1 ? argv.slice(argv.indexOf(command) + 1) : [];
+  try {
+    if (command === 'receiver') {
+      const { runReceiver } = await import('./receiver/run.ts');
+      return await runReceiver(rest);
+    }
+  } catch (error) {
+    if (
+      error instanceof ConfigError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
+      io.err(`streamcube ${command}: ${(error as Error).message}\n`);
+      return 2;
+    }
+    throw error;
+  }
   io.err(`streamcube ${command}: not implemented yet\n`);
   return 1;
 }

@@ -1,0 +1,175 @@
+// Consumption of chosen partitions of one topic from exact offsets, behind a small interface so
+// that another Kafka client could replace kafkajs. The caller owns positions; this layer only
+// delivers records and reports how far the log goes.
+import { randomUUID } from 'node:crypto';
+import type { Admin, Consumer, Kafka } from 'kafkajs';
+import { exactPartitionAssigner } from './exact-assigner.ts';
+
+export interface ConsumedRecord {
+  offset: bigint;
+  value: Buffer | null;
+}
+
+export interface PartitionSink {
+  /**
+   * Records of one partition in offset order. Returns the offsets it consumed up to (the next
+   * offset to read); the consumer stops delivering the rest of the batch when that is short of it.
+   */
+  onRecords(partition: number, records: ConsumedRecord[], highWatermark: bigint): void;
+  /**
+   * Offsets [first, last] held only records the client filters out (transaction markers, aborted
+   * records): no record to hand over, but the partition has moved past them.
+   */
+  onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void;
+  /** Whether records of `partition` are wanted now (not paused, stopped or released). */
+  wants(partition: number): boolean;
+}
+
+export interface PartitionConsumer {
+  /** (Re)starts consumption of exactly these partitions from these positions. */
+  start(positions: Map<number, bigint>): Promise<void>;
+  pause(partitions: number[]): void;
+  /** Resumes partitions at the given positions (seeking there first). */
+  resume(positions: Map<number, bigint>): void;
+  /** Records durable positions with the broker, so that a rejoin restarts from them. */
+  commit(positions: Map<number, bigint>): Promise<void>;
+  highWatermarks(): Promise<Map<number, bigint>>;
+  stop(): Promise<void>;
+}
+
+export interface KafkajsConsumerOptions {
+  kafka: Kafka;
+  topic: string;
+  /** Prefix of the consumer group id; each start uses a fresh group of its own. */
+  groupPrefix: string;
+  sink: PartitionSink;
+  onCrash?: (error: Error) => void;
+}
+
+export class KafkajsPartitionConsumer implements PartitionConsumer {
+  private consumer: Consumer | undefined;
+  private admin: Admin | undefined;
+  private partitions: number[] = [];
+  private readonly options: KafkajsConsumerOptions;
+
+  constructor(options: KafkajsConsumerOptions) {
+    this.options = options;
+  }
+
+  private async adminClient(): Promise<Admin> {
+    if (!this.admin) {
+      this.admin = this.options.kafka.admin();
+      await this.admin.connect();
+    }
+    return this.admin;
+  }
+
+  async start(positions: Map<number, bigint>): Promise<void> {
+    await this.stopConsumer();
+    this.partitions = [...positions.keys()].sort((a, b) => a - b);
+    if (this.partitions.length === 0) return;
+    const { kafka, topic, sink } = this.options;
+    // A fresh group each time: no member of an earlier incarnation (say, one killed with -9) can
+    // hold it, and its committed offsets are exactly the positions we start from.
+    const groupId = `${this.options.groupPrefix}.${randomUUID()}`;
+    const admin = await this.adminClient();
+    await admin.setOffsets({
+      groupId,
+      topic,
+      partitions: this.partitions.map((p) => ({ partition: p, offset: String(positions.get(p)) })),
+    });
+    const consumer = kafka.consumer({
+      groupId,
+      partitionAssigners: [exactPartitionAssigner(topic, () => this.partitions)],
+      sessionTimeout: 30_000,
+      heartbeatInterval: 3_000,
+      maxWaitTimeInMs: 200,
+      retry: { retries: 10 },
+    });
+    this.consumer = consumer;
+    consumer.on(consumer.events.CRASH, (e) => {
+      const error = (e.payload as { error?: Error }).error;
+      this.options.onCrash?.(error ?? new Error('kafkajs consumer crashed'));
+    });
+    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+      const p = e.payload as {
+        partition: number;
+        batchSize: number;
+        firstOffset: string | null;
+        lastOffset: string;
+        highWatermark?: string;
+      };
+      if (p.batchSize === 0 && p.firstOffset !== null) {
+        sink.onFilteredRange(
+          p.partition,
+          BigInt(p.firstOffset),
+          BigInt(p.lastOffset),
+          BigInt(p.highWatermark ?? p.lastOffset),
+        );
+      }
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic] });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: Math.min(4, this.partitions.length),
+      eachBatch: async (payload) => {
+        const { batch } = payload;
+        if (!payload.isRunning() || payload.isStale() || !sink.wants(batch.partition)) return;
+        const records: ConsumedRecord[] = batch.messages.map((m) => ({
+          offset: BigInt(m.offset),
+          value: m.value,
+        }));
+        sink.onRecords(batch.partition, records, BigInt(batch.highWatermark));
+        const last = batch.messages[batch.messages.length - 1];
+        if (last) payload.resolveOffset(last.offset);
+        await payload.heartbeat();
+      },
+    });
+  }
+
+  pause(partitions: number[]): void {
+    this.consumer?.pause([{ topic: this.options.topic, partitions }]);
+  }
+
+  resume(positions: Map<number, bigint>): void {
+    const consumer = this.consumer;
+    if (!consumer) return;
+    for (const [partition, offset] of positions) {
+      consumer.seek({ topic: this.options.topic, partition, offset: offset.toString() });
+    }
+    consumer.resume([{ topic: this.options.topic, partitions: [...positions.keys()] }]);
+  }
+
+  async commit(positions: Map<number, bigint>): Promise<void> {
+    const consumer = this.consumer;
+    if (!consumer || positions.size === 0) return;
+    await consumer.commitOffsets(
+      [...positions].map(([partition, offset]) => ({
+        topic: this.options.topic,
+        partition,
+        offset: offset.toString(),
+      })),
+    );
+  }
+
+  async highWatermarks(): Promise<Map<number, bigint>> {
+    const admin = await this.adminClient();
+    const offsets = await admin.fetchTopicOffsets(this.options.topic);
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+  }
+
+  private async stopConsumer(): Promise<void> {
+    const consumer = this.consumer;
+    this.consumer = undefined;
+    if (consumer) await consumer.disconnect();
+  }
+
+  async stop(): Promise<void> {
+    await this.stopConsumer();
+    const admin = this.admin;
+    this.admin = undefined;
+    if (admin) await admin.disconnect();
+  }
+}

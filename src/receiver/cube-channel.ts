@@ -1,0 +1,813 @@
+// One cube on one receiver: its partitions (positions, epochs, pause/drain/stop), its segments,
+// checkpoints and hand-offs. Records are processed synchronously, so a checkpoint taken between two
+// batches always pairs the aggregated data with exactly the positions it came from.
+import type { Kafka } from 'kafkajs';
+import type { CubeSchema, KafkaSource } from '../api/cube.ts';
+import type {
+  CubeStatus,
+  DrainResponse,
+  PartitionStateName,
+  PartitionStatus,
+  QueryResponse,
+  SegmentStatus,
+} from '../protocol/admin-api.ts';
+import type { Logger } from '../observability/logger.ts';
+import {
+  KafkajsPartitionConsumer,
+  type ConsumedRecord,
+  type PartitionConsumer,
+} from '../kafka/partition-consumer.ts';
+import { parseEvent, type RejectReason } from './event.ts';
+import { type Segment, SegmentManager, combine } from './segments.ts';
+import { type OffsetRange, addRange, rangesFromJson, rangesToJson } from './offset-ranges.ts';
+import { CubeStore, type CubeCheckpoint } from './cube-store.ts';
+import { handOffSegment } from './hand-off.ts';
+import type { ReceiverMetrics } from './metrics.ts';
+import { faultPoint } from './durable-files.ts';
+
+export interface CubeSpec {
+  source: KafkaSource;
+  schema: CubeSchema;
+}
+
+export interface ChannelOptions {
+  cube: string;
+  spec: CubeSpec;
+  replicaSet: string;
+  receiverId: string;
+  dataDir: string;
+  deepStorageDir: string;
+  kafka: Kafka;
+  metrics: ReceiverMetrics;
+  logger: Logger;
+  flushIntervalMs: number;
+  /** A caught-up partition with no new record for this long counts as past every window. */
+  idleTimeoutMs: number;
+  /** Factory for the consumer; tests and other clients may replace kafkajs. */
+  consumerFactory?: (sink: ChannelSink) => PartitionConsumer;
+}
+
+type ChannelSink = ConstructorParameters<typeof KafkajsPartitionConsumer>[0]['sink'];
+
+interface PartitionState {
+  partition: number;
+  epoch: number;
+  state: PartitionStateName;
+  position: bigint;
+  stopOffset: bigint | null;
+  highWatermark: bigint | null;
+  /** Wall-clock time since which the partition has been caught up, for idle sealing. */
+  caughtUpSince: number | null;
+}
+
+/** An error the admin API maps to a status code, with a reason a caller can act on. */
+export class ChannelError extends Error {
+  readonly status: number;
+  readonly field: string | undefined;
+  constructor(status: number, message: string, field?: string) {
+    super(message);
+    this.status = status;
+    this.field = field;
+  }
+}
+
+export interface PartitionStart {
+  partition: number;
+  position: string;
+  epoch: number;
+  watermark: number | null;
+}
+
+const isLive = (s: PartitionStateName): boolean => s === 'consuming' || s === 'draining';
+
+export class CubeChannel {
+  readonly cube: string;
+  readonly spec: CubeSpec;
+  readonly segments: SegmentManager;
+  private readonly options: ChannelOptions;
+  private readonly partitions = new Map<number, PartitionState>();
+  private readonly store: CubeStore;
+  private readonly consumer: PartitionConsumer;
+  private readonly rejected = new Map<RejectReason, number>();
+  private readonly handOffErrors = new Map<number, { attempts: number; lastError?: string }>();
+  private readonly handOffPaths = new Map<number, string>();
+  private readonly segmentFragments = new Map<number, string[]>();
+  private fragmentSeq = 0;
+  private dirty = false;
+  private timer: NodeJS.Timeout | undefined;
+  private lastHighWatermarkRefresh = 0;
+  private handingOff = false;
+  private drainWaiters: (() => void)[] = [];
+  private closed = false;
+
+  constructor(options: ChannelOptions) {
+    this.options = options;
+    this.cube = options.cube;
+    this.spec = options.spec;
+    this.segments = new SegmentManager(options.spec.schema);
+    this.store = new CubeStore(options.dataDir, options.cube);
+    const sink: ChannelSink = {
+      onRecords: (p, records, hw) => this.onRecords(p, records, hw),
+      onFilteredRange: (p, first, last, hw) => this.onFilteredRange(p, first, last, hw),
+      wants: (p) => isLive(this.partitions.get(p)?.state ?? 'released'),
+    };
+    this.consumer =
+      options.consumerFactory?.(sink) ??
+      new KafkajsPartitionConsumer({
+        kafka: options.kafka,
+        topic: options.spec.source.topic,
+        groupPrefix: `streamcube.${options.receiverId}.${options.cube}`,
+        sink,
+        onCrash: (error) =>
+          this.log.error('kafka consumer crashed; kafkajs restarts it', { error: error.message }),
+      });
+  }
+
+  private get log(): Logger {
+    return this.options.logger;
+  }
+
+  // ---- lifecycle -------------------------------------------------------------------------
+
+  /** Restores the last checkpoint, if any, and starts consuming. */
+  async open(): Promise<void> {
+    const checkpoint = this.store.readCheckpoint();
+    const removed = this.store.removeUnlistedFragments(checkpoint);
+    if (removed > 0)
+      this.log.info('removed fragments written after the last checkpoint', { removed });
+    if (checkpoint) this.restore(checkpoint);
+    else this.writeCheckpoint();
+    await this.restartConsumer();
+    this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
+  }
+
+  static readSpec(dataDir: string, cube: string): (CubeSpec & { replicaSet: string }) | undefined {
+    const checkpoint = new CubeStore(dataDir, cube).readCheckpoint();
+    return (
+      checkpoint && {
+        source: checkpoint.source,
+        schema: checkpoint.schema,
+        replicaSet: checkpoint.replicaSet,
+      }
+    );
+  }
+
+  private restore(c: CubeCheckpoint): void {
+    for (const p of c.partitions) {
+      this.partitions.set(p.partition, {
+        partition: p.partition,
+        epoch: p.epoch,
+        state: p.state,
+        position: BigInt(p.position),
+        stopOffset: p.stopOffset === null ? null : BigInt(p.stopOffset),
+        highWatermark: null,
+        caughtUpSince: null,
+      });
+      const clock = this.segments.clock(p.partition);
+      clock.watermark = p.watermark;
+      clock.currentWindow = p.currentWindow;
+      clock.pending = rangesFromJson(p.pending);
+    }
+    for (const s of c.segments) {
+      const segment = this.segments.restoreSegment({
+        windowStart: s.windowStart,
+        windowEnd: s.windowEnd,
+        state: s.state,
+        ranges: new Map(Object.entries(s.ranges).map(([p, r]) => [Number(p), rangesFromJson(r)])),
+        epochs: new Map(Object.entries(s.epochs).map(([p, e]) => [Number(p), e])),
+        ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
+      });
+      for (const name of s.fragments)
+        this.segments.restoreRows(segment, this.store.readFragment(name));
+      this.segmentFragments.set(s.windowStart, [...s.fragments]);
+      if (s.handOffPath) this.handOffPaths.set(s.windowStart, s.handOffPath);
+    }
+    for (const [reason, n] of Object.entries(c.rejected))
+      this.rejected.set(reason as RejectReason, n);
+    this.fragmentSeq = c.fragmentSeq;
+    this.log.info('restored from checkpoint', {
+      partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
+      segments: c.segments.length,
+    });
+  }
+
+  private async restartConsumer(): Promise<void> {
+    const assigned = [...this.partitions.values()].filter((p) => p.state !== 'released');
+    await this.consumer.start(new Map(assigned.map((p) => [p.partition, p.position])));
+    const idle = assigned.filter((p) => !isLive(p.state)).map((p) => p.partition);
+    if (idle.length > 0) this.consumer.pause(idle);
+  }
+
+  /** Graceful stop: flush and checkpoint, then close the consumer. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.flush();
+    await this.consumer.stop();
+  }
+
+  // ---- consumption -----------------------------------------------------------------------
+
+  private onRecords(partition: number, records: ConsumedRecord[], highWatermark: bigint): void {
+    const ps = this.partitions.get(partition);
+    if (!ps || !isLive(ps.state)) return;
+    ps.highWatermark = highWatermark;
+    const { schema } = this.spec;
+    let ingested = 0;
+    for (const record of records) {
+      if (record.offset < ps.position) continue; // delivered again after a seek or rejoin
+      if (ps.stopOffset !== null && record.offset >= ps.stopOffset) break;
+      if (record.offset > ps.position) {
+        // Offsets with no record (compaction, transaction markers) still belong to the log we read.
+        this.segments.skip(partition, ps.epoch, ps.position, record.offset);
+      }
+      const parsed = parseEvent(schema, record.value);
+      if (parsed.ok) {
+        const result = this.segments.accept(partition, ps.epoch, record.offset, parsed.event);
+        if (result.ok) ingested += 1;
+        else this.reject(result.reason);
+      } else {
+        this.segments.skip(partition, ps.epoch, record.offset, record.offset + 1n);
+        this.reject(parsed.reason);
+      }
+      ps.position = record.offset + 1n;
+    }
+    if (ingested > 0) this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
+    this.dirty = true;
+    this.afterProgress(ps);
+  }
+
+  private onFilteredRange(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+  ): void {
+    const ps = this.partitions.get(partition);
+    if (!ps || !isLive(ps.state)) return;
+    ps.highWatermark = highWatermark;
+    if (first > ps.position || last < ps.position) return;
+    let to = last + 1n;
+    if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
+    if (to > ps.position) {
+      this.segments.skip(partition, ps.epoch, ps.position, to);
+      ps.position = to;
+      this.dirty = true;
+    }
+    this.afterProgress(ps);
+  }
+
+  private reject(reason: RejectReason): void {
+    this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + 1);
+    this.options.metrics.rejected.inc({ cube: this.cube, reason });
+  }
+
+  private afterProgress(ps: PartitionState): void {
+    if (ps.highWatermark !== null && ps.position >= ps.highWatermark) {
+      ps.caughtUpSince ??= Date.now();
+    } else ps.caughtUpSince = null;
+    if (ps.state === 'draining' && ps.stopOffset !== null && ps.position >= ps.stopOffset) {
+      ps.state = 'stopped';
+      this.consumer.pause([ps.partition]);
+      this.log.info('partition drained to its stop offset', {
+        cube: this.cube,
+        partition: ps.partition,
+        epoch: ps.epoch,
+        stopOffset: ps.stopOffset.toString(),
+      });
+      this.wakeDrainWaiters();
+    }
+  }
+
+  private wakeDrainWaiters(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  // ---- periodic work: seal, flush, hand off ----------------------------------------------
+
+  private async tick(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.refreshHighWatermarks();
+      this.sealReadyWindows();
+      this.flush();
+      this.handOffSealed();
+    } catch (error) {
+      this.log.error('periodic work failed; retrying on the next tick', {
+        cube: this.cube,
+        error: (error as Error).message,
+      });
+    }
+  }
+
+  private async refreshHighWatermarks(): Promise<void> {
+    if (Date.now() - this.lastHighWatermarkRefresh < 2_000) return;
+    this.lastHighWatermarkRefresh = Date.now();
+    const hws = await this.consumer.highWatermarks();
+    for (const ps of this.partitions.values()) {
+      const hw = hws.get(ps.partition);
+      if (hw === undefined) continue;
+      ps.highWatermark = hw;
+      if (isLive(ps.state)) this.afterProgress(ps);
+    }
+  }
+
+  /**
+   * A consuming partition that has been caught up for the idle timeout counts as past every
+   * window. A paused or draining one does not: it is only waiting, and its data is still to come.
+   */
+  private isIdle(partition: number): boolean {
+    const ps = this.partitions.get(partition);
+    if (!ps) return true;
+    return (
+      ps.state === 'consuming' &&
+      ps.caughtUpSince !== null &&
+      Date.now() - ps.caughtUpSince >= this.options.idleTimeoutMs
+    );
+  }
+
+  private sealReadyWindows(): void {
+    const owned = [...this.partitions.values()]
+      .filter((p) => p.state !== 'released')
+      .map((p) => p.partition);
+    if (owned.length === 0) return;
+    for (const segment of this.segments.sealableWindows(owned, (p) => this.isIdle(p))) {
+      this.segments.seal(segment);
+      this.dirty = true;
+      this.log.info('window sealed', {
+        cube: this.cube,
+        windowStart: new Date(segment.windowStart).toISOString(),
+      });
+    }
+  }
+
+  /** Writes fragments for changed segments and a checkpoint naming them with the positions. */
+  flush(): void {
+    if (!this.dirty) return;
+    const end = this.options.metrics.flushSeconds.startTimer({ cube: this.cube });
+    for (const segment of this.segments.segments.values()) {
+      if (segment.delta.size === 0) continue;
+      this.fragmentSeq += 1;
+      const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.windowStart}.jsonl`;
+      this.store.writeFragment(name, segment.delta.values());
+      segment.delta = new Map();
+      const list = this.segmentFragments.get(segment.windowStart) ?? [];
+      list.push(name);
+      this.segmentFragments.set(segment.windowStart, list);
+      faultPoint('after-fragment');
+    }
+    this.writeCheckpoint();
+    this.store.removeUnlistedFragments(this.checkpoint());
+    this.dirty = false;
+    end();
+    this.updateGauges();
+    void this.consumer
+      .commit(
+        new Map(
+          [...this.partitions.values()]
+            .filter((p) => isLive(p.state))
+            .map((p) => [p.partition, p.position]),
+        ),
+      )
+      .catch(() => undefined);
+  }
+
+  private checkpoint(): CubeCheckpoint {
+    return {
+      version: 1,
+      cube: this.cube,
+      replicaSet: this.options.replicaSet,
+      source: this.spec.source,
+      schema: this.spec.schema,
+      partitions: [...this.partitions.values()].map((p) => {
+        const clock = this.segments.clock(p.partition);
+        return {
+          partition: p.partition,
+          epoch: p.epoch,
+          state: p.state,
+          position: p.position.toString(),
+          stopOffset: p.stopOffset?.toString() ?? null,
+          watermark: clock.watermark,
+          currentWindow: clock.currentWindow,
+          pending: rangesToJson(clock.pending),
+        };
+      }),
+      segments: [...this.segments.segments.values()].map((s) => ({
+        windowStart: s.windowStart,
+        windowEnd: s.windowEnd,
+        state: s.state,
+        fragments: s.state === 'HANDED_OFF' ? [] : (this.segmentFragments.get(s.windowStart) ?? []),
+        ranges: Object.fromEntries([...s.ranges].map(([p, r]) => [String(p), rangesToJson(r)])),
+        epochs: Object.fromEntries([...s.epochs].map(([p, e]) => [String(p), e])),
+        ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
+        ...(this.handOffPaths.has(s.windowStart)
+          ? { handOffPath: this.handOffPaths.get(s.windowStart) }
+          : {}),
+      })),
+      rejected: Object.fromEntries(this.rejected),
+      fragmentSeq: this.fragmentSeq,
+    };
+  }
+
+  private writeCheckpoint(): void {
+    this.store.writeCheckpoint(this.checkpoint());
+  }
+
+  private handOffSealed(): void {
+    if (this.handingOff) return;
+    this.handingOff = true;
+    try {
+      for (const segment of this.segments.segments.values()) {
+        if (segment.state !== 'IMMUTABLE') continue;
+        const end = this.options.metrics.handOffSeconds.startTimer({ cube: this.cube });
+        try {
+          const path = handOffSegment(
+            {
+              deepStorageDir: this.options.deepStorageDir,
+              cube: this.cube,
+              replicaSet: this.options.replicaSet,
+              receiver: this.options.receiverId,
+              schema: this.spec.schema,
+            },
+            segment,
+          );
+          faultPoint('after-hand-off');
+          segment.handedOffRows = segment.rows.size;
+          segment.state = 'HANDED_OFF';
+          segment.rows = new Map();
+          this.handOffPaths.set(segment.windowStart, path);
+          this.handOffErrors.delete(segment.windowStart);
+          this.segmentFragments.delete(segment.windowStart);
+          this.dirty = true;
+          this.flush();
+          end();
+          this.log.info('segment handed off', {
+            cube: this.cube,
+            windowStart: segment.windowStart,
+            path,
+          });
+        } catch (error) {
+          const e = this.handOffErrors.get(segment.windowStart) ?? { attempts: 0 };
+          e.attempts += 1;
+          e.lastError = (error as Error).message;
+          this.handOffErrors.set(segment.windowStart, e);
+          this.options.metrics.handOffFailures.inc({ cube: this.cube });
+          this.log.warn('hand-off failed; will retry', {
+            cube: this.cube,
+            windowStart: segment.windowStart,
+            error: e.lastError,
+          });
+        }
+      }
+    } finally {
+      this.handingOff = false;
+    }
+  }
+
+  private updateGauges(): void {
+    const m = this.options.metrics;
+    for (const ps of this.partitions.values()) {
+      const labels = { cube: this.cube, partition: String(ps.partition) };
+      m.position.set(labels, Number(ps.position));
+      if (ps.highWatermark !== null) {
+        m.highWatermark.set(labels, Number(ps.highWatermark));
+        m.lag.set(
+          labels,
+          Number(ps.highWatermark > ps.position ? ps.highWatermark - ps.position : 0n),
+        );
+      }
+    }
+    const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
+    for (const s of this.segments.segments.values()) counts[s.state] += 1;
+    for (const [state, n] of Object.entries(counts)) m.segments.set({ cube: this.cube, state }, n);
+  }
+
+  // ---- admin operations ------------------------------------------------------------------
+
+  private partition(p: number): PartitionState {
+    const ps = this.partitions.get(p);
+    if (!ps)
+      throw new ChannelError(
+        404,
+        `partition ${p} of cube ${this.cube} is not assigned to this receiver`,
+        'partitions',
+      );
+    return ps;
+  }
+
+  /**
+   * Takes partitions at the given positions and epochs. The same request twice changes nothing;
+   * an epoch older than the one held is refused (409), a newer one restarts the partition.
+   */
+  async assign(starts: PartitionStart[]): Promise<CubeStatus> {
+    for (const s of starts) {
+      const ps = this.partitions.get(s.partition);
+      if (ps && s.epoch < ps.epoch) {
+        throw new ChannelError(
+          409,
+          `stale epoch for partition ${s.partition} of cube ${this.cube}: request has ${s.epoch}, receiver holds ${ps.epoch}`,
+          'partitions',
+        );
+      }
+    }
+    let changed = false;
+    for (const s of starts) {
+      const ps = this.partitions.get(s.partition);
+      if (ps && ps.epoch === s.epoch) continue;
+      this.partitions.set(s.partition, {
+        partition: s.partition,
+        epoch: s.epoch,
+        state: 'consuming',
+        position: BigInt(s.position),
+        stopOffset: null,
+        highWatermark: null,
+        caughtUpSince: null,
+      });
+      const clock = this.segments.clock(s.partition);
+      if (s.watermark !== null && (clock.watermark === null || s.watermark > clock.watermark)) {
+        clock.watermark = s.watermark;
+      }
+      changed = true;
+      this.log.info('partition assigned', {
+        cube: this.cube,
+        partition: s.partition,
+        epoch: s.epoch,
+        position: s.position,
+      });
+    }
+    if (changed) {
+      this.dirty = true;
+      this.flush();
+      await this.restartConsumer();
+    }
+    return this.status();
+  }
+
+  /** Stops consuming; returns each partition's position (next offset to consume). */
+  pause(partitions: number[]): PartitionStatus[] {
+    const states = partitions.map((p) => this.partition(p));
+    const toPause = states.filter((ps) => isLive(ps.state));
+    for (const ps of toPause) ps.state = 'paused';
+    if (toPause.length > 0) {
+      this.consumer.pause(toPause.map((ps) => ps.partition));
+      this.dirty = true;
+      // Durable before answering: a restarted receiver must not run past what it reported.
+      this.flush();
+    }
+    return states.map((ps) => this.partitionStatus(ps));
+  }
+
+  resume(partitions: number[]): PartitionStatus[] {
+    const states = partitions.map((p) => this.partition(p));
+    for (const ps of states) {
+      if (ps.state === 'released') {
+        throw new ChannelError(
+          409,
+          `partition ${ps.partition} of cube ${this.cube} was released; assign it again`,
+          'partitions',
+        );
+      }
+    }
+    const toResume = states.filter((ps) => ps.state === 'paused' || ps.state === 'stopped');
+    for (const ps of toResume) {
+      ps.state = 'consuming';
+      ps.stopOffset = null;
+    }
+    if (toResume.length > 0) {
+      this.consumer.resume(new Map(toResume.map((ps) => [ps.partition, ps.position])));
+      this.dirty = true;
+      this.flush();
+    }
+    return states.map((ps) => this.partitionStatus(ps));
+  }
+
+  /**
+   * Consumes each partition up to (not including) its stop offset and stops it there. A partition
+   * already at its stop offset is done at once. Resolves when all are stopped or at the deadline.
+   */
+  async drain(stopOffsets: Record<string, string>, timeoutMs: number): Promise<DrainResponse> {
+    const entries = Object.entries(stopOffsets).map(([p, o]) => ({
+      ps: this.partition(Number(p)),
+      stop: BigInt(o),
+    }));
+    for (const { ps, stop } of entries) {
+      if (ps.state === 'released') {
+        throw new ChannelError(
+          409,
+          `partition ${ps.partition} of cube ${this.cube} was released`,
+          'stopOffsets',
+        );
+      }
+      if (ps.position > stop) {
+        throw new ChannelError(
+          409,
+          `partition ${ps.partition} of cube ${this.cube} is at ${ps.position}, past the stop offset ${stop}`,
+          `stopOffsets.${ps.partition}`,
+        );
+      }
+      if (ps.stopOffset !== null && ps.stopOffset !== stop && ps.state === 'stopped') {
+        throw new ChannelError(
+          409,
+          `partition ${ps.partition} of cube ${this.cube} already stopped at ${ps.stopOffset}`,
+          `stopOffsets.${ps.partition}`,
+        );
+      }
+    }
+    const toResume = new Map<number, bigint>();
+    for (const { ps, stop } of entries) {
+      ps.stopOffset = stop;
+      if (ps.position >= stop) {
+        if (ps.state !== 'stopped') {
+          ps.state = 'stopped';
+          this.consumer.pause([ps.partition]);
+        }
+      } else if (ps.state !== 'draining') {
+        const wasLive = isLive(ps.state);
+        ps.state = 'draining';
+        if (!wasLive) toResume.set(ps.partition, ps.position);
+      }
+    }
+    if (toResume.size > 0) this.consumer.resume(toResume);
+    this.dirty = true;
+    this.flush();
+    const deadline = Date.now() + timeoutMs;
+    const allStopped = (): boolean => entries.every(({ ps }) => ps.state === 'stopped');
+    while (!allStopped() && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(250, Math.max(1, deadline - Date.now())));
+        this.drainWaiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+    this.flush();
+    return { done: allStopped(), partitions: entries.map(({ ps }) => this.partitionStatus(ps)) };
+  }
+
+  /** Stops consuming the partitions for good (until assigned again); their data stays. */
+  release(partitions: number[]): PartitionStatus[] {
+    const states = partitions.map((p) => this.partition(p));
+    const toRelease = states.filter((ps) => ps.state !== 'released');
+    for (const ps of toRelease) {
+      ps.state = 'released';
+      this.segments.settlePending(ps.partition, ps.epoch, Date.now());
+    }
+    if (toRelease.length > 0) {
+      this.consumer.pause(toRelease.map((ps) => ps.partition));
+      this.dirty = true;
+      this.flush();
+    }
+    return states.map((ps) => this.partitionStatus(ps));
+  }
+
+  /** Seals every segment (IMMUTABLE) and hands them off; waits up to `waitMs` for the hand-off. */
+  async seal(waitMs: number): Promise<CubeStatus> {
+    for (const ps of this.partitions.values())
+      this.segments.settlePending(ps.partition, ps.epoch, Date.now());
+    for (const s of this.segments.segments.values())
+      if (s.state === 'ACTIVE') this.segments.seal(s);
+    this.dirty = true;
+    this.flush();
+    const deadline = Date.now() + waitMs;
+    do {
+      this.handOffSealed();
+      if (this.allHandedOff() || Date.now() >= deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    } while (Date.now() < deadline);
+    return this.status();
+  }
+
+  allHandedOff(): boolean {
+    return [...this.segments.segments.values()].every((s) => s.state === 'HANDED_OFF');
+  }
+
+  hasLivePartitions(): boolean {
+    return [...this.partitions.values()].some((p) => p.state !== 'released');
+  }
+
+  /** Removes the cube's local state after close(). */
+  removeLocalData(): void {
+    this.store.removeAll();
+  }
+
+  // ---- reading ---------------------------------------------------------------------------
+
+  private partitionStatus(ps: PartitionState): PartitionStatus {
+    const hw = ps.highWatermark;
+    return {
+      partition: ps.partition,
+      state: ps.state,
+      epoch: ps.epoch,
+      position: ps.position.toString(),
+      highWatermark: hw?.toString() ?? null,
+      lag: hw === null ? null : (hw > ps.position ? hw - ps.position : 0n).toString(),
+      stopOffset: ps.stopOffset?.toString() ?? null,
+      watermark: this.segments.clock(ps.partition).watermark,
+    };
+  }
+
+  private segmentStatus(s: Segment): SegmentStatus {
+    const handOff = this.handOffErrors.get(s.windowStart);
+    const path = this.handOffPaths.get(s.windowStart);
+    return {
+      windowStart: s.windowStart,
+      windowEnd: s.windowEnd,
+      state: s.state,
+      rowCount: this.segments.rowCount(s),
+      offsetRanges: Object.fromEntries([...s.ranges].map(([p, r]) => [String(p), rangesToJson(r)])),
+      epochs: Object.fromEntries([...s.epochs].map(([p, e]) => [String(p), e])),
+      ...(handOff || path
+        ? {
+            handOff: {
+              attempts: handOff?.attempts ?? 1,
+              ...(path ? { path } : {}),
+              ...(handOff?.lastError ? { lastError: handOff.lastError } : {}),
+            },
+          }
+        : {}),
+    };
+  }
+
+  status(): CubeStatus {
+    return {
+      cube: this.cube,
+      replicaSet: this.options.replicaSet,
+      receiver: this.options.receiverId,
+      topic: this.spec.source.topic,
+      partitions: [...this.partitions.values()]
+        .sort((a, b) => a.partition - b.partition)
+        .map((ps) => this.partitionStatus(ps)),
+      segments: [...this.segments.segments.values()]
+        .sort((a, b) => a.windowStart - b.windowStart)
+        .map((s) => this.segmentStatus(s)),
+      rejected: Object.fromEntries(this.rejected),
+    };
+  }
+
+  query(q: {
+    from?: number | undefined;
+    to?: number | undefined;
+    filters: Record<string, string[]>;
+    groupBy: string[];
+    measures?: string[] | undefined;
+  }): QueryResponse {
+    const { schema } = this.spec;
+    const dimIndex = (name: string, field: string): number => {
+      const i = schema.dimensions.indexOf(name);
+      if (i < 0) throw new ChannelError(400, `cube ${this.cube} has no dimension '${name}'`, field);
+      return i;
+    };
+    const groupIdx = q.groupBy.map((d, i) => dimIndex(d, `groupBy.${i}`));
+    const filters = Object.entries(q.filters).map(([d, values]) => ({
+      i: dimIndex(d, `filters.${d}`),
+      values: new Set(values),
+    }));
+    const measureNames = q.measures ?? schema.measures.map((m) => m.name);
+    const measureIdx = measureNames.map((name, i) => {
+      const idx = schema.measures.findIndex((m) => m.name === name);
+      if (idx < 0)
+        throw new ChannelError(400, `cube ${this.cube} has no measure '${name}'`, `measures.${i}`);
+      return idx;
+    });
+    const groups = new Map<string, { dims: string[]; values: number[] }>();
+    const covered = new Map<number, OffsetRange[]>();
+    let segments = 0;
+    for (const s of this.segments.segments.values()) {
+      if (s.state === 'HANDED_OFF') continue;
+      if (q.from !== undefined && s.windowEnd <= q.from) continue;
+      if (q.to !== undefined && s.windowStart >= q.to) continue;
+      segments += 1;
+      for (const [p, ranges] of s.ranges) {
+        const acc = covered.get(p) ?? [];
+        for (const r of ranges) addRange(acc, r.from, r.to);
+        covered.set(p, acc);
+      }
+      for (const row of s.rows.values()) {
+        if (!filters.every((f) => f.values.has(row.dimensions[f.i] ?? ''))) continue;
+        const dims = groupIdx.map((i) => row.dimensions[i] ?? '');
+        const key = JSON.stringify(dims);
+        const g = groups.get(key);
+        if (!g) {
+          groups.set(key, { dims, values: measureIdx.map((i) => row.values[i] ?? 0) });
+        } else {
+          measureIdx.forEach((mi, j) => {
+            g.values[j] = combine(schema.measures[mi]!.function, g.values[j]!, row.values[mi]!);
+          });
+        }
+      }
+    }
+    const rows = [...groups.values()]
+      .sort((a, b) => (a.dims.join('\u0000') < b.dims.join('\u0000') ? -1 : 1))
+      .map((g) => [...g.dims, ...g.values]);
+    return {
+      columns: [...q.groupBy, ...measureNames],
+      rows,
+      offsetRanges: Object.fromEntries([...covered].map(([p, r]) => [String(p), rangesToJson(r)])),
+      segments,
+    };
+  }
+}

@@ -1,0 +1,122 @@
+// Hand-off of a sealed segment to deep storage: its rows as an Arrow IPC file (readable by
+// pyarrow, DuckDB, Polars, …) and a manifest saying what it covers. Written under a temporary name
+// and renamed, so a reader never sees half a hand-off; a repeated hand-off finds it done.
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  Float64,
+  Int64,
+  Table,
+  TimestampMillisecond,
+  Utf8,
+  type Vector,
+  tableToIPC,
+  vectorFromArray,
+} from 'apache-arrow';
+import type { CubeSchema } from '../api/cube.ts';
+import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
+import { type RangeJson, rangesToJson } from './offset-ranges.ts';
+import type { Segment } from './segments.ts';
+
+export interface HandOffManifest {
+  cube: string;
+  replicaSet: string;
+  receiver: string;
+  windowStart: string;
+  windowEnd: string;
+  /** partition → epoch under which its offsets were consumed. */
+  epochs: Record<string, number>;
+  /** partition → offset ranges [from, to) the segment covers. */
+  offsetRanges: Record<string, RangeJson[]>;
+  rowCount: number;
+  dataFile: string;
+  schema: CubeSchema;
+}
+
+export interface HandOffTarget {
+  deepStorageDir: string;
+  cube: string;
+  replicaSet: string;
+  receiver: string;
+  schema: CubeSchema;
+}
+
+export function handOffDirectory(t: HandOffTarget, windowStart: number): string {
+  return join(
+    t.deepStorageDir,
+    t.cube,
+    `window=${windowStart}`,
+    `replicaSet=${t.replicaSet}`,
+    t.receiver,
+  );
+}
+
+export function segmentTable(schema: CubeSchema, segment: Segment): Table {
+  const rows = [...segment.rows.values()];
+  const columns: Record<string, Vector> = {
+    window_start: vectorFromArray(
+      rows.map(() => segment.windowStart),
+      new TimestampMillisecond(),
+    ),
+  };
+  schema.dimensions.forEach((name, i) => {
+    columns[name] = vectorFromArray(
+      rows.map((r) => r.dimensions[i] ?? ''),
+      new Utf8(),
+    );
+  });
+  schema.measures.forEach((m, i) => {
+    columns[m.name] =
+      m.function === 'count'
+        ? vectorFromArray(
+            rows.map((r) => BigInt(r.values[i] ?? 0)),
+            new Int64(),
+          )
+        : vectorFromArray(
+            rows.map((r) => r.values[i] ?? 0),
+            new Float64(),
+          );
+  });
+  return new Table(columns);
+}
+
+/** Writes the segment to deep storage, or finds it already there; returns the directory. */
+export function handOffSegment(target: HandOffTarget, segment: Segment): string {
+  const dir = handOffDirectory(target, segment.windowStart);
+  const manifestPath = join(dir, 'manifest.json');
+  const manifest: HandOffManifest = {
+    cube: target.cube,
+    replicaSet: target.replicaSet,
+    receiver: target.receiver,
+    windowStart: new Date(segment.windowStart).toISOString(),
+    windowEnd: new Date(segment.windowEnd).toISOString(),
+    epochs: Object.fromEntries([...segment.epochs].map(([p, e]) => [String(p), e])),
+    offsetRanges: Object.fromEntries(
+      [...segment.ranges].map(([p, r]) => [String(p), rangesToJson(r)]),
+    ),
+    rowCount: segment.rows.size,
+    dataFile: 'data.arrow',
+    schema: target.schema,
+  };
+  if (existsSync(manifestPath)) {
+    const existing = JSON.parse(readFileSync(manifestPath, 'utf8')) as HandOffManifest;
+    if (JSON.stringify(existing.offsetRanges) === JSON.stringify(manifest.offsetRanges)) return dir;
+    throw new Error(
+      `deep storage already holds a different hand-off of window ${manifest.windowStart} at ${dir}`,
+    );
+  }
+  const tmp = `${dir}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  writeFileDurably(
+    join(tmp, 'data.arrow'),
+    tableToIPC(segmentTable(target.schema, segment), 'file'),
+    false,
+  );
+  writeFileDurably(join(tmp, 'manifest.json'), JSON.stringify(manifest, null, 2), false);
+  fsyncDirectory(tmp);
+  mkdirSync(join(dir, '..'), { recursive: true });
+  renameSync(tmp, dir);
+  fsyncDirectory(join(dir, '..'));
+  return dir;
+}

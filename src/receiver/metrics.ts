@@ -1,0 +1,76 @@
+// The receiver's Prometheus metrics. Labels are bounded by configuration: cube, partition,
+// reason, state, route; never offsets or ids.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function createReceiverMetrics(registry = new Registry()) {
+  collectDefaultMetrics({ register: registry });
+  const r = [registry];
+  return {
+    registry,
+    position: new Gauge({
+      name: 'streamcube_receiver_partition_position',
+      help: 'Next offset to consume, per cube partition',
+      labelNames: ['cube', 'partition'],
+      registers: r,
+    }),
+    highWatermark: new Gauge({
+      name: 'streamcube_receiver_partition_high_watermark',
+      help: 'High watermark of the partition as last seen',
+      labelNames: ['cube', 'partition'],
+      registers: r,
+    }),
+    lag: new Gauge({
+      name: 'streamcube_receiver_partition_lag',
+      help: 'High watermark minus position (0 when caught up)',
+      labelNames: ['cube', 'partition'],
+      registers: r,
+    }),
+    ingested: new Counter({
+      name: 'streamcube_receiver_events_ingested_total',
+      help: 'Events aggregated into segments',
+      labelNames: ['cube'],
+      registers: r,
+    }),
+    rejected: new Counter({
+      name: 'streamcube_receiver_events_rejected_total',
+      help: 'Records skipped, by reason',
+      labelNames: ['cube', 'reason'],
+      registers: r,
+    }),
+    segments: new Gauge({
+      name: 'streamcube_receiver_segments',
+      help: 'Segments held, by state',
+      labelNames: ['cube', 'state'],
+      registers: r,
+    }),
+    flushSeconds: new Histogram({
+      name: 'streamcube_receiver_flush_duration_seconds',
+      help: 'Time to write fragments and the checkpoint',
+      labelNames: ['cube'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: r,
+    }),
+    handOffSeconds: new Histogram({
+      name: 'streamcube_receiver_handoff_duration_seconds',
+      help: 'Time to write a sealed segment to deep storage',
+      labelNames: ['cube'],
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers: r,
+    }),
+    handOffFailures: new Counter({
+      name: 'streamcube_receiver_handoff_failures_total',
+      help: 'Hand-off attempts that failed (retried)',
+      labelNames: ['cube'],
+      registers: r,
+    }),
+    adminSeconds: new Histogram({
+      name: 'streamcube_receiver_admin_request_duration_seconds',
+      help: 'Admin API requests by route and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers: r,
+    }),
+  };
+}
+
+export type ReceiverMetrics = ReturnType<typeof createReceiverMetrics>;

@@ -1,0 +1,141 @@
+// A receiver process: the cubes it serves (one CubeChannel each), restored from disk at start.
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Kafka } from 'kafkajs';
+import { createKafka } from '../kafka/client.ts';
+import type { Logger } from '../observability/logger.ts';
+import type { AssignCubeRequest, CubeStatus, ReceiverStatus } from '../protocol/admin-api.ts';
+import { assignCubeRequest } from '../protocol/admin-api.ts';
+import type { ReceiverConfig } from './config.ts';
+import { ChannelError, CubeChannel, type CubeSpec } from './cube-channel.ts';
+import type { ReceiverMetrics } from './metrics.ts';
+
+export class Receiver {
+  readonly config: ReceiverConfig;
+  readonly metrics: ReceiverMetrics;
+  private readonly logger: Logger;
+  private readonly cubes = new Map<string, CubeChannel>();
+  private readonly kafkaClients = new Map<string, Kafka>();
+  private ready = false;
+
+  constructor(config: ReceiverConfig, metrics: ReceiverMetrics, logger: Logger) {
+    this.config = config;
+    this.metrics = metrics;
+    this.logger = logger;
+  }
+
+  isReady(): boolean {
+    return this.ready;
+  }
+
+  private kafkaFor(brokers: string[]): Kafka {
+    const key = brokers.join(',');
+    let kafka = this.kafkaClients.get(key);
+    if (!kafka) {
+      kafka = createKafka({ clientId: `streamcube-receiver-${this.config.id}`, brokers });
+      this.kafkaClients.set(key, kafka);
+    }
+    return kafka;
+  }
+
+  private channel(cube: string, spec: CubeSpec): CubeChannel {
+    return new CubeChannel({
+      cube,
+      spec,
+      replicaSet: this.config.replicaSet,
+      receiverId: this.config.id,
+      dataDir: this.config.dataDir,
+      deepStorageDir: this.config.deepStorageDir,
+      kafka: this.kafkaFor(spec.source.brokers),
+      metrics: this.metrics,
+      logger: this.logger.child({ cube, replicaSet: this.config.replicaSet }),
+      flushIntervalMs: this.config.flushIntervalMs,
+      idleTimeoutMs: this.config.idleTimeoutMs,
+    });
+  }
+
+  /** Restores every cube found in the data directory and resumes consuming. */
+  async start(): Promise<void> {
+    const dir = join(this.config.dataDir, 'cubes');
+    const names = existsSync(dir) ? readdirSync(dir) : [];
+    for (const cube of names) {
+      const spec = CubeChannel.readSpec(this.config.dataDir, cube);
+      if (!spec) continue;
+      if (spec.replicaSet !== this.config.replicaSet) {
+        this.logger.warn('data directory belongs to another replica set; leaving that cube alone', {
+          cube,
+          replicaSet: spec.replicaSet,
+        });
+        continue;
+      }
+      const channel = this.channel(cube, spec);
+      await channel.open();
+      this.cubes.set(cube, channel);
+    }
+    this.ready = true;
+    this.logger.info('receiver started', {
+      cubes: [...this.cubes.keys()].join(','),
+      receiver: this.config.id,
+    });
+  }
+
+  get(cube: string): CubeChannel {
+    const channel = this.cubes.get(cube);
+    if (!channel)
+      throw new ChannelError(404, `cube ${cube} is not assigned to receiver ${this.config.id}`);
+    return channel;
+  }
+
+  async assign(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
+    const request = assignCubeRequest.parse(body);
+    if (request.replicaSet !== this.config.replicaSet) {
+      throw new ChannelError(
+        409,
+        `receiver ${this.config.id} belongs to replica set ${this.config.replicaSet}, not ${request.replicaSet}`,
+        'replicaSet',
+      );
+    }
+    let channel = this.cubes.get(cube);
+    const spec: CubeSpec = { source: request.source, schema: request.schema };
+    if (channel && JSON.stringify(channel.spec) !== JSON.stringify(spec)) {
+      throw new ChannelError(
+        409,
+        `cube ${cube} is assigned here with a different source or schema; unassign it first`,
+        'schema',
+      );
+    }
+    if (!channel) {
+      channel = this.channel(cube, spec);
+      await channel.open();
+      this.cubes.set(cube, channel);
+    }
+    return channel.assign(request.partitions);
+  }
+
+  /** Drops a cube; refused while it holds data not yet handed off, unless forced. */
+  async unassign(cube: string, force: boolean): Promise<void> {
+    const channel = this.get(cube);
+    if (!force && (channel.hasLivePartitions() || !channel.allHandedOff())) {
+      throw new ChannelError(
+        409,
+        `cube ${cube} still has ${channel.hasLivePartitions() ? 'assigned partitions' : 'segments not handed off'}; release and seal it first, or force`,
+      );
+    }
+    await channel.close();
+    channel.removeLocalData();
+    this.cubes.delete(cube);
+  }
+
+  status(): ReceiverStatus {
+    return {
+      receiver: this.config.id,
+      replicaSet: this.config.replicaSet,
+      cubes: [...this.cubes.values()].map((c) => c.status()),
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.ready = false;
+    for (const channel of this.cubes.values()) await channel.close();
+  }
+}

@@ -1,0 +1,241 @@
+// The segments of one cube on one receiver: event time → window, in-memory aggregation keyed by
+// dimension values, per-partition offset coverage, event-time watermarks, lateness and sealing.
+// Pure: no I/O and no clock of its own, so that two replicas fed the same offsets decide alike.
+import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
+import { parseDuration } from '../api/duration.ts';
+import type { ParsedEvent, RejectReason } from './event.ts';
+import { type OffsetRange, addRange } from './offset-ranges.ts';
+
+export type SegmentState = 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
+
+export interface Row {
+  dimensions: string[];
+  values: number[];
+}
+
+export interface Segment {
+  windowStart: number;
+  windowEnd: number;
+  state: SegmentState;
+  /** Aggregated rows keyed by their dimension values; emptied once handed off. */
+  rows: Map<string, Row>;
+  /** Rows changed since the last flush (deltas of `rows`). */
+  delta: Map<string, Row>;
+  /** Offsets of each partition accounted to this segment. */
+  ranges: Map<number, OffsetRange[]>;
+  /** Per partition, the assignment epoch under which its offsets were consumed. */
+  epochs: Map<number, number>;
+  /** Row count once handed off (rows are purged then). */
+  handedOffRows?: number;
+}
+
+export interface PartitionClock {
+  /** Highest event time seen in the partition (its event-time watermark), or null. */
+  watermark: number | null;
+  /** Window start of the segment that took the partition's last accepted event. */
+  currentWindow: number | null;
+  /** Offsets consumed before any accepted event had a segment to go to. */
+  pending: OffsetRange[];
+}
+
+export type AcceptResult = { ok: true; windowStart: number } | { ok: false; reason: RejectReason };
+
+const keyOf = (dimensions: string[]): string => JSON.stringify(dimensions);
+
+export function combine(fn: MeasureFunction, a: number, b: number): number {
+  switch (fn) {
+    case 'count':
+    case 'sum':
+      return a + b;
+    case 'min':
+      return Math.min(a, b);
+    case 'max':
+      return Math.max(a, b);
+  }
+}
+
+export class SegmentManager {
+  readonly windowMs: number;
+  readonly latenessMs: number;
+  readonly segments = new Map<number, Segment>();
+  readonly partitions = new Map<number, PartitionClock>();
+  readonly schema: CubeSchema;
+
+  constructor(schema: CubeSchema) {
+    this.schema = schema;
+    this.windowMs = parseDuration(schema.window) ?? 0;
+    this.latenessMs = parseDuration(schema.allowedLateness) ?? 0;
+    if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
+  }
+
+  clock(partition: number): PartitionClock {
+    let c = this.partitions.get(partition);
+    if (!c) {
+      c = { watermark: null, currentWindow: null, pending: [] };
+      this.partitions.set(partition, c);
+    }
+    return c;
+  }
+
+  windowOf(time: number): number {
+    return Math.floor(time / this.windowMs) * this.windowMs;
+  }
+
+  private segmentFor(windowStart: number): Segment {
+    let s = this.segments.get(windowStart);
+    if (!s) {
+      s = {
+        windowStart,
+        windowEnd: windowStart + this.windowMs,
+        state: 'ACTIVE',
+        rows: new Map(),
+        delta: new Map(),
+        ranges: new Map(),
+        epochs: new Map(),
+      };
+      this.segments.set(windowStart, s);
+    }
+    return s;
+  }
+
+  private cover(
+    segment: Segment,
+    partition: number,
+    epoch: number,
+    from: bigint,
+    to: bigint,
+  ): void {
+    let ranges = segment.ranges.get(partition);
+    if (!ranges) {
+      ranges = [];
+      segment.ranges.set(partition, ranges);
+    }
+    addRange(ranges, from, to);
+    segment.epochs.set(partition, Math.max(epoch, segment.epochs.get(partition) ?? epoch));
+  }
+
+  /** The ACTIVE segment that offsets without an event of their own are accounted to. */
+  private currentSegment(clock: PartitionClock): Segment | undefined {
+    if (clock.currentWindow === null) return undefined;
+    const s = this.segments.get(clock.currentWindow);
+    return s?.state === 'ACTIVE' ? s : undefined;
+  }
+
+  /** Aggregates an event read at `offset`, or rejects it as too late or for a sealed window. */
+  accept(partition: number, epoch: number, offset: bigint, event: ParsedEvent): AcceptResult {
+    const clock = this.clock(partition);
+    const windowStart = this.windowOf(event.time);
+    const closesAt = windowStart + this.windowMs + this.latenessMs;
+    if (clock.watermark !== null && clock.watermark >= closesAt) {
+      this.skip(partition, epoch, offset, offset + 1n);
+      return { ok: false, reason: 'too_late' };
+    }
+    const existing = this.segments.get(windowStart);
+    if (existing && existing.state !== 'ACTIVE') {
+      this.skip(partition, epoch, offset, offset + 1n);
+      return { ok: false, reason: 'window_sealed' };
+    }
+    const segment = this.segmentFor(windowStart);
+    for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
+    clock.pending = [];
+    this.cover(segment, partition, epoch, offset, offset + 1n);
+    clock.currentWindow = windowStart;
+    if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
+
+    const key = keyOf(event.dimensions);
+    this.merge(segment.rows, key, event);
+    this.merge(segment.delta, key, event);
+    return { ok: true, windowStart };
+  }
+
+  private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): void {
+    const row = rows.get(key);
+    if (!row) {
+      rows.set(key, { dimensions: event.dimensions, values: [...event.values] });
+      return;
+    }
+    const measures = this.schema.measures;
+    for (let i = 0; i < measures.length; i++) {
+      row.values[i] = combine(measures[i]!.function, row.values[i]!, event.values[i]!);
+    }
+  }
+
+  /**
+   * Accounts offsets that carry no accepted event (rejected records, control records, offsets
+   * removed by compaction) to the partition's current segment, or holds them until it has one.
+   */
+  skip(partition: number, epoch: number, from: bigint, to: bigint): void {
+    if (to <= from) return;
+    const clock = this.clock(partition);
+    const current = this.currentSegment(clock);
+    if (current) this.cover(current, partition, epoch, from, to);
+    else addRange(clock.pending, from, to);
+  }
+
+  /** Merges rows read back from a fragment file (recovery) into a segment. */
+  restoreRows(segment: Segment, rows: Row[]): void {
+    for (const row of rows) {
+      this.merge(segment.rows, keyOf(row.dimensions), { time: 0, ...row });
+    }
+  }
+
+  restoreSegment(segment: Omit<Segment, 'rows' | 'delta'>): Segment {
+    const s: Segment = { ...segment, rows: new Map(), delta: new Map() };
+    this.segments.set(s.windowStart, s);
+    return s;
+  }
+
+  /**
+   * Windows every given partition has passed (watermark beyond end + lateness, or idle), in
+   * order. `passed` lets the caller treat idle partitions as passed.
+   */
+  sealableWindows(partitions: number[], idle: (partition: number) => boolean): Segment[] {
+    const ready: Segment[] = [];
+    for (const s of [...this.segments.values()].sort((a, b) => a.windowStart - b.windowStart)) {
+      if (s.state !== 'ACTIVE') continue;
+      const closesAt = s.windowEnd + this.latenessMs;
+      const allPassed = partitions.every((p) => {
+        const w = this.partitions.get(p)?.watermark ?? null;
+        return (w !== null && w >= closesAt) || idle(p);
+      });
+      if (allPassed) ready.push(s);
+    }
+    return ready;
+  }
+
+  /**
+   * Makes a segment IMMUTABLE. Offsets a partition still holds as pending go to the partition's
+   * last segment, so that sealed segments account for every consumed offset.
+   */
+  seal(segment: Segment): void {
+    segment.state = 'IMMUTABLE';
+  }
+
+  /** Gives pending offsets of `partition` to the latest segment, creating an empty one if none. */
+  settlePending(partition: number, epoch: number, fallbackTime: number): void {
+    const clock = this.clock(partition);
+    if (clock.pending.length === 0) return;
+    const active = [...this.segments.values()].filter((s) => s.state === 'ACTIVE');
+    const target =
+      active.sort((a, b) => b.windowStart - a.windowStart)[0] ??
+      this.segmentFor(this.windowOf(clock.watermark ?? fallbackTime));
+    if (target.state !== 'ACTIVE') {
+      // The fallback window is sealed already: open the next one rather than touch sealed data.
+      const next = this.segmentFor(this.nextFreeWindow(target.windowStart));
+      for (const r of clock.pending) this.cover(next, partition, epoch, r.from, r.to);
+    } else {
+      for (const r of clock.pending) this.cover(target, partition, epoch, r.from, r.to);
+    }
+    clock.pending = [];
+  }
+
+  private nextFreeWindow(from: number): number {
+    let w = from;
+    while (this.segments.get(w) && this.segments.get(w)?.state !== 'ACTIVE') w += this.windowMs;
+    return w;
+  }
+
+  rowCount(segment: Segment): number {
+    return segment.handedOffRows ?? segment.rows.size;
+  }
+}

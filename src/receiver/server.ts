@@ -1,0 +1,242 @@
+// The receiver's HTTP server: unauthenticated /healthz, /readyz, /metrics; the bearer-token admin
+// API and query under /v1. Bad requests get 4xx naming the field; nothing is only logged.
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { Logger } from '../observability/logger.ts';
+import {
+  drainRequest,
+  partitionsRequest,
+  queryRequest,
+  sealRequest,
+  cubeName,
+} from '../protocol/admin-api.ts';
+import type { ErrorResponse } from '../protocol/admin-api.ts';
+import { ChannelError } from './cube-channel.ts';
+import type { Receiver } from './receiver.ts';
+
+const maxBodyBytes = 4 * 1024 * 1024;
+
+interface Route {
+  method: string;
+  pattern: RegExp;
+  name: string;
+  handle: (receiver: Receiver, params: string[], body: unknown, url: URL) => unknown;
+}
+
+const cubePath = (suffix = ''): RegExp => new RegExp(`^/v1/cubes/([^/]+)${suffix}$`);
+
+const routes: Route[] = [
+  { method: 'GET', pattern: /^\/v1\/status$/, name: '/v1/status', handle: (r) => r.status() },
+  {
+    method: 'PUT',
+    pattern: cubePath(),
+    name: '/v1/cubes/:cube',
+    handle: (r, [cube], body) => r.assign(cube!, body as never),
+  },
+  {
+    method: 'GET',
+    pattern: cubePath(),
+    name: '/v1/cubes/:cube',
+    handle: (r, [cube]) => r.get(cube!).status(),
+  },
+  {
+    method: 'DELETE',
+    pattern: cubePath(),
+    name: '/v1/cubes/:cube',
+    handle: async (r, [cube], _body, url) => {
+      await r.unassign(cube!, url.searchParams.get('force') === 'true');
+      return { cube, unassigned: true };
+    },
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/pause'),
+    name: '/v1/cubes/:cube/pause',
+    handle: (r, [cube], body) => ({
+      partitions: r.get(cube!).pause(partitionsRequest.parse(body).partitions),
+    }),
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/resume'),
+    name: '/v1/cubes/:cube/resume',
+    handle: (r, [cube], body) => ({
+      partitions: r.get(cube!).resume(partitionsRequest.parse(body).partitions),
+    }),
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/release'),
+    name: '/v1/cubes/:cube/release',
+    handle: (r, [cube], body) => ({
+      partitions: r.get(cube!).release(partitionsRequest.parse(body).partitions),
+    }),
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/drain'),
+    name: '/v1/cubes/:cube/drain',
+    handle: (r, [cube], body) => {
+      const req = drainRequest.parse(body);
+      return r.get(cube!).drain(req.stopOffsets, req.timeoutMs);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/seal'),
+    name: '/v1/cubes/:cube/seal',
+    handle: (r, [cube], body) => r.get(cube!).seal(sealRequest.parse(body ?? {}).waitMs),
+  },
+  {
+    method: 'POST',
+    pattern: cubePath('/query'),
+    name: '/v1/cubes/:cube/query',
+    handle: (r, [cube], body) => r.get(cube!).query(queryRequest.parse(body)),
+  },
+];
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  contentType = 'application/json',
+): void {
+  const text = contentType === 'application/json' ? JSON.stringify(body) : String(body);
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function errorBody(error: string, reason: string, field?: string): ErrorResponse {
+  return field === undefined ? { error, reason } : { error, reason, field };
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBodyBytes)
+      throw new ChannelError(413, `request body is larger than ${maxBodyBytes} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return undefined;
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch (error) {
+    throw new ChannelError(400, `request body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+function authorized(req: IncomingMessage, token: string): 401 | 403 | true {
+  const header = req.headers.authorization;
+  if (!header?.startsWith('Bearer ')) return 401;
+  const given = Buffer.from(header.slice('Bearer '.length));
+  const expected = Buffer.from(token);
+  return given.length === expected.length && timingSafeEqual(given, expected) ? true : 403;
+}
+
+export function createReceiverServer(receiver: Receiver, logger: Logger): Server {
+  const { metrics } = receiver;
+  return createServer((req, res) => {
+    const started = process.hrtime.bigint();
+    let routeName = 'unmatched';
+    res.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.adminSeconds.observe(
+        { method: req.method ?? '', route: routeName, status: String(res.statusCode) },
+        seconds,
+      );
+    });
+    void (async () => {
+      const url = new URL(req.url ?? '/', 'http://receiver');
+      try {
+        if (req.method === 'GET' && url.pathname === '/healthz') {
+          routeName = '/healthz';
+          return send(res, 200, 'ok', 'text/plain');
+        }
+        if (req.method === 'GET' && url.pathname === '/readyz') {
+          routeName = '/readyz';
+          return receiver.isReady()
+            ? send(res, 200, 'ok', 'text/plain')
+            : send(res, 503, 'starting', 'text/plain');
+        }
+        if (req.method === 'GET' && url.pathname === '/metrics') {
+          routeName = '/metrics';
+          return send(res, 200, await metrics.registry.metrics(), metrics.registry.contentType);
+        }
+        if (!url.pathname.startsWith('/v1/'))
+          return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
+        const auth = authorized(req, receiver.config.adminToken);
+        if (auth !== true) {
+          routeName = '/v1 (unauthorized)';
+          return send(
+            res,
+            auth,
+            errorBody(
+              auth === 401 ? 'unauthenticated' : 'forbidden',
+              auth === 401
+                ? 'an Authorization: Bearer token is required'
+                : 'the bearer token is not valid for this receiver',
+            ),
+          );
+        }
+        const candidates = routes.filter((r) => r.pattern.test(url.pathname));
+        const route = candidates.find((r) => r.method === req.method);
+        if (!route) {
+          return candidates.length > 0
+            ? send(
+                res,
+                405,
+                errorBody('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
+              )
+            : send(res, 404, errorBody('not found', `no route ${url.pathname}`));
+        }
+        routeName = route.name;
+        const params = (route.pattern.exec(url.pathname) ?? []).slice(1).map(decodeURIComponent);
+        const cube = params[0];
+        if (cube !== undefined && !cubeName.safeParse(cube).success) {
+          return send(
+            res,
+            400,
+            errorBody('invalid request', `cube name '${cube}' must be a DNS label`, 'cube'),
+          );
+        }
+        const body =
+          req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
+        const result = await route.handle(receiver, params, body, url);
+        return send(res, 200, result);
+      } catch (error) {
+        if (error instanceof z.ZodError) {
+          const issue = error.issues[0];
+          return send(
+            res,
+            400,
+            errorBody(
+              'invalid request',
+              issue?.message ?? 'invalid',
+              issue?.path.join('.') || undefined,
+            ),
+          );
+        }
+        if (error instanceof ChannelError) {
+          return send(
+            res,
+            error.status,
+            errorBody(
+              error.status === 409
+                ? 'conflict'
+                : error.status === 404
+                  ? 'not found'
+                  : 'invalid request',
+              error.message,
+              error.field,
+            ),
+          );
+        }
+        logger.error('admin request failed', { route: routeName, error: (error as Error).stack });
+        return send(res, 500, errorBody('internal error', (error as Error).message));
+      }
+    })();
+  });
+}

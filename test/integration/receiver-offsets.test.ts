@@ -1,0 +1,125 @@
+// A receiver consumes from exact offsets: pause reports exact positions, drain stops exactly at
+// the stop offsets (an idle partition at once), resume continues with no gap and no overlap.
+import { logLevel, type Admin, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import { testEnvironment } from '../env/connection.ts';
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import {
+  assignRequest,
+  createTopic,
+  makeEvents,
+  produce,
+  totalsOf,
+  type TestEvent,
+} from '../support/events.ts';
+import {
+  expectTiling,
+  expectTotals,
+  positionsOf,
+  rangesOf,
+  totalsFromQuery,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
+
+const env = testEnvironment();
+const kafka = createKafka({
+  clientId: 'receiver-offsets-test',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+const T0 = Date.UTC(2026, 0, 1);
+const cube = 'orders';
+
+let admin: Admin;
+let producer: Producer;
+let receiver: ReceiverProcess;
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  producer = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect()]);
+  receiver = new ReceiverProcess({
+    id: 'r-offsets',
+    replicaSet: 'rs-a',
+    deepStorageDir: tempDir('deep'),
+  });
+  await receiver.start();
+});
+
+afterAll(async () => {
+  await receiver?.stop();
+  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+});
+
+test('start at exact offsets, pause, drain to stop offsets, resume: exact aggregates and tiled offsets', async () => {
+  const topic = await createTopic(admin, 4);
+  const produced: TestEvent[][] = [0, 1, 2, 3].map((p) => makeEvents(p, 50, T0, 2000));
+  for (const p of [0, 1, 2, 3]) await produce(producer, topic, p, produced[p]!);
+  const start: Record<number, bigint> = { 0: 0n, 1: 10n, 2: 0n, 3: 0n };
+  const client = receiver.client;
+
+  await client.assign(
+    cube,
+    assignRequest(
+      env.kafka.bootstrap,
+      topic,
+      'rs-a',
+      [0, 1, 2, 3].map((p) => ({ partition: p, position: start[p]!.toString() })),
+    ),
+  );
+  await waitForPositions(client, cube, { 0: 50n, 1: 50n, 2: 50n, 3: 50n });
+  const expectedSoFar = [0, 1, 2, 3].flatMap((p) => produced[p]!.slice(Number(start[p])));
+  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(expectedSoFar));
+
+  // Pause two partitions: their positions are exact, and they stay put while more arrives.
+  const paused = await client.pause(cube, [0, 1]);
+  expect(paused.partitions.map((p) => [p.partition, p.state, p.position])).toEqual([
+    [0, 'paused', '50'],
+    [1, 'paused', '50'],
+  ]);
+  const more = [0, 1, 2].map((p) => makeEvents(p, 20, T0 + 100_000, 2000, 1));
+  for (const p of [0, 1, 2]) await produce(producer, topic, p, more[p]!);
+  await waitForPositions(client, cube, { 2: 70n });
+  expect(positionsOf(await client.cubeStatus(cube))).toMatchObject({ 0: '50', 1: '50' });
+  // Pausing again is the same answer (idempotent).
+  expect((await client.pause(cube, [0, 1])).partitions.map((p) => p.position)).toEqual([
+    '50',
+    '50',
+  ]);
+
+  // Drain: partition 0 consumes up to 60 exactly; 1 and 3 are already at their stop offsets.
+  const drained = await client.drain(cube, {
+    stopOffsets: { 0: '60', 1: '50', 3: '50' },
+    timeoutMs: 30_000,
+  });
+  expect(drained.done).toBe(true);
+  expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual([
+    [0, 'stopped', '60'],
+    [1, 'stopped', '50'],
+    [3, 'stopped', '50'],
+  ]);
+  // The same drain again answers the same, with no second effect.
+  const again = await client.drain(cube, {
+    stopOffsets: { 0: '60', 1: '50', 3: '50' },
+    timeoutMs: 1_000,
+  });
+  expect(again.partitions.map((p) => p.position)).toEqual(['60', '50', '50']);
+  // A stop offset behind the position is refused: the receiver cannot un-consume.
+  await expect(client.drain(cube, { stopOffsets: { 0: '55' } })).rejects.toMatchObject({
+    status: 409,
+  });
+
+  // Resume: consumption continues from the exact positions.
+  await client.resume(cube, [0, 1, 3]);
+  await waitForPositions(client, cube, { 0: 70n, 1: 70n, 2: 70n, 3: 50n });
+  const all = [0, 1, 2, 3].flatMap((p) => [
+    ...produced[p]!.slice(Number(start[p])),
+    ...(more[p] ?? []),
+  ]);
+  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(all));
+
+  const status = await client.cubeStatus(cube);
+  const end: Record<number, bigint> = { 0: 70n, 1: 70n, 2: 70n, 3: 50n };
+  for (const p of [0, 1, 2, 3]) expectTiling(rangesOf(p, status.segments), start[p]!, end[p]!);
+  expect(status.partitions.every((p) => p.lag === '0')).toBe(true);
+});

@@ -1,0 +1,128 @@
+// Test events with a known ground truth: produced to chosen partitions, and the aggregates they
+// must give computed independently of the receiver's code.
+import { randomUUID } from 'node:crypto';
+import type { Admin, Kafka, Producer } from 'kafkajs';
+import type { AssignCubeRequest } from '../../src/protocol/admin-api.ts';
+
+export interface TestEvent {
+  ts: number;
+  country: string;
+  device: string;
+  price: number;
+}
+
+export const testSchema = {
+  timestampField: 'ts',
+  dimensions: ['country', 'device'],
+  measures: [
+    { name: 'events', function: 'count' as const },
+    { name: 'revenue', function: 'sum' as const, field: 'price' },
+    { name: 'cheapest', function: 'min' as const, field: 'price' },
+    { name: 'dearest', function: 'max' as const, field: 'price' },
+  ],
+  // Wide enough that test data stays in open windows unless a test seals them or moves time on.
+  window: '1h',
+  allowedLateness: '5m',
+};
+
+const countries = ['de', 'fr', 'jp', 'us'];
+const devices = ['ios', 'android', 'web'];
+
+/** Deterministic events: event i of a partition is `step` ms after `start`, prices in cents. */
+export function makeEvents(
+  partition: number,
+  count: number,
+  start: number,
+  step = 1000,
+  salt = 0,
+): TestEvent[] {
+  return Array.from({ length: count }, (_, i) => {
+    const n = i + partition * 7919 + salt * 104729;
+    return {
+      ts: start + i * step,
+      country: countries[n % countries.length]!,
+      device: devices[(n >> 2) % devices.length]!,
+      price: ((n * 37) % 1000) / 100,
+    };
+  });
+}
+
+export interface Totals {
+  events: number;
+  revenue: number;
+  cheapest: number;
+  dearest: number;
+}
+
+export function totalsOf(events: TestEvent[]): Totals {
+  return {
+    events: events.length,
+    revenue: events.reduce((a, e) => a + e.price, 0),
+    cheapest: Math.min(...events.map((e) => e.price)),
+    dearest: Math.max(...events.map((e) => e.price)),
+  };
+}
+
+export function byCountry(
+  events: TestEvent[],
+): Record<string, { events: number; revenue: number }> {
+  const out: Record<string, { events: number; revenue: number }> = {};
+  for (const e of events) {
+    const g = (out[e.country] ??= { events: 0, revenue: 0 });
+    g.events += 1;
+    g.revenue += e.price;
+  }
+  return out;
+}
+
+export async function createTopic(admin: Admin, partitions: number): Promise<string> {
+  const topic = `events-${randomUUID().slice(0, 8)}`;
+  await admin.createTopics({
+    topics: [{ topic, numPartitions: partitions }],
+    waitForLeaders: true,
+  });
+  return topic;
+}
+
+export async function produce(
+  producer: Producer,
+  topic: string,
+  partition: number,
+  values: (TestEvent | string)[],
+): Promise<void> {
+  for (let i = 0; i < values.length; i += 500) {
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: values.slice(i, i + 500).map((v) => ({
+        partition,
+        value: typeof v === 'string' ? v : JSON.stringify(v),
+      })),
+    });
+  }
+}
+
+export function assignRequest(
+  brokers: string,
+  topic: string,
+  replicaSet: string,
+  partitions: { partition: number; position: string; epoch?: number }[],
+): AssignCubeRequest {
+  return {
+    source: { brokers: [brokers], topic, startingOffsets: 'earliest' },
+    schema: testSchema,
+    replicaSet,
+    partitions: partitions.map((p) => ({ epoch: 1, watermark: null, ...p })),
+  };
+}
+
+export async function highWatermarks(kafka: Kafka, topic: string): Promise<Map<number, bigint>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+  } finally {
+    await admin.disconnect();
+  }
+}
