@@ -2,6 +2,7 @@
 // The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
 import { parseArgs } from 'node:util';
 import { ConfigError, receiverUsage } from './receiver/config.ts';
+import { operatorUsage } from './operator/config.ts';
 
 export const usage = `Usage: streamcube <command> [options]
 
@@ -40,6 +41,10 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     io.out(receiverUsage);
     return 0;
   }
+  if (command === 'operator' && values.help) {
+    io.out(operatorUsage);
+    return 0;
+  }
   if (command === undefined || values.help) {
     (command === undefined && !values.help ? io.err : io.out)(usage);
     return command === undefined && !values.help ? 2 : 0;
@@ -51,6 +56,10 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
   const rest =
     positionals.length > 1 || argv.length > 1 ? argv.slice(argv.indexOf(command) + 1) : [];
   try {
+    if (command === 'operator') {
+      const { runOperator } = await import('./operator/run.ts');
+      return await runOperator(rest);
+    }
     if (command === 'receiver') {
       const { runReceiver } = await import('./receiver/run.ts');
       return await runReceiver(rest);

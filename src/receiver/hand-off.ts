@@ -41,13 +41,21 @@ export interface HandOffTarget {
   schema: CubeSchema;
 }
 
-export function handOffDirectory(t: HandOffTarget, windowStart: number): string {
+/**
+ * Where a segment's hand-off lives. A receiver that gets partitions of a cube back after a move
+ * holds a new segment of the same window under a higher epoch, so the epoch is part of the name.
+ */
+export function handOffDirectory(
+  t: HandOffTarget,
+  segment: Pick<Segment, 'windowStart' | 'epochs'>,
+): string {
+  const epoch = Math.max(0, ...segment.epochs.values());
   return join(
     t.deepStorageDir,
     t.cube,
-    `window=${windowStart}`,
+    `window=${segment.windowStart}`,
     `replicaSet=${t.replicaSet}`,
-    t.receiver,
+    `${t.receiver}.e${epoch}`,
   );
 }
 
@@ -82,7 +90,7 @@ export function segmentTable(schema: CubeSchema, segment: Segment): Table {
 
 /** Writes the segment to deep storage, or finds it already there; returns the directory. */
 export function handOffSegment(target: HandOffTarget, segment: Segment): string {
-  const dir = handOffDirectory(target, segment.windowStart);
+  const dir = handOffDirectory(target, segment);
   const manifestPath = join(dir, 'manifest.json');
   const manifest: HandOffManifest = {
     cube: target.cube,

@@ -1,12 +1,22 @@
 // Receivers as real processes for integration tests: `streamcube receiver` started with its own
 // data directory, port and token; killable with SIGKILL and restartable on the same directory.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, closeSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ReceiverClient } from '../../src/protocol/client.ts';
+import type { CubeCheckpoint } from '../../src/receiver/cube-store.ts';
 import { freePort } from '../env/processes.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
@@ -20,12 +30,16 @@ export interface ReceiverProcessOptions {
   idleTimeout?: string;
   host?: string;
   env?: NodeJS.ProcessEnv;
+  /** Admin token; receivers driven by one operator share it. */
+  token?: string;
+  /** Fixed port (receivers on different loopback addresses share one, as pods do). */
+  port?: number;
 }
 
 export class ReceiverProcess {
   readonly options: ReceiverProcessOptions;
   readonly dataDir: string;
-  readonly token = randomBytes(24).toString('hex');
+  readonly token: string;
   readonly logFile: string;
   port = 0;
   child: ChildProcess | undefined;
@@ -34,6 +48,8 @@ export class ReceiverProcess {
 
   constructor(options: ReceiverProcessOptions) {
     this.options = options;
+    this.token = options.token ?? randomBytes(24).toString('hex');
+    this.port = options.port ?? 0;
     const dir = mkdtempSync(join(tmpdir(), `streamcube-${options.id}-`));
     this.dataDir = join(dir, 'data');
     this.logFile = join(dir, 'receiver.log');
@@ -100,6 +116,26 @@ export class ReceiverProcess {
 
   async stop(): Promise<void> {
     await this.kill('SIGTERM');
+  }
+
+  /** The signal that ended the last run (SIGKILL after a fault point), or null. */
+  get exitSignal(): NodeJS.Signals | null {
+    return this.child?.signalCode ?? null;
+  }
+
+  /** The cube's durable checkpoint as it is on disk, read without asking the process. */
+  checkpoint(cube: string): CubeCheckpoint | undefined {
+    const file = join(this.dataDir, 'cubes', cube, 'checkpoint.json');
+    return existsSync(file)
+      ? (JSON.parse(readFileSync(file, 'utf8')) as CubeCheckpoint)
+      : undefined;
+  }
+
+  /** Fragment files on disk that the checkpoint does not name (written by a flush that died). */
+  unlistedFragments(cube: string): string[] {
+    const listed = new Set(this.checkpoint(cube)?.segments.flatMap((s) => s.fragments) ?? []);
+    const dir = join(this.dataDir, 'cubes', cube, 'fragments');
+    return existsSync(dir) ? readdirSync(dir).filter((name) => !listed.has(name)) : [];
   }
 }
 

@@ -1,0 +1,123 @@
+// Operator configuration from flags and environment (flags win).
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { parseDuration } from '../api/duration.ts';
+import { ConfigError } from '../receiver/config.ts';
+
+export interface OperatorConfig {
+  identity: string;
+  /** Only this namespace's CubeAssignments and pods, or every namespace when undefined. */
+  namespace: string | undefined;
+  host: string;
+  port: number;
+  kubeconfig: string | undefined;
+  receiverToken: string;
+  receiverPort: number;
+  leaseNamespace: string;
+  leaseName: string;
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  phaseTimeoutMs: number;
+  drainTimeoutMs: number;
+  resyncMs: number;
+  workers: number;
+}
+
+export const operatorUsage = `Usage: streamcube operator [options]
+
+Options (environment variable in brackets):
+  --kubeconfig FILE            API server credentials      [KUBECONFIG, default: in-cluster]
+  --namespace NS               watch only this namespace   [WATCH_NAMESPACE, default: all namespaces]
+  --receiver-token-file FILE   receivers' admin token      [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
+  --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
+  --host ADDR / --port N       /healthz /readyz /metrics   [default: 0.0.0.0:8081]
+  --identity NAME              leader-election identity    [POD_NAME, default: hostname + random]
+  --lease-namespace NS         namespace of the Lease      [POD_NAMESPACE, default: default]
+  --lease-name NAME            name of the Lease           [default: streamcube-operator]
+  --lease-duration DUR         [default: 15s]   --renew-deadline DUR [10s]   --retry-period DUR [2s]
+  --phase-timeout DUR          deadline of a reassign phase before it rolls back or reports  [60s]
+  --drain-timeout DUR          how long one drain call waits for the stop offsets             [30s]
+  --resync DUR                 status refresh period of a stable cube                          [10s]
+  --workers N                  cubes reconciled at once                                        [4]
+`;
+
+export function parseOperatorConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): OperatorConfig {
+  const { values } = parseArgs({
+    args: argv,
+    options: Object.fromEntries(
+      [
+        'kubeconfig',
+        'namespace',
+        'receiver-token-file',
+        'receiver-port',
+        'host',
+        'port',
+        'identity',
+        'lease-namespace',
+        'lease-name',
+        'lease-duration',
+        'renew-deadline',
+        'retry-period',
+        'phase-timeout',
+        'drain-timeout',
+        'resync',
+        'workers',
+      ].map((k) => [k, { type: 'string' as const }]),
+    ),
+    strict: true,
+  });
+  const flag = (k: string): string | undefined => values[k] as string | undefined;
+  const duration = (k: string, fallback: string): number => {
+    const text = flag(k) ?? fallback;
+    const ms = parseDuration(text);
+    if (ms === undefined || ms <= 0)
+      throw new ConfigError(`--${k} must be a positive duration like 10s, got '${text}'`);
+    return ms;
+  };
+  const integer = (k: string, text: string, min: number, max: number): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new ConfigError(`--${k} must be an integer ${min}..${max}, got '${text}'`);
+    return n;
+  };
+  const tokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
+  if (!tokenFile)
+    throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
+  let receiverToken: string;
+  try {
+    receiverToken = (readFileSync(tokenFile, 'utf8').split('\n')[0] ?? '').trim();
+  } catch (error) {
+    throw new ConfigError(
+      `cannot read the receiver token file ${tokenFile}: ${(error as Error).message}`,
+    );
+  }
+  return {
+    identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
+    namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
+    host: flag('host') ?? '0.0.0.0',
+    port: integer('port', flag('port') ?? '8081', 0, 65535),
+    kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),
+    receiverToken,
+    receiverPort: integer(
+      'receiver-port',
+      flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',
+      1,
+      65535,
+    ),
+    leaseNamespace: flag('lease-namespace') ?? env.POD_NAMESPACE ?? 'default',
+    leaseName: flag('lease-name') ?? 'streamcube-operator',
+    leaseDurationMs: duration('lease-duration', '15s'),
+    renewDeadlineMs: duration('renew-deadline', '10s'),
+    retryPeriodMs: duration('retry-period', '2s'),
+    phaseTimeoutMs: duration('phase-timeout', '60s'),
+    drainTimeoutMs: duration('drain-timeout', '30s'),
+    resyncMs: duration('resync', '10s'),
+    workers: integer('workers', flag('workers') ?? '4', 1, 64),
+  };
+}

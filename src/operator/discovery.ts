@@ -1,0 +1,40 @@
+// Receiver discovery: pods labelled with their replica set; a replica set is the set of its
+// ready pods. The admin address is the pod IP and the receiver port.
+import type { V1Pod } from '@kubernetes/client-node';
+
+export const replicaSetLabel = 'streamcube.io/replica-set';
+/** Optional pod annotation overriding the operator's default receiver port. */
+export const adminPortAnnotation = 'streamcube.io/admin-port';
+
+export interface ReceiverEndpoint {
+  /** Pod name: the receiver's identity in logs, events and the journal. */
+  name: string;
+  replicaSet: string;
+  baseUrl: string;
+}
+
+export function isPodReady(pod: V1Pod): boolean {
+  if (pod.metadata?.deletionTimestamp) return false;
+  return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** Ready receivers grouped by replica set, each list sorted by pod name. */
+export function receiversByReplicaSet(
+  pods: V1Pod[],
+  defaultPort: number,
+): Map<string, ReceiverEndpoint[]> {
+  const out = new Map<string, ReceiverEndpoint[]>();
+  for (const pod of pods) {
+    const replicaSet = pod.metadata?.labels?.[replicaSetLabel];
+    const ip = pod.status?.podIP;
+    const name = pod.metadata?.name;
+    if (!replicaSet || !ip || !name || !isPodReady(pod)) continue;
+    const port = Number(pod.metadata?.annotations?.[adminPortAnnotation] ?? defaultPort);
+    const host = ip.includes(':') ? `[${ip}]` : ip;
+    const list = out.get(replicaSet) ?? [];
+    list.push({ name, replicaSet, baseUrl: `http://${host}:${port}` });
+    out.set(replicaSet, list);
+  }
+  for (const list of out.values()) list.sort((a, b) => (a.name < b.name ? -1 : 1));
+  return out;
+}

@@ -1,0 +1,418 @@
+// reconcile(namespace/name) for CubeAssignments: read the object and the receiver pods from the
+// informer caches, then finalize, resume a journal, plan and start a reassign, or observe the
+// receivers and write status — in that order. Every status write carries the resourceVersion
+// it was computed from.
+import { randomBytes } from 'node:crypto';
+import {
+  ApiException,
+  PatchStrategy,
+  setHeaderOptions,
+  type CustomObjectsApi,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import { setCondition, type Condition } from '../api/conditions.ts';
+import type { CubeStatus } from '../protocol/admin-api.ts';
+import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
+import type { Logger } from '../observability/logger.ts';
+import { faultPoint } from '../observability/fault-injection.ts';
+import type { ReconcileResult } from './runtime/controller.ts';
+import { splitObjectKey } from './runtime/informer.ts';
+import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
+import { planAssignment, type Problem } from './planner.ts';
+import { PhaseBlocked, assignRequest, describeMoves, newJournal, runReassign } from './reassign.ts';
+import type { TopicMetadata } from './topic-metadata.ts';
+import type { EventRecorder } from './events.ts';
+import { type OperatorMetrics, setPhase } from './metrics.ts';
+
+export const finalizer = 'streamcube.io/finalizer';
+
+export interface ReconcilerDeps {
+  custom: CustomObjectsApi;
+  getCube: (namespace: string, name: string) => CubeAssignment | undefined;
+  listPods: (namespace: string) => V1Pod[];
+  receiverToken: string;
+  receiverPort: number;
+  topics: TopicMetadata;
+  events: EventRecorder;
+  metrics: OperatorMetrics;
+  logger: Logger;
+  phaseTimeoutMs: number;
+  drainTimeoutMs: number;
+  resyncMs: number;
+  receiverTimeoutMs: number;
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export function createCubeReconciler(deps: ReconcilerDeps) {
+  const clients = new Map<string, ReceiverClient>();
+  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => {
+    let c = clients.get(endpoint.baseUrl);
+    if (!c) {
+      c = new ReceiverClient(endpoint.baseUrl, deps.receiverToken, deps.receiverTimeoutMs);
+      clients.set(endpoint.baseUrl, c);
+    }
+    return c;
+  };
+
+  async function patchStatus(
+    object: CubeAssignment,
+    status: Record<string, unknown>,
+  ): Promise<CubeAssignment> {
+    const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
+    return (await deps.custom.patchNamespacedCustomObjectStatus(
+      { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
+      mergePatch,
+    )) as CubeAssignment;
+  }
+
+  async function patchFinalizers(
+    object: CubeAssignment,
+    finalizers: string[],
+  ): Promise<CubeAssignment> {
+    const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
+    return (await deps.custom.patchNamespacedCustomObject(
+      {
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+        body: { metadata: { resourceVersion, finalizers } },
+      },
+      mergePatch,
+    )) as CubeAssignment;
+  }
+
+  function conditionsWith(
+    object: CubeAssignment,
+    updates: Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>[],
+  ): Condition[] {
+    let conditions = object.status?.conditions;
+    for (const u of updates) {
+      conditions = setCondition(
+        conditions,
+        {
+          ...u,
+          ...(object.metadata?.generation === undefined
+            ? {}
+            : { observedGeneration: object.metadata.generation }),
+        },
+        new Date(),
+      );
+    }
+    return conditions ?? [];
+  }
+
+  /** Degraded=True with the problems; an Event when the reason or message is new. */
+  function degraded(
+    object: CubeAssignment,
+    problems: Problem[],
+  ): Omit<Condition, 'lastTransitionTime' | 'observedGeneration'> {
+    if (problems.length === 0) {
+      return {
+        type: 'Degraded',
+        status: 'False',
+        reason: 'AsExpected',
+        message: 'no problem found',
+      };
+    }
+    const reason = problems[0]!.reason;
+    const message = problems.map((p) => p.message).join('; ');
+    const previous = object.status?.conditions?.find((c) => c.type === 'Degraded');
+    if (previous?.status !== 'True' || previous.reason !== reason || previous.message !== message) {
+      deps.events.record(object, 'Warning', reason, message);
+    }
+    return { type: 'Degraded', status: 'True', reason, message };
+  }
+
+  async function finalize(
+    object: CubeAssignment,
+    receivers: Map<string, ReceiverEndpoint[]>,
+    cube: string,
+  ): Promise<void> {
+    for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {
+      for (const endpoint of receivers.get(rs) ?? []) {
+        const client = clientFor(endpoint);
+        try {
+          if (partitions.length > 0) await client.release(cube, partitions);
+          await client.seal(cube, 30_000);
+          await client.unassign(cube);
+        } catch (error) {
+          if (error instanceof ReceiverApiError && error.status === 404) continue;
+          throw error;
+        }
+      }
+    }
+    deps.events.record(
+      object,
+      'Normal',
+      'Finalized',
+      'sealed and handed off the cube on every receiver, then unassigned it',
+    );
+    await patchFinalizers(
+      object,
+      (object.metadata?.finalizers ?? []).filter((f) => f !== finalizer),
+    );
+  }
+
+  async function observe(
+    object: CubeAssignment,
+    cube: string,
+    receivers: Map<string, ReceiverEndpoint[]>,
+    partitions: number[] | undefined,
+  ): Promise<{ status: Record<string, unknown>; unowned: number[]; problems: Problem[] }> {
+    const assignment = object.status?.assignment ?? {};
+    const partitionRows: Record<string, unknown>[] = [];
+    const segments = { active: 0, immutable: 0, handedOff: 0 };
+    const problems: Problem[] = [];
+    const consuming = new Set<number>();
+    let totalLag = 0n;
+    for (const [rs, owned] of Object.entries(assignment)) {
+      if (owned.length === 0) continue;
+      let report: CubeStatus | undefined;
+      for (const endpoint of receivers.get(rs) ?? []) {
+        const client = clientFor(endpoint);
+        try {
+          const status = await client.cubeStatus(cube);
+          // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
+          const paused = status.partitions.filter(
+            (p) => p.state === 'paused' && owned.includes(p.partition),
+          );
+          if (paused.length > 0 && !object.spec.suspend)
+            await client.resume(
+              cube,
+              paused.map((p) => p.partition),
+            );
+          report ??= status;
+        } catch (error) {
+          problems.push({
+            reason: 'ReceiverUnreachable',
+            message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
+          });
+        }
+      }
+      if (!report) continue;
+      for (const p of report.partitions) {
+        if (!owned.includes(p.partition)) continue;
+        if (p.state === 'consuming' || p.state === 'draining') consuming.add(p.partition);
+        partitionRows.push({
+          partition: p.partition,
+          replicaSet: rs,
+          position: p.position,
+          ...(p.highWatermark === null ? {} : { highWatermark: p.highWatermark }),
+          ...(p.lag === null ? {} : { lag: p.lag }),
+        });
+        if (p.lag !== null) totalLag += BigInt(p.lag);
+        deps.metrics.position.set({ cube, partition: String(p.partition) }, Number(p.position));
+        if (p.lag !== null)
+          deps.metrics.lag.set({ cube, partition: String(p.partition) }, Number(p.lag));
+      }
+      for (const s of report.segments) {
+        if (s.state === 'ACTIVE') segments.active += 1;
+        else if (s.state === 'IMMUTABLE') segments.immutable += 1;
+        else segments.handedOff += 1;
+      }
+    }
+    const unowned = (partitions ?? []).filter((p) => !consuming.has(p));
+    deps.metrics.partitionsUnassigned.set({ cube }, unowned.length);
+    for (const [state, n] of Object.entries(segments))
+      deps.metrics.segments.set({ cube, state }, n);
+    partitionRows.sort((a, b) => (a.partition as number) - (b.partition as number));
+    return {
+      status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
+      unowned,
+      problems,
+    };
+  }
+
+  return async function reconcile(key: string): Promise<ReconcileResult | void> {
+    const { namespace = 'default', name } = splitObjectKey(key);
+    const cached = deps.getCube(namespace, name);
+    if (!cached) return;
+    let object = structuredClone(cached);
+    const cube = name;
+    const log = deps.logger.child({ cube, namespace });
+    const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
+
+    if (object.metadata?.deletionTimestamp) {
+      if (object.metadata.finalizers?.includes(finalizer)) await finalize(object, receivers, cube);
+      return;
+    }
+    if (!object.metadata?.finalizers?.includes(finalizer)) {
+      object = await patchFinalizers(object, [...(object.metadata?.finalizers ?? []), finalizer]);
+    }
+
+    const journal = object.status?.reassign;
+    const reassignContext = (obj: CubeAssignment) => ({
+      cube,
+      object: obj,
+      receivers,
+      client: clientFor,
+      startingOffsets: (ps: number[]) => deps.topics.startingOffsets(obj.spec.source, ps),
+      persist: async (status: Record<string, unknown>) =>
+        (object = await patchStatus(object, status)),
+      event: (type: 'Normal' | 'Warning', reason: string, message: string) =>
+        deps.events.record(object, type, reason, message),
+      onPhase: (phase: Parameters<typeof setPhase>[2], j: { id: string }) => {
+        setPhase(deps.metrics, cube, phase);
+        log.info('reassign phase', { reassignId: j.id, phase });
+        faultPoint(`reassign-${phase}`);
+      },
+      phaseTimeoutMs: deps.phaseTimeoutMs,
+      drainTimeoutMs: deps.drainTimeoutMs,
+      now: () => new Date(),
+    });
+    const runJournal = async (j: NonNullable<typeof journal>): Promise<ReconcileResult | void> => {
+      const started = Date.parse(j.startedAt);
+      try {
+        object = await runReassign(reassignContext(object), j);
+        deps.metrics.reassignSeconds.observe({ cube }, (Date.now() - started) / 1000);
+        deps.metrics.reassignsTotal.inc({ cube, result: 'completed' });
+        setPhase(deps.metrics, cube, undefined);
+        log.info('reassign done', { reassignId: j.id, moves: describeMoves(j) });
+        return { requeueAfterMs: 500 };
+      } catch (error) {
+        if (!(error instanceof PhaseBlocked)) throw error;
+        if (error.reason === 'ReassignRolledBack') {
+          deps.metrics.reassignsTotal.inc({ cube, result: 'rolled_back' });
+          setPhase(deps.metrics, cube, undefined);
+        }
+        log.warn('reassign blocked', {
+          reassignId: j.id,
+          reason: error.reason,
+          error: error.message,
+        });
+        const fresh = deps.getCube(namespace, name) ?? object;
+        const base =
+          (fresh.metadata?.resourceVersion ?? '') > (object.metadata?.resourceVersion ?? '')
+            ? fresh
+            : object;
+        await patchStatus(base, {
+          conditions: conditionsWith(base, [
+            degraded(base, [{ reason: error.reason, message: error.message }]),
+            { type: 'Ready', status: 'False', reason: error.reason, message: error.message },
+          ]),
+        }).catch((e: unknown) =>
+          log.warn('cannot write Degraded', { error: (e as Error).message }),
+        );
+        return { requeueAfterMs: 2_000 };
+      }
+    };
+    if (journal) return runJournal(journal);
+
+    if (object.spec.suspend) {
+      for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {
+        for (const endpoint of receivers.get(rs) ?? []) {
+          if (partitions.length > 0)
+            await clientFor(endpoint)
+              .pause(cube, partitions)
+              .catch(() => undefined);
+        }
+      }
+      await patchStatus(object, {
+        observedGeneration: object.metadata?.generation,
+        conditions: conditionsWith(object, [
+          {
+            type: 'Ready',
+            status: 'False',
+            reason: 'Suspended',
+            message: 'spec.suspend is true: consumption is paused',
+          },
+          { type: 'Progressing', status: 'False', reason: 'Suspended', message: 'suspended' },
+        ]),
+      });
+      return { requeueAfterMs: deps.resyncMs };
+    }
+
+    let partitions: number[] | undefined;
+    try {
+      partitions = await deps.topics.partitions(object.spec.source);
+    } catch (error) {
+      partitions = undefined;
+      log.warn('cannot read topic metadata', { error: (error as Error).message });
+    }
+    const plan = planAssignment({
+      strategy: object.spec.strategy,
+      replicaSets: object.spec.replicaSets,
+      pins: object.spec.pins,
+      current: object.status?.assignment,
+      partitions,
+      availableReplicaSets: new Set(
+        [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
+      ),
+    });
+
+    if (plan.moves.length > 0 && !plan.problems.some((p) => p.reason === 'TopicNotFound')) {
+      const j = newJournal(
+        plan.moves,
+        new Date(),
+        `r-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
+      );
+      object = await patchStatus(object, {
+        observedGeneration: object.metadata?.generation,
+        reassign: j,
+        conditions: conditionsWith(object, [
+          {
+            type: 'Progressing',
+            status: 'True',
+            reason: 'Reassigning',
+            message: `moving ${describeMoves(j)}`,
+          },
+          degraded(object, plan.problems),
+        ]),
+      });
+      deps.events.record(
+        object,
+        'Normal',
+        'ReassignPlanned',
+        `reassign ${j.id}: ${describeMoves(j)}`,
+      );
+      return runJournal(j);
+    }
+
+    const observed = await observe(object, cube, receivers, partitions);
+    const problems = [...plan.problems, ...observed.problems];
+    if (observed.unowned.length > 0 && partitions !== undefined) {
+      problems.push({
+        reason: 'PartitionsNotConsumed',
+        message: `partition${observed.unowned.length > 1 ? 's' : ''} ${observed.unowned.join(', ')} ha${observed.unowned.length > 1 ? 've' : 's'} no consuming receiver`,
+      });
+    }
+    const ready = problems.length === 0;
+    await patchStatus(object, {
+      observedGeneration: object.metadata?.generation,
+      ...observed.status,
+      conditions: conditionsWith(object, [
+        ready
+          ? {
+              type: 'Ready',
+              status: 'True',
+              reason: 'Consuming',
+              message: 'every partition has a consuming replica set',
+            }
+          : {
+              type: 'Ready',
+              status: 'False',
+              reason: problems[0]!.reason,
+              message: problems[0]!.message,
+            },
+        {
+          type: 'Progressing',
+          status: 'False',
+          reason: 'Stable',
+          message: 'no reassign in flight',
+        },
+        degraded(object, problems),
+      ]),
+    });
+    return { requeueAfterMs: ready ? deps.resyncMs : Math.min(deps.resyncMs, 5_000) };
+  };
+}
+
+export function isConflict(error: unknown): boolean {
+  return error instanceof ApiException && error.code === 409;
+}
+
+export { assignRequest };

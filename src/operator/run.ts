@@ -1,0 +1,169 @@
+// `streamcube operator`: informers on CubeAssignments and receiver pods, a controller that runs
+// only while this process holds the leader Lease, and /healthz, /readyz, /metrics.
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  type KubernetesListObject,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import { createLogger } from '../observability/logger.ts';
+import { createProcessRegistry } from '../observability/metrics.ts';
+import { Controller } from './runtime/controller.ts';
+import { SupervisedInformer, objectKey } from './runtime/informer.ts';
+import { LeaderElector } from './runtime/leader-election.ts';
+import { WorkQueue } from './runtime/work-queue.ts';
+import { parseOperatorConfig } from './config.ts';
+import { replicaSetLabel } from './discovery.ts';
+import { EventRecorder } from './events.ts';
+import { createOperatorMetrics } from './metrics.ts';
+import { createCubeReconciler } from './reconciler.ts';
+import { TopicMetadata } from './topic-metadata.ts';
+
+export async function runOperator(argv: string[]): Promise<number> {
+  const config = parseOperatorConfig(argv);
+  const logger = createLogger('operator').child({ identity: config.identity });
+  const kc = new KubeConfig();
+  if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
+  else kc.loadFromCluster();
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const registry = createProcessRegistry();
+
+  const ns = config.namespace;
+  const cubes = new SupervisedInformer<CubeAssignment>({
+    name: 'cubeassignments',
+    kubeConfig: kc,
+    path: ns
+      ? `/apis/${group}/${version}/namespaces/${ns}/${plural}`
+      : `/apis/${group}/${version}/${plural}`,
+    list: () =>
+      (ns
+        ? custom.listNamespacedCustomObject({ group, version, namespace: ns, plural })
+        : custom.listClusterCustomObject({ group, version, plural })) as Promise<
+        KubernetesListObject<CubeAssignment>
+      >,
+    registry,
+    logger,
+  });
+  const pods = new SupervisedInformer<V1Pod>({
+    name: 'receiver-pods',
+    kubeConfig: kc,
+    path: ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
+    list: () =>
+      ns
+        ? core.listNamespacedPod({ namespace: ns, labelSelector: replicaSetLabel })
+        : core.listPodForAllNamespaces({ labelSelector: replicaSetLabel }),
+    labelSelector: replicaSetLabel,
+    registry,
+    logger,
+  });
+  cubes.start();
+  pods.start();
+
+  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`);
+  const reconcile = createCubeReconciler({
+    custom,
+    getCube: (ns, name) => cubes.get(name, ns),
+    listPods: (ns) => pods.list(ns),
+    receiverToken: config.receiverToken,
+    receiverPort: config.receiverPort,
+    topics,
+    events: new EventRecorder(core, 'streamcube-operator', logger),
+    metrics: createOperatorMetrics(registry),
+    logger,
+    phaseTimeoutMs: config.phaseTimeoutMs,
+    drainTimeoutMs: config.drainTimeoutMs,
+    resyncMs: config.resyncMs,
+    receiverTimeoutMs: config.drainTimeoutMs + 30_000,
+  });
+
+  // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
+  const lead = async (signal: AbortSignal): Promise<void> => {
+    const queue = new WorkQueue({ name: 'cubeassignments', registry });
+    const controller = new Controller({
+      name: 'cubeassignment',
+      queue,
+      reconcile,
+      workers: config.workers,
+      registry,
+      logger,
+    });
+    const enqueueNamespace = (pod: V1Pod): void => {
+      for (const cube of cubes.list(pod.metadata?.namespace)) queue.add(objectKey(cube));
+    };
+    cubes.addEventHandler({
+      add: (o) => queue.add(objectKey(o)),
+      update: (o) => queue.add(objectKey(o)),
+      delete: (o) => queue.add(objectKey(o)),
+    });
+    pods.addEventHandler({
+      add: enqueueNamespace,
+      update: enqueueNamespace,
+      delete: enqueueNamespace,
+    });
+    await Promise.all([cubes.waitForSync(signal), pods.waitForSync(signal)]);
+    for (const cube of cubes.list()) queue.add(objectKey(cube));
+    controller.start();
+    logger.info('leading: reconciling cube assignments');
+    await new Promise<void>((resolve) =>
+      signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+    await controller.stop();
+  };
+  const elector = new LeaderElector({
+    api: kc.makeApiClient(CoordinationV1Api),
+    namespace: config.leaseNamespace,
+    name: config.leaseName,
+    identity: config.identity,
+    callbacks: {
+      onStartedLeading: lead,
+      onStoppedLeading: () => logger.info('stopped leading'),
+      onNewLeader: (identity) => logger.info('leader', { leader: identity }),
+    },
+    registry,
+    leaseDurationMs: config.leaseDurationMs,
+    renewDeadlineMs: config.renewDeadlineMs,
+    retryPeriodMs: config.retryPeriodMs,
+    logger,
+  });
+
+  const server = createServer((req, res) => {
+    void (async () => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/healthz') return res.writeHead(200).end('ok');
+      if (path === '/readyz') {
+        const ready = cubes.hasSynced() && pods.hasSynced();
+        return res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'informers not synced');
+      }
+      if (path === '/metrics') {
+        const body = await registry.metrics();
+        return res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+      }
+      return res.writeHead(404).end('not found');
+    })();
+  });
+  server.listen(config.port, config.host);
+  await once(server, 'listening');
+  logger.info('operator started', {
+    port: config.port,
+    lease: `${config.leaseNamespace}/${config.leaseName}`,
+  });
+
+  const electing = elector.run();
+  const signal = await Promise.race([
+    once(process, 'SIGTERM').then(() => 'SIGTERM'),
+    once(process, 'SIGINT').then(() => 'SIGINT'),
+    electing.then(() => 'lost leadership'),
+  ]);
+  logger.info('shutting down', { reason: signal });
+  await elector.stop({ release: true });
+  server.close();
+  await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
+  // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
+  return signal === 'lost leadership' ? 1 : 0;
+}

@@ -1,0 +1,173 @@
+// The operator end to end against the real API server, the real broker and real receiver
+// processes made visible as pods: initial assignment over two replica sets, one partition moved
+// under steady load, then every partition moved to one replica set. Afterwards the segments'
+// offset ranges tile each partition and the aggregates equal what was produced.
+import { logLevel, type Admin, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { freePort } from '../env/processes.ts';
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import {
+  createTopic,
+  highWatermarks,
+  testSchema,
+  totalsOf,
+  type Totals,
+} from '../support/events.ts';
+import { SteadyLoad } from '../support/load.ts';
+import {
+  OperatorProcess,
+  applyCrd,
+  createNamespace,
+  cubeApi,
+  kubectl,
+  receiverPod,
+  waitForSettled,
+} from '../support/cluster.ts';
+import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
+import {
+  expectTiling,
+  expectTotals,
+  rangesOf,
+  totalsFromQuery,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
+import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
+import { ReceiverApiError } from '../../src/protocol/client.ts';
+
+const env = testEnvironment();
+const kc = adminKubeConfig();
+const kafka = createKafka({
+  clientId: 'operator-test',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+const cube = 'orders';
+const token = `test-token-${Date.now()}-receivers`;
+
+let admin: Admin;
+let producer: Producer;
+let namespace: string;
+let operator: OperatorProcess;
+const deep = tempDir('deep');
+const receivers: Record<string, ReceiverProcess> = {};
+
+const zero: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
+
+async function localTotals(r: ReceiverProcess): Promise<Totals> {
+  try {
+    return totalsFromQuery(await r.client.query(cube, {}));
+  } catch (error) {
+    if (error instanceof ReceiverApiError && error.status === 404) return zero;
+    throw error;
+  }
+}
+
+async function localSegments(r: ReceiverProcess) {
+  try {
+    return (await r.client.cubeStatus(cube)).segments;
+  } catch (error) {
+    if (error instanceof ReceiverApiError && error.status === 404) return [];
+    throw error;
+  }
+}
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  producer = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
+  namespace = await createNamespace(kc, 'op');
+  const port = await freePort();
+  for (const [name, rs, ip] of [
+    ['rs-a-0', 'rs-a', '127.0.0.11'],
+    ['rs-b-0', 'rs-b', '127.0.0.12'],
+  ] as const) {
+    receivers[rs] = new ReceiverProcess({
+      id: name,
+      replicaSet: rs,
+      deepStorageDir: deep,
+      host: ip,
+      port,
+      token,
+    });
+    await receivers[rs].start();
+    await receiverPod(kc, namespace, name, rs, ip);
+  }
+  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
+  await operator.start();
+});
+
+afterAll(async () => {
+  await operator?.kill('SIGTERM');
+  for (const r of Object.values(receivers)) await r.stop();
+  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+});
+
+test('assign, move one partition under load, move every partition: exact and tiled', async () => {
+  const topic = await createTopic(admin, 4);
+  const load = new SteadyLoad(producer, topic, 4);
+  load.start(Date.UTC(2026, 0, 1));
+  const api = cubeApi(kc);
+  await api.create(namespace, cube, {
+    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema: testSchema,
+    replicaSets: ['rs-a', 'rs-b'],
+    strategy: 'range',
+  });
+  const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
+    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
+
+  let settled = await waitForSettled(kc, namespace, cube, (c) =>
+    assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }),
+  );
+  expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
+
+  // One partition moves (2: rs-b → rs-a) while events keep coming.
+  await api.patchSpec(namespace, cube, { pins: { 'rs-a': [0, 1, 2] } });
+  settled = await waitForSettled(kc, namespace, cube, (c) =>
+    assigned(c, { 'rs-a': [0, 1, 2], 'rs-b': [3] }),
+  );
+  expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 2, '3': 1 });
+
+  // Every partition moves to rs-b; rs-a seals, hands off and drops the cube.
+  await api.patchSpec(namespace, cube, { replicaSets: ['rs-b'], pins: null });
+  settled = await waitForSettled(kc, namespace, cube, (c) => assigned(c, { 'rs-b': [0, 1, 2, 3] }));
+  expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 3, '3': 1 });
+
+  await load.stop();
+  const hw = await highWatermarks(kafka, topic);
+  await waitForPositions(receivers['rs-b']!.client, cube, Object.fromEntries(hw));
+
+  const deepList = handOffs(deep, cube);
+  expect(deepList.length).toBeGreaterThan(0);
+  expect(deepList.every((h) => h.manifest.replicaSet === 'rs-a')).toBe(true);
+  const total = [
+    await localTotals(receivers['rs-a']!),
+    await localTotals(receivers['rs-b']!),
+    handOffTotals(deepList),
+  ].reduce(addTotals);
+  expectTotals(total, totalsOf(load.all()));
+
+  const segments = [
+    ...(await localSegments(receivers['rs-a']!)),
+    ...(await localSegments(receivers['rs-b']!)),
+  ];
+  for (const [p, end] of hw) {
+    const ranges = [
+      ...rangesOf(p, segments),
+      ...deepList.flatMap((h) => rangesFromJson(h.manifest.offsetRanges[String(p)] ?? [])),
+    ];
+    expectTiling(ranges, 0n, end);
+  }
+
+  // What a person sees: the printer columns and the Events.
+  const table = await kubectl('get', 'cube', cube, '-n', namespace);
+  expect(table).toMatch(/READY\s+PHASE/);
+  expect(table).toMatch(/True/);
+  const described = await kubectl('describe', 'cubeassignment', cube, '-n', namespace);
+  expect(described).toContain('ReassignCompleted');
+  expect(await operator.metrics()).toMatch(
+    /streamcube_reassigns_total\{cube="orders",result="completed"\} 3/,
+  );
+});

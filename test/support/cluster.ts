@@ -1,0 +1,240 @@
+// The Kubernetes side of operator tests: the CRD applied with kubectl, a namespace per test,
+// receiver pods made Ready by writing their status (no kubelet runs), and the operator as a
+// real `streamcube operator` process.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import {
+  group,
+  plural,
+  version,
+  type CubeAssignment,
+  type CubeAssignmentSpecInput,
+} from '../../src/api/cube-assignment.ts';
+import { crdFile } from '../../src/api/crd.ts';
+import { replicaSetLabel } from '../../src/operator/discovery.ts';
+import { binDir } from '../env/controlplane.ts';
+import { freePort } from '../env/processes.ts';
+import { testEnvironment } from '../env/connection.ts';
+import { waitFor } from './wait.ts';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const cliPath = join(repoRoot, 'src/cli.ts');
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export async function kubectl(...args: string[]): Promise<string> {
+  const { stdout } = await promisify(execFile)(join(binDir(), 'kubectl'), args, {
+    env: { ...process.env, KUBECONFIG: testEnvironment().kube.kubeconfig },
+  });
+  return stdout;
+}
+
+export async function applyCrd(): Promise<void> {
+  await kubectl('apply', '--server-side', '--force-conflicts', '-f', join(repoRoot, crdFile));
+  await kubectl('wait', '--for=condition=Established', '--timeout=60s', `crd/${plural}.${group}`);
+}
+
+export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
+  const name = `${prefix}-${randomUUID().slice(0, 8)}`;
+  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
+  return name;
+}
+
+/** A Pod object standing for a receiver process at `ip`, Ready or not. */
+export async function receiverPod(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  replicaSet: string,
+  ip: string,
+  ready = true,
+): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name, labels: { [replicaSetLabel]: replicaSet } },
+      spec: { containers: [{ name: 'receiver', image: 'streamcube:test' }] },
+    },
+  });
+  await setPodReady(kc, namespace, name, ip, ready);
+}
+
+export async function setPodReady(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  ip: string,
+  ready: boolean,
+): Promise<void> {
+  await kc.makeApiClient(CoreV1Api).patchNamespacedPodStatus(
+    {
+      name,
+      namespace,
+      body: {
+        status: {
+          phase: 'Running',
+          podIP: ip,
+          podIPs: [{ ip }],
+          conditions: [
+            { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: new Date() },
+          ],
+        },
+      },
+    },
+    mergePatch,
+  );
+}
+
+export function cubeApi(kc: KubeConfig) {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  return {
+    create: (namespace: string, name: string, spec: CubeAssignmentSpecInput) =>
+      custom.createNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        body: {
+          apiVersion: `${group}/${version}`,
+          kind: 'CubeAssignment',
+          metadata: { name },
+          spec,
+        },
+      }) as Promise<CubeAssignment>,
+    get: (namespace: string, name: string) =>
+      custom.getNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+      }) as Promise<CubeAssignment>,
+    patchSpec: (
+      namespace: string,
+      name: string,
+      spec: Partial<CubeAssignmentSpecInput> | Record<string, unknown>,
+    ) =>
+      custom.patchNamespacedCustomObject(
+        { group, version, namespace, plural, name, body: { spec } },
+        mergePatch,
+      ) as Promise<CubeAssignment>,
+    delete: (namespace: string, name: string) =>
+      custom.deleteNamespacedCustomObject({ group, version, namespace, plural, name }),
+  };
+}
+
+/** Waits until the cube has no reassign in flight, is Ready, and its assignment satisfies `check`. */
+export async function waitForSettled(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  check: (cube: CubeAssignment) => boolean = () => true,
+  timeoutMs = 90_000,
+): Promise<CubeAssignment> {
+  const api = cubeApi(kc);
+  return waitFor(
+    `cube ${namespace}/${name} settled`,
+    async () => {
+      const cube = await api.get(namespace, name);
+      const ready = cube.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+      return !cube.status?.reassign &&
+        ready &&
+        cube.status?.observedGeneration === cube.metadata?.generation &&
+        check(cube)
+        ? cube
+        : undefined;
+    },
+    timeoutMs,
+    200,
+  );
+}
+
+export interface OperatorProcessOptions {
+  namespace: string;
+  receiverToken: string;
+  receiverPort: number;
+  leaseName?: string;
+}
+
+/** `streamcube operator` as a child process, with short lease timings for tests. */
+export class OperatorProcess {
+  readonly options: OperatorProcessOptions;
+  readonly logFile: string;
+  readonly identity = `op-${randomBytes(3).toString('hex')}`;
+  child: ChildProcess | undefined;
+  port = 0;
+  private readonly tokenFile: string;
+
+  constructor(options: OperatorProcessOptions) {
+    this.options = options;
+    const dir = mkdtempSync(join(tmpdir(), 'streamcube-operator-'));
+    this.logFile = join(dir, 'operator.log');
+    this.tokenFile = join(dir, 'receiver-token');
+    writeFileSync(this.tokenFile, `${options.receiverToken}\n`);
+  }
+
+  async start(env: NodeJS.ProcessEnv = {}): Promise<void> {
+    this.port = await freePort();
+    const log = openSync(this.logFile, 'a');
+    this.child = spawn(
+      process.execPath,
+      [
+        cliPath,
+        'operator',
+        `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
+        `--namespace=${this.options.namespace}`,
+        `--receiver-token-file=${this.tokenFile}`,
+        `--receiver-port=${this.options.receiverPort}`,
+        '--host=127.0.0.1',
+        `--port=${this.port}`,
+        `--identity=${this.identity}`,
+        `--lease-namespace=${this.options.namespace}`,
+        `--lease-name=${this.options.leaseName ?? 'streamcube-operator'}`,
+        '--lease-duration=4s',
+        '--renew-deadline=3s',
+        '--retry-period=500ms',
+        '--phase-timeout=30s',
+        '--drain-timeout=20s',
+        '--resync=1s',
+      ],
+      { stdio: ['ignore', log, log], env: { ...process.env, ...env } },
+    );
+    closeSync(log);
+    await waitFor(
+      `operator ${this.identity} ready`,
+      async () => {
+        if (this.child?.exitCode !== null || this.child.signalCode !== null)
+          throw new Error(`operator exited; see ${this.logFile}`);
+        return (await fetch(`http://127.0.0.1:${this.port}/readyz`)).ok;
+      },
+      30_000,
+    );
+  }
+
+  exited(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+    return new Promise((r) => child.once('exit', () => r()));
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const exited = this.exited();
+    this.child?.kill(signal);
+    await exited;
+  }
+
+  async metrics(): Promise<string> {
+    return (await fetch(`http://127.0.0.1:${this.port}/metrics`)).text();
+  }
+}

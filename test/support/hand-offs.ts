@@ -1,0 +1,62 @@
+// Reading hand-offs back in operator tests: manifests and Arrow IPC files (apache-arrow) under a
+// deep-storage directory.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { tableFromIPC } from 'apache-arrow';
+import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
+import type { Totals } from './events.ts';
+
+export interface HandOff {
+  dir: string;
+  manifest: HandOffManifest;
+}
+
+export function handOffs(deepStorageDir: string, cube: string): HandOff[] {
+  const out: HandOff[] = [];
+  const walk = (dir: string): void => {
+    if (!existsSync(dir)) return;
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (name.endsWith('.tmp') || !statSync(path).isDirectory()) continue;
+      const manifest = join(path, 'manifest.json');
+      if (existsSync(manifest))
+        out.push({
+          dir: path,
+          manifest: JSON.parse(readFileSync(manifest, 'utf8')) as HandOffManifest,
+        });
+      else walk(path);
+    }
+  };
+  walk(join(deepStorageDir, cube));
+  return out;
+}
+
+/** Totals of the test schema's measures over the given hand-offs' Arrow files. */
+export function handOffTotals(list: HandOff[]): Totals {
+  const totals: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
+  for (const h of list) {
+    const table = tableFromIPC(readFileSync(join(h.dir, h.manifest.dataFile)));
+    for (const row of table) {
+      const r = row.toJSON() as {
+        events: bigint;
+        revenue: number;
+        cheapest: number;
+        dearest: number;
+      };
+      totals.events += Number(r.events);
+      totals.revenue += r.revenue;
+      totals.cheapest = Math.min(totals.cheapest, r.cheapest);
+      totals.dearest = Math.max(totals.dearest, r.dearest);
+    }
+  }
+  return totals;
+}
+
+export function addTotals(a: Totals, b: Totals): Totals {
+  return {
+    events: a.events + b.events,
+    revenue: a.revenue + b.revenue,
+    cheapest: Math.min(a.cheapest, b.cheapest),
+    dearest: Math.max(a.dearest, b.dearest),
+  };
+}

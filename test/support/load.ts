@@ -1,0 +1,57 @@
+// Steady load for operator tests: a producer loop writing test events to every partition until
+// stopped, remembering what it wrote as the ground truth.
+import type { Producer } from 'kafkajs';
+import { makeEvents, type TestEvent } from './events.ts';
+
+export class SteadyLoad {
+  readonly produced = new Map<number, TestEvent[]>();
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private round = 0;
+
+  private readonly producer: Producer;
+  private readonly topic: string;
+  private readonly partitions: number;
+  private readonly perRound: number;
+  private readonly pauseMs: number;
+
+  constructor(producer: Producer, topic: string, partitions: number, perRound = 20, pauseMs = 50) {
+    this.producer = producer;
+    this.topic = topic;
+    this.partitions = partitions;
+    this.perRound = perRound;
+    this.pauseMs = pauseMs;
+  }
+
+  start(start: number): void {
+    this.running = true;
+    this.loop = (async () => {
+      while (this.running) {
+        const messages: { partition: number; value: string }[] = [];
+        for (let p = 0; p < this.partitions; p++) {
+          const events = makeEvents(
+            p,
+            this.perRound,
+            start + this.round * this.perRound * 100,
+            100,
+            this.round,
+          );
+          (this.produced.get(p) ?? this.produced.set(p, []).get(p)!).push(...events);
+          for (const e of events) messages.push({ partition: p, value: JSON.stringify(e) });
+        }
+        this.round += 1;
+        await this.producer.send({ topic: this.topic, acks: -1, messages });
+        await new Promise((r) => setTimeout(r, this.pauseMs));
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  all(): TestEvent[] {
+    return [...this.produced.values()].flat();
+  }
+}
