@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, receiverUsage } from './receiver/config.ts';
 import { operatorUsage } from './operator/config.ts';
@@ -74,8 +75,19 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     }
     throw error;
   }
-  io.err(`streamcube ${command}: not implemented yet\n`);
-  return 1;
+  // command === 'local': the stack is assembled from the test environment, so it runs from a
+  // source checkout (it also needs Java, Maven and Go), not from the image.
+  const localStack = new URL('../test/env/local-stack.ts', import.meta.url);
+  if (!existsSync(localStack)) {
+    io.err(
+      'streamcube local: runs from a source checkout: npm ci && npm run streamcube -- local\n',
+    );
+    return 2;
+  }
+  const { runLocalStack } = (await import(localStack.href)) as {
+    runLocalStack: () => Promise<number>;
+  };
+  return runLocalStack();
 }
 
 const isMain = process.argv[1] !== undefined && import.meta.filename === process.argv[1];
