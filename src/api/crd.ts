@@ -17,6 +17,7 @@ import { toStructuralSchema, type StructuralSchema } from './structural-schema.t
 export const crdName = `${plural}.${group}`;
 /** Relative to the repository root. */
 export const crdFile = `deploy/crds/${group}_${plural}.yaml`;
+export const helmCrdFile = `deploy/helm/streamcube/crds/${group}_${plural}.yaml`;
 
 export interface PrinterColumn {
   name: string;

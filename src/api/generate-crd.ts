@@ -1,8 +1,10 @@
-// `npm run crds`: writes the CubeAssignment CRD generated from src/api to deploy/crds.
+// `npm run crds`: writes the CubeAssignment CRD generated from src/api to deploy/crds and to the
+// Helm chart's crds/ (Helm installs CRDs only from there).
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { crdFile, cubeAssignmentCrdYaml } from './crd.ts';
+import { crdFile, cubeAssignmentCrdYaml, helmCrdFile } from './crd.ts';
 
-const target = fileURLToPath(new URL(`../../${crdFile}`, import.meta.url));
-writeFileSync(target, cubeAssignmentCrdYaml());
-console.log(`wrote ${crdFile}`);
+for (const file of [crdFile, helmCrdFile]) {
+  writeFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), cubeAssignmentCrdYaml());
+  console.log(`wrote ${file}`);
+}

@@ -11,6 +11,7 @@ import {
   startEnvironment,
 } from './environment.ts';
 import { say } from './progress.ts';
+import { ensureHelm } from './controlplane.ts';
 
 export default async function globalSetup(): Promise<void> {
   let env = process.env.CI === 'true' ? undefined : findRunningEnvironment(settings.stateDir);
@@ -20,6 +21,8 @@ export default async function globalSetup(): Promise<void> {
     env = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-test-')));
     process.env.STREAMCUBE_TEST_ENV_OWNED = 'true';
   }
+  // The chart tests and the e2e suite drive helm; build it once per version (cached).
+  process.env.STREAMCUBE_HELM = await ensureHelm();
   Object.assign(process.env, environmentVariables(env));
   say(`test environment:\n${describeEnvironment(env)}`);
 }
