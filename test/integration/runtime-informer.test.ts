@@ -189,6 +189,13 @@ function configMapInformer(
   return { informer, events };
 }
 
+/** What the running test started; undone after it even when it failed or timed out. */
+const cleanups: (() => Promise<void> | void)[] = [];
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
 beforeAll(async () => {
   await core.createNamespace({ body: { metadata: { name: namespace } } });
 });
@@ -206,49 +213,54 @@ test('delivers add, update and delete; is synced once the first list is in the c
   const { informer, events } = configMapInformer(admin, { registry, name: 'plain', log });
   expect(informer.hasSynced()).toBe(false);
   informer.start();
-  try {
-    await informer.waitForSync(AbortSignal.timeout(30_000));
-    expect(informer.hasSynced()).toBe(true);
-    expect(informer.list().map((cm) => cm.metadata?.name)).toEqual(['pre']);
-    expect(events).toEqual(['add pre=1']);
+  cleanups.push(() => informer.stop());
+  await informer.waitForSync(AbortSignal.timeout(30_000));
+  expect(informer.hasSynced()).toBe(true);
+  expect(informer.list().map((cm) => cm.metadata?.name)).toEqual(['pre']);
+  expect(events).toEqual(['add pre=1']);
 
-    await createConfigMap('fresh', 'a');
-    await waitFor('add of fresh', () => events.includes('add fresh=a'));
-    await setValue('fresh', 'b');
-    await waitFor('update of fresh', () => events.includes('update fresh=a -> b'));
-    expect(informer.get('fresh', namespace)?.data?.v).toBe('b');
-    await core.deleteNamespacedConfigMap({ name: 'pre', namespace });
-    await waitFor('delete of pre', () => events.includes('delete pre=1'));
-    expect(informer.get('pre', namespace)).toBeUndefined();
-    await setValue('unlabelled', '2'); // outside the selector: never seen
-    await createConfigMap('last', 'z');
-    await waitFor('add of last', () => events.includes('add last=z'));
-    expect(events).toEqual([
-      'add pre=1',
-      'add fresh=a',
-      'update fresh=a -> b',
-      'delete pre=1',
-      'add last=z',
-    ]);
+  await createConfigMap('fresh', 'a');
+  await waitFor('add of fresh', () => events.includes('add fresh=a'));
+  await setValue('fresh', 'b');
+  await waitFor('update of fresh', () => events.includes('update fresh=a -> b'));
+  expect(informer.get('fresh', namespace)?.data?.v).toBe('b');
+  await core.deleteNamespacedConfigMap({ name: 'pre', namespace });
+  await waitFor('delete of pre', () => events.includes('delete pre=1'));
+  expect(informer.get('pre', namespace)).toBeUndefined();
+  await setValue('unlabelled', '2'); // outside the selector: never seen
+  await createConfigMap('last', 'z');
+  await waitFor('add of last', () => events.includes('add last=z'));
+  expect(events).toEqual([
+    'add pre=1',
+    'add fresh=a',
+    'update fresh=a -> b',
+    'delete pre=1',
+    'add last=z',
+  ]);
 
-    // A handler added after the sync first receives what is already cached.
-    const late: string[] = [];
-    informer.addEventHandler({ add: (cm) => late.push(cm.metadata?.name ?? '') });
-    expect(late.sort()).toEqual(['fresh', 'last']);
-    expect(await restarts(registry, 'plain', 'error')).toBe(0);
-  } finally {
-    await informer.stop();
-  }
-  for (const name of ['fresh', 'last', 'unlabelled'])
+  // A handler added after the sync first receives what is already cached.
+  const late: string[] = [];
+  const removeLate = informer.addEventHandler({
+    add: (cm) => late.push(cm.metadata?.name ?? ''),
+  });
+  expect(late.sort()).toEqual(['fresh', 'last']);
+  removeLate();
+  await createConfigMap('after', '1');
+  await waitFor('add of after', () => events.includes('add after=1'));
+  expect(late).toHaveLength(2);
+  expect(await restarts(registry, 'plain', 'error')).toBe(0);
+  for (const name of ['fresh', 'last', 'after', 'unlabelled'])
     await core.deleteNamespacedConfigMap({ name, namespace });
 }, 60_000);
 
 test('after its connection is reset and refused, it restarts and sees what changed meanwhile; a bare client-node informer does not', async () => {
   const proxy = await BreakableProxy.start(apiServerAddress());
+  cleanups.push(() => proxy.close());
   const kc = throughProxy(proxy);
   const log: string[] = [];
   const registry = new Registry();
   const { informer, events } = configMapInformer(kc, { registry, name: 'reset', log });
+  cleanups.push(() => informer.stop());
 
   // client-node's own informer over the same connection path, for comparison.
   const bareApi = kc.makeApiClient(CoreV1Api);
@@ -260,6 +272,7 @@ test('after its connection is reset and refused, it restarts and sees what chang
   );
   const bareErrors: unknown[] = [];
   bare.on('error', (error) => bareErrors.push(error));
+  cleanups.push(() => bare.stop());
 
   await createConfigMap('kept', '1');
   await createConfigMap('doomed', '1');
@@ -305,10 +318,6 @@ test('after its connection is reset and refused, it restarts and sees what chang
   } catch (error) {
     console.log(log.join('\n'));
     throw error;
-  } finally {
-    await informer.stop();
-    await bare.stop();
-    await proxy.close();
   }
   for (const name of ['kept', 'seen', 'while-down'])
     await core.deleteNamespacedConfigMap({ name, namespace });
@@ -316,6 +325,7 @@ test('after its connection is reset and refused, it restarts and sees what chang
 
 test('the watchdog restarts an informer that hears nothing from the server, and it catches up', async () => {
   const proxy = await BreakableProxy.start(apiServerAddress());
+  cleanups.push(() => proxy.close());
   const kc = throughProxy(proxy);
   const log: string[] = [];
   const registry = new Registry();
@@ -335,7 +345,12 @@ test('the watchdog restarts an informer that hears nothing from the server, and 
       await sleep(500);
     }
   })();
+  cleanups.push(async () => {
+    ticking = false;
+    await ticker;
+  });
   informer.start();
+  cleanups.push(() => informer.stop());
   try {
     await informer.waitForSync(AbortSignal.timeout(30_000));
     await sleep(4_000); // longer than the silence timeout
@@ -356,11 +371,6 @@ test('the watchdog restarts an informer that hears nothing from the server, and 
   } catch (error) {
     console.log(log.join('\n'));
     throw error;
-  } finally {
-    ticking = false;
-    await ticker;
-    await informer.stop();
-    await proxy.close();
   }
   for (const name of ['ticker', 'while-silent'])
     await core.deleteNamespacedConfigMap({ name, namespace });

@@ -51,6 +51,9 @@ class Journal {
   }
 }
 
+/** Candidates of the running test; stopped after it even when it failed or timed out. */
+const alive: Candidate[] = [];
+
 interface Candidate {
   identity: string;
   elector: LeaderElector;
@@ -86,7 +89,9 @@ function candidate(lease: string, identity: string, timings: Timings, journal: J
       onNewLeader: (leader) => journal.record(identity, `sees leader ${leader}`),
     },
   });
-  return { identity, elector, registry, running: elector.run() };
+  const c = { identity, elector, registry, running: elector.run() };
+  alive.push(c);
+  return c;
 }
 
 async function masterStatus(c: Candidate, lease: string): Promise<number | undefined> {
@@ -106,24 +111,22 @@ async function readLease(name: string): Promise<V1Lease> {
   return leases.readNamespacedLease({ name, namespace });
 }
 
-/** Runs `body`, printing the candidates' logs if it fails, and stops every candidate after. */
-async function withCandidates(
-  journal: Journal,
-  candidates: Candidate[],
-  body: () => Promise<void>,
-): Promise<void> {
+/** Runs `body`, printing the candidates' logs if it fails. */
+async function withCandidates(journal: Journal, body: () => Promise<void>): Promise<void> {
   try {
     await body();
   } catch (error) {
     console.log(journal.log.join('\n'));
     throw error;
-  } finally {
-    await Promise.all(candidates.map((c) => c.elector.stop()));
   }
 }
 
 beforeAll(async () => {
   await core.createNamespace({ body: { metadata: { name: namespace } } });
+});
+
+afterEach(async () => {
+  await Promise.all(alive.splice(0).map((c) => c.elector.stop()));
 });
 
 afterAll(async () => {
@@ -135,7 +138,7 @@ test('of two candidates exactly one leads, and the lease names it', async () => 
   const journal = new Journal();
   const a = candidate(lease, 'a', short, journal);
   const b = candidate(lease, 'b', short, journal);
-  await withCandidates(journal, [a, b], async () => {
+  await withCandidates(journal, async () => {
     await waitFor('a leader', () => journal.leading.size > 0);
     const leader = a.elector.isLeader() ? a : b;
     const follower = leader === a ? b : a;
@@ -164,7 +167,7 @@ test('a leader that stops releases the lease after its work ended; the other tak
   const a = candidate(lease, 'a', timings, journal);
   await waitFor('a to lead', () => a.elector.isLeader());
   const b = candidate(lease, 'b', timings, journal);
-  await withCandidates(journal, [a, b], async () => {
+  await withCandidates(journal, async () => {
     await waitFor('b to see a as leader', () => b.elector.leader() === 'a');
     expect(b.elector.isLeader()).toBe(false);
 
@@ -197,7 +200,7 @@ test('a leader that vanishes without releasing is succeeded after the lease dura
   const a = candidate(lease, 'a', short, journal);
   await waitFor('a to lead', () => a.elector.isLeader());
   const b = candidate(lease, 'b', short, journal);
-  await withCandidates(journal, [a, b], async () => {
+  await withCandidates(journal, async () => {
     await waitFor('b to see a as leader', () => b.elector.leader() === 'a');
     await sleep(1_500); // a few renewals observed by b
 
@@ -218,7 +221,7 @@ test('a leader whose lease is taken over stops leading within its renew deadline
   const lease = `taken-${randomUUID().slice(0, 8)}`;
   const journal = new Journal();
   const a = candidate(lease, 'a', short, journal);
-  await withCandidates(journal, [a], async () => {
+  await withCandidates(journal, async () => {
     await waitFor('a to lead', () => a.elector.isLeader());
     // Another party writes itself into the lease (its resourceVersion changes under a).
     const current = await readLease(lease);
@@ -232,6 +235,7 @@ test('a leader whose lease is taken over stops leading within its renew deadline
       },
     });
     const takenAt = Date.now();
+    await waitFor('a to stop leading', () => journal.when('a', 'stopped leading') !== undefined);
     await a.running; // the elector ends once leadership is lost
     const stopped = journal.when('a', 'stopped leading') as number;
     expect(journal.when('a', 'work ended')).toBeDefined();

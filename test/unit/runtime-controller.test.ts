@@ -82,9 +82,9 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 
 test('success forgets the key: nothing more happens, the backoff of earlier failures is reset', async () => {
   let failuresLeft = 2;
-  const h = harness(async () => {
-    if (failuresLeft-- > 0) throw new Error('API server said no');
-  });
+  const h = harness(() =>
+    failuresLeft-- > 0 ? Promise.reject(new Error('API server said no')) : Promise.resolve(),
+  );
   h.controller.start();
   h.queue.add('ns/a');
   await settle();
@@ -127,9 +127,7 @@ test('success forgets the key: nothing more happens, the backoff of earlier fail
 });
 
 test('a TerminalError is counted and logged but never retried', async () => {
-  const h = harness(async () => {
-    throw new TerminalError('replica set rs-x does not exist');
-  });
+  const h = harness(() => Promise.reject(new TerminalError('replica set rs-x does not exist')));
   h.controller.start();
   h.queue.add('ns/bad');
   await settle();
@@ -159,10 +157,9 @@ test('a TerminalError is counted and logged but never retried', async () => {
 
 test('requeueAfter brings the key back after exactly that delay and resets its backoff', async () => {
   const answers: (ReconcileResult | Error)[] = [new Error('flaky'), { requeueAfterMs: 1_000 }, {}];
-  const h = harness(async () => {
+  const h = harness(() => {
     const answer = answers.shift();
-    if (answer instanceof Error) throw answer;
-    return answer;
+    return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
   });
   h.controller.start();
   h.queue.add('ns/a');
@@ -181,7 +178,7 @@ test('requeueAfter brings the key back after exactly that delay and resets its b
 
 test('requeue: true retries with the rate limiter without counting an error', async () => {
   const answers: ReconcileResult[] = [{ requeue: true }, { requeue: true }, {}];
-  const h = harness(async () => answers.shift());
+  const h = harness(() => Promise.resolve(answers.shift()));
   h.controller.start();
   h.queue.add('k');
   await settle();

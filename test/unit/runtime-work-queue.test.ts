@@ -22,9 +22,11 @@ function newQueue(clock = new ManualClock()): {
   return { queue: new WorkQueue({ name: 'test', registry, clock }), clock, registry };
 }
 
+const pending = Symbol('pending');
+
 /** A `get()` whose result can be checked later without awaiting it now. */
-function pendingGet(queue: WorkQueue): { result: () => string | undefined | 'pending' } {
-  let value: string | undefined | 'pending' = 'pending';
+function pendingGet(queue: WorkQueue): { result: () => string | undefined | typeof pending } {
+  let value: string | undefined | typeof pending = pending;
   void queue.get().then((key) => (value = key));
   return { result: () => value };
 }
@@ -67,7 +69,7 @@ test('a key being processed is not handed to a second worker, and runs once more
   expect(queue.len()).toBe(0);
   const second = pendingGet(queue);
   await settle();
-  expect(second.result()).toBe('pending');
+  expect(second.result()).toBe(pending);
 
   // done() puts it back once; the waiting worker receives it.
   queue.done('a');
@@ -79,7 +81,7 @@ test('a key being processed is not handed to a second worker, and runs once more
   queue.done('a');
   const third = pendingGet(queue);
   await settle();
-  expect(third.result()).toBe('pending');
+  expect(third.result()).toBe(pending);
   queue.shutDown();
   await settle();
   expect(third.result()).toBeUndefined();

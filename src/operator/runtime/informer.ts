@@ -144,7 +144,7 @@ export class SupervisedInformer<T extends KubernetesObject> {
   private readonly handlers: InformerEventHandlers<T>[] = [];
   private running = false;
   private synced = false;
-  private syncWaiters: { resolve: () => void; reject: (error: unknown) => void }[] = [];
+  private syncWaiters: { resolve: () => void; reject: (error: Error) => void }[] = [];
   /** Bumped on every (re)start and on stop; callbacks of older ListWatches are ignored. */
   private generation = 0;
   private current: ListWatch<T> | undefined;
@@ -172,15 +172,20 @@ export class SupervisedInformer<T extends KubernetesObject> {
   }
 
   /**
-   * Registers handlers. They must be synchronous and quick (enqueue keys, nothing more); a
-   * throwing handler is logged and does not disturb the others. Registered after the first list,
-   * they are first called with `add` for every cached object, as client-go does.
+   * Registers handlers and returns the function that removes them. They must be synchronous and
+   * quick (enqueue keys, nothing more); a throwing handler is logged and does not disturb the
+   * others. Registered after the first list, they are first called with `add` for every cached
+   * object, as client-go does.
    */
-  addEventHandler(handlers: InformerEventHandlers<T>): void {
+  addEventHandler(handlers: InformerEventHandlers<T>): () => void {
     this.handlers.push(handlers);
     if (this.synced) {
       for (const obj of this.list()) this.call('add', () => handlers.add?.(obj));
     }
+    return () => {
+      const index = this.handlers.indexOf(handlers);
+      if (index >= 0) this.handlers.splice(index, 1);
+    };
   }
 
   /** Starts listing and watching; returns at once (see `waitForSync`). */
@@ -224,9 +229,9 @@ export class SupervisedInformer<T extends KubernetesObject> {
           signal?.removeEventListener('abort', onAbort);
           resolve();
         },
-        reject: (error: unknown) => {
+        reject: (error: Error) => {
           signal?.removeEventListener('abort', onAbort);
-          reject(error as Error);
+          reject(error);
         },
       };
       this.syncWaiters.push(waiter);
@@ -324,7 +329,8 @@ export class SupervisedInformer<T extends KubernetesObject> {
   }
 
   private dispatch(event: string, call: (handlers: InformerEventHandlers<T>) => void): void {
-    for (const handlers of this.handlers) this.call(event, () => call(handlers));
+    // A copy: a handler may remove itself (or others) while being called.
+    for (const handlers of [...this.handlers]) this.call(event, () => call(handlers));
   }
 
   private call(event: string, handler: () => void): void {

@@ -208,7 +208,7 @@ export class LeaderElector {
   private async keepRenewing(): Promise<void> {
     while (!this.stopping.signal.aborted) {
       const deadline = this.clock.now() + this.renewDeadlineMs;
-      let renewed = false;
+      let renewed: boolean;
       for (;;) {
         renewed = await this.tryAcquireOrRenew(deadline - this.clock.now());
         if (renewed || this.stopping.signal.aborted) break;
@@ -393,7 +393,7 @@ export class LeaderElector {
   private isLeaseValid(now: number): boolean {
     return (
       this.observed !== undefined &&
-      this.observedTime + this.observed.leaseDurationSeconds * 100 > now
+      this.observedTime + this.observed.leaseDurationSeconds * 1000 > now
     );
   }
 
