@@ -72,7 +72,7 @@ export function parseOperatorConfig(
     ),
     strict: true,
   });
-  const flag = (k: string): string | undefined => values[k] as string | undefined;
+  const flag = (k: string): string | undefined => values[k];
   const duration = (k: string, fallback: string): number => {
     const text = flag(k) ?? fallback;
     const ms = parseDuration(text);

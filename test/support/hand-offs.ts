@@ -36,17 +36,16 @@ export function handOffTotals(list: HandOff[]): Totals {
   const totals: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
   for (const h of list) {
     const table = tableFromIPC(readFileSync(join(h.dir, h.manifest.dataFile)));
-    for (const row of table) {
-      const r = row.toJSON() as {
-        events: bigint;
-        revenue: number;
-        cheapest: number;
-        dearest: number;
-      };
-      totals.events += Number(r.events);
-      totals.revenue += r.revenue;
-      totals.cheapest = Math.min(totals.cheapest, r.cheapest);
-      totals.dearest = Math.max(totals.dearest, r.dearest);
+    const column = (name: string): ArrayLike<unknown> =>
+      (table.getChild(name)?.toArray() as ArrayLike<unknown> | undefined) ?? [];
+    const [events, revenue, cheapest, dearest] = ['events', 'revenue', 'cheapest', 'dearest'].map(
+      column,
+    );
+    for (let i = 0; i < table.numRows; i++) {
+      totals.events += Number(events![i]);
+      totals.revenue += Number(revenue![i]);
+      totals.cheapest = Math.min(totals.cheapest, Number(cheapest![i]));
+      totals.dearest = Math.max(totals.dearest, Number(dearest![i]));
     }
   }
   return totals;
