@@ -18,6 +18,13 @@ export function isPodReady(pod: V1Pod): boolean {
   return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
+/** The annotation's port when it is one (1-65535, decimal); a typo must not make `http://ip:NaN`. */
+function annotatedPort(value: string | undefined): number | undefined {
+  if (value === undefined || !/^[0-9]{1,5}$/.test(value.trim())) return undefined;
+  const port = Number(value.trim());
+  return port >= 1 && port <= 65_535 ? port : undefined;
+}
+
 /** Ready receivers grouped by replica set, each list sorted by pod name. */
 export function receiversByReplicaSet(
   pods: V1Pod[],
@@ -29,7 +36,7 @@ export function receiversByReplicaSet(
     const ip = pod.status?.podIP;
     const name = pod.metadata?.name;
     if (!replicaSet || !ip || !name || !isPodReady(pod)) continue;
-    const port = Number(pod.metadata?.annotations?.[adminPortAnnotation] ?? defaultPort);
+    const port = annotatedPort(pod.metadata?.annotations?.[adminPortAnnotation]) ?? defaultPort;
     const host = ip.includes(':') ? `[${ip}]` : ip;
     const list = out.get(replicaSet) ?? [];
     list.push({ name, replicaSet, baseUrl: `http://${host}:${port}` });

@@ -4,8 +4,15 @@
 import { assignPartitions } from '../assign/strategy.ts';
 import { validatePins } from '../assign/pins.ts';
 import { diffAssignments } from '../assign/diff.ts';
-import type { Assignment, Move } from '../assign/assignment.ts';
+import {
+  assignmentFromOwners,
+  holdersByPartition,
+  sortedNames,
+  type Assignment,
+  type Move,
+} from '../assign/assignment.ts';
 import type { AssignmentStrategy } from '../api/cube-assignment.ts';
+import { replicaSetLabel } from './discovery.ts';
 
 export interface PlanInput {
   strategy: AssignmentStrategy;
@@ -15,7 +22,7 @@ export interface PlanInput {
   current: Assignment | undefined;
   /** The topic's partitions, or undefined when the topic is missing. */
   partitions: number[] | undefined;
-  /** Replica sets of the spec that have at least one ready receiver. */
+  /** Replica sets that have at least one ready receiver (of the spec or not). */
   availableReplicaSets: Set<string>;
 }
 
@@ -42,45 +49,64 @@ export function planAssignment(input: PlanInput): Plan {
       ],
     };
   }
-  const missing = input.replicaSets.filter((rs) => !input.availableReplicaSets.has(rs));
-  if (missing.length > 0) {
+  const current = input.current ?? {};
+  const available = input.replicaSets.filter((rs) => input.availableReplicaSets.has(rs));
+  // A replica set that holds partitions now keeps them while its pods are away: moving them needs
+  // its receivers (pause, drain), and failover is a separate, later step. Nothing new goes to it.
+  const topic = new Set(input.partitions);
+  const stranded = new Map<number, string>();
+  for (const [partition, holders] of holdersByPartition(current)) {
+    if (!topic.has(partition) || holders.some((rs) => input.availableReplicaSets.has(rs))) continue;
+    stranded.set(partition, holders[0]!);
+  }
+  const strandedHolders = sortedNames(stranded.values());
+  const idle = input.replicaSets.filter(
+    (rs) => !input.availableReplicaSets.has(rs) && !strandedHolders.includes(rs),
+  );
+  if (idle.length > 0) {
     problems.push({
       reason: 'ReplicaSetUnavailable',
-      message: `replica set${missing.length > 1 ? 's' : ''} ${missing.join(', ')} ha${missing.length > 1 ? 've' : 's'} no ready receiver pod (label streamcube.io/replica-set); partitions are placed on the others`,
+      message: `replica set${idle.length > 1 ? 's' : ''} ${idle.join(', ')} ha${idle.length > 1 ? 've' : 's'} no ready receiver pod (label ${replicaSetLabel}); partitions are placed on the others`,
     });
   }
-  // A replica set that holds partitions now stays in the plan while its pods are away: moving
-  // its partitions needs its receivers (pause, drain), and failover is a separate, later step.
-  const holding = new Set(
-    Object.entries(input.current ?? {})
-      .filter(([, ps]) => ps.length > 0)
-      .map(([rs]) => rs),
-  );
-  const live = input.replicaSets.filter(
-    (rs) => input.availableReplicaSets.has(rs) || holding.has(rs),
-  );
+  for (const rs of strandedHolders) {
+    const held = [...stranded].filter(([, owner]) => owner === rs).map(([p]) => p);
+    problems.push({
+      reason: 'ReplicaSetUnavailable',
+      message: `replica set ${rs}${input.replicaSets.includes(rs) ? '' : ' (no longer in spec.replicaSets)'} holds partition${held.length > 1 ? 's' : ''} ${held.sort((a, b) => a - b).join(', ')} but has no ready receiver pod (label ${replicaSetLabel}); they stay there until it is back`,
+    });
+  }
   const pinProblems = validatePins({
     partitions: input.partitions,
     replicaSets: input.replicaSets,
     ...(input.pins ? { pins: input.pins } : {}),
   });
   for (const message of pinProblems) problems.push({ reason: 'InvalidPin', message });
-  if (live.length === 0) {
+  if (available.length === 0) {
     problems.push({
       reason: 'NoReplicaSetAvailable',
       message: 'no replica set of the cube has a ready receiver',
     });
-    return { desired: input.current ?? {}, moves: [], problems };
+    return { desired: current, moves: [], problems };
   }
+  // The strategy places what is not stranded over the replica sets that can take partitions;
+  // a pin of a stranded partition waits, like the partition.
+  const placeable = input.partitions.filter((p) => !stranded.has(p));
   const livePins = input.pins
-    ? Object.fromEntries(Object.entries(input.pins).filter(([rs]) => live.includes(rs)))
+    ? Object.fromEntries(
+        Object.entries(input.pins)
+          .filter(([rs]) => available.includes(rs))
+          .map(([rs, ps]) => [rs, ps.filter((p) => !stranded.has(p))]),
+      )
     : undefined;
-  const current = input.current ?? {};
-  const desired = assignPartitions(input.strategy, {
-    partitions: input.partitions,
-    replicaSets: live,
+  const placed = assignPartitions(input.strategy, {
+    partitions: placeable,
+    replicaSets: available,
     current,
     ...(livePins ? { pins: livePins } : {}),
   });
+  const owners = new Map<number, string>(stranded);
+  for (const [rs, ps] of Object.entries(placed)) for (const p of ps) owners.set(p, rs);
+  const desired = assignmentFromOwners([...available, ...strandedHolders], owners);
   return { desired, moves: diffAssignments(current, desired), problems };
 }
