@@ -70,14 +70,8 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     if (this.partitions.length === 0) return;
     const { kafka, topic, sink } = this.options;
     // A fresh group each time: no member of an earlier incarnation (say, one killed with -9) can
-    // hold it, and its committed offsets are exactly the positions we start from.
+    // hold it or make us wait for its session to expire.
     const groupId = `${this.options.groupPrefix}.${randomUUID()}`;
-    const admin = await this.adminClient();
-    await admin.setOffsets({
-      groupId,
-      topic,
-      partitions: this.partitions.map((p) => ({ partition: p, offset: String(positions.get(p)) })),
-    });
     const consumer = kafka.consumer({
       groupId,
       partitionAssigners: [exactPartitionAssigner(topic, () => this.partitions)],
@@ -109,7 +103,9 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       }
     });
     await consumer.connect();
-    await consumer.subscribe({ topics: [topic] });
+    // fromBeginning: should a fetch ever run before the seeks below, it reads from the log start,
+    // which the caller's positions filter out as already consumed; it never skips ahead.
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -127,6 +123,12 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         await payload.heartbeat();
       },
     });
+    // kafkajs applies pending seeks before each fetch; committing the start positions makes a
+    // later rejoin (broker restart, coordinator move) resume from them, not from the log start.
+    for (const [partition, offset] of positions) {
+      consumer.seek({ topic, partition, offset: offset.toString() });
+    }
+    await this.commit(positions);
   }
 
   pause(partitions: number[]): void {
