@@ -40,7 +40,22 @@ export interface PartitionClock {
 
 export type AcceptResult = { ok: true; windowStart: number } | { ok: false; reason: RejectReason };
 
-const keyOf = (dimensions: string[]): string => JSON.stringify(dimensions);
+const NUL = '\u0000';
+
+/**
+ * The key of a row: its dimension values joined by NUL, cheap on the hot path. A value holding a
+ * NUL itself is rare; such a row is keyed by n NULs + JSON instead. JSON escapes NUL, so those keys
+ * hold exactly n NULs and joined keys exactly n − 1: the two kinds never meet.
+ */
+function keyOf(dimensions: string[]): string {
+  let key = '';
+  for (let i = 0; i < dimensions.length; i++) {
+    const v = dimensions[i]!;
+    if (v.includes(NUL)) return NUL.repeat(dimensions.length) + JSON.stringify(dimensions);
+    key = i === 0 ? v : key + NUL + v;
+  }
+  return key;
+}
 
 export function combine(fn: MeasureFunction, a: number, b: number): number {
   switch (fn) {
@@ -60,9 +75,11 @@ export class SegmentManager {
   readonly segments = new Map<number, Segment>();
   readonly partitions = new Map<number, PartitionClock>();
   readonly schema: CubeSchema;
+  private readonly functions: MeasureFunction[];
 
   constructor(schema: CubeSchema) {
     this.schema = schema;
+    this.functions = schema.measures.map((m) => m.function);
     this.windowMs = parseDuration(schema.window) ?? 0;
     this.latenessMs = parseDuration(schema.allowedLateness) ?? 0;
     if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
@@ -111,7 +128,8 @@ export class SegmentManager {
       segment.ranges.set(partition, ranges);
     }
     addRange(ranges, from, to);
-    segment.epochs.set(partition, Math.max(epoch, segment.epochs.get(partition) ?? epoch));
+    const known = segment.epochs.get(partition);
+    if (known === undefined || epoch > known) segment.epochs.set(partition, epoch);
   }
 
   /** The ACTIVE segment that offsets without an event of their own are accounted to. */
@@ -135,9 +153,11 @@ export class SegmentManager {
       this.skip(partition, epoch, offset, offset + 1n);
       return { ok: false, reason: 'window_sealed' };
     }
-    const segment = this.segmentFor(windowStart);
-    for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
-    clock.pending = [];
+    const segment = existing ?? this.segmentFor(windowStart);
+    if (clock.pending.length > 0) {
+      for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
+      clock.pending = [];
+    }
     this.cover(segment, partition, epoch, offset, offset + 1n);
     clock.currentWindow = windowStart;
     if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
@@ -154,9 +174,11 @@ export class SegmentManager {
       rows.set(key, { dimensions: event.dimensions, values: [...event.values] });
       return;
     }
-    const measures = this.schema.measures;
-    for (let i = 0; i < measures.length; i++) {
-      row.values[i] = combine(measures[i]!.function, row.values[i]!, event.values[i]!);
+    const { functions } = this;
+    const values = row.values;
+    const input = event.values;
+    for (let i = 0; i < functions.length; i++) {
+      values[i] = combine(functions[i]!, values[i]!, input[i]!);
     }
   }
 
@@ -204,14 +226,17 @@ export class SegmentManager {
   }
 
   /**
-   * Makes a segment IMMUTABLE. Offsets a partition still holds as pending go to the partition's
-   * last segment, so that sealed segments account for every consumed offset.
+   * Makes a segment IMMUTABLE. Pending offsets are not touched: a caller sealing for good (release,
+   * seal of the cube) settles them first with settlePending.
    */
   seal(segment: Segment): void {
     segment.state = 'IMMUTABLE';
   }
 
-  /** Gives pending offsets of `partition` to the latest segment, creating an empty one if none. */
+  /**
+   * Gives pending offsets of `partition` to the latest ACTIVE segment; with none, to the window of
+   * the partition's watermark (or `fallbackTime`), or the first window after it that is not sealed.
+   */
   settlePending(partition: number, epoch: number, fallbackTime: number): void {
     const clock = this.clock(partition);
     if (clock.pending.length === 0) return;
