@@ -7,6 +7,7 @@ import type { Move } from '../assign/assignment.ts';
 import type { CubeAssignment, ReassignJournal, ReassignPhase } from '../api/cube-assignment.ts';
 import type { AssignCubeRequest } from '../protocol/admin-api.ts';
 import { ReceiverApiError, type ReceiverClient } from '../protocol/client.ts';
+import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
 
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
@@ -85,20 +86,31 @@ function endpointsOf(ctx: ReassignContext, replicaSet: string, role: string): Re
 }
 
 async function call<T>(
+  phase: ReassignPhase,
   endpoint: ReceiverEndpoint,
   what: string,
   reason: string,
   fn: () => Promise<T>,
 ): Promise<T> {
+  let answer: T;
   try {
-    return await fn();
+    answer = await fn();
   } catch (error) {
-    const detail = error instanceof ReceiverApiError ? error.message : (error as Error).message;
+    // fetch() says only "fetch failed"; the reason a person can act on (ECONNREFUSED, a DNS or
+    // TLS error) is in its cause.
+    const cause = (error as Error).cause as (Error & { code?: string }) | undefined;
+    const detail =
+      error instanceof ReceiverApiError || !(cause instanceof Error)
+        ? (error as Error).message
+        : `${(error as Error).message}: ${cause.message || cause.code || cause.name}`;
     throw new PhaseBlocked(
       reason,
       `${what} on receiver ${endpoint.name} (${endpoint.replicaSet}) failed: ${detail}`,
     );
   }
+  // Crash tests kill the operator between two receiver calls of one phase.
+  faultPoint(`reassign-${phase}-partial`);
+  return answer;
 }
 
 /** The cube as the receivers need it: source and schema from the spec. */
@@ -129,8 +141,8 @@ export async function runReassign(
   ): Promise<void> => {
     const phase = nextPhase[journal.phase];
     journal = { ...journal, ...extra, phase, phaseStartedAt: ctx.now().toISOString() };
+    // The loop reports the phase (and reaches its fault point) once, when it starts running it.
     object = await ctx.persist({ reassign: journal, ...statusExtra });
-    ctx.onPhase(phase, journal);
   };
   const overDeadline = (): boolean =>
     ctx.now().getTime() - Date.parse(journal.phaseStartedAt ?? journal.startedAt) >
@@ -149,7 +161,7 @@ export async function runReassign(
         try {
           for (const [rs, partitions] of bySource(journal)) {
             for (const endpoint of endpointsOf(ctx, rs, 'source')) {
-              const answer = await call(endpoint, 'pause', 'PauseFailed', () =>
+              const answer = await call(journal.phase, endpoint, 'pause', 'PauseFailed', () =>
                 ctx.client(endpoint).pause(ctx.cube, partitions),
               );
               for (const p of answer.partitions) {
@@ -180,7 +192,7 @@ export async function runReassign(
               partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
             );
             for (const endpoint of endpointsOf(ctx, rs, 'source')) {
-              const answer = await call(endpoint, 'drain', 'DrainFailed', () =>
+              const answer = await call(journal.phase, endpoint, 'drain', 'DrainFailed', () =>
                 ctx
                   .client(endpoint)
                   .drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainTimeoutMs }),
@@ -206,7 +218,7 @@ export async function runReassign(
         // From here on the move only rolls forward: sources release, targets take over.
         for (const [rs, partitions] of bySource(journal)) {
           for (const endpoint of ctx.receivers.get(rs) ?? []) {
-            await call(endpoint, 'release', 'ReleaseFailed', () =>
+            await call(journal.phase, endpoint, 'release', 'ReleaseFailed', () =>
               ctx.client(endpoint).release(ctx.cube, partitions),
             ).catch((error: unknown) => {
               // A released cube that is gone (404) is released.
@@ -221,9 +233,22 @@ export async function runReassign(
             position: journal.stopOffsets?.[String(p)] ?? '0',
             epoch: (epochs[String(p)] ?? 0) + 1,
           }));
-          for (const endpoint of endpointsOf(ctx, rs, 'target')) {
-            await call(endpoint, 'assign', 'StartFailed', () =>
-              ctx.client(endpoint).assign(ctx.cube, assignRequest(object, rs, starts)),
+          try {
+            for (const endpoint of endpointsOf(ctx, rs, 'target')) {
+              await call(journal.phase, endpoint, 'assign', 'StartFailed', () =>
+                ctx.client(endpoint).assign(ctx.cube, assignRequest(object, rs, starts)),
+              );
+            }
+          } catch (error) {
+            // The sources have let go: say which partitions wait, not only which call failed.
+            if (!(error instanceof PhaseBlocked)) throw error;
+            const sources = [
+              ...new Set(journal.moves.filter((m) => m.to === rs).flatMap((m) => m.from ?? [])),
+            ];
+            const many = partitions.length > 1;
+            throw new PhaseBlocked(
+              error.reason,
+              `${error.message}; partition${many ? 's' : ''} ${partitions.join(', ')}${sources.length > 0 ? ` (released by ${sources.join(', ')})` : ''} wait${many ? '' : 's'} for ${rs}`,
             );
           }
         }
@@ -237,7 +262,7 @@ export async function runReassign(
         for (const rs of bySource(journal).keys()) {
           if ((assignment[rs] ?? []).length > 0) continue;
           for (const endpoint of ctx.receivers.get(rs) ?? []) {
-            const status = await call(endpoint, 'seal', 'SealFailed', () =>
+            const status = await call(journal.phase, endpoint, 'seal', 'SealFailed', () =>
               ctx.client(endpoint).seal(ctx.cube, 30_000),
             ).catch((error: unknown) => {
               if (error instanceof PhaseBlocked && /: 404 /.test(error.message)) return undefined;
@@ -250,7 +275,7 @@ export async function runReassign(
                 `receiver ${endpoint.name} has segments of ${ctx.cube} not yet handed off`,
               );
             }
-            await call(endpoint, 'unassign', 'UnassignFailed', () =>
+            await call(journal.phase, endpoint, 'unassign', 'UnassignFailed', () =>
               ctx.client(endpoint).unassign(ctx.cube),
             );
           }
@@ -326,7 +351,7 @@ async function rollBack(
         .catch(() => undefined);
     }
   }
-  const object = await ctx.persist({ reassign: null });
+  await ctx.persist({ reassign: null });
   ctx.event(
     'Warning',
     'ReassignRolledBack',

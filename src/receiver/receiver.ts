@@ -68,7 +68,8 @@ export class Receiver {
         });
         continue;
       }
-      const channel = this.channel(cube, spec);
+      // The channel's spec is compared with later assign requests: source and schema only.
+      const channel = this.channel(cube, { source: spec.source, schema: spec.schema });
       await channel.open();
       this.cubes.set(cube, channel);
     }

@@ -2,16 +2,19 @@
 // receiver pods made Ready by writing their status (no kubelet runs), and the operator as a
 // real `streamcube operator` process.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import {
+  ApiException,
+  CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
+  type CoreV1Event,
   type KubeConfig,
 } from '@kubernetes/client-node';
 import {
@@ -21,6 +24,7 @@ import {
   type CubeAssignment,
   type CubeAssignmentSpecInput,
 } from '../../src/api/cube-assignment.ts';
+import type { Condition } from '../../src/api/conditions.ts';
 import { crdFile } from '../../src/api/crd.ts';
 import { replicaSetLabel } from '../../src/operator/discovery.ts';
 import { binDir } from '../env/controlplane.ts';
@@ -160,6 +164,63 @@ export async function waitForSettled(
   );
 }
 
+/** The holder of a coordination.k8s.io Lease ('' when released), or undefined when there is none. */
+export async function leaseHolder(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<string | undefined> {
+  try {
+    const lease = await kc
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ name, namespace });
+    return lease.spec?.holderIdentity ?? '';
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return undefined;
+    throw error;
+  }
+}
+
+export function conditionOf(cube: CubeAssignment, type: string): Condition | undefined {
+  return cube.status?.conditions?.find((c) => c.type === type);
+}
+
+/** Polls the cube until `check` holds; returns the cube that satisfied it. */
+export async function waitForCube(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  what: string,
+  check: (cube: CubeAssignment) => boolean,
+  timeoutMs = 60_000,
+): Promise<CubeAssignment> {
+  const api = cubeApi(kc);
+  return waitFor(
+    `cube ${namespace}/${name}: ${what}`,
+    async () => {
+      const cube = await api.get(namespace, name);
+      return check(cube) ? cube : undefined;
+    },
+    timeoutMs,
+    200,
+  );
+}
+
+/** The core/v1 Events whose involved object is the cube, oldest first. */
+export async function cubeEvents(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<CoreV1Event[]> {
+  const list = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({
+    namespace,
+    fieldSelector: `involvedObject.name=${name}`,
+  });
+  return list.items.sort(
+    (a, b) => new Date(a.firstTimestamp ?? 0).getTime() - new Date(b.firstTimestamp ?? 0).getTime(),
+  );
+}
+
 export interface OperatorProcessOptions {
   namespace: string;
   receiverToken: string;
@@ -234,7 +295,55 @@ export class OperatorProcess {
     await exited;
   }
 
+  /** Waits for the process to end by itself (at a fault point, say); fails after the deadline. */
+  async waitForExit(timeoutMs = 60_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `operator ${this.identity} still running after ${timeoutMs} ms; see ${this.logFile}`,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([this.exited(), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The signal that ended the process (SIGKILL after a fault point), or null. */
+  get exitSignal(): NodeJS.Signals | null {
+    return this.child?.signalCode ?? null;
+  }
+
   async metrics(): Promise<string> {
     return (await fetch(`http://127.0.0.1:${this.port}/metrics`)).text();
+  }
+
+  /** True while the process has neither exited nor been killed. */
+  get alive(): boolean {
+    return (
+      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
+    );
+  }
+
+  /** Reconciles this process has run, all results summed (`controller_runtime_reconcile_total`). */
+  async reconciles(): Promise<number> {
+    let total = 0;
+    for (const line of (await this.metrics()).split('\n')) {
+      const match = /^controller_runtime_reconcile_total\{[^}]*\} (\S+)$/.exec(line);
+      if (match) total += Number(match[1]);
+    }
+    return total;
+  }
+
+  /** What the process wrote to stdout and stderr so far. */
+  log(): string {
+    return readFileSync(this.logFile, 'utf8');
   }
 }

@@ -1,0 +1,169 @@
+// The target of a move is down when the move starts: first its pod still Ready while the process
+// refuses connections (a crash the readiness probe has not noticed yet), then its pod not Ready.
+// The reassign waits in Starting with Degraded=True naming the receiver and a Warning Event, and
+// completes, exact and tiled, once the receiver is back on its data directory.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { logLevel, type Admin, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { freePort } from '../env/processes.ts';
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
+import { SteadyLoad } from '../support/load.ts';
+import {
+  OperatorProcess,
+  applyCrd,
+  conditionOf,
+  createNamespace,
+  cubeApi,
+  cubeEvents,
+  kubectl,
+  receiverPod,
+  setPodReady,
+  waitForCube,
+  waitForSettled,
+} from '../support/cluster.ts';
+import { waitForPositions } from '../support/receiver-checks.ts';
+import { expectExactAndTiled } from '../support/cube-audit.ts';
+
+const env = testEnvironment();
+const kc = adminKubeConfig();
+const kafka = createKafka({
+  clientId: 'operator-target-down-test',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+const cube = 'orders';
+const token = `target-down-token-${Date.now()}`;
+const ips = { 'rs-a': '127.0.0.25', 'rs-b': '127.0.0.26' } as const;
+
+let admin: Admin;
+let producer: Producer;
+let namespace: string;
+let operator: OperatorProcess;
+let load: SteadyLoad | undefined;
+const deep = tempDir('target-down-deep');
+const receivers: Record<string, ReceiverProcess> = {};
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  producer = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
+  namespace = await createNamespace(kc, 'op-down');
+  const port = await freePort();
+  for (const rs of ['rs-a', 'rs-b'] as const) {
+    receivers[rs] = new ReceiverProcess({
+      id: `${rs}-0`,
+      replicaSet: rs,
+      deepStorageDir: deep,
+      host: ips[rs],
+      port,
+      token,
+    });
+    await receivers[rs].start();
+    await receiverPod(kc, namespace, `${rs}-0`, rs, ips[rs]);
+  }
+  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
+  await operator.start();
+});
+
+afterAll(async () => {
+  await load?.stop();
+  await operator?.kill('SIGTERM');
+  for (const r of Object.values(receivers)) await r.stop();
+  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+});
+
+const assignmentIs =
+  (expected: Record<string, number[]>) =>
+  (c: CubeAssignment): boolean =>
+    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
+
+test('a move whose target receiver is down waits in Starting, Degraded, and completes when it is back', async () => {
+  const topic = await createTopic(admin, 4);
+  load = new SteadyLoad(producer, topic, 4, 10, 100);
+  load.start(Date.UTC(2026, 2, 1));
+  const api = cubeApi(kc);
+  await api.create(namespace, cube, {
+    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema: testSchema,
+    replicaSets: ['rs-a', 'rs-b'],
+    strategy: 'range',
+  });
+  await waitForSettled(kc, namespace, cube, assignmentIs({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
+
+  // rs-b-0 crashes; its pod stays Ready (no probe has failed yet), so the planner counts on it.
+  const target = receivers['rs-b']!;
+  await target.kill('SIGKILL');
+  await api.patchSpec(namespace, cube, { pins: { 'rs-b': [0, 1, 2, 3] } });
+
+  let cube1 = await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Degraded=True with reason StartFailed',
+    (c) =>
+      conditionOf(c, 'Degraded')?.status === 'True' &&
+      conditionOf(c, 'Degraded')?.reason === 'StartFailed',
+  );
+  expect(cube1.status?.reassign?.phase).toBe('Starting');
+  const degraded = conditionOf(cube1, 'Degraded')!;
+  expect(degraded.message).toContain('receiver rs-b-0 (rs-b)');
+  expect(degraded.message).toMatch(/ECONNREFUSED/);
+  expect(degraded.message).toContain('partitions 0, 1 (released by rs-a) wait for rs-b');
+  expect(conditionOf(cube1, 'Ready')).toMatchObject({ status: 'False', reason: 'StartFailed' });
+  const warnings = (await cubeEvents(kc, namespace, cube)).filter((e) => e.type === 'Warning');
+  expect(warnings.map((e) => e.reason)).toContain('StartFailed');
+  const described = await kubectl('describe', 'cubeassignment', cube, '-n', namespace);
+  expect(described).toMatch(/Warning\s+StartFailed\s+.*rs-b-0/);
+
+  // Retries (every 2 s) keep it there: Starting only rolls forward, the sources already released.
+  await sleep(4_500);
+  cube1 = await api.get(namespace, cube);
+  expect(cube1.status?.reassign?.phase).toBe('Starting');
+  expect(conditionOf(cube1, 'Degraded')?.reason).toBe('StartFailed');
+  expect(cube1.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
+
+  // The readiness probe notices: discovery drops the pod, the reason says so.
+  await setPodReady(kc, namespace, 'rs-b-0', ips['rs-b'], false);
+  cube1 = await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Degraded=True with reason TargetReceiverUnavailable',
+    (c) => conditionOf(c, 'Degraded')?.reason === 'TargetReceiverUnavailable',
+  );
+  expect(cube1.status?.reassign?.phase).toBe('Starting');
+  expect(conditionOf(cube1, 'Degraded')?.message).toContain(
+    'replica set rs-b (target of a move) has no ready receiver; partitions 0, 1 (released by rs-a) wait for rs-b',
+  );
+
+  // Back on the same data directory: it resumes partitions 2 and 3 from its checkpoint and takes
+  // 0 and 1 from the stop offsets.
+  await target.start();
+  await setPodReady(kc, namespace, 'rs-b-0', ips['rs-b'], true);
+  const settled = await waitForSettled(
+    kc,
+    namespace,
+    cube,
+    assignmentIs({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
+  );
+  expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 1, '3': 1 });
+  expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
+  expect(conditionOf(settled, 'Ready')).toMatchObject({ status: 'True' });
+  expect(
+    (await cubeEvents(kc, namespace, cube)).filter((e) => e.reason === 'ReassignCompleted'),
+  ).toHaveLength(2);
+
+  await load.stop();
+  const hw = await highWatermarks(kafka, topic);
+  await waitForPositions(target.client, cube, Object.fromEntries(hw));
+  await expectExactAndTiled({
+    cube,
+    deepStorageDir: deep,
+    replicaSets: { 'rs-a': [receivers['rs-a']!], 'rs-b': [target] },
+    highWatermarks: hw,
+    expected: totalsOf(load.all()),
+  });
+});

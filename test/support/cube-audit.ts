@@ -1,0 +1,91 @@
+// The exactness audit of operator tests: for each replica index, the segments of one receiver per
+// replica set (local, not yet handed off, plus its hand-offs in deep storage) must tile every
+// partition's log and add up to what was produced.
+import type { SegmentStatus } from '../../src/protocol/admin-api.ts';
+import { ReceiverApiError } from '../../src/protocol/client.ts';
+import {
+  rangesFromJson,
+  tilingProblems,
+  type OffsetRange,
+} from '../../src/receiver/offset-ranges.ts';
+import type { Totals } from './events.ts';
+import { addTotals, handOffTotals, handOffs } from './hand-offs.ts';
+import { expectTotals, totalsFromQuery } from './receiver-checks.ts';
+import type { ReceiverProcess } from './receiver-process.ts';
+
+const none: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
+
+/** A cube this receiver does not hold (unassigned after a move) answers 404: nothing held. */
+async function orNothing<T>(read: () => Promise<T>, nothing: T): Promise<T> {
+  try {
+    return await read();
+  } catch (error) {
+    if (error instanceof ReceiverApiError && error.status === 404) return nothing;
+    throw error;
+  }
+}
+
+export interface CubeAudit {
+  cube: string;
+  deepStorageDir: string;
+  /** Receivers by replica set, in replica order; replica i of each set is audited together. */
+  replicaSets: Record<string, ReceiverProcess[]>;
+  /** partition → high watermark once the load stopped and the owners caught up. */
+  highWatermarks: Map<number, bigint>;
+  expected: Totals;
+}
+
+/** What one replica per replica set holds: offset ranges per partition and totals. */
+export async function heldByReplica(
+  audit: CubeAudit,
+  replica: number,
+): Promise<{ ranges: Map<number, OffsetRange[]>; totals: Totals; handOffs: number }> {
+  const ranges = new Map<number, OffsetRange[]>();
+  const add = (offsetRanges: Record<string, [string, string][]>): void => {
+    for (const [p, list] of Object.entries(offsetRanges)) {
+      ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
+    }
+  };
+  let totals = none;
+  let handOffCount = 0;
+  const deep = handOffs(audit.deepStorageDir, audit.cube);
+  for (const receivers of Object.values(audit.replicaSets)) {
+    const r = receivers[replica];
+    if (!r) continue;
+    const segments = await orNothing<SegmentStatus[]>(
+      async () => (await r.client.cubeStatus(audit.cube)).segments,
+      [],
+    );
+    // A HANDED_OFF segment is counted through its hand-off, as the query does.
+    for (const s of segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
+    totals = addTotals(
+      totals,
+      await orNothing(async () => totalsFromQuery(await r.client.query(audit.cube, {})), none),
+    );
+    const own = deep.filter((h) => h.manifest.receiver === r.options.id);
+    for (const h of own) add(h.manifest.offsetRanges);
+    totals = addTotals(totals, handOffTotals(own));
+    handOffCount += own.length;
+  }
+  return { ranges, totals, handOffs: handOffCount };
+}
+
+/** Asserts, replica by replica, that the offsets tile [0, highWatermark) and the totals are exact. */
+export async function expectExactAndTiled(audit: CubeAudit): Promise<void> {
+  const replicas = Math.max(...Object.values(audit.replicaSets).map((list) => list.length));
+  const problems: Record<string, string[]> = {};
+  for (let i = 0; i < replicas; i++) {
+    const held = await heldByReplica(audit, i);
+    for (const [p, end] of audit.highWatermarks) {
+      const found = tilingProblems(held.ranges.get(p) ?? [], 0n, end);
+      if (found.length > 0)
+        problems[`replica ${i}, partition ${p} of [0, ${end})`] = found.map(
+          (x) => `${x.kind} [${x.from}, ${x.to})`,
+        );
+    }
+    for (const p of held.ranges.keys())
+      if (!audit.highWatermarks.has(p)) problems[`replica ${i}, partition ${p}`] = ['not in topic'];
+    expect(problems).toEqual({});
+    expectTotals(held.totals, audit.expected);
+  }
+}
