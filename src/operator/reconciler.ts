@@ -127,16 +127,52 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return { type: 'Degraded', status: 'True', reason, message };
   }
 
+  /**
+   * Before the object goes, every receiver that has the cube releases it, seals, hands off and
+   * drops it. A replica set that may hold its data (one of the assignment, or a target a reassign
+   * already started) but has no ready receiver holds the deletion up, Degraded, rather than lose it.
+   */
   async function finalize(
     object: CubeAssignment,
     receivers: Map<string, ReceiverEndpoint[]>,
     cube: string,
-  ): Promise<void> {
-    for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {
+  ): Promise<ReconcileResult | void> {
+    const assignment = object.status?.assignment ?? {};
+    const targets = (object.status?.reassign?.moves ?? []).map((m) => m.to);
+    const holders = new Set([
+      ...Object.entries(assignment)
+        .filter(([, ps]) => ps.length > 0)
+        .map(([rs]) => rs),
+      ...targets,
+    ]);
+    const away = [...holders].filter((rs) => (receivers.get(rs) ?? []).length === 0).sort();
+    if (away.length > 0) {
+      const many = away.length > 1;
+      const message = `deletion waits for replica set${many ? 's' : ''} ${away.join(', ')}: ${many ? 'they hold' : 'it holds'} data of the cube but ha${many ? 've' : 's'} no ready receiver to hand it off (remove the finalizer ${finalizer} to delete without handing off)`;
+      const problem = { reason: 'FinalizeBlocked', message };
+      await patchStatus(object, {
+        conditions: conditionsWith(object, [
+          degraded(object, [problem]),
+          { type: 'Ready', status: 'False', reason: problem.reason, message },
+        ]),
+      });
+      return { requeueAfterMs: 2_000 };
+    }
+    // Each receiver says what it holds: a reassign cut short leaves partitions on a target that
+    // status.assignment does not name yet.
+    const replicaSets = new Set([
+      ...Object.keys(assignment),
+      ...object.spec.replicaSets,
+      ...targets,
+    ]);
+    for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          if (partitions.length > 0) await client.release(cube, partitions);
+          const held = (await client.cubeStatus(cube)).partitions
+            .filter((p) => p.state !== 'released')
+            .map((p) => p.partition);
+          if (held.length > 0) await client.release(cube, held);
           await client.seal(cube, 30_000);
           await client.unassign(cube);
         } catch (error) {
@@ -175,16 +211,23 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          const status = await client.cubeStatus(cube);
+          let status = await client.cubeStatus(cube);
           // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
           const paused = status.partitions.filter(
             (p) => p.state === 'paused' && owned.includes(p.partition),
           );
-          if (paused.length > 0 && !object.spec.suspend)
-            await client.resume(
+          if (paused.length > 0 && !object.spec.suspend) {
+            const answer = await client.resume(
               cube,
               paused.map((p) => p.partition),
             );
+            // Report the resumed states, or the cube would read as not consumed (a Warning) once.
+            const resumed = new Map(answer.partitions.map((p) => [p.partition, p]));
+            status = {
+              ...status,
+              partitions: status.partitions.map((p) => resumed.get(p.partition) ?? p),
+            };
+          }
           report ??= status;
         } catch (error) {
           problems.push({
@@ -237,7 +280,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
 
     if (object.metadata?.deletionTimestamp) {
-      if (object.metadata.finalizers?.includes(finalizer)) await finalize(object, receivers, cube);
+      if (object.metadata.finalizers?.includes(finalizer)) return finalize(object, receivers, cube);
       return;
     }
     if (!object.metadata?.finalizers?.includes(finalizer)) {
@@ -327,10 +370,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     let partitions: number[] | undefined;
+    let sourceProblem: Problem | undefined;
     try {
       partitions = await deps.topics.partitions(object.spec.source);
     } catch (error) {
       partitions = undefined;
+      // Not a missing topic: the brokers did not answer (address, port, TLS, SASL, down).
+      const { topic, brokers } = object.spec.source;
+      sourceProblem = {
+        reason: 'SourceUnavailable',
+        message: `cannot read the metadata of topic ${topic} from brokers ${brokers.join(', ')}: ${(error as Error).message}`,
+      };
       log.warn('cannot read topic metadata', { error: (error as Error).message });
     }
     const plan = planAssignment({
@@ -343,6 +393,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
       ),
     });
+    if (sourceProblem) {
+      const replacement = sourceProblem;
+      plan.problems = plan.problems.map((p) => (p.reason === 'TopicNotFound' ? replacement : p));
+    }
 
     if (plan.moves.length > 0 && !plan.problems.some((p) => p.reason === 'TopicNotFound')) {
       const j = newJournal(
