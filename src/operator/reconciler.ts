@@ -327,11 +327,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           reason: error.reason,
           error: error.message,
         });
-        const fresh = deps.getCube(namespace, name) ?? object;
-        const base =
-          (fresh.metadata?.resourceVersion ?? '') > (object.metadata?.resourceVersion ?? '')
-            ? fresh
-            : object;
+        // `object` is the last version this reconcile wrote or read; resourceVersions are opaque,
+        // so no comparison with the cache decides which is newer. A 409 retries in 2 s.
+        const base = object;
         await patchStatus(base, {
           conditions: conditionsWith(base, [
             degraded(base, [{ reason: error.reason, message: error.message }]),
