@@ -16,7 +16,7 @@ import {
   applyCrd,
   createNamespace,
   cubeApi,
-  receiverPod,
+  startReceiverPod,
   waitForSettled,
 } from '../support/cluster.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
@@ -75,17 +75,15 @@ beforeAll(async () => {
   for (const rs of replicaSets) {
     for (const i of [0, 1]) {
       const ip = `127.0.0.${host++}`;
-      const r = new ReceiverProcess({
-        id: `${rs}-${i}`,
+      const r = await startReceiverPod(kc, namespace, {
+        name: `${rs}-${i}`,
         replicaSet: rs,
-        deepStorageDir: deep,
-        host: ip,
+        ip: ip,
         port: receiverPort,
         token,
+        deepStorageDir: deep,
       });
       receivers[rs].push(r);
-      await r.start();
-      await receiverPod(kc, namespace, `${rs}-${i}`, rs, ip);
     }
   }
   topic = await createTopic(admin, partitions.length);

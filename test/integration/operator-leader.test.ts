@@ -17,7 +17,7 @@ import {
   cubeApi,
   cubeEvents,
   leaseHolder,
-  receiverPod,
+  startReceiverPod,
   waitForSettled,
 } from '../support/cluster.ts';
 import {
@@ -99,16 +99,14 @@ beforeAll(async () => {
     ['rs-a-0', 'rs-a', '127.0.0.31'],
     ['rs-b-0', 'rs-b', '127.0.0.32'],
   ] as const) {
-    receivers[rs] = new ReceiverProcess({
-      id: name,
+    receivers[rs] = await startReceiverPod(kc, namespace, {
+      name: name,
       replicaSet: rs,
-      deepStorageDir: deep,
-      host: ip,
+      ip: ip,
       port: receiverPort,
       token,
+      deepStorageDir: deep,
     });
-    await receivers[rs].start();
-    await receiverPod(kc, namespace, name, rs, ip);
   }
 });
 

@@ -21,7 +21,7 @@ import {
   createNamespace,
   cubeApi,
   cubeEvents,
-  receiverPod,
+  startReceiverPod,
   setPodReady,
   waitForCube,
   waitForSettled,
@@ -139,16 +139,14 @@ beforeAll(async () => {
     ['rs-a-0', 'rs-a', '127.0.0.35'],
     ['rs-b-0', 'rs-b', '127.0.0.36'],
   ] as const) {
-    receivers[rs] = new ReceiverProcess({
-      id: name,
+    receivers[rs] = await startReceiverPod(kc, namespace, {
+      name: name,
       replicaSet: rs,
-      deepStorageDir: deep,
-      host: ip,
-      port,
+      ip: ip,
+      port: port,
       token,
+      deepStorageDir: deep,
     });
-    await receivers[rs].start();
-    await receiverPod(kc, namespace, name, rs, ip);
   }
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
   await operator.start();

@@ -22,7 +22,7 @@ import {
   createNamespace,
   cubeApi,
   kubectl,
-  receiverPod,
+  startReceiverPod,
   waitForSettled,
 } from '../support/cluster.ts';
 import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
@@ -83,16 +83,14 @@ beforeAll(async () => {
     ['rs-a-0', 'rs-a', '127.0.0.11'],
     ['rs-b-0', 'rs-b', '127.0.0.12'],
   ] as const) {
-    receivers[rs] = new ReceiverProcess({
-      id: name,
+    receivers[rs] = await startReceiverPod(kc, namespace, {
+      name: name,
       replicaSet: rs,
-      deepStorageDir: deep,
-      host: ip,
-      port,
+      ip: ip,
+      port: port,
       token,
+      deepStorageDir: deep,
     });
-    await receivers[rs].start();
-    await receiverPod(kc, namespace, name, rs, ip);
   }
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
   await operator.start();

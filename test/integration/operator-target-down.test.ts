@@ -19,7 +19,7 @@ import {
   cubeApi,
   cubeEvents,
   kubectl,
-  receiverPod,
+  startReceiverPod,
   setPodReady,
   waitForCube,
   waitForSettled,
@@ -53,16 +53,14 @@ beforeAll(async () => {
   namespace = await createNamespace(kc, 'op-down');
   const port = await freePort();
   for (const rs of ['rs-a', 'rs-b'] as const) {
-    receivers[rs] = new ReceiverProcess({
-      id: `${rs}-0`,
+    receivers[rs] = await startReceiverPod(kc, namespace, {
+      name: `${rs}-0`,
       replicaSet: rs,
-      deepStorageDir: deep,
-      host: ips[rs],
-      port,
+      ip: ips[rs],
+      port: port,
       token,
+      deepStorageDir: deep,
     });
-    await receivers[rs].start();
-    await receiverPod(kc, namespace, `${rs}-0`, rs, ips[rs]);
   }
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
   await operator.start();

@@ -31,6 +31,7 @@ import { binDir } from '../env/controlplane.ts';
 import { freePort } from '../env/processes.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
+import { ReceiverProcess } from './receiver-process.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 const cliPath = join(repoRoot, 'src/cli.ts');
@@ -72,6 +73,32 @@ export async function receiverPod(
     },
   });
   await setPodReady(kc, namespace, name, ip, ready);
+}
+
+/** A receiver process on `ip` and the Ready pod standing for it, as one StatefulSet pod would be. */
+export async function startReceiverPod(
+  kc: KubeConfig,
+  namespace: string,
+  o: {
+    name: string;
+    replicaSet: string;
+    ip: string;
+    port: number;
+    token: string;
+    deepStorageDir: string;
+  },
+): Promise<ReceiverProcess> {
+  const receiver = new ReceiverProcess({
+    id: o.name,
+    replicaSet: o.replicaSet,
+    deepStorageDir: o.deepStorageDir,
+    host: o.ip,
+    port: o.port,
+    token: o.token,
+  });
+  await receiver.start();
+  await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
+  return receiver;
 }
 
 export async function setPodReady(
