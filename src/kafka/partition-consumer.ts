@@ -43,11 +43,16 @@ export interface KafkajsConsumerOptions {
   /** Prefix of the consumer group id; each start uses a fresh group of its own. */
   groupPrefix: string;
   sink: PartitionSink;
-  onCrash?: (error: Error) => void;
+  /** A crash of the kafkajs consumer, and whether kafkajs restarts it (not once it is stopping). */
+  onCrash?: (error: Error, restarting: boolean) => void;
 }
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
   private consumer: Consumer | undefined;
+  /** The consumer once it runs: kafkajs refuses pause, resume and seek before run(). */
+  private running: Consumer | undefined;
+  /** Partitions paused since the last start, applied when a start under way gets to run. */
+  private readonly paused = new Set<number>();
   private admin: Admin | undefined;
   private partitions: number[] = [];
   private readonly options: KafkajsConsumerOptions;
@@ -65,9 +70,11 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async start(positions: Map<number, bigint>): Promise<void> {
+    this.paused.clear();
     await this.stopConsumer();
-    this.partitions = [...positions.keys()].sort((a, b) => a - b);
-    if (this.partitions.length === 0) return;
+    const partitions = [...positions.keys()].sort((a, b) => a - b);
+    this.partitions = partitions;
+    if (partitions.length === 0) return;
     const { kafka, topic, sink } = this.options;
     // A fresh group each time: no member of an earlier incarnation (say, one killed with -9) can
     // hold it or make us wait for its session to expire.
@@ -78,12 +85,18 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       sessionTimeout: 30_000,
       heartbeatInterval: 3_000,
       maxWaitTimeInMs: 200,
-      retry: { retries: 10 },
+      retry: {
+        retries: 10,
+        // kafkajs restarts a crashed consumer after a delay, also one that crashed while being
+        // disconnected (the broker gone at shutdown): that consumer would retry forever and keep
+        // the process from exiting.
+        restartOnFailure: () => Promise.resolve(this.consumer === consumer),
+      },
     });
     this.consumer = consumer;
     consumer.on(consumer.events.CRASH, (e) => {
-      const error = (e.payload as { error?: Error }).error;
-      this.options.onCrash?.(error ?? new Error('kafkajs consumer crashed'));
+      const { error, restart } = e.payload as { error?: Error; restart?: boolean };
+      this.options.onCrash?.(error ?? new Error('kafkajs consumer crashed'), restart === true);
     });
     consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
       const p = e.payload as {
@@ -109,7 +122,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: Math.min(4, this.partitions.length),
+      partitionsConsumedConcurrently: Math.min(4, partitions.length),
       eachBatch: async (payload) => {
         const { batch } = payload;
         if (!payload.isRunning() || payload.isStale() || !sink.wants(batch.partition)) return;
@@ -128,15 +141,25 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     for (const [partition, offset] of positions) {
       consumer.seek({ topic, partition, offset: offset.toString() });
     }
+    if (this.consumer !== consumer) {
+      await consumer.disconnect(); // stopped meanwhile: nothing else would stop this one
+      return;
+    }
+    this.running = consumer;
+    if (this.paused.size > 0) consumer.pause([{ topic, partitions: [...this.paused] }]);
     await this.commit(positions);
   }
 
   pause(partitions: number[]): void {
-    this.consumer?.pause([{ topic: this.options.topic, partitions }]);
+    for (const p of partitions) this.paused.add(p);
+    this.running?.pause([{ topic: this.options.topic, partitions }]);
   }
 
   resume(positions: Map<number, bigint>): void {
-    const consumer = this.consumer;
+    for (const p of positions.keys()) this.paused.delete(p);
+    // With no running consumer, a start under way begins the partition at its own position,
+    // which is this one: a paused partition does not move.
+    const consumer = this.running;
     if (!consumer) return;
     for (const [partition, offset] of positions) {
       consumer.seek({ topic: this.options.topic, partition, offset: offset.toString() });
@@ -145,7 +168,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async commit(positions: Map<number, bigint>): Promise<void> {
-    const consumer = this.consumer;
+    const consumer = this.running;
     if (!consumer || positions.size === 0) return;
     await consumer.commitOffsets(
       [...positions].map(([partition, offset]) => ({
@@ -165,6 +188,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   private async stopConsumer(): Promise<void> {
     const consumer = this.consumer;
     this.consumer = undefined;
+    this.running = undefined;
     if (consumer) await consumer.disconnect();
   }
 

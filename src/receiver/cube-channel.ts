@@ -99,6 +99,8 @@ export class CubeChannel {
   private handingOff = false;
   private drainWaiters: (() => void)[] = [];
   private closed = false;
+  /** Consumer starts and stops, one at a time. */
+  private consumerLifecycle: Promise<void> = Promise.resolve();
 
   constructor(options: ChannelOptions) {
     this.options = options;
@@ -118,8 +120,13 @@ export class CubeChannel {
         topic: options.spec.source.topic,
         groupPrefix: `streamcube.${options.receiverId}.${options.cube}`,
         sink,
-        onCrash: (error) =>
-          this.log.error('kafka consumer crashed; kafkajs restarts it', { error: error.message }),
+        onCrash: (error, restarting) =>
+          this.log.error(
+            restarting
+              ? 'kafka consumer crashed; kafkajs restarts it'
+              : 'kafka consumer crashed and is not restarted',
+            { error: error.message },
+          ),
       });
   }
 
@@ -191,11 +198,25 @@ export class CubeChannel {
     });
   }
 
-  private async restartConsumer(): Promise<void> {
-    const assigned = [...this.partitions.values()].filter((p) => p.state !== 'released');
-    await this.consumer.start(new Map(assigned.map((p) => [p.partition, p.position])));
-    const idle = assigned.filter((p) => !isLive(p.state)).map((p) => p.partition);
-    if (idle.length > 0) this.consumer.pause(idle);
+  /**
+   * One start or stop at a time: two overlapping starts (two assign requests at once) would leave
+   * a consumer that nothing stops. Each reads the partitions when it runs, and which of them to
+   * pause once it has started, since a pause or resume may come while it starts.
+   */
+  private serially(step: () => Promise<void>): Promise<void> {
+    const next = this.consumerLifecycle.then(step);
+    this.consumerLifecycle = next.catch(() => undefined);
+    return next;
+  }
+
+  private restartConsumer(): Promise<void> {
+    return this.serially(async () => {
+      if (this.closed) return;
+      const assigned = [...this.partitions.values()].filter((p) => p.state !== 'released');
+      await this.consumer.start(new Map(assigned.map((p) => [p.partition, p.position])));
+      const idle = assigned.filter((p) => !isLive(p.state)).map((p) => p.partition);
+      if (idle.length > 0) this.consumer.pause(idle);
+    });
   }
 
   /** Graceful stop: flush and checkpoint, then close the consumer. */
@@ -204,7 +225,7 @@ export class CubeChannel {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.flush();
-    await this.consumer.stop();
+    await this.serially(() => this.consumer.stop());
   }
 
   // ---- consumption -----------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // A receiver process: the cubes it serves (one CubeChannel each), restored from disk at start.
 import { existsSync, readdirSync } from 'node:fs';
+import { type Socket, connect as netConnect, isIP } from 'node:net';
 import { join } from 'node:path';
-import type { Kafka } from 'kafkajs';
+import { connect as tlsConnect } from 'node:tls';
+import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { AssignCubeRequest, CubeStatus, ReceiverStatus } from '../protocol/admin-api.ts';
@@ -16,6 +18,8 @@ export class Receiver {
   private readonly logger: Logger;
   private readonly cubes = new Map<string, CubeChannel>();
   private readonly kafkaClients = new Map<string, Kafka>();
+  /** Sockets of the Kafka clients still open, closed for good at stop. */
+  private readonly kafkaSockets = new Set<Socket>();
   private ready = false;
 
   constructor(config: ReceiverConfig, metrics: ReceiverMetrics, logger: Logger) {
@@ -32,11 +36,31 @@ export class Receiver {
     const key = brokers.join(',');
     let kafka = this.kafkaClients.get(key);
     if (!kafka) {
-      kafka = createKafka({ clientId: `streamcube-receiver-${this.config.id}`, brokers });
+      kafka = createKafka({
+        clientId: `streamcube-receiver-${this.config.id}`,
+        brokers,
+        socketFactory: this.trackedSocket,
+      });
       this.kafkaClients.set(key, kafka);
     }
     return kafka;
   }
+
+  /**
+   * kafkajs's own socket factory, with every socket remembered until it closes. After a
+   * connection error kafkajs drops the broker from its pool without disconnecting it, and a
+   * request still holding that broker reconnects it once Kafka is back: disconnecting the clients
+   * then leaves that socket open, and a stopped receiver would never exit.
+   */
+  private readonly trackedSocket: ISocketFactory = ({ host, port, ssl, onConnect }) => {
+    const socket = ssl
+      ? tlsConnect({ host, port, ...(isIP(host) ? {} : { servername: host }), ...ssl }, onConnect)
+      : netConnect({ host, port }, onConnect);
+    socket.setKeepAlive(true, 60_000);
+    this.kafkaSockets.add(socket);
+    socket.once('close', () => this.kafkaSockets.delete(socket));
+    return socket;
+  };
 
   private channel(cube: string, spec: CubeSpec): CubeChannel {
     return new CubeChannel({
@@ -138,5 +162,12 @@ export class Receiver {
   async stop(): Promise<void> {
     this.ready = false;
     for (const channel of this.cubes.values()) await channel.close();
+    // With an error, not quietly: kafkajs then disconnects the connection, which stops its
+    // request-timeout timer; a socket merely destroyed would leave that timer running.
+    for (const socket of this.kafkaSockets) {
+      socket.destroy(
+        new Error('receiver stopped; closing a connection its Kafka client left open'),
+      );
+    }
   }
 }

@@ -13,6 +13,7 @@ export interface KafkaBroker {
   version: string;
   /** `host:port` of the PLAINTEXT broker listener (never the controller one). */
   bootstrap: string;
+  ports: KafkaPorts;
   pid: number;
   logFile: string;
   dataDir: string;
@@ -108,14 +109,25 @@ function canConnect(port: number): Promise<boolean> {
   });
 }
 
-/** Formats storage in `dir` and starts a broker there; resolves once it serves requests. */
+export interface KafkaPorts {
+  broker: number;
+  controller: number;
+}
+
+/**
+ * Formats storage in `dir` and starts a broker there; resolves once it serves requests. Given the
+ * ports of a broker stopped earlier in the same `dir`, it starts that broker again on its data.
+ */
 export async function startKafka(
   dir: string,
   version = settings.kafkaVersion,
+  ports?: KafkaPorts,
 ): Promise<KafkaBroker> {
   const classpath = await resolveKafkaClasspath(version);
   mkdirSync(dir, { recursive: true });
-  const [brokerPort, controllerPort] = [await freePort(), await freePort()];
+  const [brokerPort, controllerPort] = ports
+    ? [ports.broker, ports.controller]
+    : [await freePort(), await freePort()];
   const dataDir = join(dir, 'data');
   const propsFile = join(dir, 'server.properties');
   writeFileSync(
@@ -144,28 +156,41 @@ export async function startKafka(
   const logging = writeLoggingConfig(dir, version);
   const java = ['-Xms256m', '-Xmx1g', '-XX:+UseG1GC', '-Djava.awt.headless=true', ...logging];
   const logFile = join(dir, 'kafka.log');
-  // A cluster id is a UUID in URL-safe base64, as `kafka-storage random-uuid` prints.
-  const clusterId = randomBytes(16).toString('base64url');
-  await runCommand('java', [
-    ...java,
-    '-cp',
-    classpath,
-    'kafka.tools.StorageTool',
-    'format',
-    '-t',
-    clusterId,
-    '-c',
-    propsFile,
-  ]);
+  // A cluster id is a UUID in URL-safe base64, as `kafka-storage random-uuid` prints; like
+  // Kafka's own Uuid.randomUuid, never one starting with '-', which the tool reads as an option.
+  let clusterId = randomBytes(16).toString('base64url');
+  while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
+  // Storage formatted by an earlier run is that broker's data: keep it.
+  if (!existsSync(join(dataDir, 'meta.properties')))
+    await runCommand('java', [
+      ...java,
+      '-cp',
+      classpath,
+      'kafka.tools.StorageTool',
+      'format',
+      '-t',
+      clusterId,
+      '-c',
+      propsFile,
+    ]);
+  // A restarted broker appends to the log of the last run: only what it writes now tells.
+  const logStart = existsSync(logFile) ? readFileSync(logFile).length : 0;
   const pid = startService('java', [...java, '-cp', classpath, 'kafka.Kafka', propsFile], logFile);
-  const broker = { version, bootstrap: `127.0.0.1:${brokerPort}`, pid, logFile, dataDir };
+  const broker = {
+    version,
+    bootstrap: `127.0.0.1:${brokerPort}`,
+    ports: { broker: brokerPort, controller: controllerPort },
+    pid,
+    logFile,
+    dataDir,
+  };
   await waitForService(
     `Kafka ${version} broker`,
     async () =>
       (await canConnect(brokerPort)) &&
       // The listener accepts connections before the broker has caught up with the metadata log.
       /Kafka Server started|\[KafkaRaftServer nodeId=1\] Kafka Server started/.test(
-        readFileSync(logFile, 'utf8'),
+        readFileSync(logFile).subarray(logStart).toString('utf8'),
       ),
     broker,
     90_000,

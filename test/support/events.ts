@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka, Producer } from 'kafkajs';
 import type { AssignCubeRequest } from '../../src/protocol/admin-api.ts';
+import { waitFor } from './wait.ts';
 
 export interface TestEvent {
   ts: number;
@@ -81,6 +82,12 @@ export async function createTopic(admin: Admin, partitions: number): Promise<str
     topics: [{ topic, numPartitions: partitions }],
     waitForLeaders: true,
   });
+  // The controller has leaders when createTopics returns, but the broker may not host the
+  // partitions yet: a produce then fails with "This server does not host this topic-partition".
+  await waitFor(`topic ${topic} served`, async () => {
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return offsets.length === partitions || undefined;
+  });
   return topic;
 }
 
@@ -107,10 +114,11 @@ export function assignRequest(
   topic: string,
   replicaSet: string,
   partitions: { partition: number; position: string; epoch?: number }[],
+  schema: AssignCubeRequest['schema'] = testSchema,
 ): AssignCubeRequest {
   return {
     source: { brokers: [brokers], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+    schema,
     replicaSet,
     partitions: partitions.map((p) => ({ epoch: 1, watermark: null, ...p })),
   };
@@ -124,5 +132,75 @@ export async function highWatermarks(kafka: Kafka, topic: string): Promise<Map<n
     return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
   } finally {
     await admin.disconnect();
+  }
+}
+
+/** The test schema with one-minute windows and ten seconds of allowed lateness. */
+export const windowedSchema = { ...testSchema, window: '1m', allowedLateness: '10s' };
+
+/** A record that is not a valid event, with the reason the receiver must give for it. */
+export interface BadRecord {
+  raw: string;
+  reason: string;
+}
+
+export type ProducedRecord = TestEvent | BadRecord;
+
+export const isBadRecord = (r: ProducedRecord): r is BadRecord => 'raw' in r;
+
+/** One malformed record of each parse failure the receiver distinguishes. */
+export function malformedRecords(ts: number): BadRecord[] {
+  return [
+    { raw: 'not json {', reason: 'bad_json' },
+    { raw: JSON.stringify([ts, 'de', 'web', 1]), reason: 'not_an_object' },
+    {
+      raw: JSON.stringify({ country: 'de', device: 'web', price: 1 }),
+      reason: 'missing_timestamp',
+    },
+    {
+      raw: JSON.stringify({ ts: 'yesterday', country: 'de', device: 'web', price: 1 }),
+      reason: 'bad_timestamp',
+    },
+    {
+      raw: JSON.stringify({ ts, country: { code: 'de' }, device: 'web', price: 1 }),
+      reason: 'bad_dimension',
+    },
+    {
+      raw: JSON.stringify({ ts, country: 'de', device: 'web', price: '1.5' }),
+      reason: 'bad_measure',
+    },
+    { raw: JSON.stringify({ ts, country: 'de', device: 'web' }), reason: 'missing_measure' },
+  ];
+}
+
+/**
+ * Events of one partition spread over several one-minute windows, one second apart, with every
+ * 13th event 5 s behind its neighbours (out of order, still within lateness) and every 29th two
+ * minutes behind (too late once the partition's event time has moved on).
+ */
+export function makeWindowedEvents(partition: number, count: number, start: number): TestEvent[] {
+  return makeEvents(partition, count, start, 1000, 3).map((e, i) => {
+    if (i > 0 && i % 29 === 0) return { ...e, ts: e.ts - 120_000 };
+    if (i > 0 && i % 13 === 0) return { ...e, ts: e.ts - 5_000 };
+    return e;
+  });
+}
+
+export async function produceRecords(
+  producer: Producer,
+  topic: string,
+  partition: number,
+  records: ProducedRecord[],
+  batchSize = 500,
+): Promise<void> {
+  for (let i = 0; i < records.length; i += batchSize) {
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: records.slice(i, i + batchSize).map((r) => ({
+        partition,
+        value: isBadRecord(r) ? r.raw : JSON.stringify(r),
+      })),
+    });
   }
 }

@@ -1,6 +1,6 @@
 // What integration tests assert about receivers: totals from a query, positions, and the tiling
 // of segment offset ranges over a partition's log.
-import type { CubeStatus, QueryResponse } from '../../src/protocol/admin-api.ts';
+import type { AssignCubeRequest, CubeStatus, QueryResponse } from '../../src/protocol/admin-api.ts';
 import type { ReceiverClient } from '../../src/protocol/client.ts';
 import {
   type OffsetRange,
@@ -8,6 +8,9 @@ import {
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
 import type { Totals } from './events.ts';
+import { type ModelRow, mergeRows } from './cube-model.ts';
+import { readHandOffsWithPyarrow } from './pyarrow-reader.ts';
+import type { ReceiverProcess } from './receiver-process.ts';
 import { waitFor } from './wait.ts';
 
 export function totalsFromQuery(answer: QueryResponse): Totals {
@@ -60,4 +63,64 @@ export function rangesOf(
 export function expectTiling(ranges: OffsetRange[], start: bigint, end: bigint): void {
   const problems = tilingProblems(ranges, start, end).map((p) => `${p.kind} [${p.from}, ${p.to})`);
   expect(problems).toEqual([]);
+}
+
+/**
+ * Rows (dimensions then measures) equal to the expected ones: same groups, counts, minima and
+ * maxima exactly, sums to 1e-6 (a float sum depends on the order its terms were added in).
+ */
+export function expectRowsEqual(
+  actual: ModelRow[],
+  expected: ModelRow[],
+  schema: AssignCubeRequest['schema'],
+  groupBy: string[] = schema.dimensions ?? [],
+): void {
+  const d = groupBy.length;
+  expect(actual.map((r) => r.slice(0, d))).toEqual(expected.map((r) => r.slice(0, d)));
+  const exact = (r: ModelRow): ModelRow =>
+    r.map((v, i) => (i >= d && schema.measures[i - d]?.function === 'sum' ? 0 : v));
+  expect(actual.map(exact)).toEqual(expected.map(exact));
+  actual.forEach((row, r) =>
+    schema.measures.forEach((m, i) => {
+      if (m.function === 'sum')
+        expect(row[d + i] as number).toBeCloseTo(expected[r]![d + i] as number, 6);
+    }),
+  );
+}
+
+/** The value of one sample of a Prometheus text exposition, by metric name and labels. */
+export function metricValue(
+  exposition: string,
+  name: string,
+  labels: Record<string, string>,
+): number | undefined {
+  for (const line of exposition.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const found: Record<string, string | undefined> = Object.fromEntries(
+      [...(match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map(
+        (m): [string, string] => [m[1] ?? '', m[2] ?? ''],
+      ),
+    );
+    if (Object.entries(labels).every(([k, v]) => found[k] === v)) return Number(match[3]);
+  }
+  return undefined;
+}
+
+/**
+ * Every row a receiver holds for a cube, merged per dimension values: the query's answer over
+ * the segments still held, plus the hand-offs of this receiver read back with pyarrow. Call it
+ * when no window is about to seal, or a segment could be read both ways or neither.
+ */
+export async function rowsHeld(
+  receiver: ReceiverProcess,
+  cube: string,
+  schema: AssignCubeRequest['schema'],
+): Promise<ModelRow[]> {
+  const dims = schema.dimensions ?? [];
+  const held = await receiver.client.query(cube, { groupBy: dims });
+  const handedOff = (await readHandOffsWithPyarrow(receiver.options.deepStorageDir, schema)).filter(
+    (h) => h.manifest.receiver === receiver.options.id && h.manifest.cube === cube,
+  );
+  return mergeRows(schema, [...held.rows, ...handedOff.flatMap((h) => h.rows)]);
 }

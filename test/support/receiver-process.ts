@@ -114,8 +114,21 @@ export class ReceiverProcess {
     await exited;
   }
 
-  async stop(): Promise<void> {
-    await this.kill('SIGTERM');
+  /**
+   * Graceful stop (SIGTERM); SIGKILL if the process has not exited after `graceMs`, so that no
+   * test leaves a receiver behind. Resolves true when the process exited by itself.
+   */
+  async stop(graceMs = 30_000): Promise<boolean> {
+    const exited = this.exited();
+    this.child?.kill('SIGTERM');
+    const deadline = new AbortController();
+    const inTime = await Promise.race([
+      exited.then(() => true),
+      sleep(graceMs, false, { signal: deadline.signal }).catch(() => false),
+    ]);
+    deadline.abort();
+    if (!inTime) await this.kill('SIGKILL');
+    return inTime;
   }
 
   /** The signal that ended the last run (SIGKILL after a fault point), or null. */

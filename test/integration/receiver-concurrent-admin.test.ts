@@ -1,0 +1,117 @@
+// Admin requests that overlap (an operator retrying, or working on several partitions at once)
+// leave one consumer that follows the last word: assigns at once both succeed, and a pause or
+// resume that comes while the consumer restarts for another partition holds.
+import { logLevel, type Admin, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import { testEnvironment } from '../env/connection.ts';
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import {
+  assignRequest,
+  createTopic,
+  highWatermarks,
+  makeEvents,
+  produce,
+  totalsOf,
+  type TestEvent,
+} from '../support/events.ts';
+import {
+  expectTiling,
+  expectTotals,
+  positionsOf,
+  rangesOf,
+  totalsFromQuery,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
+
+const env = testEnvironment();
+const kafka = createKafka({
+  clientId: 'receiver-concurrent-admin-test',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+const T0 = Date.UTC(2026, 0, 6);
+
+let admin: Admin;
+let producer: Producer;
+let receiver: ReceiverProcess;
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  producer = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect()]);
+  receiver = new ReceiverProcess({
+    id: 'r-concurrent',
+    replicaSet: 'rs-a',
+    deepStorageDir: tempDir('deep-concurrent'),
+  });
+  await receiver.start();
+});
+
+afterAll(async () => {
+  await receiver?.stop();
+  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+});
+
+test('assigns of different partitions at once both succeed; the data is exact, also after a crash', async () => {
+  const cube = 'at-once';
+  const topic = await createTopic(admin, 3);
+  const events = [0, 1, 2].map((p) => makeEvents(p, 200, T0));
+  for (const p of [0, 1, 2]) await produce(producer, topic, p, events[p]!);
+  const request = (partitions: number[]) =>
+    assignRequest(
+      env.kafka.bootstrap,
+      topic,
+      'rs-a',
+      partitions.map((p) => ({ partition: p, position: '0' })),
+    );
+  await receiver.client.assign(cube, request([0]));
+  // Each of these restarts the consumer; they overlap.
+  await Promise.all([
+    receiver.client.assign(cube, request([1])),
+    receiver.client.assign(cube, request([2])),
+  ]);
+  const end = Object.fromEntries(await highWatermarks(kafka, topic));
+  await waitForPositions(receiver.client, cube, end);
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events.flat()));
+
+  await receiver.kill('SIGKILL');
+  await receiver.start();
+  const status = await waitForPositions(receiver.client, cube, end);
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events.flat()));
+  for (const p of [0, 1, 2]) expectTiling(rangesOf(p, status.segments), 0n, 200n);
+});
+
+test('a pause and a resume that arrive while the consumer restarts for another partition hold', async () => {
+  const cube = 'mid-restart';
+  const topic = await createTopic(admin, 3);
+  const produced: TestEvent[] = [];
+  const more = async (p: number, salt: number) => {
+    const batch = makeEvents(p, 50, T0 + salt * 100_000, 1000, salt);
+    produced.push(...batch);
+    await produce(producer, topic, p, batch);
+  };
+  const assign = (p: number) =>
+    receiver.client.assign(
+      cube,
+      assignRequest(env.kafka.bootstrap, topic, 'rs-a', [{ partition: p, position: '0' }]),
+    );
+  await more(0, 0);
+  await assign(0);
+  await waitForPositions(receiver.client, cube, { 0: 50n });
+
+  // A pause racing the restart for partition 1: partition 0 stays where it was.
+  const [, paused] = await Promise.all([assign(1), receiver.client.pause(cube, [0])]);
+  expect(paused.partitions).toMatchObject([{ partition: 0, state: 'paused', position: '50' }]);
+  await more(0, 1);
+  await more(1, 1);
+  await waitForPositions(receiver.client, cube, { 1: 50n });
+  expect(positionsOf(await receiver.client.cubeStatus(cube))[0]).toBe('50');
+
+  // A resume racing the restart for partition 2: partition 0 consumes again.
+  const [, resumed] = await Promise.all([assign(2), receiver.client.resume(cube, [0])]);
+  expect(resumed.partitions).toMatchObject([{ partition: 0, state: 'consuming' }]);
+  await more(2, 2);
+  await more(0, 2);
+  await waitForPositions(receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(produced));
+});
