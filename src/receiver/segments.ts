@@ -171,7 +171,8 @@ export class SegmentManager {
   private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): void {
     const row = rows.get(key);
     if (!row) {
-      rows.set(key, { dimensions: event.dimensions, values: [...event.values] });
+      // Copies: a caller may reuse the event's arrays for the next record.
+      rows.set(key, { dimensions: [...event.dimensions], values: [...event.values] });
       return;
     }
     const { functions } = this;
