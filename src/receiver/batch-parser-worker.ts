@@ -6,11 +6,11 @@ import { eventTextParser } from './event.ts';
 
 const { schema } = workerData as { schema: CubeSchema };
 const parse = eventTextParser(schema);
-const dictionary = new Map<string, number>();
+const dictionaries = { strings: new Map<string, number>(), keys: new Map<string, number>() };
 const port = parentPort;
 if (!port) throw new Error('batch-parser-worker runs only as a worker thread');
 
 port.on('message', (packed: PackedValues) => {
-  const columns = parseColumns(schema, parse, dictionary, packed);
+  const columns = parseColumns(schema, parse, dictionaries, packed);
   port.postMessage(columns, transferablesOf(columns));
 });

@@ -4,6 +4,7 @@
 import { Worker } from 'node:worker_threads';
 import type { CubeSchema } from '../api/cube.ts';
 import { type ParseResult, type RejectReason, rejectReasons } from './event.ts';
+import { keyOf } from './segments.ts';
 
 /** Record values packed for the worker: `n` Int32 lengths (−1 for null), then the bytes. */
 export interface PackedValues {
@@ -20,8 +21,12 @@ export interface ParsedColumns {
   /** 0 for an event, else 1 + the index of its reason in rejectReasons. */
   reasons: Uint8Array;
   codes: Uint32Array;
+  /** Row key (segments keyOf) of record i, dictionary-encoded in a dictionary of its own. */
+  keys: Uint32Array;
   /** Dictionary strings added by this batch, in code order. */
   added: string[];
+  /** Row keys added by this batch, in code order. */
+  addedKeys: string[];
   /** The dictionary was emptied before this batch (it had grown too large). */
   reset: boolean;
 }
@@ -30,6 +35,13 @@ export interface ParsedColumns {
 export interface ParsedBatch {
   columns: ParsedColumns;
   dictionary: readonly string[];
+  keyDictionary: readonly string[];
+}
+
+/** The worker's side of the dictionaries: string → code, kept between batches. */
+export interface Dictionaries {
+  strings: Map<string, number>;
+  keys: Map<string, number>;
 }
 
 /** Beyond this many distinct dimension strings the dictionary starts afresh, bounding memory. */
@@ -60,23 +72,29 @@ export function packValues(values: readonly (Buffer | null)[]): PackedValues {
 export function parseColumns(
   schema: CubeSchema,
   parse: (text: string) => ParseResult,
-  dictionary: Map<string, number>,
+  dictionaries: Dictionaries,
   packed: PackedValues,
 ): ParsedColumns {
+  const { strings: dictionary, keys } = dictionaries;
   const { count, buffer } = packed;
   const d = schema.dimensions.length;
   const m = schema.measures.length;
   const lengths = new Int32Array(buffer, 0, count);
   const bytes = Buffer.from(buffer, count * 4);
-  const reset = dictionary.size > maxDictionary;
-  if (reset) dictionary.clear();
+  const reset = dictionary.size > maxDictionary || keys.size > maxDictionary;
+  if (reset) {
+    dictionary.clear();
+    keys.clear();
+  }
   const columns: ParsedColumns = {
     count,
     times: new Float64Array(count),
     values: new Float64Array(count * m),
     reasons: new Uint8Array(count),
     codes: new Uint32Array(count * d),
+    keys: new Uint32Array(count),
     added: [],
+    addedKeys: [],
     reset,
   };
   let at = 0;
@@ -105,12 +123,20 @@ export function parseColumns(
       }
       columns.codes[i * d + j] = code;
     }
+    const key = keyOf(event.dimensions);
+    let keyCode = keys.get(key);
+    if (keyCode === undefined) {
+      keyCode = keys.size;
+      keys.set(key, keyCode);
+      columns.addedKeys.push(key);
+    }
+    columns.keys[i] = keyCode;
   }
   return columns;
 }
 
 export const transferablesOf = (c: ParsedColumns): ArrayBuffer[] =>
-  [c.times, c.values, c.reasons, c.codes].map((a) => a.buffer as ArrayBuffer);
+  [c.times, c.values, c.reasons, c.codes, c.keys].map((a) => a.buffer as ArrayBuffer);
 
 export const reasonOf = (code: number): RejectReason => rejectReasons[code - 1]!;
 
@@ -125,6 +151,7 @@ export class BatchParser {
     reject: (e: Error) => void;
   }[] = [];
   private dictionary: string[] = [];
+  private keyDictionary: string[] = [];
   private failed: Error | undefined;
 
   constructor(schema: CubeSchema) {
@@ -135,9 +162,17 @@ export class BatchParser {
     this.worker.unref();
     this.worker.on('message', (columns: ParsedColumns) => {
       // Applied on receipt, in order: a batch's codes refer to the dictionary as of its reply.
-      if (columns.reset) this.dictionary = [];
+      if (columns.reset) {
+        this.dictionary = [];
+        this.keyDictionary = [];
+      }
       for (const s of columns.added) this.dictionary.push(s);
-      this.waiting.shift()?.resolve({ columns, dictionary: this.dictionary });
+      for (const k of columns.addedKeys) this.keyDictionary.push(k);
+      this.waiting.shift()?.resolve({
+        columns,
+        dictionary: this.dictionary,
+        keyDictionary: this.keyDictionary,
+      });
     });
     const fail = (error: Error): void => {
       this.failed ??= error;

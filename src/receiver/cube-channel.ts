@@ -90,7 +90,7 @@ const isLive = (s: PartitionStateName): boolean => s === 'consuming' || s === 'd
 /** Smaller batches are parsed on the main thread: the round trip to the worker costs more. */
 const minWorkerBatch = 64;
 /** Batches on the worker beyond which the consumer waits, bounding memory held by them. */
-const maxInFlight = 4;
+const maxInFlight = 16;
 
 export class CubeChannel {
   readonly cube: string;
@@ -259,7 +259,13 @@ export class CubeChannel {
         (batch) => {
           if (!current()) return;
           ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records, this.batchReader(batch));
+          const { keyDictionary, columns } = batch;
+          this.applyRecords(
+            ps,
+            records,
+            this.batchReader(batch),
+            (i) => keyDictionary[columns.keys[i]!]!,
+          );
         },
         (error: unknown) => {
           this.log.warn('batch parser failed; parsing on the main thread', {
@@ -303,6 +309,7 @@ export class CubeChannel {
     ps: PartitionState,
     records: ConsumedRecord[],
     parsedAt: (i: number) => ParseResult,
+    keyAt?: (i: number) => string,
   ): void {
     const { partition } = ps;
     let ingested = 0;
@@ -316,7 +323,13 @@ export class CubeChannel {
       }
       const parsed = parsedAt(i);
       if (parsed.ok) {
-        const result = this.segments.accept(partition, ps.epoch, record.offset, parsed.event);
+        const result = this.segments.accept(
+          partition,
+          ps.epoch,
+          record.offset,
+          parsed.event,
+          keyAt?.(i),
+        );
         if (result.ok) ingested += 1;
         else this.reject(result.reason);
       } else {

@@ -1,8 +1,9 @@
 // BatchParser: a batch parsed on the worker thread reads exactly as parseEvent reads each record,
-// rejects included, with dimension strings carried over between batches by the dictionary.
+// rejects included, with dimension strings and row keys carried over between batches.
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 import { BatchParser, type ParsedBatch, reasonOf } from '../../src/receiver/batch-parser.ts';
 import { parseEvent, type ParseResult } from '../../src/receiver/event.ts';
+import { keyOf } from '../../src/receiver/segments.ts';
 
 const schema: CubeSchema = cubeSchema.parse({
   timestampField: 'ts',
@@ -61,6 +62,12 @@ test('batches parsed on the worker read as parseEvent reads each record', async 
       expect(parsed.columns.count).toBe(batch.length);
       const got = batch.map((_, i) => read(parsed, i));
       expect(got).toEqual(batch.map((v) => parseEvent(schema, v)));
+      got.forEach((r, i) => {
+        if (r.ok) {
+          const key = parsed.keyDictionary[parsed.columns.keys[i]!];
+          expect(key).toBe(keyOf(r.event.dimensions));
+        }
+      });
       // Each string crosses the thread once: a later batch adds only what is new.
       if (seed > 0) expect(parsed.columns.added.length).toBeLessThan(5);
     }
