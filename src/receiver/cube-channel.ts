@@ -106,7 +106,9 @@ export class CubeChannel {
   private readonly handOffPaths = new Map<number, string>();
   private readonly segmentFragments = new Map<number, string[]>();
   private fragmentSeq = 0;
+  /** Batches (and filtered ranges queued behind them) not applied yet, in delivery order. */
   private inFlight = 0;
+  private tail: Promise<void> = Promise.resolve();
   private dirty = false;
   private timer: NodeJS.Timeout | undefined;
   private lastHighWatermarkRefresh = 0;
@@ -277,9 +279,22 @@ export class CubeChannel {
           this.applyRecords(ps, records, parseHere);
         },
       )
+      .catch((error: unknown) => {
+        // Part of the batch may be applied; the consumer reads the rest again from the position
+        // rather than let a later batch jump over it.
+        this.log.error('applying a batch failed; reading the partition again', {
+          cube: this.cube,
+          partition,
+          error: (error as Error).message,
+        });
+        if (!current()) return;
+        ps.generation += 1;
+        this.consumer.resume(new Map([[partition, ps.position]]));
+      })
       .finally(() => {
         this.inFlight -= 1;
       });
+    this.tail = applied;
     return this.inFlight > maxInFlight ? applied : undefined;
   }
 
@@ -344,6 +359,32 @@ export class CubeChannel {
   }
 
   private onFilteredRange(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+  ): void {
+    if (this.inFlight > 0) {
+      // Behind batches still on the worker: the position it must start at is not reached yet.
+      this.inFlight += 1;
+      this.tail = this.tail
+        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark))
+        .catch((error: unknown) => {
+          this.log.error('applying a filtered range failed', {
+            cube: this.cube,
+            partition,
+            error: (error as Error).message,
+          });
+        })
+        .finally(() => {
+          this.inFlight -= 1;
+        });
+      return;
+    }
+    this.onFilteredRangeNow(partition, first, last, highWatermark);
+  }
+
+  private onFilteredRangeNow(
     partition: number,
     first: bigint,
     last: bigint,
