@@ -100,7 +100,8 @@ export class CubeChannel {
   private readonly partitions = new Map<number, PartitionState>();
   private readonly store: CubeStore;
   private readonly consumer: PartitionConsumer;
-  private readonly parser: BatchParser;
+  /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
+  private batchParser: BatchParser | undefined;
   private readonly rejected = new Map<RejectReason, number>();
   private readonly handOffErrors = new Map<number, { attempts: number; lastError?: string }>();
   private readonly handOffPaths = new Map<number, string>();
@@ -122,7 +123,6 @@ export class CubeChannel {
     this.spec = options.spec;
     this.segments = new SegmentManager(options.spec.schema);
     this.store = new CubeStore(options.dataDir, options.cube);
-    this.parser = new BatchParser(options.spec.schema);
     const sink: ChannelSink = {
       onRecords: (p, records, hw) => this.onRecords(p, records, hw),
       onFilteredRange: (p, first, last, hw) => this.onFilteredRange(p, first, last, hw),
@@ -138,6 +138,11 @@ export class CubeChannel {
         onCrash: (error) =>
           this.log.error('kafka consumer crashed; kafkajs restarts it', { error: error.message }),
       });
+  }
+
+  private get parser(): BatchParser {
+    this.batchParser ??= new BatchParser(this.spec.schema);
+    return this.batchParser;
   }
 
   private get log(): Logger {
@@ -223,7 +228,7 @@ export class CubeChannel {
     if (this.timer) clearInterval(this.timer);
     this.flush();
     await this.consumer.stop();
-    await this.parser.close();
+    await this.batchParser?.close();
   }
 
   // ---- consumption -----------------------------------------------------------------------
