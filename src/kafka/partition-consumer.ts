@@ -12,10 +12,14 @@ export interface ConsumedRecord {
 
 export interface PartitionSink {
   /**
-   * Records of one partition in offset order. Returns the offsets it consumed up to (the next
-   * offset to read); the consumer stops delivering the rest of the batch when that is short of it.
+   * Records of one partition in offset order. The next batch of the partition is delivered only
+   * once a returned promise settles, so a sink may do part of its work elsewhere and keep order.
    */
-  onRecords(partition: number, records: ConsumedRecord[], highWatermark: bigint): void;
+  onRecords(
+    partition: number,
+    records: ConsumedRecord[],
+    highWatermark: bigint,
+  ): void | Promise<void>;
   /**
    * Offsets [first, last] held only records the client filters out (transaction markers, aborted
    * records): no record to hand over, but the partition has moved past them.
@@ -130,7 +134,8 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
           offset: BigInt(m.offset),
           value: m.value,
         }));
-        sink.onRecords(batch.partition, records, BigInt(batch.highWatermark));
+        const done = sink.onRecords(batch.partition, records, BigInt(batch.highWatermark));
+        if (done) await done;
         const last = batch.messages[batch.messages.length - 1];
         if (last) payload.resolveOffset(last.offset);
         await payload.heartbeat();

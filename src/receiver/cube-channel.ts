@@ -1,6 +1,6 @@
 // One cube on one receiver: its partitions (positions, epochs, pause/drain/stop), its segments,
-// checkpoints and hand-offs. Records are processed synchronously, so a checkpoint taken between two
-// batches always pairs the aggregated data with exactly the positions it came from.
+// checkpoints and hand-offs. Records are applied synchronously (parsing may run on a worker first),
+// so a checkpoint always pairs the aggregated data with exactly the positions it came from.
 import type { Kafka } from 'kafkajs';
 import type { CubeSchema, KafkaSource } from '../api/cube.ts';
 import type {
@@ -17,7 +17,8 @@ import {
   type ConsumedRecord,
   type PartitionConsumer,
 } from '../kafka/partition-consumer.ts';
-import { parseEvent, type RejectReason } from './event.ts';
+import { type ParseResult, type ParsedEvent, type RejectReason, parseEvent } from './event.ts';
+import { BatchParser, type ParsedBatch, reasonOf } from './batch-parser.ts';
 import { type Segment, SegmentManager, combine } from './segments.ts';
 import { type OffsetRange, addRange, rangesFromJson, rangesToJson } from './offset-ranges.ts';
 import { CubeStore, type CubeCheckpoint } from './cube-store.ts';
@@ -58,6 +59,12 @@ interface PartitionState {
   highWatermark: bigint | null;
   /** Wall-clock time since which the partition has been caught up, for idle sealing. */
   caughtUpSince: number | null;
+  /**
+   * Bumped when a partition that was not live is sent back to `position` (resume, drain): a batch
+   * delivered before then may have been dropped while it was paused, so later ones must not apply.
+   * A restart keeps it: those batches follow on from each other, and a new epoch is a new state.
+   */
+  generation: number;
 }
 
 /** An error the admin API maps to a status code, with a reason a caller can act on. */
@@ -80,6 +87,14 @@ export interface PartitionStart {
 
 const isLive = (s: PartitionStateName): boolean => s === 'consuming' || s === 'draining';
 
+/**
+ * Smaller batches are parsed on the main thread: the round trip to the worker costs more.
+ * STREAMCUBE_WORKER_MIN_BATCH overrides it (1 sends every batch to the worker, as a test run does).
+ */
+const minWorkerBatch = Number(process.env.STREAMCUBE_WORKER_MIN_BATCH) || 64;
+/** Batches on the worker beyond which the consumer waits, bounding memory held by them. */
+const maxInFlight = 16;
+
 export class CubeChannel {
   readonly cube: string;
   readonly spec: CubeSpec;
@@ -88,11 +103,16 @@ export class CubeChannel {
   private readonly partitions = new Map<number, PartitionState>();
   private readonly store: CubeStore;
   private readonly consumer: PartitionConsumer;
+  /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
+  private batchParser: BatchParser | undefined;
   private readonly rejected = new Map<RejectReason, number>();
   private readonly handOffErrors = new Map<number, { attempts: number; lastError?: string }>();
   private readonly handOffPaths = new Map<number, string>();
   private readonly segmentFragments = new Map<number, string[]>();
   private fragmentSeq = 0;
+  /** Batches (and filtered ranges queued behind them) not applied yet, in delivery order. */
+  private inFlight = 0;
+  private tail: Promise<void> = Promise.resolve();
   private dirty = false;
   private timer: NodeJS.Timeout | undefined;
   private lastHighWatermarkRefresh = 0;
@@ -128,6 +148,11 @@ export class CubeChannel {
             { error: error.message },
           ),
       });
+  }
+
+  private get parser(): BatchParser {
+    this.batchParser ??= new BatchParser(this.spec.schema);
+    return this.batchParser;
   }
 
   private get log(): Logger {
@@ -169,6 +194,7 @@ export class CubeChannel {
         stopOffset: p.stopOffset === null ? null : BigInt(p.stopOffset),
         highWatermark: null,
         caughtUpSince: null,
+        generation: 0,
       });
       const clock = this.segments.clock(p.partition);
       clock.watermark = p.watermark;
@@ -226,26 +252,128 @@ export class CubeChannel {
     if (this.timer) clearInterval(this.timer);
     this.flush();
     await this.serially(() => this.consumer.stop());
+    await this.batchParser?.close();
   }
 
   // ---- consumption -----------------------------------------------------------------------
 
-  private onRecords(partition: number, records: ConsumedRecord[], highWatermark: bigint): void {
+  /**
+   * Large batches are parsed on the worker and applied when it answers, in the order they came
+   * (one worker, answers in order), so kafkajs fetches the next batches meanwhile; it waits only
+   * when too many are outstanding. Applying stays synchronous, so a checkpoint still pairs data
+   * with positions: both lag the delivered records until their batch is applied.
+   */
+  private onRecords(
+    partition: number,
+    records: ConsumedRecord[],
+    highWatermark: bigint,
+  ): void | Promise<void> {
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
-    ps.highWatermark = highWatermark;
     const { schema } = this.spec;
+    const parseHere = (i: number): ParseResult => parseEvent(schema, records[i]!.value);
+    // Behind a batch still on the worker, even a small one waits its turn.
+    if (this.inFlight === 0 && (records.length < minWorkerBatch || !this.parser.available)) {
+      ps.highWatermark = highWatermark;
+      this.applyRecords(ps, records, parseHere);
+      return;
+    }
+    const generation = ps.generation;
+    // Dropped when the partition was paused, released, assigned anew or sought since delivery:
+    // it is read again from its position, and applying it could jump over offsets never read.
+    const current = (): boolean =>
+      this.partitions.get(partition) === ps && ps.generation === generation && isLive(ps.state);
+    this.inFlight += 1;
+    const applied = this.parser
+      .parse(records.map((r) => r.value))
+      .then(
+        (batch) => {
+          if (!current()) return;
+          ps.highWatermark = highWatermark;
+          const { keyDictionary, columns } = batch;
+          this.applyRecords(
+            ps,
+            records,
+            this.batchReader(batch),
+            (i) => keyDictionary[columns.keys[i]!]!,
+          );
+        },
+        (error: unknown) => {
+          this.log.warn('batch parser failed; parsing on the main thread', {
+            cube: this.cube,
+            error: (error as Error).message,
+          });
+          if (!current()) return;
+          ps.highWatermark = highWatermark;
+          this.applyRecords(ps, records, parseHere);
+        },
+      )
+      .catch((error: unknown) => {
+        // Part of the batch may be applied; the consumer reads the rest again from the position
+        // rather than let a later batch jump over it.
+        this.log.error('applying a batch failed; reading the partition again', {
+          cube: this.cube,
+          partition,
+          error: (error as Error).message,
+        });
+        if (!current()) return;
+        ps.generation += 1;
+        this.consumer.resume(new Map([[partition, ps.position]]));
+      })
+      .finally(() => {
+        this.inFlight -= 1;
+      });
+    this.tail = applied;
+    return this.inFlight > maxInFlight ? applied : undefined;
+  }
+
+  /** Reads record i of a parsed batch as a ParseResult; the event's arrays are reused. */
+  private batchReader(batch: ParsedBatch): (i: number) => ParseResult {
+    const { columns, dictionary } = batch;
+    const d = this.spec.schema.dimensions.length;
+    const m = this.spec.schema.measures.length;
+    const event: ParsedEvent = {
+      time: 0,
+      dimensions: new Array<string>(d).fill(''),
+      values: new Array<number>(m).fill(0),
+    };
+    const ok: ParseResult = { ok: true, event };
+    return (i) => {
+      const reason = columns.reasons[i]!;
+      if (reason !== 0) return { ok: false, reason: reasonOf(reason) };
+      event.time = columns.times[i]!;
+      for (let j = 0; j < d; j++) event.dimensions[j] = dictionary[columns.codes[i * d + j]!]!;
+      for (let j = 0; j < m; j++) event.values[j] = columns.values[i * m + j]!;
+      return ok;
+    };
+  }
+
+  /** Applies parsed records in order: the same positions, skips and rejects on either path. */
+  private applyRecords(
+    ps: PartitionState,
+    records: ConsumedRecord[],
+    parsedAt: (i: number) => ParseResult,
+    keyAt?: (i: number) => string,
+  ): void {
+    const { partition } = ps;
     let ingested = 0;
-    for (const record of records) {
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i]!;
       if (record.offset < ps.position) continue; // delivered again after a seek or rejoin
       if (ps.stopOffset !== null && record.offset >= ps.stopOffset) break;
       if (record.offset > ps.position) {
         // Offsets with no record (compaction, transaction markers) still belong to the log we read.
         this.segments.skip(partition, ps.epoch, ps.position, record.offset);
       }
-      const parsed = parseEvent(schema, record.value);
+      const parsed = parsedAt(i);
       if (parsed.ok) {
-        const result = this.segments.accept(partition, ps.epoch, record.offset, parsed.event);
+        const result = this.segments.accept(
+          partition,
+          ps.epoch,
+          record.offset,
+          parsed.event,
+          keyAt?.(i),
+        );
         if (result.ok) ingested += 1;
         else this.reject(result.reason);
       } else {
@@ -260,6 +388,32 @@ export class CubeChannel {
   }
 
   private onFilteredRange(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+  ): void {
+    if (this.inFlight > 0) {
+      // Behind batches still on the worker: the position it must start at is not reached yet.
+      this.inFlight += 1;
+      this.tail = this.tail
+        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark))
+        .catch((error: unknown) => {
+          this.log.error('applying a filtered range failed', {
+            cube: this.cube,
+            partition,
+            error: (error as Error).message,
+          });
+        })
+        .finally(() => {
+          this.inFlight -= 1;
+        });
+      return;
+    }
+    this.onFilteredRangeNow(partition, first, last, highWatermark);
+  }
+
+  private onFilteredRangeNow(
     partition: number,
     first: bigint,
     last: bigint,
@@ -546,6 +700,7 @@ export class CubeChannel {
         stopOffset: null,
         highWatermark: null,
         caughtUpSince: null,
+        generation: 0,
       });
       const clock = this.segments.clock(s.partition);
       if (s.watermark !== null && (clock.watermark === null || s.watermark > clock.watermark)) {
@@ -598,6 +753,7 @@ export class CubeChannel {
       ps.stopOffset = null;
     }
     if (toResume.length > 0) {
+      for (const ps of toResume) ps.generation += 1;
       this.consumer.resume(new Map(toResume.map((ps) => [ps.partition, ps.position])));
       this.dirty = true;
       this.flush();
@@ -648,7 +804,10 @@ export class CubeChannel {
       } else if (ps.state !== 'draining') {
         const wasLive = isLive(ps.state);
         ps.state = 'draining';
-        if (!wasLive) toResume.set(ps.partition, ps.position);
+        if (!wasLive) {
+          ps.generation += 1;
+          toResume.set(ps.partition, ps.position);
+        }
       }
     }
     if (toResume.size > 0) this.consumer.resume(toResume);

@@ -84,6 +84,13 @@ export type EventParser = (value: Buffer | null) => ParseResult;
 
 /** The parser of one cube schema, with the schema's field lookups resolved once, not per record. */
 export function eventParser(schema: CubeSchema): EventParser {
+  const parseText = eventTextParser(schema);
+  // toString() without arguments takes Node's direct UTF-8 path (no encoding lookup).
+  return (value) => (value === null ? rejected.bad_json : parseText(value.toString()));
+}
+
+/** As eventParser, for a record value already decoded from UTF-8. */
+export function eventTextParser(schema: CubeSchema): (text: string) => ParseResult {
   const timeField = schema.timestampField;
   const dimensionFields = [...schema.dimensions];
   // null for count, which reads no field.
@@ -101,12 +108,10 @@ export function eventParser(schema: CubeSchema): EventParser {
     guarded && !Object.hasOwn(record, name) ? undefined : record[name];
   const dimensionCount = dimensionFields.length;
   const measureCount = measureFields.length;
-  return (value) => {
-    if (value === null) return rejected.bad_json;
+  return (text) => {
     let parsed: unknown;
     try {
-      // toString() without arguments takes Node's direct UTF-8 path (no encoding lookup).
-      parsed = JSON.parse(value.toString());
+      parsed = JSON.parse(text);
     } catch {
       return rejected.bad_json;
     }

@@ -47,7 +47,7 @@ const NUL = '\u0000';
  * NUL itself is rare; such a row is keyed by n NULs + JSON instead. JSON escapes NUL, so those keys
  * hold exactly n NULs and joined keys exactly n − 1: the two kinds never meet.
  */
-function keyOf(dimensions: string[]): string {
+export function keyOf(dimensions: string[]): string {
   let key = '';
   for (let i = 0; i < dimensions.length; i++) {
     const v = dimensions[i]!;
@@ -139,8 +139,17 @@ export class SegmentManager {
     return s?.state === 'ACTIVE' ? s : undefined;
   }
 
-  /** Aggregates an event read at `offset`, or rejects it as too late or for a sealed window. */
-  accept(partition: number, epoch: number, offset: bigint, event: ParsedEvent): AcceptResult {
+  /**
+   * Aggregates an event read at `offset`, or rejects it as too late or for a sealed window. `key`
+   * is keyOf(event.dimensions), for a caller that has it already.
+   */
+  accept(
+    partition: number,
+    epoch: number,
+    offset: bigint,
+    event: ParsedEvent,
+    key?: string,
+  ): AcceptResult {
     const clock = this.clock(partition);
     const windowStart = this.windowOf(event.time);
     const closesAt = windowStart + this.windowMs + this.latenessMs;
@@ -162,16 +171,17 @@ export class SegmentManager {
     clock.currentWindow = windowStart;
     if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
 
-    const key = keyOf(event.dimensions);
-    this.merge(segment.rows, key, event);
-    this.merge(segment.delta, key, event);
+    const rowKey = key ?? keyOf(event.dimensions);
+    this.merge(segment.rows, rowKey, event);
+    this.merge(segment.delta, rowKey, event);
     return { ok: true, windowStart };
   }
 
   private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): void {
     const row = rows.get(key);
     if (!row) {
-      rows.set(key, { dimensions: event.dimensions, values: [...event.values] });
+      // Copies: a caller may reuse the event's arrays for the next record.
+      rows.set(key, { dimensions: [...event.dimensions], values: [...event.values] });
       return;
     }
     const { functions } = this;

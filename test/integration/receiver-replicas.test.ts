@@ -46,9 +46,16 @@ beforeAll(async () => {
   producer = kafka.producer();
   await Promise.all([admin.connect(), producer.connect()]);
   deepStorage = tempDir('deep-replicas');
-  replicas = ['r1', 'r2'].map(
-    (id) => new ReceiverProcess({ id, replicaSet: 'rs-a', deepStorageDir: deepStorage }),
-  );
+  // r2 parses every batch on its worker thread, r1 only large ones: both paths must agree.
+  replicas = [
+    new ReceiverProcess({ id: 'r1', replicaSet: 'rs-a', deepStorageDir: deepStorage }),
+    new ReceiverProcess({
+      id: 'r2',
+      replicaSet: 'rs-a',
+      deepStorageDir: deepStorage,
+      env: { STREAMCUBE_WORKER_MIN_BATCH: '1' },
+    }),
+  ];
   await Promise.all(replicas.map((r) => r.start()));
 });
 

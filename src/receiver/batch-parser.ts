@@ -1,0 +1,203 @@
+// Parsing a batch of record values on a worker thread, so that JSON.parse runs on a second core
+// while the main thread fetches: the values go over packed in one transferable buffer, the events
+// come back as columns, dimension values dictionary-encoded (only new strings cross the thread).
+import { Worker } from 'node:worker_threads';
+import type { CubeSchema } from '../api/cube.ts';
+import { type ParseResult, type RejectReason, rejectReasons } from './event.ts';
+import { keyOf } from './segments.ts';
+
+/** Record values packed for the worker: `n` Int32 lengths (−1 for null), then the bytes. */
+export interface PackedValues {
+  count: number;
+  buffer: ArrayBuffer;
+}
+
+/** The events of one batch as columns; record i's dimensions are `codes[i*d .. i*d+d)`. */
+export interface ParsedColumns {
+  count: number;
+  times: Float64Array;
+  /** Measure inputs, `values[i*m + j]`. */
+  values: Float64Array;
+  /** 0 for an event, else 1 + the index of its reason in rejectReasons. */
+  reasons: Uint8Array;
+  codes: Uint32Array;
+  /** Row key (segments keyOf) of record i, dictionary-encoded in a dictionary of its own. */
+  keys: Uint32Array;
+  /** Dictionary strings added by this batch, in code order. */
+  added: string[];
+  /** Row keys added by this batch, in code order. */
+  addedKeys: string[];
+  /** The dictionary was emptied before this batch (it had grown too large). */
+  reset: boolean;
+}
+
+/** A parsed batch on the main thread, with the dictionary its codes refer to. */
+export interface ParsedBatch {
+  columns: ParsedColumns;
+  dictionary: readonly string[];
+  keyDictionary: readonly string[];
+}
+
+/** The worker's side of the dictionaries: string → code, kept between batches. */
+export interface Dictionaries {
+  strings: Map<string, number>;
+  keys: Map<string, number>;
+}
+
+/** Beyond this many distinct dimension strings the dictionary starts afresh, bounding memory. */
+const maxDictionary = 1 << 20;
+
+export function packValues(values: readonly (Buffer | null)[]): PackedValues {
+  const count = values.length;
+  let bytes = 0;
+  for (const v of values) if (v !== null) bytes += v.length;
+  const buffer = new ArrayBuffer(count * 4 + bytes);
+  const lengths = new Int32Array(buffer, 0, count);
+  const out = new Uint8Array(buffer, count * 4);
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const v = values[i]!;
+    if (v === null) {
+      lengths[i] = -1;
+      continue;
+    }
+    lengths[i] = v.length;
+    out.set(v, at);
+    at += v.length;
+  }
+  return { count, buffer };
+}
+
+/** Parses packed values with `parse`; runs on the worker. `dictionary` is kept between batches. */
+export function parseColumns(
+  schema: CubeSchema,
+  parse: (text: string) => ParseResult,
+  dictionaries: Dictionaries,
+  packed: PackedValues,
+): ParsedColumns {
+  const { strings: dictionary, keys } = dictionaries;
+  const { count, buffer } = packed;
+  const d = schema.dimensions.length;
+  const m = schema.measures.length;
+  const lengths = new Int32Array(buffer, 0, count);
+  const bytes = Buffer.from(buffer, count * 4);
+  const reset = dictionary.size > maxDictionary || keys.size > maxDictionary;
+  if (reset) {
+    dictionary.clear();
+    keys.clear();
+  }
+  const columns: ParsedColumns = {
+    count,
+    times: new Float64Array(count),
+    values: new Float64Array(count * m),
+    reasons: new Uint8Array(count),
+    codes: new Uint32Array(count * d),
+    keys: new Uint32Array(count),
+    added: [],
+    addedKeys: [],
+    reset,
+  };
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const length = lengths[i]!;
+    let result: ParseResult;
+    if (length < 0) result = { ok: false, reason: 'bad_json' };
+    else {
+      result = parse(bytes.toString('utf8', at, at + length));
+      at += length;
+    }
+    if (!result.ok) {
+      columns.reasons[i] = 1 + rejectReasons.indexOf(result.reason);
+      continue;
+    }
+    const { event } = result;
+    columns.times[i] = event.time;
+    for (let j = 0; j < m; j++) columns.values[i * m + j] = event.values[j]!;
+    for (let j = 0; j < d; j++) {
+      const text = event.dimensions[j]!;
+      let code = dictionary.get(text);
+      if (code === undefined) {
+        code = dictionary.size;
+        dictionary.set(text, code);
+        columns.added.push(text);
+      }
+      columns.codes[i * d + j] = code;
+    }
+    const key = keyOf(event.dimensions);
+    let keyCode = keys.get(key);
+    if (keyCode === undefined) {
+      keyCode = keys.size;
+      keys.set(key, keyCode);
+      columns.addedKeys.push(key);
+    }
+    columns.keys[i] = keyCode;
+  }
+  return columns;
+}
+
+export const transferablesOf = (c: ParsedColumns): ArrayBuffer[] =>
+  [c.times, c.values, c.reasons, c.codes, c.keys].map((a) => a.buffer as ArrayBuffer);
+
+export const reasonOf = (code: number): RejectReason => rejectReasons[code - 1]!;
+
+/**
+ * One worker parsing the batches of one cube, in the order they are sent. Replies come back in
+ * that order too, so the dictionary the main thread rebuilds matches the worker's codes.
+ */
+export class BatchParser {
+  private readonly worker: Worker;
+  private readonly waiting: {
+    resolve: (b: ParsedBatch) => void;
+    reject: (e: Error) => void;
+  }[] = [];
+  private dictionary: string[] = [];
+  private keyDictionary: string[] = [];
+  private failed: Error | undefined;
+
+  constructor(schema: CubeSchema) {
+    const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+    this.worker = new Worker(new URL(`./batch-parser-worker.${ext}`, import.meta.url), {
+      workerData: { schema },
+    });
+    this.worker.unref();
+    this.worker.on('message', (columns: ParsedColumns) => {
+      // Applied on receipt, in order: a batch's codes refer to the dictionary as of its reply.
+      if (columns.reset) {
+        this.dictionary = [];
+        this.keyDictionary = [];
+      }
+      for (const s of columns.added) this.dictionary.push(s);
+      for (const k of columns.addedKeys) this.keyDictionary.push(k);
+      this.waiting.shift()?.resolve({
+        columns,
+        dictionary: this.dictionary,
+        keyDictionary: this.keyDictionary,
+      });
+    });
+    const fail = (error: Error): void => {
+      this.failed ??= error;
+      for (const w of this.waiting.splice(0)) w.reject(error);
+    };
+    this.worker.on('error', fail);
+    this.worker.on('exit', (code) => fail(new Error(`batch parser worker exited (${code})`)));
+  }
+
+  /** Whether the worker can take batches; after a failure the caller parses on its own thread. */
+  get available(): boolean {
+    return this.failed === undefined;
+  }
+
+  parse(values: readonly (Buffer | null)[]): Promise<ParsedBatch> {
+    if (this.failed) return Promise.reject(this.failed);
+    const packed = packValues(values);
+    const { promise, resolve, reject } = Promise.withResolvers<ParsedBatch>();
+    this.waiting.push({ resolve, reject });
+    this.worker.postMessage(packed, [packed.buffer]);
+    return promise;
+  }
+
+  async close(): Promise<void> {
+    this.failed ??= new Error('batch parser closed');
+    await this.worker.terminate();
+  }
+}

@@ -1,0 +1,94 @@
+// BatchParser: a batch parsed on the worker thread reads exactly as parseEvent reads each record,
+// rejects included, with dimension strings and row keys carried over between batches.
+import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
+import { BatchParser, type ParsedBatch, reasonOf } from '../../src/receiver/batch-parser.ts';
+import { parseEvent, type ParseResult } from '../../src/receiver/event.ts';
+import { keyOf } from '../../src/receiver/segments.ts';
+
+const schema: CubeSchema = cubeSchema.parse({
+  timestampField: 'ts',
+  dimensions: ['country', 'device'],
+  measures: [
+    { name: 'events', function: 'count' },
+    { name: 'revenue', function: 'sum', field: 'price' },
+    { name: 'heaviest', function: 'max', field: 'weight' },
+  ],
+  window: '1h',
+});
+
+const T = Date.UTC(2026, 0, 15, 10, 30, 0);
+
+function read(batch: ParsedBatch, i: number): ParseResult {
+  const { columns, dictionary } = batch;
+  const reason = columns.reasons[i]!;
+  if (reason !== 0) return { ok: false, reason: reasonOf(reason) };
+  return {
+    ok: true,
+    event: {
+      time: columns.times[i]!,
+      dimensions: [0, 1].map((j) => dictionary[columns.codes[i * 2 + j]!]!),
+      values: [0, 1, 2].map((j) => columns.values[i * 3 + j]!),
+    },
+  };
+}
+
+const values = (seed: number): (Buffer | null)[] => [
+  ...Array.from({ length: 200 }, (_, i) =>
+    Buffer.from(
+      JSON.stringify({
+        ts: T + i * 1000 + seed,
+        country: ['de', 'fr', 'üñí', `c${(i + seed) % 7}`][i % 4],
+        device: i % 5 === 0 ? null : i % 3,
+        price: i / 3 - seed,
+        weight: -0,
+      }),
+    ),
+  ),
+  null,
+  Buffer.from('{"ts": '),
+  Buffer.from('[1, 2]'),
+  Buffer.from(JSON.stringify({ ts: '2026-01-15T10:00:00+01:00', country: 'de', price: 1 })),
+  Buffer.from(JSON.stringify({ ts: T, country: {}, price: 1, weight: 1 })),
+  Buffer.from(JSON.stringify({ ts: T, country: 'de', weight: 1 })),
+  Buffer.from(JSON.stringify({ country: 'de', price: 1, weight: 1 })),
+];
+
+test('batches parsed on the worker read as parseEvent reads each record', async () => {
+  const parser = new BatchParser(schema);
+  try {
+    for (const seed of [0, 1, 2]) {
+      const batch = values(seed);
+      const parsed = await parser.parse(batch);
+      expect(parsed.columns.count).toBe(batch.length);
+      const got = batch.map((_, i) => read(parsed, i));
+      expect(got).toEqual(batch.map((v) => parseEvent(schema, v)));
+      got.forEach((r, i) => {
+        if (r.ok) {
+          const key = parsed.keyDictionary[parsed.columns.keys[i]!];
+          expect(key).toBe(keyOf(r.event.dimensions));
+        }
+      });
+      // Each string crosses the thread once: a later batch adds only what is new.
+      if (seed > 0) expect(parsed.columns.added.length).toBeLessThan(5);
+    }
+  } finally {
+    await parser.close();
+  }
+  expect(parser.available).toBe(false);
+  await expect(parser.parse([Buffer.from('{}')])).rejects.toThrow('closed');
+});
+
+test('batches sent together are answered in order', async () => {
+  const parser = new BatchParser(schema);
+  try {
+    const batches = [0, 1, 2, 3, 4].map(values);
+    const parsed = await Promise.all(batches.map((b) => parser.parse(b)));
+    parsed.forEach((p, n) =>
+      expect(batches[n]!.map((_, i) => read(p, i))).toEqual(
+        batches[n]!.map((v) => parseEvent(schema, v)),
+      ),
+    );
+  } finally {
+    await parser.close();
+  }
+});
