@@ -280,6 +280,11 @@ export const reassignJournal = z.object({
   moves: z.array(partitionMove).meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] })),
   /** stop[p] = max position over the source replicas; set when merging after the pause. */
   stopOffsets: z.record(partitionKey, offset).optional(),
+  /**
+   * Event-time watermark (epoch ms) of each moving partition once drained, the highest over the
+   * source replicas: the target starts with it, so the move changes no lateness decision.
+   */
+  watermarks: z.record(partitionKey, z.int()).optional(),
   startedAt: timestamp,
   /** When the current phase began: its deadline counts from here. */
   phaseStartedAt: timestamp.optional(),

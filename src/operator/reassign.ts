@@ -117,14 +117,14 @@ async function call<T>(
 export function assignRequest(
   object: CubeAssignment,
   replicaSet: string,
-  partitions: { partition: number; position: string; epoch: number }[],
+  partitions: { partition: number; position: string; epoch: number; watermark?: number | null }[],
 ): AssignCubeRequest {
   const { brokers, topic, startingOffsets } = object.spec.source;
   return {
     source: { brokers, topic, startingOffsets },
     schema: object.spec.schema,
     replicaSet,
-    partitions: partitions.map((p) => ({ ...p, watermark: null })),
+    partitions: partitions.map((p) => ({ ...p, watermark: p.watermark ?? null })),
   };
 }
 
@@ -186,6 +186,7 @@ export async function runReassign(
       }
 
       case 'Draining': {
+        const watermarks = new Map<number, number>();
         try {
           for (const [rs, partitions] of bySource(journal)) {
             const stops = Object.fromEntries(
@@ -197,6 +198,14 @@ export async function runReassign(
                   .client(endpoint)
                   .drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainTimeoutMs }),
               );
+              for (const p of answer.partitions) {
+                if (
+                  p.watermark !== null &&
+                  (watermarks.get(p.partition) ?? -Infinity) < p.watermark
+                ) {
+                  watermarks.set(p.partition, p.watermark);
+                }
+              }
               if (!answer.done) {
                 const behind = answer.partitions.filter((p) => p.state !== 'stopped');
                 throw new PhaseBlocked(
@@ -210,7 +219,11 @@ export async function runReassign(
           if (error instanceof PhaseBlocked && overDeadline()) return rollBack(ctx, journal, error);
           throw error;
         }
-        await advance();
+        await advance(
+          watermarks.size > 0
+            ? { watermarks: Object.fromEntries([...watermarks].map(([p, w]) => [String(p), w])) }
+            : {},
+        );
         break;
       }
 
@@ -232,6 +245,7 @@ export async function runReassign(
             partition: p,
             position: journal.stopOffsets?.[String(p)] ?? '0',
             epoch: (epochs[String(p)] ?? 0) + 1,
+            watermark: journal.watermarks?.[String(p)] ?? null,
           }));
           try {
             for (const endpoint of endpointsOf(ctx, rs, 'target')) {

@@ -123,3 +123,23 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
   for (const p of [0, 1, 2, 3]) expectTiling(rangesOf(p, status.segments), start[p]!, end[p]!);
   expect(status.partitions.every((p) => p.lag === '0')).toBe(true);
 });
+
+test('a partition assigned with a carried watermark judges lateness by it from the first event', async () => {
+  const topic = await createTopic(admin, 1);
+  const client = receiver.client;
+  const carried = T0 + 3 * 3_600_000; // three hours past the events' windows (1h + 5m lateness)
+  const events = makeEvents(0, 10, T0, 1000);
+  await produce(producer, topic, 0, events);
+  const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
+    { partition: 0, position: '0' },
+  ]);
+  await client.assign('carried', {
+    ...request,
+    partitions: request.partitions.map((p) => ({ ...p, watermark: carried })),
+  });
+  const status = await waitForPositions(client, 'carried', { 0: 10n });
+  expect(status.partitions[0]?.watermark).toBe(carried);
+  expect(status.rejected).toEqual({ too_late: 10 });
+  // The offsets are still accounted for, in the pending range held for the next segment.
+  expect(status.segments).toEqual([]);
+});
