@@ -2,7 +2,8 @@
 // The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError, receiverUsage } from './receiver/config.ts';
+import { ConfigError } from './config-error.ts';
+import { receiverUsage } from './receiver/config.ts';
 import { operatorUsage } from './operator/config.ts';
 
 export const usage = `Usage: streamcube <command> [options]

@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
-import { ConfigError } from '../receiver/config.ts';
+import { ConfigError } from '../config-error.ts';
 
 export interface OperatorConfig {
   identity: string;

@@ -4,7 +4,6 @@
 // it was computed from.
 import { randomBytes } from 'node:crypto';
 import {
-  ApiException,
   PatchStrategy,
   setHeaderOptions,
   type CustomObjectsApi,
@@ -20,7 +19,7 @@ import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import { planAssignment, type Problem } from './planner.ts';
-import { PhaseBlocked, assignRequest, describeMoves, newJournal, runReassign } from './reassign.ts';
+import { PhaseBlocked, describeMoves, newJournal, runReassign } from './reassign.ts';
 import type { TopicMetadata } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
@@ -462,9 +461,3 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return { requeueAfterMs: ready ? deps.resyncMs : Math.min(deps.resyncMs, 5_000) };
   };
 }
-
-export function isConflict(error: unknown): boolean {
-  return error instanceof ApiException && error.code === 409;
-}
-
-export { assignRequest };

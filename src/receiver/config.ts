@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
+import { ConfigError } from '../config-error.ts';
 
 export interface ReceiverConfig {
   id: string;
@@ -29,8 +30,6 @@ Options (environment variable in brackets):
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
 `;
-
-export class ConfigError extends Error {}
 
 export function parseReceiverConfig(
   argv: string[],

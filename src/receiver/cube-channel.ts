@@ -24,7 +24,7 @@ import { type OffsetRange, addRange, rangesFromJson, rangesToJson } from './offs
 import { CubeStore, type CubeCheckpoint } from './cube-store.ts';
 import { handOffSegment } from './hand-off.ts';
 import type { ReceiverMetrics } from './metrics.ts';
-import { faultPoint } from './durable-files.ts';
+import { faultPoint } from '../observability/fault-injection.ts';
 
 export interface CubeSpec {
   source: KafkaSource;

@@ -5,7 +5,8 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:f
 import { join } from 'node:path';
 import type { KafkaSource, CubeSchema } from '../api/cube.ts';
 import type { PartitionStateName } from '../protocol/admin-api.ts';
-import { faultPoint, writeFileDurably } from './durable-files.ts';
+import { faultPoint } from '../observability/fault-injection.ts';
+import { writeFileDurably } from './durable-files.ts';
 import type { RangeJson } from './offset-ranges.ts';
 import type { Row, SegmentState } from './segments.ts';
 

@@ -24,5 +24,3 @@ export function writeFileDurably(path: string, data: string | Uint8Array, syncDi
   renameSync(tmp, path);
   if (syncDir) fsyncDirectory(dirname(path));
 }
-
-export { faultPoint } from '../observability/fault-injection.ts';
