@@ -2,7 +2,7 @@
 // checkpoints and hand-offs. Records are applied synchronously (parsing may run on a worker first),
 // so a checkpoint always pairs the aggregated data with exactly the positions it came from.
 import type { Kafka } from 'kafkajs';
-import type { CubeSchema, KafkaSource } from '../api/cube.ts';
+import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
   CubeStatus,
   DrainResponse,
@@ -106,6 +106,8 @@ export class CubeChannel {
   readonly cube: string;
   readonly spec: CubeSpec;
   readonly segments: SegmentManager;
+  /** Of the spec this channel runs, reported in status so the operator sees a rollout land. */
+  readonly specDigest: string;
   private readonly options: ChannelOptions;
   private readonly partitions = new Map<number, PartitionState>();
   private readonly store: CubeStore;
@@ -134,6 +136,7 @@ export class CubeChannel {
     this.cube = options.cube;
     this.spec = options.spec;
     this.segments = new SegmentManager(options.spec.schema);
+    this.specDigest = cubeSpecDigest(options.spec);
     this.store = new CubeStore(options.dataDir, options.cube);
     const sink: ChannelSink = {
       onRecords: (p, records, hw) => this.onRecords(p, records, hw),
@@ -175,7 +178,10 @@ export class CubeChannel {
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
     if (checkpoint) this.restore(checkpoint);
-    else this.writeCheckpoint();
+    // A new cube, or one whose source changed (the same topic through other brokers): the
+    // checkpoint names the spec this channel runs, so a restart comes back with it.
+    if (!checkpoint || JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source))
+      this.writeCheckpoint();
     await this.restartConsumer();
     this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
   }
@@ -932,6 +938,7 @@ export class CubeChannel {
       replicaSet: this.options.replicaSet,
       receiver: this.options.receiverId,
       topic: this.spec.source.topic,
+      specDigest: this.specDigest,
       partitions: [...this.partitions.values()]
         .sort((a, b) => a.partition - b.partition)
         .map((ps) => this.partitionStatus(ps)),
