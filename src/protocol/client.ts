@@ -1,5 +1,6 @@
 // Typed client of the receiver admin API, for the operator and for tests. Failures throw
-// ReceiverApiError carrying the status and the receiver's reason.
+// ReceiverApiError carrying the status and the receiver's reason. Every call takes an optional
+// AbortSignal (the operator's: lease lost, shutdown), combined with the call's own timeout.
 import type {
   AssignCubeRequest,
   CubeStatus,
@@ -37,8 +38,10 @@ export class ReceiverClient {
     method: string,
     path: string,
     body?: unknown,
+    signal?: AbortSignal,
     timeoutMs = this.timeoutMs,
   ): Promise<T> {
+    const timeout = AbortSignal.timeout(timeoutMs);
     const response = await fetch(`${this.baseUrl}${path}`, {
       method,
       headers: {
@@ -46,7 +49,7 @@ export class ReceiverClient {
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
     const text = await response.text();
     const parsed: unknown =
@@ -64,27 +67,39 @@ export class ReceiverClient {
     return parsed as T;
   }
 
-  status = (): Promise<ReceiverStatus> => this.call('GET', '/v1/status');
-  cubeStatus = (cube: string): Promise<CubeStatus> => this.call('GET', `/v1/cubes/${cube}`);
-  assign = (cube: string, request: AssignCubeRequest): Promise<CubeStatus> =>
-    this.call('PUT', `/v1/cubes/${cube}`, request);
-  pause = (cube: string, partitions: number[]): Promise<{ partitions: PartitionStatus[] }> =>
-    this.call('POST', `/v1/cubes/${cube}/pause`, { partitions });
-  resume = (cube: string, partitions: number[]): Promise<{ partitions: PartitionStatus[] }> =>
-    this.call('POST', `/v1/cubes/${cube}/resume`, { partitions });
-  release = (cube: string, partitions: number[]): Promise<{ partitions: PartitionStatus[] }> =>
-    this.call('POST', `/v1/cubes/${cube}/release`, { partitions });
-  drain = (cube: string, request: DrainRequest): Promise<DrainResponse> =>
+  status = (signal?: AbortSignal): Promise<ReceiverStatus> =>
+    this.call('GET', '/v1/status', undefined, signal);
+  cubeStatus = (cube: string, signal?: AbortSignal): Promise<CubeStatus> =>
+    this.call('GET', `/v1/cubes/${cube}`, undefined, signal);
+  assign = (cube: string, request: AssignCubeRequest, signal?: AbortSignal): Promise<CubeStatus> =>
+    this.call('PUT', `/v1/cubes/${cube}`, request, signal);
+  /** POST /v1/cubes/:cube/<action> with a list of partitions; answers their states. */
+  private partitionsCall =
+    (action: 'pause' | 'resume' | 'release') =>
+    (
+      cube: string,
+      partitions: number[],
+      signal?: AbortSignal,
+    ): Promise<{ partitions: PartitionStatus[] }> =>
+      this.call('POST', `/v1/cubes/${cube}/${action}`, { partitions }, signal);
+
+  pause = this.partitionsCall('pause');
+  resume = this.partitionsCall('resume');
+  release = this.partitionsCall('release');
+  /** Long-polls up to `request.timeoutMs`; `done: false` with the positions when not finished. */
+  drain = (cube: string, request: DrainRequest, signal?: AbortSignal): Promise<DrainResponse> =>
     this.call(
       'POST',
       `/v1/cubes/${cube}/drain`,
       request,
+      signal,
       (request.timeoutMs ?? 30_000) + this.timeoutMs,
     );
-  seal = (cube: string, waitMs = 0): Promise<CubeStatus> =>
-    this.call('POST', `/v1/cubes/${cube}/seal`, { waitMs }, waitMs + this.timeoutMs);
-  unassign = (cube: string, force = false): Promise<unknown> =>
-    this.call('DELETE', `/v1/cubes/${cube}${force ? '?force=true' : ''}`);
-  query = (cube: string, request: QueryRequest): Promise<QueryResponse> =>
-    this.call('POST', `/v1/cubes/${cube}/query`, request);
+  /** Seals and starts the hand-off; waits for it up to `waitMs` (0: answers at once). */
+  seal = (cube: string, waitMs = 0, signal?: AbortSignal): Promise<CubeStatus> =>
+    this.call('POST', `/v1/cubes/${cube}/seal`, { waitMs }, signal, waitMs + this.timeoutMs);
+  unassign = (cube: string, force = false, signal?: AbortSignal): Promise<unknown> =>
+    this.call('DELETE', `/v1/cubes/${cube}${force ? '?force=true' : ''}`, undefined, signal);
+  query = (cube: string, request: QueryRequest, signal?: AbortSignal): Promise<QueryResponse> =>
+    this.call('POST', `/v1/cubes/${cube}/query`, request, signal);
 }
