@@ -364,3 +364,15 @@ export const cubeAssignment = z.object({
 });
 /** A CubeAssignment as read from the API server (defaults applied). */
 export type CubeAssignment = z.infer<typeof cubeAssignment>;
+
+/**
+ * A JSON merge patch (RFC 7396) of a value: a field left out is kept, `null` deletes it; objects
+ * and maps merge key by key (so a map key is deleted by sending it as `null`), lists replace.
+ */
+export type MergePatch<T> = {
+  [K in keyof T]?: MergePatchValue<NonNullable<T[K]>> | null;
+};
+type MergePatchValue<T> = T extends readonly unknown[] ? T : T extends object ? MergePatch<T> : T;
+
+/** What the operator writes to status (the status subresource, as a merge patch). */
+export type CubeAssignmentStatusPatch = MergePatch<CubeAssignmentStatus>;

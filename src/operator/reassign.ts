@@ -1,11 +1,18 @@
-// The reassign protocol (DESIGN §4), crash-safe: the journal in status.reassign names the phase,
-// and each phase's receiver calls are idempotent and run before the journal moves on, so a new
-// operator resumes any phase by running it again. Initial assignment is a reassign whose moves
-// have no source. Every wait has a deadline; failures roll back (before anything is released)
-// or forward (after), by rule.
+// The reassign protocol (DESIGN §4), crash-safe, one phase per reconcile: the journal in
+// status.reassign names the phase; `stepReassign` runs that phase's receiver calls (each
+// idempotent) and, only once the phase is finished, persists the journal at the next phase, so the
+// next reconcile, or a new operator, runs any phase again from its start. No step waits long: a
+// drain is polled briefly and a hand-off re-checked on later reconciles. Initial assignment is a
+// reassign whose moves have no source. Every wait has a deadline; failures roll back (before
+// anything is released) or forward (after), by rule.
 import type { Move } from '../assign/assignment.ts';
-import type { CubeAssignment, ReassignJournal, ReassignPhase } from '../api/cube-assignment.ts';
-import type { AssignCubeRequest } from '../protocol/admin-api.ts';
+import type {
+  CubeAssignment,
+  CubeAssignmentStatusPatch,
+  ReassignJournal,
+  ReassignPhase,
+} from '../api/cube-assignment.ts';
+import type { AssignCubeRequest, CubeStatus } from '../protocol/admin-api.ts';
 import { ReceiverApiError, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
@@ -13,9 +20,42 @@ import type { ReceiverEndpoint } from './discovery.ts';
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
 export class PhaseBlocked extends Error {
   readonly reason: string;
-  constructor(reason: string, message: string) {
-    super(message);
+  constructor(reason: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'PhaseBlocked';
     this.reason = reason;
+  }
+
+  /** The HTTP status of the receiver's answer that blocked the phase, if one answered. */
+  get receiverStatus(): number | undefined {
+    return this.cause instanceof ReceiverApiError ? this.cause.status : undefined;
+  }
+}
+
+/** The receiver calls a reassign makes. */
+export type ReassignReceiver = Pick<
+  ReceiverClient,
+  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign'
+>;
+
+/**
+ * Which phase of which reassign this process last started running, per cube, so that the phase is
+ * announced (metric, log line, fault point) once per entry and not on each re-poll. A new process
+ * starts empty and so announces the phase it resumes.
+ */
+export class PhaseEntries {
+  private readonly entered = new Map<string, string>();
+
+  /** True when `journal`'s phase was not the last one this process started for `key`. */
+  enter(key: string, journal: ReassignJournal): boolean {
+    const mark = `${journal.id}/${journal.phase}`;
+    if (this.entered.get(key) === mark) return false;
+    this.entered.set(key, mark);
+    return true;
+  }
+
+  forget(key: string): void {
+    this.entered.delete(key);
   }
 }
 
@@ -23,17 +63,72 @@ export interface ReassignContext {
   cube: string;
   object: CubeAssignment;
   receivers: Map<string, ReceiverEndpoint[]>;
-  client: (endpoint: ReceiverEndpoint) => ReceiverClient;
+  client: (endpoint: ReceiverEndpoint) => ReassignReceiver;
   /** Offsets to start partitions that have no previous owner from (startingOffsets). */
   startingOffsets: (partitions: number[]) => Promise<Map<number, bigint>>;
   /** Writes status (merge patch, resourceVersion precondition); returns the updated object. */
-  persist: (status: Record<string, unknown>) => Promise<CubeAssignment>;
+  persist: (status: CubeAssignmentStatusPatch) => Promise<CubeAssignment>;
   event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
+  /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
+  entries: PhaseEntries;
+  /** A phase that rolls back does so when it cannot finish within this long of its start. */
   phaseTimeoutMs: number;
+  /** A drain still running this long after Draining began is reported (DrainIncomplete). */
   drainTimeoutMs: number;
+  /** A hand-off still pending this long after Sealing began is reported (HandOffPending). */
+  handOffTimeoutMs: number;
+  /** How long one drain call may wait on a receiver before answering `done: false`. */
+  drainPollMs: number;
   now: () => Date;
+  /** Aborts when the lease is lost or the process shuts down: no receiver call starts after. */
+  signal: AbortSignal;
 }
+
+/** When the reconciler runs the cube again after each outcome. */
+export const requeueDelayMs = {
+  /** The next phase can run at once; the pause lets the informer see the write. */
+  advanced: 100,
+  /** A drain under way, polled again (the poll itself waited `drainPollMs` on the receiver). */
+  drainPending: 200,
+  /** A hand-off under way: the seal answers at once, so re-check soon. */
+  handOffPending: 200,
+  /** Reported as Degraded; retried. */
+  blocked: 2_000,
+  /** Done or rolled back: the next reconcile observes the receivers. */
+  finished: 500,
+} as const;
+
+/** What one step did; `object` is the last version of the cube this step read or wrote. */
+export type StepOutcome =
+  /** The phase finished and the journal is persisted at the next one. */
+  | { kind: 'advanced'; object: CubeAssignment; journal: ReassignJournal; requeueAfterMs: number }
+  /** The phase is under way (a drain, a hand-off) within its time: nothing to report. */
+  | {
+      kind: 'waiting';
+      object: CubeAssignment;
+      journal: ReassignJournal;
+      message: string;
+      requeueAfterMs: number;
+    }
+  /** The phase cannot finish now: to be reported as Degraded, and retried. */
+  | {
+      kind: 'blocked';
+      object: CubeAssignment;
+      journal: ReassignJournal;
+      error: PhaseBlocked;
+      requeueAfterMs: number;
+    }
+  /** Done: status.assignment and epochs updated, journal cleared, Event emitted. */
+  | { kind: 'completed'; object: CubeAssignment; journal: ReassignJournal; requeueAfterMs: number }
+  /** Past the phase deadline before anything was released: sources resumed, journal cleared. */
+  | {
+      kind: 'rolledBack';
+      object: CubeAssignment;
+      journal: ReassignJournal;
+      error: PhaseBlocked;
+      requeueAfterMs: number;
+    };
 
 const nextPhase: Record<ReassignPhase, ReassignPhase> = {
   Planned: 'Pausing',
@@ -43,6 +138,9 @@ const nextPhase: Record<ReassignPhase, ReassignPhase> = {
   Sealing: 'Done',
   Done: 'Done',
 };
+
+/** Phases whose failure past the deadline rolls back: nothing has been released yet. */
+const rollsBack: ReadonlySet<ReassignPhase> = new Set(['Pausing', 'Draining']);
 
 export function newJournal(moves: Move[], now: Date, id: string): ReassignJournal {
   const at = now.toISOString();
@@ -85,33 +183,43 @@ function endpointsOf(ctx: ReassignContext, replicaSet: string, role: string): Re
   return list;
 }
 
+/** One receiver call: aborted with the context, a failure turned into PhaseBlocked with its cause. */
 async function call<T>(
-  phase: ReassignPhase,
+  ctx: ReassignContext,
   endpoint: ReceiverEndpoint,
   what: string,
   reason: string,
-  fn: () => Promise<T>,
+  fn: (client: ReassignReceiver) => Promise<T>,
 ): Promise<T> {
-  let answer: T;
+  ctx.signal.throwIfAborted();
   try {
-    answer = await fn();
+    return await fn(ctx.client(endpoint));
   } catch (error) {
+    // Aborted (lease lost, shutdown): not a problem of the phase, nothing to report.
+    ctx.signal.throwIfAborted();
     // fetch() says only "fetch failed"; the reason a person can act on (ECONNREFUSED, a DNS or
     // TLS error) is in its cause.
-    const cause = (error as Error).cause as (Error & { code?: string }) | undefined;
+    const failure = error instanceof Error ? error : new Error(String(error));
+    const cause = failure.cause as (Error & { code?: string }) | undefined;
     const detail =
-      error instanceof ReceiverApiError || !(cause instanceof Error)
-        ? (error as Error).message
-        : `${(error as Error).message}: ${cause.message || cause.code || cause.name}`;
+      failure instanceof ReceiverApiError || !(cause instanceof Error)
+        ? failure.message
+        : `${failure.message}: ${cause.message || cause.code || cause.name}`;
     throw new PhaseBlocked(
       reason,
       `${what} on receiver ${endpoint.name} (${endpoint.replicaSet}) failed: ${detail}`,
+      { cause: failure },
     );
   }
-  // Crash tests kill the operator between two receiver calls of one phase.
-  faultPoint(`reassign-${phase}-partial`);
-  return answer;
 }
+
+/** A receiver finished its part of the phase: crash tests kill the operator between two. */
+function receiverFinished(phase: ReassignPhase): void {
+  faultPoint(`reassign-${phase}-partial`);
+}
+
+const isGone = (error: unknown): boolean =>
+  error instanceof PhaseBlocked && error.receiverStatus === 404;
 
 /** The cube as the receivers need it: source and schema from the spec. */
 export function assignRequest(
@@ -128,193 +236,238 @@ export function assignRequest(
   };
 }
 
-/** Runs the journal from its current phase to Done; returns the final object. */
-export async function runReassign(
-  ctx: ReassignContext,
-  start: ReassignJournal,
-): Promise<CubeAssignment> {
-  let journal = start;
-  let object = ctx.object;
-  const advance = async (
-    extra: Partial<ReassignJournal> = {},
-    statusExtra: Record<string, unknown> = {},
-  ): Promise<void> => {
-    const phase = nextPhase[journal.phase];
-    journal = { ...journal, ...extra, phase, phaseStartedAt: ctx.now().toISOString() };
-    // The loop reports the phase (and reaches its fault point) once, when it starts running it.
-    object = await ctx.persist({ reassign: journal, ...statusExtra });
-  };
-  const overDeadline = (): boolean =>
-    ctx.now().getTime() - Date.parse(journal.phaseStartedAt ?? journal.startedAt) >
-    ctx.phaseTimeoutMs;
+/** How a phase's run ended: finished (with what the next phase needs), or still under way. */
+type PhaseRun =
+  | { finished: true; journal?: Partial<ReassignJournal>; status?: CubeAssignmentStatusPatch }
+  | { finished: false; message: string; requeueAfterMs: number };
 
-  for (;;) {
-    ctx.onPhase(journal.phase, journal);
-    switch (journal.phase) {
-      case 'Planned':
-        await advance();
-        break;
+const finished = (
+  journal: Partial<ReassignJournal> = {},
+  status: CubeAssignmentStatusPatch = {},
+): PhaseRun => ({ finished: true, journal, status });
 
-      case 'Pausing': {
-        // Pause the moving partitions on every replica of each source; stop = max position.
-        const stop = new Map<number, bigint>();
-        try {
-          for (const [rs, partitions] of bySource(journal)) {
-            for (const endpoint of endpointsOf(ctx, rs, 'source')) {
-              const answer = await call(journal.phase, endpoint, 'pause', 'PauseFailed', () =>
-                ctx.client(endpoint).pause(ctx.cube, partitions),
-              );
-              for (const p of answer.partitions) {
-                const position = BigInt(p.position);
-                if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
-              }
-            }
-          }
-        } catch (error) {
-          if (error instanceof PhaseBlocked && overDeadline()) return rollBack(ctx, journal, error);
-          throw error;
-        }
-        const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
-        if (fresh.length > 0) {
-          for (const [p, o] of await ctx.startingOffsets(fresh)) stop.set(p, o);
-        }
-        const stopOffsets = Object.fromEntries(
-          [...stop].map(([p, o]) => [String(p), o.toString()]),
-        );
-        await advance({ stopOffsets });
-        break;
-      }
+function inPhaseMs(ctx: ReassignContext, journal: ReassignJournal): number {
+  return ctx.now().getTime() - Date.parse(journal.phaseStartedAt ?? journal.startedAt);
+}
 
-      case 'Draining': {
-        const watermarks = new Map<number, number>();
-        try {
-          for (const [rs, partitions] of bySource(journal)) {
-            const stops = Object.fromEntries(
-              partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
-            );
-            for (const endpoint of endpointsOf(ctx, rs, 'source')) {
-              const answer = await call(journal.phase, endpoint, 'drain', 'DrainFailed', () =>
-                ctx
-                  .client(endpoint)
-                  .drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainTimeoutMs }),
-              );
-              for (const p of answer.partitions) {
-                if (
-                  p.watermark !== null &&
-                  (watermarks.get(p.partition) ?? -Infinity) < p.watermark
-                ) {
-                  watermarks.set(p.partition, p.watermark);
-                }
-              }
-              if (!answer.done) {
-                const behind = answer.partitions.filter((p) => p.state !== 'stopped');
-                throw new PhaseBlocked(
-                  'DrainIncomplete',
-                  `receiver ${endpoint.name} has not reached the stop offsets of partitions ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`,
-                );
-              }
-            }
-          }
-        } catch (error) {
-          if (error instanceof PhaseBlocked && overDeadline()) return rollBack(ctx, journal, error);
-          throw error;
-        }
-        await advance(
-          watermarks.size > 0
-            ? { watermarks: Object.fromEntries([...watermarks].map(([p, w]) => [String(p), w])) }
-            : {},
-        );
-        break;
-      }
+const overDeadline = (ctx: ReassignContext, journal: ReassignJournal): boolean =>
+  inPhaseMs(ctx, journal) > ctx.phaseTimeoutMs;
 
-      case 'Starting': {
-        // From here on the move only rolls forward: sources release, targets take over.
-        for (const [rs, partitions] of bySource(journal)) {
-          for (const endpoint of ctx.receivers.get(rs) ?? []) {
-            await call(journal.phase, endpoint, 'release', 'ReleaseFailed', () =>
-              ctx.client(endpoint).release(ctx.cube, partitions),
-            ).catch((error: unknown) => {
-              // A released cube that is gone (404) is released.
-              if (!(error instanceof PhaseBlocked && /: 404 /.test(error.message))) throw error;
-            });
-          }
-        }
-        const epochs = object.status?.epochs ?? {};
-        for (const [rs, partitions] of byTarget(journal)) {
-          const starts = partitions.map((p) => ({
-            partition: p,
-            position: journal.stopOffsets?.[String(p)] ?? '0',
-            epoch: (epochs[String(p)] ?? 0) + 1,
-            watermark: journal.watermarks?.[String(p)] ?? null,
-          }));
-          try {
-            for (const endpoint of endpointsOf(ctx, rs, 'target')) {
-              await call(journal.phase, endpoint, 'assign', 'StartFailed', () =>
-                ctx.client(endpoint).assign(ctx.cube, assignRequest(object, rs, starts)),
-              );
-            }
-          } catch (error) {
-            // The sources have let go: say which partitions wait, not only which call failed.
-            if (!(error instanceof PhaseBlocked)) throw error;
-            const sources = [
-              ...new Set(journal.moves.filter((m) => m.to === rs).flatMap((m) => m.from ?? [])),
-            ];
-            const many = partitions.length > 1;
-            throw new PhaseBlocked(
-              error.reason,
-              `${error.message}; partition${many ? 's' : ''} ${partitions.join(', ')}${sources.length > 0 ? ` (released by ${sources.join(', ')})` : ''} wait${many ? '' : 's'} for ${rs}`,
-            );
-          }
-        }
-        await advance();
-        break;
-      }
-
-      case 'Sealing': {
-        // A source left without any partition of the cube seals and hands off, then drops it.
-        const assignment = finalAssignment(object, journal);
-        for (const rs of bySource(journal).keys()) {
-          if ((assignment[rs] ?? []).length > 0) continue;
-          for (const endpoint of ctx.receivers.get(rs) ?? []) {
-            const status = await call(journal.phase, endpoint, 'seal', 'SealFailed', () =>
-              ctx.client(endpoint).seal(ctx.cube, 30_000),
-            ).catch((error: unknown) => {
-              if (error instanceof PhaseBlocked && /: 404 /.test(error.message)) return undefined;
-              throw error;
-            });
-            if (status === undefined) continue;
-            if (status.segments.some((s) => s.state !== 'HANDED_OFF')) {
-              throw new PhaseBlocked(
-                'HandOffPending',
-                `receiver ${endpoint.name} has segments of ${ctx.cube} not yet handed off`,
-              );
-            }
-            await call(journal.phase, endpoint, 'unassign', 'UnassignFailed', () =>
-              ctx.client(endpoint).unassign(ctx.cube),
-            );
-          }
-        }
-        const epochs = { ...(object.status?.epochs ?? {}) };
-        for (const m of journal.moves)
-          epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
-        await advance(
-          {},
-          { assignment: mapReplacement(object.status?.assignment, assignment), epochs },
-        );
-        break;
-      }
-
-      case 'Done': {
-        object = await ctx.persist({ reassign: null });
-        ctx.event(
-          'Normal',
-          'ReassignCompleted',
-          `reassign ${journal.id} moved ${journal.moves.length} partition(s): ${describeMoves(journal)}`,
-        );
-        return object;
+/** Pause the moving partitions on every replica of each source; stop = max position. */
+async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const stop = new Map<number, bigint>();
+  for (const [rs, partitions] of bySource(journal)) {
+    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+      const answer = await call(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
+        c.pause(ctx.cube, partitions, ctx.signal),
+      );
+      receiverFinished('Pausing');
+      for (const p of answer.partitions) {
+        const position = BigInt(p.position);
+        if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
       }
     }
   }
+  const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
+  if (fresh.length > 0) {
+    for (const [p, o] of await ctx.startingOffsets(fresh)) stop.set(p, o);
+  }
+  const stopOffsets = Object.fromEntries([...stop].map(([p, o]) => [String(p), o.toString()]));
+  return finished({ stopOffsets });
+}
+
+/**
+ * Every replica of each source consumes to the stop offsets. Replicas are taken in order, and a
+ * pass ends at the first one still draining: it is polled again on the next reconcile.
+ */
+async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const watermarks = new Map<number, number>();
+  for (const [rs, partitions] of bySource(journal)) {
+    const stops = Object.fromEntries(
+      partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
+    );
+    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+      const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
+        c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
+      );
+      if (!answer.done) {
+        const behind = answer.partitions.filter((p) => p.state !== 'stopped');
+        const message = `receiver ${endpoint.name} has not reached the stop offsets of partitions ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
+        if (inPhaseMs(ctx, journal) > ctx.drainTimeoutMs || overDeadline(ctx, journal)) {
+          throw new PhaseBlocked('DrainIncomplete', message);
+        }
+        return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
+      }
+      receiverFinished('Draining');
+      for (const p of answer.partitions) {
+        if (p.watermark !== null && (watermarks.get(p.partition) ?? -Infinity) < p.watermark) {
+          watermarks.set(p.partition, p.watermark);
+        }
+      }
+    }
+  }
+  return finished(
+    watermarks.size > 0
+      ? { watermarks: Object.fromEntries([...watermarks].map(([p, w]) => [String(p), w])) }
+      : {},
+  );
+}
+
+/** From here on the move only rolls forward: sources release, targets take over. */
+async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  for (const [rs, partitions] of bySource(journal)) {
+    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+      try {
+        await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
+          c.release(ctx.cube, partitions, ctx.signal),
+        );
+        receiverFinished('Starting');
+      } catch (error) {
+        // A released cube that is gone (404) is released.
+        if (!isGone(error)) throw error;
+      }
+    }
+  }
+  const epochs = ctx.object.status?.epochs ?? {};
+  for (const [rs, partitions] of byTarget(journal)) {
+    const starts = partitions.map((p) => ({
+      partition: p,
+      position: journal.stopOffsets?.[String(p)] ?? '0',
+      epoch: (epochs[String(p)] ?? 0) + 1,
+      watermark: journal.watermarks?.[String(p)] ?? null,
+    }));
+    try {
+      for (const endpoint of endpointsOf(ctx, rs, 'target')) {
+        await call(ctx, endpoint, 'assign', 'StartFailed', (c) =>
+          c.assign(ctx.cube, assignRequest(ctx.object, rs, starts), ctx.signal),
+        );
+        receiverFinished('Starting');
+      }
+    } catch (error) {
+      // The sources have let go: say which partitions wait, not only which call failed.
+      if (!(error instanceof PhaseBlocked)) throw error;
+      const sources = [
+        ...new Set(journal.moves.filter((m) => m.to === rs).flatMap((m) => m.from ?? [])),
+      ];
+      const many = partitions.length > 1;
+      throw new PhaseBlocked(
+        error.reason,
+        `${error.message}; partition${many ? 's' : ''} ${partitions.join(', ')}${sources.length > 0 ? ` (released by ${sources.join(', ')})` : ''} wait${many ? '' : 's'} for ${rs}`,
+        { cause: error.cause },
+      );
+    }
+  }
+  return finished();
+}
+
+/**
+ * A source left without any partition of the cube seals and hands off, then drops it. The seal
+ * answers at once; replicas are taken in order and a pass ends at the first whose hand-off is
+ * still pending, re-checked on the next reconcile.
+ */
+async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const assignment = finalAssignment(ctx.object, journal);
+  for (const rs of bySource(journal).keys()) {
+    if ((assignment[rs] ?? []).length > 0) continue;
+    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+      let status: CubeStatus;
+      try {
+        status = await call(ctx, endpoint, 'seal', 'SealFailed', (c) =>
+          c.seal(ctx.cube, 0, ctx.signal),
+        );
+      } catch (error) {
+        if (isGone(error)) continue; // unassigned already
+        throw error;
+      }
+      if (status.segments.some((s) => s.state !== 'HANDED_OFF')) {
+        const message = `receiver ${endpoint.name} has segments of ${ctx.cube} not yet handed off`;
+        if (inPhaseMs(ctx, journal) > ctx.handOffTimeoutMs) {
+          throw new PhaseBlocked('HandOffPending', message);
+        }
+        return { finished: false, message, requeueAfterMs: requeueDelayMs.handOffPending };
+      }
+      receiverFinished('Sealing');
+      await call(ctx, endpoint, 'unassign', 'UnassignFailed', (c) =>
+        c.unassign(ctx.cube, false, ctx.signal),
+      );
+      receiverFinished('Sealing');
+    }
+  }
+  const epochs = { ...(ctx.object.status?.epochs ?? {}) };
+  for (const m of journal.moves)
+    epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
+  return finished(
+    {},
+    { assignment: mapReplacement(ctx.object.status?.assignment, assignment), epochs },
+  );
+}
+
+const runPhase: Record<
+  Exclude<ReassignPhase, 'Done'>,
+  (ctx: ReassignContext, journal: ReassignJournal) => Promise<PhaseRun>
+> = {
+  Planned: () => Promise.resolve(finished()),
+  Pausing: pausing,
+  Draining: draining,
+  Starting: starting,
+  Sealing: sealing,
+};
+
+/**
+ * Advances the journal by at most one phase: runs the current phase's receiver calls and, when
+ * the phase is finished, persists the journal at the next phase (or, at Done, clears it). Never
+ * waits long; says when to run again.
+ */
+export async function stepReassign(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<StepOutcome> {
+  ctx.signal.throwIfAborted();
+  const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
+  if (ctx.entries.enter(`${namespace}/${name}`, journal)) ctx.onPhase(journal.phase, journal);
+
+  if (journal.phase === 'Done') {
+    const object = await ctx.persist({ reassign: null });
+    ctx.entries.forget(`${namespace}/${name}`);
+    ctx.event(
+      'Normal',
+      'ReassignCompleted',
+      `reassign ${journal.id} moved ${journal.moves.length} partition(s): ${describeMoves(journal)}`,
+    );
+    return { kind: 'completed', object, journal, requeueAfterMs: requeueDelayMs.finished };
+  }
+
+  let run: PhaseRun;
+  try {
+    run = await runPhase[journal.phase](ctx, journal);
+  } catch (error) {
+    if (!(error instanceof PhaseBlocked)) throw error;
+    if (rollsBack.has(journal.phase) && overDeadline(ctx, journal)) {
+      const outcome = await rollBack(ctx, journal, error);
+      ctx.entries.forget(`${namespace}/${name}`);
+      return outcome;
+    }
+    return {
+      kind: 'blocked',
+      object: ctx.object,
+      journal,
+      error,
+      requeueAfterMs: requeueDelayMs.blocked,
+    };
+  }
+  if (!run.finished) {
+    const { message, requeueAfterMs } = run;
+    return { kind: 'waiting', object: ctx.object, journal, message, requeueAfterMs };
+  }
+  ctx.signal.throwIfAborted();
+  const next: ReassignJournal = {
+    ...journal,
+    ...run.journal,
+    phase: nextPhase[journal.phase],
+    phaseStartedAt: ctx.now().toISOString(),
+  };
+  const object = await ctx.persist({ ...run.status, reassign: next });
+  return { kind: 'advanced', object, journal: next, requeueAfterMs: requeueDelayMs.advanced };
 }
 
 /**
@@ -356,23 +509,27 @@ async function rollBack(
   ctx: ReassignContext,
   journal: ReassignJournal,
   cause: PhaseBlocked,
-): Promise<CubeAssignment> {
+): Promise<StepOutcome> {
   for (const [rs, partitions] of bySource(journal)) {
     for (const endpoint of ctx.receivers.get(rs) ?? []) {
-      await ctx
-        .client(endpoint)
-        .resume(ctx.cube, partitions)
-        .catch(() => undefined);
+      // Best effort: a source that does not answer now resumes when the cube is observed.
+      await call(ctx, endpoint, 'resume', 'ResumeFailed', (c) =>
+        c.resume(ctx.cube, partitions, ctx.signal),
+      ).catch((error: unknown) => {
+        if (!(error instanceof PhaseBlocked)) throw error;
+      });
     }
   }
-  await ctx.persist({ reassign: null });
+  const object = await ctx.persist({ reassign: null });
   ctx.event(
     'Warning',
     'ReassignRolledBack',
     `reassign ${journal.id} rolled back in phase ${journal.phase} after ${ctx.phaseTimeoutMs / 1000}s: ${cause.message}`,
   );
-  throw new PhaseBlocked(
+  const error = new PhaseBlocked(
     'ReassignRolledBack',
     `reassign ${journal.id} rolled back in ${journal.phase}: ${cause.message}`,
+    { cause },
   );
+  return { kind: 'rolledBack', object, journal, error, requeueAfterMs: requeueDelayMs.blocked };
 }

@@ -1,15 +1,24 @@
 // reconcile(namespace/name) for CubeAssignments: read the object and the receiver pods from the
-// informer caches, then finalize, resume a journal, plan and start a reassign, or observe the
+// informer caches, then finalize, advance a journal by one phase, plan a reassign, or observe the
 // receivers and write status — in that order. Every status write carries the resourceVersion
-// it was computed from.
+// it was computed from; the reconcile stops when its AbortSignal does (lease lost, shutdown).
 import { randomBytes } from 'node:crypto';
 import {
+  Observable,
   PatchStrategy,
   setHeaderOptions,
   type CustomObjectsApi,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import {
+  group,
+  plural,
+  version,
+  type CubeAssignment,
+  type CubeAssignmentStatusPatch,
+  type PartitionStatus,
+  type ReassignJournal,
+} from '../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import type { CubeStatus } from '../protocol/admin-api.ts';
@@ -20,7 +29,16 @@ import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import { planAssignment, type Problem } from './planner.ts';
-import { PhaseBlocked, assignRequest, describeMoves, newJournal, runReassign } from './reassign.ts';
+import {
+  PhaseEntries,
+  assignRequest,
+  describeMoves,
+  newJournal,
+  requeueDelayMs,
+  stepReassign,
+  type PhaseBlocked,
+  type ReassignContext,
+} from './reassign.ts';
 import type { TopicMetadata } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
@@ -43,7 +61,27 @@ export interface ReconcilerDeps {
   receiverTimeoutMs: number;
 }
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** How long one drain call waits on a receiver; a drain not done by then is polled again. */
+const drainPollMs = 250;
+/** How long a hand-off may stay pending in Sealing before it is reported (HandOffPending). */
+const handOffTimeoutMs = 30_000;
+
+/** Options of a merge patch request, aborted by `signal` when there is one. */
+function mergePatch(signal?: AbortSignal) {
+  if (!signal) return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  return setHeaderOptions('Content-Type', PatchStrategy.MergePatch, {
+    middleware: [
+      {
+        pre: (request) => {
+          request.setSignal(signal);
+          return new Observable(Promise.resolve(request));
+        },
+        post: (response) => new Observable(Promise.resolve(response)),
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  });
+}
 
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
@@ -56,23 +94,45 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return c;
   };
 
+  // The informer may not have seen this reconciler's last write yet when the cube runs again: a
+  // cached version that one of its writes superseded (the write's precondition proves it) is read
+  // as that write, so a phase is not run again from a stale journal.
+  const ownWrites = new Map<string, { superseded: Set<string>; latest: CubeAssignment }>();
+  function wrote(before: CubeAssignment, after: CubeAssignment): CubeAssignment {
+    const key = `${before.metadata?.namespace ?? 'default'}/${before.metadata?.name ?? ''}`;
+    const own = ownWrites.get(key) ?? { superseded: new Set<string>(), latest: after };
+    if (before.metadata?.resourceVersion) own.superseded.add(before.metadata.resourceVersion);
+    own.latest = after;
+    ownWrites.set(key, own);
+    return after;
+  }
+  function freshest(key: string, cached: CubeAssignment | undefined): CubeAssignment | undefined {
+    const own = ownWrites.get(key);
+    if (cached && own?.superseded.has(cached.metadata?.resourceVersion ?? '')) return own.latest;
+    ownWrites.delete(key);
+    return cached;
+  }
+
   async function patchStatus(
     object: CubeAssignment,
-    status: Record<string, unknown>,
+    status: CubeAssignmentStatusPatch,
+    signal?: AbortSignal,
   ): Promise<CubeAssignment> {
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
-    return (await deps.custom.patchNamespacedCustomObjectStatus(
+    const updated = (await deps.custom.patchNamespacedCustomObjectStatus(
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
-      mergePatch,
+      mergePatch(signal),
     )) as CubeAssignment;
+    return wrote(object, updated);
   }
 
   async function patchFinalizers(
     object: CubeAssignment,
     finalizers: string[],
+    signal: AbortSignal,
   ): Promise<CubeAssignment> {
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
-    return (await deps.custom.patchNamespacedCustomObject(
+    const updated = (await deps.custom.patchNamespacedCustomObject(
       {
         group,
         version,
@@ -81,8 +141,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         name,
         body: { metadata: { resourceVersion, finalizers } },
       },
-      mergePatch,
+      mergePatch(signal),
     )) as CubeAssignment;
+    return wrote(object, updated);
   }
 
   function conditionsWith(
@@ -136,6 +197,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     object: CubeAssignment,
     receivers: Map<string, ReceiverEndpoint[]>,
     cube: string,
+    signal: AbortSignal,
   ): Promise<ReconcileResult | void> {
     const assignment = object.status?.assignment ?? {};
     const targets = (object.status?.reassign?.moves ?? []).map((m) => m.to);
@@ -150,12 +212,16 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       const many = away.length > 1;
       const message = `deletion waits for replica set${many ? 's' : ''} ${away.join(', ')}: ${many ? 'they hold' : 'it holds'} data of the cube but ha${many ? 've' : 's'} no ready receiver to hand it off (remove the finalizer ${finalizer} to delete without handing off)`;
       const problem = { reason: 'FinalizeBlocked', message };
-      await patchStatus(object, {
-        conditions: conditionsWith(object, [
-          degraded(object, [problem]),
-          { type: 'Ready', status: 'False', reason: problem.reason, message },
-        ]),
-      });
+      await patchStatus(
+        object,
+        {
+          conditions: conditionsWith(object, [
+            degraded(object, [problem]),
+            { type: 'Ready', status: 'False', reason: problem.reason, message },
+          ]),
+        },
+        signal,
+      );
       return { requeueAfterMs: 2_000 };
     }
     // Each receiver says what it holds: a reassign cut short leaves partitions on a target that
@@ -169,12 +235,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          const held = (await client.cubeStatus(cube)).partitions
+          const held = (await client.cubeStatus(cube, signal)).partitions
             .filter((p) => p.state !== 'released')
             .map((p) => p.partition);
-          if (held.length > 0) await client.release(cube, held);
-          await client.seal(cube, 30_000);
-          await client.unassign(cube);
+          if (held.length > 0) await client.release(cube, held, signal);
+          await client.seal(cube, 30_000, signal);
+          await client.unassign(cube, false, signal);
         } catch (error) {
           if (error instanceof ReceiverApiError && error.status === 404) continue;
           throw error;
@@ -190,6 +256,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     await patchFinalizers(
       object,
       (object.metadata?.finalizers ?? []).filter((f) => f !== finalizer),
+      signal,
     );
   }
 
@@ -203,6 +270,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     object: CubeAssignment,
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
+    signal: AbortSignal,
   ): Promise<Problem[]> {
     const wanted = cubeSpecDigest(assignRequest(object, '', []));
     const replicaSets = new Set([
@@ -214,10 +282,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          const status = await client.cubeStatus(cube);
+          const status = await client.cubeStatus(cube, signal);
           if (status.specDigest !== wanted)
-            await client.assign(cube, assignRequest(object, rs, []));
+            await client.assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
+          signal.throwIfAborted();
           if (error instanceof ReceiverApiError && error.status === 404) continue; // holds none of it
           problems.push({
             reason: 'SpecNotRolledOut',
@@ -234,9 +303,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
     partitions: number[] | undefined,
-  ): Promise<{ status: Record<string, unknown>; unowned: number[]; problems: Problem[] }> {
+  ): Promise<{ status: CubeAssignmentStatusPatch; unowned: number[]; problems: Problem[] }> {
     const assignment = object.status?.assignment ?? {};
-    const partitionRows: Record<string, unknown>[] = [];
+    const partitionRows: PartitionStatus[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
     const consuming = new Set<number>();
@@ -302,7 +371,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     deps.metrics.partitionsUnassigned.set({ cube }, unowned.length);
     for (const [state, n] of Object.entries(segments))
       deps.metrics.segments.set({ cube, state }, n);
-    partitionRows.sort((a, b) => (a.partition as number) - (b.partition as number));
+    partitionRows.sort((a, b) => a.partition - b.partition);
     return {
       status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
       unowned,
@@ -310,9 +379,15 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     };
   }
 
-  return async function reconcile(key: string): Promise<ReconcileResult | void> {
+  // Which phase of a reassign this process last started, per cube: announced once per entry.
+  const phaseEntries = new PhaseEntries();
+
+  return async function reconcile(
+    key: string,
+    signal: AbortSignal,
+  ): Promise<ReconcileResult | void> {
     const { namespace = 'default', name } = splitObjectKey(key);
-    const cached = deps.getCube(namespace, name);
+    const cached = freshest(`${namespace}/${name}`, deps.getCube(namespace, name));
     if (!cached) return;
     let object = structuredClone(cached);
     const cube = name;
@@ -320,65 +395,94 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
 
     if (object.metadata?.deletionTimestamp) {
-      if (object.metadata.finalizers?.includes(finalizer)) return finalize(object, receivers, cube);
+      if (object.metadata.finalizers?.includes(finalizer))
+        return finalize(object, receivers, cube, signal);
       return;
     }
     if (!object.metadata?.finalizers?.includes(finalizer)) {
-      object = await patchFinalizers(object, [...(object.metadata?.finalizers ?? []), finalizer]);
+      object = await patchFinalizers(
+        object,
+        [...(object.metadata?.finalizers ?? []), finalizer],
+        signal,
+      );
     }
 
     const journal = object.status?.reassign;
-    const reassignContext = (obj: CubeAssignment) => ({
+    const reassignContext = (obj: CubeAssignment): ReassignContext => ({
       cube,
       object: obj,
       receivers,
       client: clientFor,
       startingOffsets: (ps: number[]) => deps.topics.startingOffsets(obj.spec.source, ps),
-      persist: async (status: Record<string, unknown>) =>
-        (object = await patchStatus(object, status)),
+      persist: async (status: CubeAssignmentStatusPatch) =>
+        (object = await patchStatus(object, status, signal)),
       event: (type: 'Normal' | 'Warning', reason: string, message: string) =>
         deps.events.record(object, type, reason, message),
-      onPhase: (phase: Parameters<typeof setPhase>[2], j: { id: string }) => {
+      onPhase: (phase, j) => {
         setPhase(deps.metrics, cube, phase);
         log.info('reassign phase', { reassignId: j.id, phase });
         faultPoint(`reassign-${phase}`);
       },
+      entries: phaseEntries,
       phaseTimeoutMs: deps.phaseTimeoutMs,
       drainTimeoutMs: deps.drainTimeoutMs,
+      handOffTimeoutMs,
+      drainPollMs,
       now: () => new Date(),
+      signal,
     });
-    const runJournal = async (j: NonNullable<typeof journal>): Promise<ReconcileResult | void> => {
-      const started = Date.parse(j.startedAt);
-      try {
-        object = await runReassign(reassignContext(object), j);
-        deps.metrics.reassignSeconds.observe({ cube }, (Date.now() - started) / 1000);
-        deps.metrics.reassignsTotal.inc({ cube, result: 'completed' });
-        setPhase(deps.metrics, cube, undefined);
-        log.info('reassign done', { reassignId: j.id, moves: describeMoves(j) });
-        return { requeueAfterMs: 500 };
-      } catch (error) {
-        if (!(error instanceof PhaseBlocked)) throw error;
-        if (error.reason === 'ReassignRolledBack') {
-          deps.metrics.reassignsTotal.inc({ cube, result: 'rolled_back' });
-          setPhase(deps.metrics, cube, undefined);
-        }
-        log.warn('reassign blocked', {
-          reassignId: j.id,
-          reason: error.reason,
-          error: error.message,
-        });
-        // `object` is the last version this reconcile wrote or read; resourceVersions are opaque,
-        // so no comparison with the cache decides which is newer. A 409 retries in 2 s.
-        const base = object;
-        await patchStatus(base, {
+    /** Reported as Degraded (and Ready=False); the step said when to come back. */
+    const reportBlocked = async (
+      j: ReassignJournal,
+      error: PhaseBlocked,
+      requeueAfterMs: number,
+    ): Promise<ReconcileResult> => {
+      log.warn('reassign blocked', {
+        reassignId: j.id,
+        reason: error.reason,
+        error: error.message,
+      });
+      // `object` is the last version this reconcile wrote or read; resourceVersions are opaque,
+      // so no comparison with the cache decides which is newer. A 409 retries at the requeue.
+      const base = object;
+      await patchStatus(
+        base,
+        {
           conditions: conditionsWith(base, [
             degraded(base, [{ reason: error.reason, message: error.message }]),
             { type: 'Ready', status: 'False', reason: error.reason, message: error.message },
           ]),
-        }).catch((e: unknown) =>
-          log.warn('cannot write Degraded', { error: (e as Error).message }),
-        );
-        return { requeueAfterMs: 2_000 };
+        },
+        signal,
+      ).catch((e: unknown) => {
+        signal.throwIfAborted();
+        log.warn('cannot write Degraded', { error: (e as Error).message });
+      });
+      return { requeueAfterMs };
+    };
+    /** One phase of the journal per reconcile. */
+    const runJournal = async (j: ReassignJournal): Promise<ReconcileResult> => {
+      const outcome = await stepReassign(reassignContext(object), j);
+      object = outcome.object;
+      switch (outcome.kind) {
+        case 'advanced':
+        case 'waiting':
+          return { requeueAfterMs: outcome.requeueAfterMs };
+        case 'blocked':
+          return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
+        case 'rolledBack':
+          deps.metrics.reassignsTotal.inc({ cube, result: 'rolled_back' });
+          setPhase(deps.metrics, cube, undefined);
+          return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
+        case 'completed':
+          deps.metrics.reassignSeconds.observe(
+            { cube },
+            (Date.now() - Date.parse(j.startedAt)) / 1000,
+          );
+          deps.metrics.reassignsTotal.inc({ cube, result: 'completed' });
+          setPhase(deps.metrics, cube, undefined);
+          log.info('reassign done', { reassignId: j.id, moves: describeMoves(j) });
+          return { requeueAfterMs: outcome.requeueAfterMs };
       }
     };
     if (journal) return runJournal(journal);
@@ -386,7 +490,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // A spec edit reaches every receiver before anything else runs under it, and before
     // observedGeneration says it is applied.
     if (object.metadata?.generation !== object.status?.observedGeneration) {
-      const notRolledOut = await rollOutSpec(object, cube, receivers);
+      const notRolledOut = await rollOutSpec(object, cube, receivers, signal);
+      signal.throwIfAborted();
       if (notRolledOut.length > 0) {
         const message = notRolledOut.map((p) => p.message).join('; ');
         await patchStatus(object, {
@@ -410,10 +515,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         for (const endpoint of receivers.get(rs) ?? []) {
           if (partitions.length > 0)
             await clientFor(endpoint)
-              .pause(cube, partitions)
+              .pause(cube, partitions, signal)
               .catch(() => undefined);
         }
       }
+      signal.throwIfAborted();
       await patchStatus(object, {
         observedGeneration: object.metadata?.generation,
         conditions: conditionsWith(object, [
@@ -464,29 +570,36 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         new Date(),
         `r-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
       );
-      object = await patchStatus(object, {
-        observedGeneration: object.metadata?.generation,
-        reassign: j,
-        conditions: conditionsWith(object, [
-          {
-            type: 'Progressing',
-            status: 'True',
-            reason: 'Reassigning',
-            message: `moving ${describeMoves(j)}`,
-          },
-          degraded(object, plan.problems),
-        ]),
-      });
+      object = await patchStatus(
+        object,
+        {
+          observedGeneration: object.metadata?.generation,
+          reassign: j,
+          conditions: conditionsWith(object, [
+            {
+              type: 'Progressing',
+              status: 'True',
+              reason: 'Reassigning',
+              message: `moving ${describeMoves(j)}`,
+            },
+            degraded(object, plan.problems),
+          ]),
+        },
+        signal,
+      );
       deps.events.record(
         object,
         'Normal',
         'ReassignPlanned',
         `reassign ${j.id}: ${describeMoves(j)}`,
       );
-      return runJournal(j);
+      // Planned is persisted: its phases run on the next reconciles, one each.
+      return { requeueAfterMs: requeueDelayMs.advanced };
     }
 
+    signal.throwIfAborted();
     const observed = await observe(object, cube, receivers, partitions);
+    signal.throwIfAborted();
     const problems = [...plan.problems, ...observed.problems];
     if (observed.unowned.length > 0 && partitions !== undefined) {
       problems.push({

@@ -1,13 +1,7 @@
 // The pure parts of a reassign: the journal it starts from, the assignment it ends with and how
 // that is written as a merge patch, how moves read in Events; and which receiver pods it talks to.
 import type { V1Pod } from '@kubernetes/client-node';
-import {
-  cubeAssignment,
-  reassignJournal,
-  type CubeAssignment,
-  type CubeAssignmentStatus,
-  type ReassignJournal,
-} from '../../src/api/cube-assignment.ts';
+import { reassignJournal, type ReassignJournal } from '../../src/api/cube-assignment.ts';
 import {
   adminPortAnnotation,
   isPodReady,
@@ -21,44 +15,14 @@ import {
   mapReplacement,
   newJournal,
 } from '../../src/operator/reassign.ts';
+import { applyMergePatch, ordersCube } from '../support/cube-assignments.ts';
 
 const now = new Date('2026-11-30T10:00:00.250Z');
 
-function cube(replicaSets: string[], status?: CubeAssignmentStatus): CubeAssignment {
-  return cubeAssignment.parse({
-    apiVersion: 'streamcube.io/v1alpha1',
-    kind: 'CubeAssignment',
-    metadata: { name: 'orders', namespace: 'shop' },
-    spec: {
-      source: { brokers: ['kafka:9092'], topic: 'orders' },
-      schema: {
-        timestampField: 'ts',
-        dimensions: ['country'],
-        measures: [{ name: 'events', function: 'count' }],
-        window: '1h',
-        allowedLateness: '10m',
-      },
-      replicaSets,
-    },
-    ...(status ? { status } : {}),
-  });
-}
+const cube = ordersCube;
 
 function journal(moves: ReassignJournal['moves']): ReassignJournal {
   return { id: 'r-1', phase: 'Sealing', moves, startedAt: now.toISOString() };
-}
-
-/** RFC 7396 for one level of keys: null deletes, anything else replaces. */
-function applyMergePatch<T>(
-  target: Record<string, T>,
-  patch: Record<string, T | null>,
-): Record<string, T> {
-  const out = { ...target };
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) delete out[key];
-    else out[key] = value;
-  }
-  return out;
 }
 
 describe('newJournal', () => {

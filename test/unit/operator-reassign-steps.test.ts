@@ -1,0 +1,746 @@
+// stepReassign against a fake ReassignContext: fake receivers that record every call, a persist
+// that applies the merge patch to the object (the journal lives there), and a clock the test sets.
+// One table of phase × fault gives the receiver calls made, in order with the writes, and where the
+// journal ends up; the tests after it drive whole moves, phase entries and aborts.
+import {
+  cubeAssignment,
+  type CubeAssignment,
+  type CubeAssignmentStatusPatch,
+  type ReassignJournal,
+  type ReassignPhase,
+} from '../../src/api/cube-assignment.ts';
+import type {
+  AssignCubeRequest,
+  CubeStatus,
+  DrainRequest,
+  DrainResponse,
+  PartitionStatus,
+  SegmentStatus,
+} from '../../src/protocol/admin-api.ts';
+import { ReceiverApiError } from '../../src/protocol/client.ts';
+import type { ReceiverEndpoint } from '../../src/operator/discovery.ts';
+import {
+  PhaseBlocked,
+  PhaseEntries,
+  requeueDelayMs,
+  stepReassign,
+  type ReassignContext,
+  type ReassignReceiver,
+  type StepOutcome,
+} from '../../src/operator/reassign.ts';
+import { applyMergePatch, ordersCube } from '../support/cube-assignments.ts';
+
+const t0 = Date.parse('2026-11-30T10:00:00.000Z');
+const phaseTimeoutMs = 60_000;
+const drainTimeoutMs = 20_000;
+const handOffTimeoutMs = 30_000;
+const drainPollMs = 250;
+
+type Fault =
+  | 'unreachable'
+  | 404
+  | 409
+  /** drain answers done: false */
+  | 'draining'
+  /** seal answers with a segment not handed off yet */
+  | 'handOffPending';
+
+interface Scenario {
+  /** `<receiver> <method>` → what goes wrong there. */
+  faults?: Record<string, Fault>;
+  /** Replica sets whose pods are all away. */
+  away?: string[];
+  /** Time since the phase started. */
+  inPhaseMs?: number;
+}
+
+/** Every receiver call and every status write, in the order they happened. */
+type Log = string[];
+
+const positions: Record<string, Record<number, string>> = {
+  'rs-a-0': { 0: '100', 1: '200' },
+  'rs-a-1': { 0: '105', 1: '190' },
+};
+const watermarks: Record<string, Record<number, number>> = {
+  'rs-a-0': { 0: 1_000, 1: 2_000 },
+  'rs-a-1': { 0: 1_500, 1: 1_800 },
+};
+
+function partitionStatus(
+  receiver: string,
+  partition: number,
+  state: PartitionStatus['state'],
+  stopOffset: string | null = null,
+): PartitionStatus {
+  return {
+    partition,
+    state,
+    epoch: 1,
+    position: positions[receiver]?.[partition] ?? '0',
+    highWatermark: '300',
+    lag: '0',
+    stopOffset,
+    watermark: watermarks[receiver]?.[partition] ?? null,
+  };
+}
+
+function failure(fault: Fault, what: string): Error {
+  if (fault === 404) return new ReceiverApiError(404, `${what}: 404 cube orders not found`);
+  if (fault === 409) return new ReceiverApiError(409, `${what}: 409 partition 0 was released`);
+  return new TypeError('fetch failed', {
+    cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+  });
+}
+
+/** A receiver that records its calls in `log` and fails where the scenario says. */
+function fakeReceiver(
+  name: string,
+  scenario: Scenario,
+  log: Log,
+  signals: (AbortSignal | undefined)[],
+): ReassignReceiver {
+  const answer = async <T>(
+    method: string,
+    detail: string,
+    signal: AbortSignal | undefined,
+    ok: (fault: Fault | undefined) => T,
+  ): Promise<T> => {
+    log.push(`${name} ${method}${detail ? ` ${detail}` : ''}`);
+    signals.push(signal);
+    await Promise.resolve();
+    signal?.throwIfAborted();
+    const fault = scenario.faults?.[`${name} ${method}`];
+    if (fault === 'unreachable' || fault === 404 || fault === 409)
+      throw failure(fault, `POST http://${name}/v1/cubes/orders/${method}`);
+    return ok(fault);
+  };
+  const segment = (state: SegmentStatus['state']): SegmentStatus => ({
+    windowStart: 0,
+    windowEnd: 3_600_000,
+    state,
+    rowCount: 1,
+    offsetRanges: {},
+    epochs: {},
+  });
+  const cubeStatus = (segments: SegmentStatus[]): CubeStatus => ({
+    cube: 'orders',
+    replicaSet: name.replace(/-[0-9]+$/, ''),
+    receiver: name,
+    topic: 'orders',
+    specDigest: 'digest',
+    partitions: [],
+    segments,
+    rejected: {},
+  });
+  return {
+    pause: (_cube: string, partitions: number[], signal?: AbortSignal) =>
+      answer('pause', `[${partitions.join(',')}]`, signal, () => ({
+        partitions: partitions.map((p) => partitionStatus(name, p, 'paused')),
+      })),
+    resume: (_cube: string, partitions: number[], signal?: AbortSignal) =>
+      answer('resume', `[${partitions.join(',')}]`, signal, () => ({
+        partitions: partitions.map((p) => partitionStatus(name, p, 'consuming')),
+      })),
+    drain: (_cube: string, request: DrainRequest, signal?: AbortSignal) =>
+      answer(
+        'drain',
+        `${JSON.stringify(request.stopOffsets)} ${request.timeoutMs}ms`,
+        signal,
+        (fault): DrainResponse => ({
+          done: fault !== 'draining',
+          partitions: Object.entries(request.stopOffsets).map(([p, stop]) =>
+            partitionStatus(name, Number(p), fault === 'draining' ? 'draining' : 'stopped', stop),
+          ),
+        }),
+      ),
+    release: (_cube: string, partitions: number[], signal?: AbortSignal) =>
+      answer('release', `[${partitions.join(',')}]`, signal, () => ({
+        partitions: partitions.map((p) => partitionStatus(name, p, 'released')),
+      })),
+    assign: (_cube: string, request: AssignCubeRequest, signal?: AbortSignal) =>
+      answer(
+        'assign',
+        request.partitions
+          .map((p) => `${p.partition}@${p.position}/e${p.epoch}/w${p.watermark ?? '-'}`)
+          .join(','),
+        signal,
+        () => cubeStatus([]),
+      ),
+    seal: (_cube: string, waitMs = 0, signal?: AbortSignal) =>
+      answer('seal', `${waitMs}ms`, signal, (fault) =>
+        cubeStatus([
+          segment('HANDED_OFF'),
+          segment(fault === 'handOffPending' ? 'IMMUTABLE' : 'HANDED_OFF'),
+        ]),
+      ),
+    unassign: (_cube: string, _force = false, signal?: AbortSignal) =>
+      answer('unassign', '', signal, () => ({})),
+  };
+}
+
+const moves: ReassignJournal['moves'] = [
+  { partition: 0, from: 'rs-a', to: 'rs-b' },
+  { partition: 1, from: 'rs-a', to: 'rs-b' },
+];
+
+function journalAt(phase: ReassignPhase, extra: Partial<ReassignJournal> = {}): ReassignJournal {
+  const before: Partial<ReassignJournal> =
+    phase === 'Starting' || phase === 'Sealing' || phase === 'Done'
+      ? { stopOffsets: { '0': '105', '1': '200' }, watermarks: { '0': 1_500, '1': 2_000 } }
+      : phase === 'Draining'
+        ? { stopOffsets: { '0': '105', '1': '200' } }
+        : {};
+  return {
+    id: 'r-2-abcdef',
+    phase,
+    moves,
+    startedAt: new Date(t0 - 5_000).toISOString(),
+    phaseStartedAt: new Date(t0).toISOString(),
+    ...before,
+    ...extra,
+  };
+}
+
+interface Harness {
+  ctx: ReassignContext;
+  log: Log;
+  /** The cube as persisted. */
+  object: () => CubeAssignment;
+  events: string[];
+  phases: string[];
+  signals: (AbortSignal | undefined)[];
+  clock: { ms: number };
+  abort: AbortController;
+}
+
+function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}): Harness {
+  const log: Log = [];
+  const events: string[] = [];
+  const phases: string[] = [];
+  const signals: (AbortSignal | undefined)[] = [];
+  const clock = { ms: t0 + (scenario.inPhaseMs ?? 0) };
+  const abort = new AbortController();
+  let object = ordersCube(['rs-b'], {
+    assignment: { 'rs-a': [0, 1] },
+    epochs: { '0': 1, '1': 1 },
+    ...(journal ? { reassign: journal } : {}),
+  });
+  const endpoint = (name: string, replicaSet: string): ReceiverEndpoint => ({
+    name,
+    replicaSet,
+    baseUrl: `http://${name}`,
+  });
+  const receivers = new Map<string, ReceiverEndpoint[]>();
+  for (const rs of ['rs-a', 'rs-b']) {
+    if (!scenario.away?.includes(rs))
+      receivers.set(rs, [endpoint(`${rs}-0`, rs), endpoint(`${rs}-1`, rs)]);
+  }
+  const clients = new Map<string, ReassignReceiver>();
+  const ctx: ReassignContext = {
+    cube: 'orders',
+    object,
+    receivers,
+    client: (e) => {
+      let c = clients.get(e.name);
+      if (!c) clients.set(e.name, (c = fakeReceiver(e.name, scenario, log, signals)));
+      return c;
+    },
+    startingOffsets: (partitions) =>
+      Promise.resolve(new Map(partitions.map((p) => [p, 0n] as const))),
+    persist: (status: CubeAssignmentStatusPatch) => {
+      const phase = status.reassign === null ? 'cleared' : (status.reassign?.phase ?? 'unchanged');
+      log.push(`persist ${phase}`);
+      const version = String(Number(object.metadata.resourceVersion ?? '0') + 1);
+      object = cubeAssignment.parse({
+        ...object,
+        metadata: { ...object.metadata, resourceVersion: version },
+        status: applyMergePatch(object.status, status),
+      });
+      return Promise.resolve(object);
+    },
+    event: (type, reason, message) => events.push(`${type} ${reason}: ${message}`),
+    onPhase: (phase, j) => phases.push(`${j.id} ${phase}`),
+    entries: new PhaseEntries(),
+    phaseTimeoutMs,
+    drainTimeoutMs,
+    handOffTimeoutMs,
+    drainPollMs,
+    now: () => new Date(clock.ms),
+    signal: abort.signal,
+  };
+  return { ctx, log, object: () => object, events, phases, signals, clock, abort };
+}
+
+interface Expected {
+  calls: string[];
+  kind: StepOutcome['kind'];
+  /** The persisted journal's phase afterwards, or `cleared`. */
+  phase: ReassignPhase | 'cleared';
+  reason?: string;
+  receiverStatus?: number;
+  requeueAfterMs?: number;
+}
+
+interface Case extends Scenario, Expected {
+  name: string;
+  at: ReassignPhase;
+}
+
+const paused = ['rs-a-0 pause [0,1]', 'rs-a-1 pause [0,1]'];
+const drains = [
+  'rs-a-0 drain {"0":"105","1":"200"} 250ms',
+  'rs-a-1 drain {"0":"105","1":"200"} 250ms',
+];
+const released = ['rs-a-0 release [0,1]', 'rs-a-1 release [0,1]'];
+const assigned = [
+  'rs-b-0 assign 0@105/e2/w1500,1@200/e2/w2000',
+  'rs-b-1 assign 0@105/e2/w1500,1@200/e2/w2000',
+];
+const resumed = ['rs-a-0 resume [0,1]', 'rs-a-1 resume [0,1]'];
+const late = phaseTimeoutMs + 1;
+
+const cases: Case[] = [
+  {
+    name: 'Planned: nothing to call, on to Pausing',
+    at: 'Planned',
+    calls: ['persist Pausing'],
+    kind: 'advanced',
+    phase: 'Pausing',
+  },
+  {
+    name: 'Pausing: every source replica pauses, then the stop offsets are written',
+    at: 'Pausing',
+    calls: [...paused, 'persist Draining'],
+    kind: 'advanced',
+    phase: 'Draining',
+    requeueAfterMs: requeueDelayMs.advanced,
+  },
+  {
+    name: 'Pausing, a source replica unreachable: blocked, retried',
+    at: 'Pausing',
+    faults: { 'rs-a-1 pause': 'unreachable' },
+    calls: paused,
+    kind: 'blocked',
+    phase: 'Pausing',
+    reason: 'PauseFailed',
+    requeueAfterMs: requeueDelayMs.blocked,
+  },
+  {
+    name: 'Pausing, a source replica unreachable past the deadline: sources resumed, rolled back',
+    at: 'Pausing',
+    faults: { 'rs-a-1 pause': 'unreachable' },
+    inPhaseMs: late,
+    calls: [...paused, ...resumed, 'persist cleared'],
+    kind: 'rolledBack',
+    phase: 'cleared',
+    reason: 'ReassignRolledBack',
+  },
+  {
+    name: 'Pausing, the source replica set away: blocked before any call',
+    at: 'Pausing',
+    away: ['rs-a'],
+    calls: [],
+    kind: 'blocked',
+    phase: 'Pausing',
+    reason: 'SourceReceiverUnavailable',
+  },
+  {
+    name: 'Pausing, a 404 (cube gone from a source): blocked with the status',
+    at: 'Pausing',
+    faults: { 'rs-a-0 pause': 404 },
+    calls: paused.slice(0, 1),
+    kind: 'blocked',
+    phase: 'Pausing',
+    reason: 'PauseFailed',
+    receiverStatus: 404,
+  },
+  {
+    name: 'Draining: every source replica at its stop offsets, on to Starting',
+    at: 'Draining',
+    calls: [...drains, 'persist Starting'],
+    kind: 'advanced',
+    phase: 'Starting',
+  },
+  {
+    name: 'Draining, the first replica not done: wait, the next replica is not asked yet',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 'draining' },
+    calls: drains.slice(0, 1),
+    kind: 'waiting',
+    phase: 'Draining',
+    requeueAfterMs: requeueDelayMs.drainPending,
+  },
+  {
+    name: 'Draining, the second replica not done: wait',
+    at: 'Draining',
+    faults: { 'rs-a-1 drain': 'draining' },
+    calls: drains,
+    kind: 'waiting',
+    phase: 'Draining',
+  },
+  {
+    name: 'Draining, not done past the drain timeout: blocked DrainIncomplete',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 'draining' },
+    inPhaseMs: drainTimeoutMs + 1,
+    calls: drains.slice(0, 1),
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'DrainIncomplete',
+  },
+  {
+    name: 'Draining, not done past the phase deadline: rolled back',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 'draining' },
+    inPhaseMs: late,
+    calls: [...drains.slice(0, 1), ...resumed, 'persist cleared'],
+    kind: 'rolledBack',
+    phase: 'cleared',
+    reason: 'ReassignRolledBack',
+  },
+  {
+    name: 'Draining, a 409 (past the stop offset): blocked with the status',
+    at: 'Draining',
+    faults: { 'rs-a-1 drain': 409 },
+    calls: drains,
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'DrainFailed',
+    receiverStatus: 409,
+  },
+  {
+    name: 'Draining, a replica unreachable: blocked',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 'unreachable' },
+    calls: drains.slice(0, 1),
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'DrainFailed',
+  },
+  {
+    name: 'Starting: sources release, targets start from the stop offsets under the next epoch',
+    at: 'Starting',
+    calls: [...released, ...assigned, 'persist Sealing'],
+    kind: 'advanced',
+    phase: 'Sealing',
+  },
+  {
+    name: 'Starting, a source 404 on release: it holds nothing, carry on',
+    at: 'Starting',
+    faults: { 'rs-a-1 release': 404 },
+    calls: [...released, ...assigned, 'persist Sealing'],
+    kind: 'advanced',
+    phase: 'Sealing',
+  },
+  {
+    name: 'Starting, a source 409 on release: blocked with the status',
+    at: 'Starting',
+    faults: { 'rs-a-0 release': 409 },
+    calls: released.slice(0, 1),
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'ReleaseFailed',
+    receiverStatus: 409,
+  },
+  {
+    name: 'Starting, a target unreachable: blocked',
+    at: 'Starting',
+    faults: { 'rs-b-1 assign': 'unreachable' },
+    calls: [...released, ...assigned],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'StartFailed',
+  },
+  {
+    name: 'Starting, a target unreachable past the deadline: still blocked, never rolled back',
+    at: 'Starting',
+    faults: { 'rs-b-1 assign': 'unreachable' },
+    inPhaseMs: late,
+    calls: [...released, ...assigned],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'StartFailed',
+  },
+  {
+    name: 'Starting, the target replica set away: sources released, blocked',
+    at: 'Starting',
+    away: ['rs-b'],
+    calls: released,
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'TargetReceiverUnavailable',
+  },
+  {
+    name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; on to Done',
+    at: 'Sealing',
+    calls: [
+      'rs-a-0 seal 0ms',
+      'rs-a-0 unassign',
+      'rs-a-1 seal 0ms',
+      'rs-a-1 unassign',
+      'persist Done',
+    ],
+    kind: 'advanced',
+    phase: 'Done',
+  },
+  {
+    name: 'Sealing, a hand-off pending: wait, the next replica is not asked yet',
+    at: 'Sealing',
+    faults: { 'rs-a-0 seal': 'handOffPending' },
+    calls: ['rs-a-0 seal 0ms'],
+    kind: 'waiting',
+    phase: 'Sealing',
+    requeueAfterMs: requeueDelayMs.handOffPending,
+  },
+  {
+    name: 'Sealing, a hand-off pending past its timeout: blocked HandOffPending',
+    at: 'Sealing',
+    faults: { 'rs-a-1 seal': 'handOffPending' },
+    inPhaseMs: handOffTimeoutMs + 1,
+    calls: ['rs-a-0 seal 0ms', 'rs-a-0 unassign', 'rs-a-1 seal 0ms'],
+    kind: 'blocked',
+    phase: 'Sealing',
+    reason: 'HandOffPending',
+  },
+  {
+    name: 'Sealing, a 404 on seal: already unassigned, skipped',
+    at: 'Sealing',
+    faults: { 'rs-a-0 seal': 404 },
+    calls: ['rs-a-0 seal 0ms', 'rs-a-1 seal 0ms', 'rs-a-1 unassign', 'persist Done'],
+    kind: 'advanced',
+    phase: 'Done',
+  },
+  {
+    name: 'Sealing, a 409 on unassign: blocked with the status',
+    at: 'Sealing',
+    faults: { 'rs-a-0 unassign': 409 },
+    calls: ['rs-a-0 seal 0ms', 'rs-a-0 unassign'],
+    kind: 'blocked',
+    phase: 'Sealing',
+    reason: 'UnassignFailed',
+    receiverStatus: 409,
+  },
+  {
+    name: 'Sealing, a source unreachable past the deadline: still blocked, never rolled back',
+    at: 'Sealing',
+    faults: { 'rs-a-0 seal': 'unreachable' },
+    inPhaseMs: late,
+    calls: ['rs-a-0 seal 0ms'],
+    kind: 'blocked',
+    phase: 'Sealing',
+    reason: 'SealFailed',
+  },
+  {
+    name: 'Done: the journal is cleared',
+    at: 'Done',
+    calls: ['persist cleared'],
+    kind: 'completed',
+    phase: 'cleared',
+    requeueAfterMs: requeueDelayMs.finished,
+  },
+];
+
+describe('stepReassign: phase × fault', () => {
+  test.each(cases)('$name', async (c) => {
+    const h = harness(journalAt(c.at), c);
+    const outcome = await stepReassign(h.ctx, journalAt(c.at));
+    expect(h.log).toEqual(c.calls);
+    expect(outcome.kind).toBe(c.kind);
+    expect(h.object().status?.reassign?.phase ?? 'cleared').toBe(c.phase);
+    if (c.requeueAfterMs !== undefined) expect(outcome.requeueAfterMs).toBe(c.requeueAfterMs);
+    if (outcome.kind === 'blocked' || outcome.kind === 'rolledBack') {
+      expect(outcome.error.reason).toBe(c.reason);
+      expect(outcome.error.receiverStatus).toBe(c.receiverStatus);
+    } else {
+      expect(c.reason).toBeUndefined();
+    }
+    // Every receiver call carries the reconcile's signal; each phase is announced once.
+    expect(h.signals.every((s) => s === h.ctx.signal)).toBe(true);
+    expect(h.phases).toEqual([`r-2-abcdef ${c.at}`]);
+  });
+});
+
+describe('stepReassign: what a step writes', () => {
+  test('Pausing writes stop = the highest position over the source replicas', async () => {
+    const h = harness(journalAt('Pausing'));
+    await stepReassign(h.ctx, journalAt('Pausing'));
+    expect(h.object().status?.reassign).toMatchObject({
+      phase: 'Draining',
+      stopOffsets: { '0': '105', '1': '200' },
+      phaseStartedAt: new Date(t0).toISOString(),
+    });
+  });
+
+  test('a move without a source stops at the starting offset', async () => {
+    const j = journalAt('Pausing', { moves: [{ partition: 2, to: 'rs-b' }] });
+    const h = harness(j);
+    await stepReassign(h.ctx, j);
+    expect(h.log).toEqual(['persist Draining']);
+    expect(h.object().status?.reassign?.stopOffsets).toEqual({ '2': '0' });
+  });
+
+  test('Draining writes the highest event-time watermark over the source replicas', async () => {
+    const h = harness(journalAt('Draining'));
+    await stepReassign(h.ctx, journalAt('Draining'));
+    expect(h.object().status?.reassign?.watermarks).toEqual({ '0': 1_500, '1': 2_000 });
+  });
+
+  test('Sealing writes the final assignment (the emptied source deleted) and bumped epochs', async () => {
+    const h = harness(journalAt('Sealing'));
+    await stepReassign(h.ctx, journalAt('Sealing'));
+    expect(h.object().status).toMatchObject({
+      assignment: { 'rs-b': [0, 1] },
+      epochs: { '0': 2, '1': 2 },
+      reassign: { phase: 'Done' },
+    });
+    expect(Object.keys(h.object().status?.assignment ?? {})).toEqual(['rs-b']);
+  });
+
+  test('Done emits ReassignCompleted; a roll-back emits ReassignRolledBack with the cause', async () => {
+    const done = harness(journalAt('Done'));
+    await stepReassign(done.ctx, journalAt('Done'));
+    expect(done.events).toEqual([
+      'Normal ReassignCompleted: reassign r-2-abcdef moved 2 partition(s): 0 rs-a→rs-b, 1 rs-a→rs-b',
+    ]);
+
+    const back = harness(journalAt('Pausing'), {
+      faults: { 'rs-a-0 pause': 404 },
+      inPhaseMs: late,
+    });
+    const outcome = await stepReassign(back.ctx, journalAt('Pausing'));
+    expect(back.events).toHaveLength(1);
+    expect(back.events[0]).toMatch(
+      /^Warning ReassignRolledBack: reassign r-2-abcdef rolled back in phase Pausing after 60s: pause on receiver rs-a-0/,
+    );
+    if (outcome.kind !== 'rolledBack') throw new Error(`expected a roll-back, got ${outcome.kind}`);
+    expect(outcome.error.cause).toBeInstanceOf(PhaseBlocked);
+    expect((outcome.error.cause as PhaseBlocked).receiverStatus).toBe(404);
+  });
+
+  test('a blocked target says which partitions wait and who released them, with the cause kept', async () => {
+    const h = harness(journalAt('Starting'), { faults: { 'rs-b-0 assign': 409 } });
+    const outcome = await stepReassign(h.ctx, journalAt('Starting'));
+    if (outcome.kind !== 'blocked') throw new Error(`expected blocked, got ${outcome.kind}`);
+    expect(outcome.error.message).toMatch(
+      /^assign on receiver rs-b-0 \(rs-b\) failed: .*409.*; partitions 0, 1 \(released by rs-a\) wait for rs-b$/,
+    );
+    expect(outcome.error.cause).toBeInstanceOf(ReceiverApiError);
+  });
+
+  test('an unreachable receiver is named with the connection error', async () => {
+    const h = harness(journalAt('Pausing'), { faults: { 'rs-a-0 pause': 'unreachable' } });
+    const outcome = await stepReassign(h.ctx, journalAt('Pausing'));
+    if (outcome.kind !== 'blocked') throw new Error(`expected blocked, got ${outcome.kind}`);
+    expect(outcome.error.message).toBe(
+      'pause on receiver rs-a-0 (rs-a) failed: fetch failed: connect ECONNREFUSED',
+    );
+    expect(outcome.error.receiverStatus).toBeUndefined();
+  });
+});
+
+describe('stepReassign: a whole move, one phase per step', () => {
+  test('Planned to Done in six steps; each write comes before the next phase calls anything', async () => {
+    const h = harness(journalAt('Planned'));
+    const kinds: string[] = [];
+    for (let step = 0; step < 10; step += 1) {
+      const journal = h.object().status?.reassign;
+      if (!journal) break;
+      h.ctx.object = h.object();
+      kinds.push((await stepReassign(h.ctx, journal)).kind);
+    }
+    expect(kinds).toEqual([
+      'advanced',
+      'advanced',
+      'advanced',
+      'advanced',
+      'advanced',
+      'completed',
+    ]);
+    expect(h.log).toEqual([
+      'persist Pausing',
+      ...paused,
+      'persist Draining',
+      ...drains,
+      'persist Starting',
+      ...released,
+      ...assigned,
+      'persist Sealing',
+      'rs-a-0 seal 0ms',
+      'rs-a-0 unassign',
+      'rs-a-1 seal 0ms',
+      'rs-a-1 unassign',
+      'persist Done',
+      'persist cleared',
+    ]);
+    expect(h.phases).toEqual(
+      ['Planned', 'Pausing', 'Draining', 'Starting', 'Sealing', 'Done'].map(
+        (p) => `r-2-abcdef ${p}`,
+      ),
+    );
+    expect(h.object().status).toEqual({
+      assignment: { 'rs-b': [0, 1] },
+      epochs: { '0': 2, '1': 2 },
+    });
+  });
+
+  test('a drain polled until done: the phase is announced once, the deadline counts from its start', async () => {
+    const faults: Record<string, Fault> = { 'rs-a-0 drain': 'draining' };
+    const h = harness(journalAt('Draining'), { faults });
+    const outcomes: StepOutcome['kind'][] = [];
+    for (const inPhaseMs of [0, 5_000, 10_000]) {
+      h.clock.ms = t0 + inPhaseMs;
+      outcomes.push((await stepReassign(h.ctx, journalAt('Draining'))).kind);
+    }
+    delete faults['rs-a-0 drain'];
+    outcomes.push((await stepReassign(h.ctx, journalAt('Draining'))).kind);
+    expect(outcomes).toEqual(['waiting', 'waiting', 'waiting', 'advanced']);
+    expect(h.phases).toEqual(['r-2-abcdef Draining']);
+    expect(h.log.filter((l) => l.includes('drain'))).toEqual([
+      ...drains.slice(0, 1),
+      ...drains.slice(0, 1),
+      ...drains.slice(0, 1),
+      ...drains,
+    ]);
+    expect(h.object().status?.reassign).toMatchObject({
+      phase: 'Starting',
+      phaseStartedAt: new Date(t0 + 10_000).toISOString(),
+    });
+  });
+
+  test('a phase blocked and retried is announced once; a new process announces it again', async () => {
+    const h = harness(journalAt('Starting'), { faults: { 'rs-b-0 assign': 'unreachable' } });
+    await stepReassign(h.ctx, journalAt('Starting'));
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(h.phases).toEqual(['r-2-abcdef Starting']);
+    h.ctx.entries = new PhaseEntries();
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(h.phases).toEqual(['r-2-abcdef Starting', 'r-2-abcdef Starting']);
+  });
+});
+
+describe('stepReassign: the abort signal', () => {
+  test('aborted before the step: nothing is called, nothing written', async () => {
+    const h = harness(journalAt('Pausing'));
+    h.abort.abort(new Error('lost the lease'));
+    await expect(stepReassign(h.ctx, journalAt('Pausing'))).rejects.toThrow('lost the lease');
+    expect(h.log).toEqual([]);
+  });
+
+  test('aborted during a receiver call: the step stops there, with the abort and not as blocked', async () => {
+    const h = harness(journalAt('Pausing'));
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      return {
+        ...c,
+        pause: (cube: string, partitions: number[], signal?: AbortSignal) => {
+          h.abort.abort(new Error('shutting down'));
+          return c.pause(cube, partitions, signal);
+        },
+      };
+    };
+    await expect(stepReassign(h.ctx, journalAt('Pausing'))).rejects.toThrow('shutting down');
+    expect(h.log).toEqual(paused.slice(0, 1));
+    expect(h.object().status?.reassign?.phase).toBe('Pausing');
+  });
+});
