@@ -85,14 +85,17 @@ export interface ReassignContext {
   signal: AbortSignal;
 }
 
-/** When the reconciler runs the cube again after each outcome. */
+/**
+ * When the reconciler runs the cube again after each outcome. Between two phases there is nothing
+ * to wait for (the reconciler reads its own write back, even before the informer has it): the
+ * short delay only hands the worker back, so other cubes' keys run in between.
+ */
 export const requeueDelayMs = {
-  /** The next phase can run at once; the pause lets the informer see the write. */
-  advanced: 100,
-  /** A drain under way, polled again (the poll itself waited `drainPollMs` on the receiver). */
-  drainPending: 200,
-  /** A hand-off under way: the seal answers at once, so re-check soon. */
-  handOffPending: 200,
+  advanced: 20,
+  /** A drain under way: the poll itself waited up to `drainPollMs` on the receiver. */
+  drainPending: 50,
+  /** A hand-off under way: the seal answers at once (the receiver retries every 100 ms). */
+  handOffPending: 100,
   /** Reported as Degraded; retried. */
   blocked: 2_000,
   /** Done or rolled back: the next reconcile observes the receivers. */

@@ -466,7 +466,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       object = outcome.object;
       switch (outcome.kind) {
         case 'advanced':
+          return { requeueAfterMs: outcome.requeueAfterMs };
         case 'waiting':
+          log.debug('reassign waiting', {
+            reassignId: j.id,
+            phase: j.phase,
+            detail: outcome.message,
+          });
           return { requeueAfterMs: outcome.requeueAfterMs };
         case 'blocked':
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
