@@ -28,6 +28,7 @@ import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
+import { OwnWrites } from './own-writes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import {
   PhaseEntries,
@@ -94,24 +95,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return c;
   };
 
-  // The informer may not have seen this reconciler's last write yet when the cube runs again: a
-  // cached version that one of its writes superseded (the write's precondition proves it) is read
-  // as that write, so a phase is not run again from a stale journal.
-  const ownWrites = new Map<string, { superseded: Set<string>; latest: CubeAssignment }>();
-  function wrote(before: CubeAssignment, after: CubeAssignment): CubeAssignment {
-    const key = `${before.metadata?.namespace ?? 'default'}/${before.metadata?.name ?? ''}`;
-    const own = ownWrites.get(key) ?? { superseded: new Set<string>(), latest: after };
-    if (before.metadata?.resourceVersion) own.superseded.add(before.metadata.resourceVersion);
-    own.latest = after;
-    ownWrites.set(key, own);
-    return after;
-  }
-  function freshest(key: string, cached: CubeAssignment | undefined): CubeAssignment | undefined {
-    const own = ownWrites.get(key);
-    if (cached && own?.superseded.has(cached.metadata?.resourceVersion ?? '')) return own.latest;
-    ownWrites.delete(key);
-    return cached;
-  }
+  // The informer may not have this reconciler's last write yet when the cube runs again.
+  const ownWrites = new OwnWrites<CubeAssignment>();
 
   async function patchStatus(
     object: CubeAssignment,
@@ -123,7 +108,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
       mergePatch(signal),
     )) as CubeAssignment;
-    return wrote(object, updated);
+    return ownWrites.wrote(object, updated);
   }
 
   async function patchFinalizers(
@@ -143,7 +128,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       },
       mergePatch(signal),
     )) as CubeAssignment;
-    return wrote(object, updated);
+    return ownWrites.wrote(object, updated);
   }
 
   function conditionsWith(
@@ -387,7 +372,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     signal: AbortSignal,
   ): Promise<ReconcileResult | void> {
     const { namespace = 'default', name } = splitObjectKey(key);
-    const cached = freshest(`${namespace}/${name}`, deps.getCube(namespace, name));
+    const cached = ownWrites.read(key, deps.getCube(namespace, name));
     if (!cached) return;
     let object = structuredClone(cached);
     const cube = name;
