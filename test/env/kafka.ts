@@ -5,6 +5,8 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { basename, join } from 'node:path';
 import { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { logLevel } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
 import { freePort, runCommand, startService, waitForService } from './processes.ts';
@@ -195,6 +197,31 @@ function canConnect(port: number): Promise<boolean> {
   });
 }
 
+const nodeId = 1;
+
+/**
+ * Whether the broker answers a Metadata request on its PLAINTEXT listener and lists itself among
+ * the live brokers, which a KRaft broker does only once it is unfenced and serving. One attempt,
+ * bounded in time: the caller polls.
+ */
+async function brokerListsItself(bootstrap: string): Promise<boolean> {
+  const admin = createKafka({
+    clientId: 'streamcube-testenv-readiness',
+    brokers: [bootstrap],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1_000,
+    requestTimeout: 2_000,
+    retry: { retries: 0 },
+  }).admin();
+  try {
+    await admin.connect();
+    const cluster = await admin.describeCluster();
+    return cluster.brokers.some((b) => b.nodeId === nodeId);
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
 export interface KafkaPorts {
   broker: number;
   controller: number;
@@ -220,8 +247,8 @@ export async function startKafka(
     propsFile,
     [
       'process.roles=broker,controller',
-      'node.id=1',
-      `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+      `node.id=${nodeId}`,
+      `controller.quorum.voters=${nodeId}@127.0.0.1:${controllerPort}`,
       `listeners=PLAINTEXT://127.0.0.1:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
       `advertised.listeners=PLAINTEXT://127.0.0.1:${brokerPort}`,
       'controller.listener.names=CONTROLLER',
@@ -274,10 +301,10 @@ export async function startKafka(
     `Kafka ${version} broker`,
     async () =>
       (await canConnect(brokerPort)) &&
-      // The listener accepts connections before the broker has caught up with the metadata log.
-      /Kafka Server started|\[KafkaRaftServer nodeId=1\] Kafka Server started/.test(
-        readFileSync(logFile).subarray(logStart).toString('utf8'),
-      ),
+      // The listener accepts connections before the broker has caught up with the metadata log:
+      // ready is the broker saying so in its log, or answering Metadata with itself in it.
+      (/Kafka Server started/.test(readFileSync(logFile).subarray(logStart).toString('utf8')) ||
+        (await brokerListsItself(broker.bootstrap))),
     broker,
     90_000,
   );
