@@ -21,7 +21,7 @@ export interface KafkaBroker {
   dataDir: string;
 }
 
-interface MavenArtifact {
+export interface MavenArtifact {
   groupId: string;
   artifactId: string;
   version: string;
@@ -63,7 +63,7 @@ const isKafka4 = (version: string): boolean => Number(version.split('.')[0]) >= 
  * log4j version Kafka's own POM asks for (4.1 on; 4.0's names none: 2.24.3). 3.x gets reload4j.
  * slf4j-api is pinned to the version Kafka resolves so that the binding cannot move it.
  */
-function loggingArtifacts(kafkaClasspath: string, kafkaVersion: string): MavenArtifact[] {
+export function loggingArtifacts(kafkaClasspath: string, kafkaVersion: string): MavenArtifact[] {
   const slf4j = jarVersion(kafkaClasspath, 'slf4j-api');
   if (!slf4j) throw new Error(`Kafka ${kafkaVersion} resolves no slf4j-api: cannot pick a binding`);
   const api: MavenArtifact = { groupId: 'org.slf4j', artifactId: 'slf4j-api', version: slf4j };
