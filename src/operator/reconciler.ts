@@ -216,6 +216,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       ...object.spec.replicaSets,
       ...targets,
     ]);
+    // The seal answers at once; a receiver whose hand-off is still pending is asked again on the
+    // next reconcile instead of holding a worker until it is done.
+    let handOffPending = false;
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
@@ -224,7 +227,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             .filter((p) => p.state !== 'released')
             .map((p) => p.partition);
           if (held.length > 0) await client.release(cube, held, signal);
-          await client.seal(cube, 30_000, signal);
+          const sealed = await client.seal(cube, 0, signal);
+          if (sealed.segments.some((s) => s.state !== 'HANDED_OFF')) {
+            handOffPending = true;
+            continue;
+          }
           await client.unassign(cube, false, signal);
         } catch (error) {
           if (error instanceof ReceiverApiError && error.status === 404) continue;
@@ -232,6 +239,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         }
       }
     }
+    if (handOffPending) return { requeueAfterMs: requeueDelayMs.handOffPending };
     deps.events.record(
       object,
       'Normal',
