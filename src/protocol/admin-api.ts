@@ -96,6 +96,8 @@ export interface CubeStatus {
   replicaSet: string;
   receiver: string;
   topic: string;
+  /** cubeSpecDigest of the source and schema the receiver runs for this cube. */
+  specDigest: string;
   partitions: PartitionStatus[];
   segments: SegmentStatus[];
   /** Events aggregated into segments since the cube was assigned here (kept across restarts). */
