@@ -2,12 +2,16 @@
 // that another Kafka client could replace kafkajs. The caller owns positions; this layer only
 // delivers records and reports how far the log goes.
 import { randomUUID } from 'node:crypto';
-import { KafkaJSNotImplemented, type Admin, type Consumer, type Kafka } from 'kafkajs';
+import kafkajs, { type Admin, type Consumer, type Kafka } from 'kafkajs';
 import { injectedFault } from '../observability/fault-injection.ts';
 import { exactPartitionAssigner } from './exact-assigner.ts';
 
-/** kafkajs's type declaration leaves out the message its constructor takes. */
-const NotImplemented = KafkaJSNotImplemented as unknown as new (message: string) => Error;
+/**
+ * The error kafkajs raises for a batch it cannot decode (a codec it lacks). Its errors are spread
+ * into module.exports, which Node's named ESM imports of CommonJS do not see; its type
+ * declaration leaves out the message the constructor takes.
+ */
+const NotImplemented = kafkajs.KafkaJSNotImplemented as unknown as new (message: string) => Error;
 
 export interface ConsumedRecord {
   offset: bigint;

@@ -297,6 +297,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     status: Record<string, unknown>;
     unowned: number[];
     problems: Problem[];
+    /** ConsumerFailed, one per receiver whose consumer is down. */
+    failed: Problem[];
     rejected: RejectionDelta[];
   }> {
     const assignment = object.status?.assignment ?? {};
@@ -304,6 +306,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const partitionRows: Record<string, unknown>[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
+    const failed: Problem[] = [];
     const consuming = new Set<number>();
     const rejected: RejectionDelta[] = [];
     const observedReceivers = new Set<string>();
@@ -351,7 +354,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           if (p.state === 'consuming' || p.state === 'draining') consuming.add(p.partition);
         }
         const failure = consumerFailed(receiver, rs, status, owned);
-        if (failure) problems.push(failure);
+        if (failure) failed.push(failure);
         observedReceivers.add(receiver);
         const delta = rejections.observe(key, { name: receiver, replicaSet: rs }, now, {
           ingested: status.ingested,
@@ -393,6 +396,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
       unowned,
       problems,
+      failed,
       rejected,
     };
   }
@@ -578,7 +582,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     const observed = await observe(object, cube, receivers, partitions);
-    const problems = [...plan.problems, ...observed.problems];
+    // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
+    // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
+    const problems = [...observed.failed, ...plan.problems, ...observed.problems];
     if (observed.unowned.length > 0 && partitions !== undefined) {
       problems.push({
         reason: 'PartitionsNotConsumed',
