@@ -130,7 +130,9 @@ function fakeReceiver(
     specDigest: 'digest',
     partitions: [],
     segments,
+    ingested: 0,
     rejected: {},
+    consumer: { state: 'running', failures: 0 },
   });
   return {
     pause: (_cube: string, partitions: number[], signal?: AbortSignal) =>
