@@ -11,10 +11,10 @@ import { parseArgs } from 'node:util';
 import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
-import { findRunningEnvironment } from '../test/env/environment.ts';
-import { startKafka } from '../test/env/kafka.ts';
-import { stopService } from '../test/env/processes.ts';
-import { settings } from '../test/env/settings.ts';
+import { findRunningEnvironment } from '../src/local/environment.ts';
+import { startKafka } from '../src/local/kafka.ts';
+import { stopService } from '../src/local/processes.ts';
+import { settings } from '../src/local/settings.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
 import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
 

@@ -3,15 +3,15 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { settings } from './settings.ts';
+import { settings } from '../../src/local/settings.ts';
 import {
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
   startEnvironment,
-} from './environment.ts';
-import { say } from './progress.ts';
-import { ensureHelm } from './controlplane.ts';
+} from '../../src/local/environment.ts';
+import { say } from '../../src/local/progress.ts';
+import { ensureHelm } from '../../src/local/controlplane.ts';
 
 export default async function globalSetup(): Promise<void> {
   let env = process.env.CI === 'true' ? undefined : findRunningEnvironment(settings.stateDir);

@@ -13,9 +13,9 @@ export const settings = {
   stateDir: process.env.STREAMCUBE_ENV_DIR || join(homedir(), '.cache', 'streamcube', 'env'),
   /** Apache Kafka broker from Maven Central (org.apache.kafka:kafka_2.13). */
   kafkaVersion: process.env.STREAMCUBE_KAFKA_VERSION || '3.9.2',
-  /** Must match the k8s.io/kubernetes version in test/env/controlplane/go.mod. */
+  /** Must match the k8s.io/kubernetes version in src/local/controlplane/go.mod. */
   kubernetesVersion: 'v1.35.4',
-  /** Must match go.etcd.io/etcd/server/v3 in test/env/controlplane/go.mod. */
+  /** Must match go.etcd.io/etcd/server/v3 in src/local/controlplane/go.mod. */
   etcdVersion: 'v3.6.5',
   helmVersion: process.env.STREAMCUBE_HELM_VERSION || 'v3.20.2',
   /** The Go wrapper module that builds etcd, kube-apiserver and kubectl. */
