@@ -10,9 +10,9 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { resolveKafkaClasspath } from '../env/kafka.ts';
+import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { testEnvironment } from '../env/connection.ts';
-import { runCommand } from '../env/processes.ts';
+import { runCommand } from '../../src/local/processes.ts';
 
 const producerSource = resolve(import.meta.dirname, 'java', 'Producer.java');
 

@@ -4,8 +4,8 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { testEnvironment } from '../env/connection.ts';
-import { resolveKafkaClasspath } from '../env/kafka.ts';
-import { runCommand } from '../env/processes.ts';
+import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
+import { runCommand } from '../../src/local/processes.ts';
 
 export interface LogBatch {
   baseOffset: bigint;
