@@ -57,6 +57,8 @@ export async function startReceiverPod(
     port: number;
     token: string;
     deepStorageDir: string;
+    idleTimeout?: string;
+    flushInterval?: string;
   },
 ): Promise<ReceiverProcess> {
   const receiver = new ReceiverProcess({
@@ -66,6 +68,8 @@ export async function startReceiverPod(
     host: o.ip,
     port: o.port,
     token: o.token,
+    idleTimeout: o.idleTimeout,
+    flushInterval: o.flushInterval,
   });
   await receiver.start();
   await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
