@@ -1,5 +1,6 @@
-// Where the test environment keeps its cache and state, and which versions it runs. Every value
-// can be overridden by an environment variable so that another Kafka or Kubernetes can be tried.
+// Where the local environment (of `streamcube local`, `npm run env:up` and the tests) keeps its
+// cache and state, and which versions it runs. Every value can be overridden by an environment
+// variable so that another Kafka or Kubernetes can be tried.
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
