@@ -335,6 +335,8 @@ export type SegmentCounts = z.infer<typeof segmentCounts>;
 
 export const cubeAssignmentStatus = z.object({
   observedGeneration: z.int().min(0).optional(),
+  /** cubeSpecDigest of the source and schema every receiver holding the cube was brought to. */
+  specDigest: z.string().max(64).optional(),
   /** replica set → partitions, as applied now. */
   assignment: partitionsByReplicaSet().optional(),
   /** partition → assignment epoch, bumped on every move. */

@@ -383,9 +383,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     };
     if (journal) return runJournal(journal);
 
-    // A spec edit reaches every receiver before anything else runs under it, and before
-    // observedGeneration says it is applied.
-    if (object.metadata?.generation !== object.status?.observedGeneration) {
+    // A source edit reaches every receiver before anything else runs under it, and before
+    // observedGeneration says it is applied. Other edits (placement, suspend) need no roll-out,
+    // and must not wait for receivers that are down.
+    const specDigest = cubeSpecDigest(assignRequest(object, '', []));
+    if (object.status?.specDigest !== specDigest) {
       const notRolledOut = await rollOutSpec(object, cube, receivers);
       if (notRolledOut.length > 0) {
         const message = notRolledOut.map((p) => p.message).join('; ');
@@ -403,6 +405,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         });
         return { requeueAfterMs: 2_000 };
       }
+      object = await patchStatus(object, { specDigest });
     }
 
     if (object.spec.suspend) {
