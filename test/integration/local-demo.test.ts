@@ -3,7 +3,7 @@
 // pyarrow), answers every event its demo producer wrote, nothing was rejected and the cube is
 // Ready. Ctrl-C (SIGINT to its process group, as a terminal sends it) stops every process it started.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -55,10 +55,14 @@ function descendantsOf(root: number): number[] {
   return out;
 }
 
-afterAll(() => {
-  // Whatever the test's outcome, leave nothing running.
+afterAll(async () => {
+  // Whatever the test's outcome, leave nothing running; and, as for the test environment's own
+  // directory, keep the broker's and API server's data only with STREAMCUBE_KEEP_ENV=true.
   if (local?.pid !== undefined && isAlive(local.pid)) process.kill(-local.pid, 'SIGKILL');
   for (const pid of started) if (isAlive(pid)) process.kill(-pid, 'SIGKILL');
+  await waitFor('leftovers killed', () => Promise.resolve(!started.some(isAlive)), 10_000);
+  if (process.env.STREAMCUBE_KEEP_ENV !== 'true')
+    rmSync(stateDir, { recursive: true, force: true });
 });
 
 const emptyTotals = (): DemoTotals => ({ events: 0, revenue: 0, byCountry: {} });
