@@ -59,6 +59,7 @@ export async function startReceiverPod(
     deepStorageDir: string;
     idleTimeout?: string;
     flushInterval?: string;
+    env?: NodeJS.ProcessEnv;
   },
 ): Promise<ReceiverProcess> {
   const receiver = new ReceiverProcess({
@@ -70,6 +71,7 @@ export async function startReceiverPod(
     token: o.token,
     idleTimeout: o.idleTimeout,
     flushInterval: o.flushInterval,
+    ...(o.env ? { env: o.env } : {}),
   });
   await receiver.start();
   await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
@@ -164,6 +166,8 @@ export interface OperatorProcessOptions {
   receiverToken: string;
   receiverPort: number;
   leaseName?: string;
+  /** More flags, after the defaults (a later flag wins). */
+  args?: string[];
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
@@ -206,6 +210,7 @@ export class OperatorProcess {
         '--phase-timeout=30s',
         '--drain-timeout=20s',
         '--resync=1s',
+        ...(this.options.args ?? []),
       ],
       { stdio: ['ignore', log, log], env: { ...process.env, ...env } },
     );
