@@ -1,59 +1,31 @@
 // Every codec Kafka producers use decodes: one topic whose log holds, one stretch after another,
 // batches Kafka's own Java producer wrote uncompressed and with gzip, snappy, lz4 and zstd. A
 // receiver consumes all of it; its aggregates equal the ground truth and its offsets tile.
-import { logLevel, type Admin } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { assignRequest, createTopic, makeEvents, type TestEvent } from '../support/events.ts';
 import {
-  assignRequest,
-  createTopic,
-  makeEvents,
-  testSchema,
-  type TestEvent,
-} from '../support/events.ts';
-import {
-  expectRowsEqual,
+  expectRowsOfEvents,
   expectTiling,
   rangesOf,
   waitForPositions,
 } from '../support/receiver-checks.ts';
-import { mergeRows, modelCube } from '../support/cube-model.ts';
-import { compressions, startJavaProducer, type WrittenRecord } from '../support/java-producer.ts';
+import {
+  compressions,
+  startJavaProducer,
+  valuesByPartition,
+  type WrittenRecord,
+} from '../support/java-producer.ts';
 import { logBatches } from '../support/log-batches.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-codecs-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const fixture = useReceiver({ id: 'r-codecs' });
 const T0 = Date.UTC(2026, 0, 1);
 const partitions = [0, 1, 2];
 /** Per codec and partition: this many sends of `perSend` events, each flushed as its own batch. */
 const sends = 4;
 const perSend = 50;
 
-let admin: Admin;
-let receiver: ReceiverProcess;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  await admin.connect();
-  receiver = new ReceiverProcess({
-    id: 'r-codecs',
-    replicaSet: 'rs-a',
-    deepStorageDir: tempDir('deep'),
-  });
-  await receiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.stop();
-  await admin?.disconnect();
-});
-
 test('batches written with none, gzip, snappy, lz4 and zstd all decode: exact aggregates, tiled offsets', async () => {
+  const { admin, receiver, env } = fixture;
   const topic = await createTopic(admin, partitions.length);
   const written: WrittenRecord[] = [];
   for (const [k, compression] of compressions.entries()) {
@@ -116,24 +88,10 @@ test('batches written with none, gzip, snappy, lz4 and zstd all decode: exact ag
   expect(status.rejected).toEqual({});
 
   // Ground truth: the records the producer had acknowledged, replayed in offset order.
-  const byPartition = new Map(
-    partitions.map((p) => [
-      p,
-      written
-        .filter((r) => r.partition === p)
-        .sort((a, b) => (a.offset < b.offset ? -1 : 1))
-        .map((r) => JSON.parse(r.value) as TestEvent),
-    ]),
-  );
+  const byPartition = valuesByPartition<TestEvent>(written, partitions);
   expect([...byPartition.values()].map((events) => events.length)).toEqual(
     partitions.map(() => Number(end)),
   );
-  const model = modelCube(testSchema, byPartition);
-  const answer = await receiver.client.query('codecs', { groupBy: testSchema.dimensions });
-  expectRowsEqual(
-    answer.rows,
-    mergeRows(testSchema, [...model.windows.values()].flat()),
-    testSchema,
-  );
+  await expectRowsOfEvents(receiver.client, 'codecs', byPartition);
   for (const p of partitions) expectTiling(rangesOf(p, status.segments), 0n, end);
 });

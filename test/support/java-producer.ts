@@ -345,6 +345,22 @@ export class JavaProducer {
   }
 }
 
+/** Record values of each partition in offset order, parsed as JSON: what a consumer replays. */
+export function valuesByPartition<T>(
+  records: WrittenRecord[],
+  partitions: number[],
+): Map<number, T[]> {
+  return new Map(
+    partitions.map((partition) => [
+      partition,
+      records
+        .filter((r) => r.partition === partition)
+        .sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0))
+        .map((r) => JSON.parse(r.value) as T),
+    ]),
+  );
+}
+
 export function startJavaProducer(options: JavaProducerOptions): Promise<JavaProducer> {
   return JavaProducer.start(options);
 }
