@@ -17,6 +17,20 @@ declare module 'lz4js' {
     sLength: number,
     dIndex: number,
   ): number;
-  /** One LZ4 frame holding all of `src`. */
-  export function compress(src: Uint8Array, maxSize?: number): Uint8Array;
+  /**
+   * Compresses src[sIndex, sIndex + sLength) as one LZ4 block into `dst` (from 0), matching
+   * against positions in `hashTable` (zeroed: none); returns its size, 0 when nothing matched.
+   */
+  export function compressBlock(
+    src: Uint8Array,
+    dst: Uint8Array,
+    sIndex: number,
+    sLength: number,
+    hashTable: Uint32Array,
+  ): number;
+}
+
+declare module 'lz4js/xxh32.js' {
+  /** xxHash32 of src[index, index + length). */
+  export function hash(seed: number, src: Uint8Array, index: number, length: number): number;
 }

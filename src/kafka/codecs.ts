@@ -4,9 +4,23 @@
 // Nothing here is native or downloaded at install time.
 import { promisify } from 'node:util';
 import { zstdCompress, zstdDecompress } from 'node:zlib';
-import kafkajs from 'kafkajs';
+import kafkajs, { type CompressionTypes } from 'kafkajs';
 import SnappyCodec from 'kafkajs-snappy';
 import * as lz4js from 'lz4js';
+import * as lz4xxh32 from 'lz4js/xxh32.js';
+
+/** The codecs of Kafka record batches, by the names producers configure (`compression.type`). */
+export const codecNames = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
+export type CodecName = (typeof codecNames)[number];
+
+/** kafkajs's `compression` value for each codec, for producers that write them. */
+export const kafkajsCompression: Record<CodecName, CompressionTypes> = {
+  none: kafkajs.CompressionTypes.None,
+  gzip: kafkajs.CompressionTypes.GZIP,
+  snappy: kafkajs.CompressionTypes.Snappy,
+  lz4: kafkajs.CompressionTypes.LZ4,
+  zstd: kafkajs.CompressionTypes.ZSTD,
+};
 
 /** The codec shape kafkajs calls: `compress` gets its Encoder, of which only `buffer` is used. */
 export interface KafkajsCodec {
@@ -112,9 +126,34 @@ export function decompressLz4(src: Buffer): Buffer {
   return dst.subarray(0, out);
 }
 
+const LZ4_WRITE_BLOCK = 64 << 10;
+const lz4HashTable = new Uint32Array(1 << 16);
+const lz4BlockBuffer = Buffer.alloc(LZ4_WRITE_BLOCK + (LZ4_WRITE_BLOCK >> 7) + 64);
+
+/**
+ * One LZ4 frame of independent 64 KiB blocks, as Kafka's Java client writes them: its reader
+ * (which every broker runs to validate a batch) refuses dependent blocks, and lz4js's own frame
+ * writer makes those. lz4js compresses each block, with the match table cleared in between.
+ */
 export function compressLz4(src: Buffer): Buffer {
-  const frame = lz4js.compress(src);
-  return Buffer.from(frame.buffer, frame.byteOffset, frame.length);
+  const header = Buffer.from([0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0]); // FLG: v1, independent
+  header[6] = (lz4xxh32.hash(0, header, 4, 2) >>> 8) & 0xff;
+  const parts: Buffer[] = [header];
+  for (let at = 0; at < src.length; at += LZ4_WRITE_BLOCK) {
+    const size = Math.min(LZ4_WRITE_BLOCK, src.length - at);
+    lz4HashTable.fill(0);
+    const compressed = lz4js.compressBlock(src, lz4BlockBuffer, at, size, lz4HashTable);
+    const blockHeader = Buffer.alloc(4);
+    if (compressed > 0 && compressed < size) {
+      blockHeader.writeUInt32LE(compressed);
+      parts.push(blockHeader, Buffer.from(lz4BlockBuffer.subarray(0, compressed)));
+    } else {
+      blockHeader.writeUInt32LE((size | LZ4_UNCOMPRESSED) >>> 0);
+      parts.push(blockHeader, src.subarray(at, at + size));
+    }
+  }
+  parts.push(Buffer.alloc(4)); // the end mark
+  return Buffer.concat(parts);
 }
 
 const lz4: KafkajsCodec = {

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type CodecName, codecNames } from '../../src/kafka/codecs.ts';
 import { resolveKafkaClasspath } from '../env/kafka.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { runCommand } from '../env/processes.ts';
@@ -45,8 +46,8 @@ function compileProducer(classpath: string): Promise<string> {
   return done;
 }
 
-export type Compression = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
-export const compressions: readonly Compression[] = ['none', 'gzip', 'snappy', 'lz4', 'zstd'];
+export type Compression = CodecName;
+export const compressions: readonly Compression[] = codecNames;
 
 export interface JavaProducerOptions {
   topic: string;

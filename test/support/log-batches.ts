@@ -4,7 +4,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { testEnvironment } from '../env/connection.ts';
-import { resolveKafkaClasspath } from '../env/kafka.ts';
+import { type KafkaBroker, resolveKafkaClasspath } from '../env/kafka.ts';
 import { runCommand } from '../env/processes.ts';
 
 export interface LogBatch {
@@ -21,14 +21,18 @@ export interface LogBatch {
 const batchLine =
   /^baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*isTransactional: (true|false) isControl: (true|false) .*compresscodec: (\w+)/;
 
-export async function logBatches(topic: string, partition: number): Promise<LogBatch[]> {
-  const env = testEnvironment();
-  const dir = join(env.kafka.dataDir, `${topic}-${partition}`);
+/** The batches of one partition, on the test environment's broker unless another is given. */
+export async function logBatches(
+  topic: string,
+  partition: number,
+  broker: Pick<KafkaBroker, 'dataDir' | 'version'> = testEnvironment().kafka,
+): Promise<LogBatch[]> {
+  const dir = join(broker.dataDir, `${topic}-${partition}`);
   const files = readdirSync(dir)
     .filter((f) => f.endsWith('.log'))
     .sort()
     .map((f) => join(dir, f));
-  const classpath = await resolveKafkaClasspath(env.kafka.version);
+  const classpath = await resolveKafkaClasspath(broker.version);
   const output = await runCommand('java', [
     '-cp',
     classpath,

@@ -69,11 +69,19 @@ describe('LZ4 frames', () => {
     ['empty', Buffer.alloc(0)],
     ['one byte', Buffer.from('x')],
     ['the test text', text],
-    // lz4js writes 4 MiB blocks: both make two, the random ones stored uncompressed.
+    // 64 KiB blocks: 80 of them; the random ones stored uncompressed.
     ['5 MiB of one byte', Buffer.alloc(5 << 20, 7)],
     ['5 MiB of pseudo-random bytes', pseudoRandom(5 << 20)],
   ])('round trip: %s', (_name, src) => {
     expect(decompressLz4(compressLz4(src)).equals(src)).toBe(true);
+  });
+
+  test('what we write is one frame of independent 64 KiB blocks, as Java reads', () => {
+    const frame = compressLz4(text);
+    // FLG: version 01, block independence; BD: 64 KiB; HC: the header checksum Java writes for
+    // them (the same 7 bytes open the Java client's frame without block checksums).
+    expect([...frame.subarray(0, 7)]).toEqual([...javaFrames.withoutBlockChecksums.subarray(0, 7)]);
+    expect(frame.readUInt32LE(7)).toBeLessThan(64 << 10);
   });
 
   test.each([
