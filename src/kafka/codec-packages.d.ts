@@ -1,4 +1,4 @@
-// Types of the two codec packages, which ship none: only what src/kafka/codecs.ts uses.
+// Types of the two codec packages, which ship none: only what src/kafka uses of them.
 declare module 'kafkajs-snappy' {
   interface SnappyCodec {
     compress(encoder: { buffer: Buffer }): Promise<Buffer>;
@@ -16,17 +16,6 @@ declare module 'lz4js' {
     sIndex: number,
     sLength: number,
     dIndex: number,
-  ): number;
-  /**
-   * Compresses src[sIndex, sIndex + sLength) as one LZ4 block into `dst` (from 0), matching
-   * against positions in `hashTable` (zeroed: none); returns its size, 0 when nothing matched.
-   */
-  export function compressBlock(
-    src: Uint8Array,
-    dst: Uint8Array,
-    sIndex: number,
-    sLength: number,
-    hashTable: Uint32Array,
   ): number;
 }
 
