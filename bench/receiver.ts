@@ -188,8 +188,20 @@ async function runReceiver(
     );
     let first: { at: number; count: bigint } | undefined;
     let lastReport = performance.now();
+    let failedPolls = 0;
     for (;;) {
-      const status = await receiver.client.cubeStatus(cube);
+      let status: Awaited<ReturnType<typeof receiver.client.cubeStatus>>;
+      try {
+        status = await receiver.client.cubeStatus(cube);
+        failedPolls = 0;
+      } catch (error) {
+        // A busy receiver may close a kept-alive connection as the next poll reuses it.
+        const cause = (error as Error).cause;
+        say(`  status poll failed: ${(error as Error).message} (${String(cause)})`);
+        if (++failedPolls >= 20) throw error;
+        await sleep(100);
+        continue;
+      }
       const now = performance.now();
       const consumed = status.partitions.reduce((a, p) => a + BigInt(p.position), 0n);
       if (consumed > 0n) first ??= { at: now, count: consumed };

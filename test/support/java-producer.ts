@@ -113,6 +113,8 @@ export class JavaProducer {
   private transactions = 0;
   private readonly outcomes = new Map<number, 'committed' | 'aborted'>();
   private readyWaiter: Waiter | undefined;
+  /** Settles when the JVM has exited. */
+  private readonly exit: Promise<void>;
   private exited: Error | undefined;
 
   private constructor(
@@ -151,6 +153,7 @@ export class JavaProducer {
       if (this.stderrTail.length > 40) this.stderrTail.shift();
       if (options.logFile) appendFileSync(options.logFile, `${line}\n`);
     });
+    this.exit = new Promise((resolvePromise) => this.child.once('exit', () => resolvePromise()));
     this.child.on('exit', (code, signal) => {
       this.fail(new JavaProducerError(`Java producer exited with ${code ?? signal}`));
     });
@@ -274,9 +277,8 @@ export class JavaProducer {
   /** Flushes, closes the client and waits for the JVM to exit. */
   async close(): Promise<void> {
     if (this.exited) return;
-    const exit = once(this.child, 'exit');
     await this.command('close');
-    await exit;
+    await this.exit;
   }
 
   /** Ends the JVM at once (clean-up after a failed test). */
@@ -296,7 +298,8 @@ export class JavaProducer {
   private async write(text: string): Promise<void> {
     if (this.exited) throw this.exited;
     if (!this.child.stdin.write(text)) {
-      await Promise.race([once(this.child.stdin, 'drain'), once(this.child, 'exit')]);
+      // One exit promise for all writers: a listener per wait would pile up on the process.
+      await Promise.race([once(this.child.stdin, 'drain'), this.exit]);
     }
   }
 
