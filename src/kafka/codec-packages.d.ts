@@ -1,4 +1,4 @@
-// Types of the two codec packages, which ship none: only what src/kafka/codecs.ts uses.
+// Types of the two codec packages, which ship none: only what src/kafka uses of them.
 declare module 'kafkajs-snappy' {
   interface SnappyCodec {
     compress(encoder: { buffer: Buffer }): Promise<Buffer>;
@@ -17,6 +17,9 @@ declare module 'lz4js' {
     sLength: number,
     dIndex: number,
   ): number;
-  /** One LZ4 frame holding all of `src`. */
-  export function compress(src: Uint8Array, maxSize?: number): Uint8Array;
+}
+
+declare module 'lz4js/xxh32.js' {
+  /** xxHash32 of src[index, index + length). */
+  export function hash(seed: number, src: Uint8Array, index: number, length: number): number;
 }

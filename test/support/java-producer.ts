@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type CodecName, codecNames } from '../../src/kafka/codecs.ts';
 import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { runCommand } from '../../src/local/processes.ts';
@@ -45,8 +46,8 @@ function compileProducer(classpath: string): Promise<string> {
   return done;
 }
 
-export type Compression = 'none' | 'gzip' | 'snappy' | 'lz4' | 'zstd';
-export const compressions: readonly Compression[] = ['none', 'gzip', 'snappy', 'lz4', 'zstd'];
+export type Compression = CodecName;
+export const compressions: readonly Compression[] = codecNames;
 
 export interface JavaProducerOptions {
   topic: string;
@@ -112,6 +113,8 @@ export class JavaProducer {
   private transactions = 0;
   private readonly outcomes = new Map<number, 'committed' | 'aborted'>();
   private readyWaiter: Waiter | undefined;
+  /** Settles when the JVM has exited. */
+  private readonly exit: Promise<void>;
   private exited: Error | undefined;
 
   private constructor(
@@ -150,6 +153,7 @@ export class JavaProducer {
       if (this.stderrTail.length > 40) this.stderrTail.shift();
       if (options.logFile) appendFileSync(options.logFile, `${line}\n`);
     });
+    this.exit = new Promise((resolvePromise) => this.child.once('exit', () => resolvePromise()));
     this.child.on('exit', (code, signal) => {
       this.fail(new JavaProducerError(`Java producer exited with ${code ?? signal}`));
     });
@@ -273,9 +277,8 @@ export class JavaProducer {
   /** Flushes, closes the client and waits for the JVM to exit. */
   async close(): Promise<void> {
     if (this.exited) return;
-    const exit = once(this.child, 'exit');
     await this.command('close');
-    await exit;
+    await this.exit;
   }
 
   /** Ends the JVM at once (clean-up after a failed test). */
@@ -295,7 +298,8 @@ export class JavaProducer {
   private async write(text: string): Promise<void> {
     if (this.exited) throw this.exited;
     if (!this.child.stdin.write(text)) {
-      await Promise.race([once(this.child.stdin, 'drain'), once(this.child, 'exit')]);
+      // One exit promise for all writers: a listener per wait would pile up on the process.
+      await Promise.race([once(this.child.stdin, 'drain'), this.exit]);
     }
   }
 
@@ -343,6 +347,22 @@ export class JavaProducer {
     this.commands.clear();
     this.pending.clear();
   }
+}
+
+/** Record values of each partition in offset order, parsed as JSON: what a consumer replays. */
+export function valuesByPartition<T>(
+  records: WrittenRecord[],
+  partitions: number[],
+): Map<number, T[]> {
+  return new Map(
+    partitions.map((partition) => [
+      partition,
+      records
+        .filter((r) => r.partition === partition)
+        .sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0))
+        .map((r) => JSON.parse(r.value) as T),
+    ]),
+  );
 }
 
 export function startJavaProducer(options: JavaProducerOptions): Promise<JavaProducer> {

@@ -1,14 +1,10 @@
 // The codecs registered with kafkajs: LZ4 frames as Kafka's Java client writes them (with and
 // without block checksums, several blocks), the frame options other producers set, and a round
 // trip through every codec kafkajs looks up.
+import fc from 'fast-check';
 import kafkajs from 'kafkajs';
-import {
-  CodecError,
-  type KafkajsCodec,
-  compressLz4,
-  decompressLz4,
-  registerCodecs,
-} from '../../src/kafka/codecs.ts';
+import { type KafkajsCodec, registerCodecs } from '../../src/kafka/codecs.ts';
+import { CodecError, compressLz4, decompressLz4 } from '../../src/kafka/lz4-frame.ts';
 
 /** 3,000 lines of 23 bytes: 69,000 bytes, more than one 64 KiB block. */
 const text = Buffer.from(
@@ -69,11 +65,41 @@ describe('LZ4 frames', () => {
     ['empty', Buffer.alloc(0)],
     ['one byte', Buffer.from('x')],
     ['the test text', text],
-    // lz4js writes 4 MiB blocks: both make two, the random ones stored uncompressed.
+    // 64 KiB blocks: 80 of them; the random ones stored uncompressed.
     ['5 MiB of one byte', Buffer.alloc(5 << 20, 7)],
     ['5 MiB of pseudo-random bytes', pseudoRandom(5 << 20)],
   ])('round trip: %s', (_name, src) => {
     expect(decompressLz4(compressLz4(src)).equals(src)).toBe(true);
+  });
+
+  test('what we write is one frame of independent 64 KiB blocks, as Java reads', () => {
+    const frame = compressLz4(text);
+    // FLG: version 01, block independence; BD: 64 KiB; HC: the header checksum Java writes for
+    // them (the same 7 bytes open the Java client's frame without block checksums).
+    expect([...frame.subarray(0, 7)]).toEqual([...javaFrames.withoutBlockChecksums.subarray(0, 7)]);
+    expect(frame.readUInt32LE(7)).toBeLessThan(64 << 10);
+  });
+
+  test('any bytes round trip, repetitive or not', () => {
+    // Random bytes, and patterns repeated up to 72 KiB: blocks of literals, of long matches, and
+    // matches that reach a block's end.
+    const chunk = fc.oneof(
+      fc.uint8Array({ maxLength: 300 }),
+      fc.tuple(fc.uint8Array({ minLength: 1, maxLength: 8 }), fc.integer({ min: 1, max: 9000 })),
+    );
+    fc.assert(
+      fc.property(fc.array(chunk, { maxLength: 40 }), (chunks) => {
+        const src = Buffer.concat(
+          chunks.map((c) =>
+            c instanceof Uint8Array
+              ? Buffer.from(c)
+              : Buffer.concat(Array.from({ length: c[1] }, () => Buffer.from(c[0]))),
+          ),
+        );
+        expect(decompressLz4(compressLz4(src)).equals(src)).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
   });
 
   test.each([
