@@ -30,9 +30,9 @@ import {
   findRunningEnvironment,
   startEnvironment,
   stopEnvironment,
-} from '../test/env/environment.ts';
-import { freePort } from '../test/env/processes.ts';
-import { settings } from '../test/env/settings.ts';
+} from '../src/local/environment.ts';
+import { freePort } from '../src/local/processes.ts';
+import { settings } from '../src/local/settings.ts';
 import {
   OperatorProcess,
   applyCrd,

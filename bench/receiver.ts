@@ -10,13 +10,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
+import { kafkajsCompression } from '../src/kafka/codecs.ts';
 import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
-import { findRunningEnvironment } from '../test/env/environment.ts';
-import { startKafka } from '../test/env/kafka.ts';
-import { stopService } from '../test/env/processes.ts';
-import { settings } from '../test/env/settings.ts';
+import { findRunningEnvironment } from '../src/local/environment.ts';
+import { type KafkaBroker, startKafka } from '../src/local/kafka.ts';
+import { stopService } from '../src/local/processes.ts';
+import { settings } from '../src/local/settings.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
 import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
+import {
+  type Compression,
+  compressions,
+  startJavaProducer,
+} from '../test/support/java-producer.ts';
+import { logBatches } from '../test/support/log-batches.ts';
 
 const usage = `Usage: npm run bench:receiver -- [options]
 
@@ -24,6 +31,10 @@ const usage = `Usage: npm run bench:receiver -- [options]
   --partitions N    partitions of the topic                         [default 8]
   --rounds N        rounds of (bare consumer, receiver)             [default 2]
   --step-ms N       event-time step between events of a partition   [default 50]
+  --compression C   none | gzip | snappy | lz4 | zstd                [default none]
+  --producer P      kafkajs: 10,000 events a request, one batch each;
+                    java: Kafka's own producer (kafka-clients defaults,
+                    batch.size 16 KiB), as production topics hold    [default kafkajs]
   --cpu-prof        write a V8 CPU profile of each receiver (node --cpu-prof)
 `;
 
@@ -177,8 +188,20 @@ async function runReceiver(
     );
     let first: { at: number; count: bigint } | undefined;
     let lastReport = performance.now();
+    let failedPolls = 0;
     for (;;) {
-      const status = await receiver.client.cubeStatus(cube);
+      let status: Awaited<ReturnType<typeof receiver.client.cubeStatus>>;
+      try {
+        status = await receiver.client.cubeStatus(cube);
+        failedPolls = 0;
+      } catch (error) {
+        // A busy receiver may close a kept-alive connection as the next poll reuses it.
+        const cause = (error as Error).cause;
+        say(`  status poll failed: ${(error as Error).message} (${String(cause)})`);
+        if (++failedPolls >= 20) throw error;
+        await sleep(100);
+        continue;
+      }
       const now = performance.now();
       const consumed = status.partitions.reduce((a, p) => a + BigInt(p.position), 0n);
       if (consumed > 0n) first ??= { at: now, count: consumed };
@@ -221,11 +244,13 @@ async function runReceiver(
  * Produces `perPartition[p]` events to each partition in big batches: the partitions in parallel,
  * each partition's batches one after the other so that its event times stay in order.
  */
+
 async function produceEvents(
   kafka: Kafka,
   topic: string,
   perPartition: number[],
   stepMs: number,
+  compression: Compression,
 ): Promise<void> {
   const producer: Producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
@@ -247,6 +272,7 @@ async function produceEvents(
       await producer.send({
         topic,
         acks: 1,
+        compression: kafkajsCompression[compression],
         messages: events.map((e) => ({ partition, value: JSON.stringify(e) })),
       });
       produced += events.length;
@@ -258,6 +284,52 @@ async function produceEvents(
   };
   await Promise.all(perPartition.map(producePartition));
   await producer.disconnect();
+  const seconds = (performance.now() - began) / 1000;
+  say(`produced ${total} events in ${seconds.toFixed(1)} s (${(total / seconds).toFixed(0)}/s)`);
+}
+
+/** The same events written by Kafka's own Java producer, with its default batching. */
+async function produceEventsWithJava(
+  broker: { bootstrap: string; version: string },
+  topic: string,
+  perPartition: number[],
+  stepMs: number,
+  compression: Compression,
+): Promise<void> {
+  const producer = await startJavaProducer({
+    topic,
+    bootstrap: broker.bootstrap,
+    kafkaVersion: broker.version,
+    compression,
+    settings: { acks: '1' },
+  });
+  const total = perPartition.reduce((a, b) => a + b, 0);
+  const start = Date.UTC(2026, 0, 1);
+  const chunk = 10_000;
+  let produced = 0;
+  let lastReport = performance.now();
+  const began = performance.now();
+  try {
+    await Promise.all(
+      perPartition.map(async (count, partition) => {
+        for (let from = 0; from < count; from += chunk) {
+          const n = Math.min(chunk, count - from);
+          await producer.send(
+            partition,
+            makeEvents(partition, n, start + from * stepMs, stepMs, from),
+          );
+          produced += n;
+          if (performance.now() - lastReport > 2000) {
+            lastReport = performance.now();
+            say(`  produced ${produced}/${total}`);
+          }
+        }
+      }),
+    );
+    await producer.close();
+  } finally {
+    producer.kill();
+  }
   const seconds = (performance.now() - began) / 1000;
   say(`produced ${total} events in ${seconds.toFixed(1)} s (${(total / seconds).toFixed(0)}/s)`);
 }
@@ -277,6 +349,8 @@ async function main(): Promise<void> {
       partitions: { type: 'string', default: '8' },
       rounds: { type: 'string', default: '2' },
       'step-ms': { type: 'string', default: '50' },
+      compression: { type: 'string', default: 'none' },
+      producer: { type: 'string', default: 'kafkajs' },
       'cpu-prof': { type: 'boolean', default: false },
       'bare-child': { type: 'boolean', default: false },
       brokers: { type: 'string' },
@@ -300,19 +374,27 @@ async function main(): Promise<void> {
     await bareConsumer(values.brokers ?? '', values.topic ?? '', partitions, events);
     return;
   }
+  const compression = compressions.find((c) => c === values.compression);
+  if (!compression) throw new Error(`--compression must be one of ${compressions.join(', ')}`);
+  const producerKind = values.producer;
+  if (producerKind !== 'kafkajs' && producerKind !== 'java') {
+    throw new Error('--producer must be kafkajs or java');
+  }
   const rounds = positive('rounds', values.rounds);
   const stepMs = positive('step-ms', values['step-ms']);
 
   const running = findRunningEnvironment(settings.stateDir);
   let ownBroker: { pid: number; dir: string } | undefined;
   let brokers: string;
+  let broker: KafkaBroker;
   if (running) {
+    broker = running.kafka;
     brokers = running.kafka.bootstrap;
     say(`using the running environment's Kafka broker at ${brokers}`);
   } else {
     // Only Kafka is needed; a broker of our own in a directory of our own, stopped at the end.
     const dir = mkdtempSync(join(tmpdir(), 'streamcube-bench-kafka-'));
-    const broker = await startKafka(dir);
+    broker = await startKafka(dir);
     ownBroker = { pid: broker.pid, dir };
     brokers = broker.bootstrap;
     say(`started a Kafka broker at ${brokers}`);
@@ -331,8 +413,20 @@ async function main(): Promise<void> {
       { length: partitions },
       (_, p) => Math.floor(events / partitions) + (p < events % partitions ? 1 : 0),
     );
-    say(`topic ${topic}: ${partitions} partitions, producing ${events} events`);
-    await produceEvents(kafka, topic, perPartition, stepMs);
+    say(
+      `topic ${topic}: ${partitions} partitions, producing ${events} events with ${producerKind}, compression ${compression}`,
+    );
+    if (producerKind === 'java') {
+      await produceEventsWithJava(broker, topic, perPartition, stepMs, compression);
+    } else {
+      await produceEvents(kafka, topic, perPartition, stepMs, compression);
+    }
+    const batches = await logBatches(topic, 0, broker);
+    const codecs = [...new Set(batches.map((b) => b.codec))].join(', ');
+    const perBatch = batches.reduce((a, b) => a + b.count, 0) / Math.max(1, batches.length);
+    say(
+      `partition 0 holds ${batches.length} batches (${codecs}), ${perBatch.toFixed(0)} events each on average`,
+    );
     const ends = await highWatermarks(kafka, topic);
     const onTopic = [...ends.values()].reduce((a, b) => a + b, 0n);
     if (onTopic !== BigInt(events)) throw new Error(`topic holds ${onTopic} events, not ${events}`);
@@ -371,7 +465,7 @@ async function main(): Promise<void> {
     const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
     say('');
     say(
-      `${events} events, ${partitions} partitions, ${rounds} round(s), steady rate = first to last record`,
+      `${events} events, ${partitions} partitions, ${rounds} round(s), ${producerKind} producer, compression ${compression}, steady rate = first to last record`,
     );
     for (const row of rows) say(row.map((cell, i) => cell.padStart(widths[i]!)).join('  '));
     const best = Math.max(...receiver.map(rate)) / Math.max(...bare.map(rate));

@@ -76,18 +76,15 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     }
     throw error;
   }
-  // command === 'local': the stack is assembled from the test environment, so it runs from a
-  // source checkout (it also needs Java, Maven and Go), not from the image.
-  const localStack = new URL('../test/env/local-stack.ts', import.meta.url);
-  if (!existsSync(localStack)) {
+  // command === 'local': it builds etcd and kube-apiserver with Go from the wrapper module in
+  // src/local/controlplane and resolves Kafka with Maven, so it runs from a source checkout.
+  if (!existsSync(new URL('./local/controlplane/go.mod', import.meta.url))) {
     io.err(
       'streamcube local: runs from a source checkout: npm ci && npm run streamcube -- local\n',
     );
     return 2;
   }
-  const { runLocalStack } = (await import(localStack.href)) as {
-    runLocalStack: () => Promise<number>;
-  };
+  const { runLocalStack } = await import('./local/stack.ts');
   return runLocalStack();
 }
 

@@ -177,10 +177,22 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
           offset: BigInt(m.offset),
           value: m.value,
         }));
-        const done = sink.onRecords(batch.partition, records, BigInt(batch.highWatermark));
+        const highWatermark = BigInt(batch.highWatermark);
+        const done = sink.onRecords(batch.partition, records, highWatermark);
         if (done) await done;
         const last = batch.messages[batch.messages.length - 1];
-        if (last) payload.resolveOffset(last.offset);
+        if (last) {
+          payload.resolveOffset(last.offset);
+          // A fetch that ends with a transaction's marker (or aborted records) hands over the
+          // records before it only; kafkajs moves past the marker (resolving the last message
+          // resolves the batch's end), and so must the sink, or a partition whose log ends with
+          // a marker would never reach the high watermark nor a stop offset past it.
+          const end = BigInt(batch.lastOffset());
+          const lastDelivered = BigInt(last.offset);
+          if (end > lastDelivered) {
+            sink.onFilteredRange(batch.partition, lastDelivered + 1n, end, highWatermark);
+          }
+        }
         await payload.heartbeat();
       },
     });

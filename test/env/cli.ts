@@ -1,16 +1,16 @@
 // `npm run env:up | env:down | env:status`: the test environment by hand, for people and for
 // running single suites against a long-lived broker and API server.
-import { settings } from './settings.ts';
+import { settings } from '../../src/local/settings.ts';
 import {
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
   startEnvironment,
   stopEnvironment,
-} from './environment.ts';
-import { ensureHelm } from './controlplane.ts';
-import { resolveKafkaClasspath } from './kafka.ts';
-import { ensureControlPlaneBinaries } from './controlplane.ts';
+} from '../../src/local/environment.ts';
+import { ensureHelm } from '../../src/local/controlplane.ts';
+import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
+import { ensureControlPlaneBinaries } from '../../src/local/controlplane.ts';
 
 function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
   console.log(describeEnvironment(env));

@@ -1,7 +1,7 @@
 // How a test finds the environment that jest's global set-up (or `npm run env:up`) started.
 import { readFileSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { TestEnvironment } from './environment.ts';
+import type { TestEnvironment } from '../../src/local/environment.ts';
 
 export function testEnvironment(): TestEnvironment {
   const stateFile = process.env.STREAMCUBE_TEST_ENV;

@@ -4,16 +4,16 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { settings } from './settings.ts';
+import { settings } from '../../src/local/settings.ts';
 import {
   type TestEnvironment,
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
   startEnvironment,
-} from './environment.ts';
-import { say } from './progress.ts';
-import { ensureHelm } from './controlplane.ts';
+} from '../../src/local/environment.ts';
+import { say } from '../../src/local/progress.ts';
+import { ensureHelm } from '../../src/local/controlplane.ts';
 
 /** The env:up environment, if there is one and it runs the Kafka version this run asks for. */
 function reusableEnvironment(): TestEnvironment | undefined {

@@ -27,8 +27,8 @@ import {
   type CubeAssignmentStatus,
 } from '../../src/api/cube-assignment.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { binDir } from '../env/controlplane.ts';
-import { runCommand } from '../env/processes.ts';
+import { binDir } from '../../src/local/controlplane.ts';
+import { runCommand } from '../../src/local/processes.ts';
 
 const kc = adminKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { AssignerProtocol, logLevel, type PartitionAssigner } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { testEnvironment } from '../env/connection.ts';
-import { settings } from '../env/settings.ts';
+import { settings } from '../../src/local/settings.ts';
 
 const env = testEnvironment();
 const kafka = createKafka({

@@ -11,8 +11,8 @@ import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { type KafkaBroker, startKafka } from '../env/kafka.ts';
-import { freePort, stopService } from '../env/processes.ts';
+import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
+import { freePort, stopService } from '../../src/local/processes.ts';
 import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   createTopic,

@@ -6,7 +6,7 @@ import { logLevel, type Admin, type Producer } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../env/processes.ts';
+import { freePort } from '../../src/local/processes.ts';
 import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';

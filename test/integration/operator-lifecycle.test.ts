@@ -11,7 +11,7 @@ import { finalizer } from '../../src/operator/reconciler.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../env/processes.ts';
+import { freePort } from '../../src/local/processes.ts';
 import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';

@@ -5,8 +5,8 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Admin, type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
-import { type KafkaBroker, startKafka } from '../env/kafka.ts';
-import { stopService } from '../env/processes.ts';
+import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
+import { stopService } from '../../src/local/processes.ts';
 import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   assignRequest,

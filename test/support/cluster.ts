@@ -1,78 +1,49 @@
 // The Kubernetes side of operator tests: the CRD applied with kubectl, a namespace per test,
 // receiver pods made Ready by writing their status (no kubelet runs), and the operator as a
 // real `streamcube operator` process.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import {
   ApiException,
   CoordinationV1Api,
   CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
   type CoreV1Event,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import {
-  group,
-  plural,
-  version,
-  type CubeAssignment,
-  type CubeAssignmentSpecInput,
-} from '../../src/api/cube-assignment.ts';
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { Condition } from '../../src/api/conditions.ts';
-import { crdFile } from '../../src/api/crd.ts';
-import { replicaSetLabel } from '../../src/operator/discovery.ts';
-import { binDir } from '../env/controlplane.ts';
-import { freePort } from '../env/processes.ts';
+import {
+  applyCrdWith,
+  cubeApi,
+  kubectlWith,
+  receiverPod,
+  setPodReady,
+} from '../../src/local/cluster.ts';
+import { freePort } from '../../src/local/processes.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
 
+export { cubeApi, receiverPod, setPodReady };
+
 const repoRoot = resolve(import.meta.dirname, '../..');
 const cliPath = join(repoRoot, 'src/cli.ts');
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-export async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await promisify(execFile)(join(binDir(), 'kubectl'), args, {
-    env: { ...process.env, KUBECONFIG: testEnvironment().kube.kubeconfig },
-  });
-  return stdout;
+export function kubectl(...args: string[]): Promise<string> {
+  return kubectlWith(testEnvironment().kube.kubeconfig, ...args);
 }
 
-export async function applyCrd(): Promise<void> {
-  await kubectl('apply', '--server-side', '--force-conflicts', '-f', join(repoRoot, crdFile));
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s', `crd/${plural}.${group}`);
+export function applyCrd(): Promise<void> {
+  return applyCrdWith(testEnvironment().kube.kubeconfig);
 }
 
 export async function createNamespace(kc: KubeConfig, prefix: string): Promise<string> {
   const name = `${prefix}-${randomUUID().slice(0, 8)}`;
   await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name } } });
   return name;
-}
-
-/** A Pod object standing for a receiver process at `ip`, Ready or not. */
-export async function receiverPod(
-  kc: KubeConfig,
-  namespace: string,
-  name: string,
-  replicaSet: string,
-  ip: string,
-  ready = true,
-): Promise<void> {
-  const core = kc.makeApiClient(CoreV1Api);
-  await core.createNamespacedPod({
-    namespace,
-    body: {
-      metadata: { name, labels: { [replicaSetLabel]: replicaSet } },
-      spec: { containers: [{ name: 'receiver', image: 'streamcube:test' }] },
-    },
-  });
-  await setPodReady(kc, namespace, name, ip, ready);
 }
 
 /** A receiver process on `ip` and the Ready pod standing for it, as one StatefulSet pod would be. */
@@ -86,6 +57,8 @@ export async function startReceiverPod(
     port: number;
     token: string;
     deepStorageDir: string;
+    idleTimeout?: string;
+    flushInterval?: string;
     env?: NodeJS.ProcessEnv;
   },
 ): Promise<ReceiverProcess> {
@@ -96,75 +69,13 @@ export async function startReceiverPod(
     host: o.ip,
     port: o.port,
     token: o.token,
+    idleTimeout: o.idleTimeout,
+    flushInterval: o.flushInterval,
     ...(o.env ? { env: o.env } : {}),
   });
   await receiver.start();
   await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
   return receiver;
-}
-
-export async function setPodReady(
-  kc: KubeConfig,
-  namespace: string,
-  name: string,
-  ip: string,
-  ready: boolean,
-): Promise<void> {
-  await kc.makeApiClient(CoreV1Api).patchNamespacedPodStatus(
-    {
-      name,
-      namespace,
-      body: {
-        status: {
-          phase: 'Running',
-          podIP: ip,
-          podIPs: [{ ip }],
-          conditions: [
-            { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: new Date() },
-          ],
-        },
-      },
-    },
-    mergePatch,
-  );
-}
-
-export function cubeApi(kc: KubeConfig) {
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  return {
-    create: (namespace: string, name: string, spec: CubeAssignmentSpecInput) =>
-      custom.createNamespacedCustomObject({
-        group,
-        version,
-        namespace,
-        plural,
-        body: {
-          apiVersion: `${group}/${version}`,
-          kind: 'CubeAssignment',
-          metadata: { name },
-          spec,
-        },
-      }) as Promise<CubeAssignment>,
-    get: (namespace: string, name: string) =>
-      custom.getNamespacedCustomObject({
-        group,
-        version,
-        namespace,
-        plural,
-        name,
-      }) as Promise<CubeAssignment>,
-    patchSpec: (
-      namespace: string,
-      name: string,
-      spec: Partial<CubeAssignmentSpecInput> | Record<string, unknown>,
-    ) =>
-      custom.patchNamespacedCustomObject(
-        { group, version, namespace, plural, name, body: { spec } },
-        mergePatch,
-      ) as Promise<CubeAssignment>,
-    delete: (namespace: string, name: string) =>
-      custom.deleteNamespacedCustomObject({ group, version, namespace, plural, name }),
-  };
 }
 
 /** Waits until the cube has no reassign in flight, is Ready, and its assignment satisfies `check`. */

@@ -7,8 +7,8 @@ import {
   rangesFromJson,
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
-import type { Totals } from './events.ts';
-import { type ModelRow, mergeRows } from './cube-model.ts';
+import { type TestEvent, type Totals, testSchema } from './events.ts';
+import { type ModelRow, mergeRows, modelCube } from './cube-model.ts';
 import { readHandOffsWithPyarrow } from './pyarrow-reader.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 import { waitFor } from './wait.ts';
@@ -86,6 +86,21 @@ export function expectRowsEqual(
         expect(row[d + i] as number).toBeCloseTo(expected[r]![d + i] as number, 6);
     }),
   );
+}
+
+/**
+ * The receiver's rows over every dimension equal those the design's rules give for these events
+ * (per partition, in offset order): the query answers open and sealed segments, not hand-offs.
+ */
+export async function expectRowsOfEvents(
+  client: ReceiverClient,
+  cube: string,
+  events: Map<number, TestEvent[]>,
+  schema: AssignCubeRequest['schema'] = testSchema,
+): Promise<void> {
+  const model = modelCube(schema, events);
+  const answer = await client.query(cube, { groupBy: schema.dimensions ?? [] });
+  expectRowsEqual(answer.rows, mergeRows(schema, [...model.windows.values()].flat()), schema);
 }
 
 /** The value of one sample of a Prometheus text exposition, by metric name and labels. */

@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ReceiverClient } from '../../src/protocol/client.ts';
 import type { CubeCheckpoint } from '../../src/receiver/cube-store.ts';
-import { freePort } from '../env/processes.ts';
+import { freePort } from '../../src/local/processes.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 

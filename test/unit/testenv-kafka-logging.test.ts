@@ -1,6 +1,6 @@
 // The test environment's Kafka gets the slf4j binding for the slf4j API its own POM resolves: a
 // binding for the other slf4j major is not found, and the broker then logs nothing at all.
-import { type MavenArtifact, loggingArtifacts } from '../env/kafka.ts';
+import { type MavenArtifact, loggingArtifacts } from '../../src/local/kafka.ts';
 
 const jar = (group: string, artifact: string, version: string): string =>
   `/m2/${group.replaceAll('.', '/')}/${artifact}/${version}/${artifact}-${version}.jar`;

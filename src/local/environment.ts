@@ -1,5 +1,6 @@
-// The whole local test environment (Kafka broker + Kubernetes control plane) as one unit: start,
-// record in a state file, find again, stop. Used by jest's global set-up and by `npm run env:up`.
+// The whole local environment (Kafka broker + Kubernetes control plane) as one unit: start,
+// record in a state file, find again, stop. Used by `streamcube local`, jest's global set-up and
+// `npm run env:up`.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type KafkaBroker, brokerReportedVersion, startKafka } from './kafka.ts';

@@ -1,7 +1,7 @@
 // Wrapper module: builds etcd, kube-apiserver and kubectl for the test environment from the Go
 // module proxy. k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces;
 // here every staging module is replaced with its published v0.35.4 release instead.
-module streamcube.io/test/env/controlplane
+module streamcube.io/local/controlplane
 
 go 1.25.0
 

@@ -1,0 +1,125 @@
+// The Kubernetes side of a local stack: the CRD applied with kubectl, receiver processes made
+// visible as Ready pods (no kubelet runs: their status is written directly), and a small typed
+// client for CubeAssignment objects.
+import { execFile } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import {
+  group,
+  plural,
+  version,
+  type CubeAssignment,
+  type CubeAssignmentSpecInput,
+} from '../api/cube-assignment.ts';
+import { crdFile } from '../api/crd.ts';
+import { replicaSetLabel } from '../operator/discovery.ts';
+import { binDir } from './controlplane.ts';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** Runs the environment's kubectl against the cluster of `kubeconfig`; resolves with stdout. */
+export async function kubectlWith(kubeconfig: string, ...args: string[]): Promise<string> {
+  const { stdout } = await promisify(execFile)(join(binDir(), 'kubectl'), args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+  });
+  return stdout;
+}
+
+/** Applies the committed CubeAssignment CRD and waits until the API server serves it. */
+export async function applyCrdWith(kubeconfig: string): Promise<void> {
+  const kubectl = (...args: string[]): Promise<string> => kubectlWith(kubeconfig, ...args);
+  await kubectl('apply', '--server-side', '--force-conflicts', '-f', join(repoRoot, crdFile));
+  await kubectl('wait', '--for=condition=Established', '--timeout=60s', `crd/${plural}.${group}`);
+}
+
+/** A Pod object standing for a receiver process at `ip`, Ready or not. */
+export async function receiverPod(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  replicaSet: string,
+  ip: string,
+  ready = true,
+): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.createNamespacedPod({
+    namespace,
+    body: {
+      metadata: { name, labels: { [replicaSetLabel]: replicaSet } },
+      spec: { containers: [{ name: 'receiver', image: 'streamcube:local' }] },
+    },
+  });
+  await setPodReady(kc, namespace, name, ip, ready);
+}
+
+export async function setPodReady(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  ip: string,
+  ready: boolean,
+): Promise<void> {
+  await kc.makeApiClient(CoreV1Api).patchNamespacedPodStatus(
+    {
+      name,
+      namespace,
+      body: {
+        status: {
+          phase: 'Running',
+          podIP: ip,
+          podIPs: [{ ip }],
+          conditions: [
+            { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: new Date() },
+          ],
+        },
+      },
+    },
+    mergePatch,
+  );
+}
+
+export function cubeApi(kc: KubeConfig) {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  return {
+    create: (namespace: string, name: string, spec: CubeAssignmentSpecInput) =>
+      custom.createNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        body: {
+          apiVersion: `${group}/${version}`,
+          kind: 'CubeAssignment',
+          metadata: { name },
+          spec,
+        },
+      }) as Promise<CubeAssignment>,
+    get: (namespace: string, name: string) =>
+      custom.getNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+      }) as Promise<CubeAssignment>,
+    patchSpec: (
+      namespace: string,
+      name: string,
+      spec: Partial<CubeAssignmentSpecInput> | Record<string, unknown>,
+    ) =>
+      custom.patchNamespacedCustomObject(
+        { group, version, namespace, plural, name, body: { spec } },
+        mergePatch,
+      ) as Promise<CubeAssignment>,
+    delete: (namespace: string, name: string) =>
+      custom.deleteNamespacedCustomObject({ group, version, namespace, plural, name }),
+  };
+}
