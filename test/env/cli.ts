@@ -11,6 +11,7 @@ import {
 import { ensureHelm } from './controlplane.ts';
 import { resolveKafkaClasspath } from './kafka.ts';
 import { ensureControlPlaneBinaries } from './controlplane.ts';
+import { prepareNode } from './node/node.ts';
 
 function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
   console.log(describeEnvironment(env));
@@ -18,7 +19,7 @@ function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
   for (const [k, v] of Object.entries(environmentVariables(env))) console.log(`export ${k}=${v}`);
 }
 
-async function main(command: string | undefined): Promise<number> {
+async function main(command: string | undefined, flags: Set<string>): Promise<number> {
   const running = findRunningEnvironment(settings.stateDir);
   switch (command) {
     case 'up': {
@@ -27,7 +28,7 @@ async function main(command: string | undefined): Promise<number> {
         printConnection(running);
         return 0;
       }
-      const env = await startEnvironment(settings.stateDir);
+      const env = await startEnvironment(settings.stateDir, { node: flags.has('--node') });
       printConnection(env);
       console.log('\nstop it with: npm run env:down');
       return 0;
@@ -51,13 +52,14 @@ async function main(command: string | undefined): Promise<number> {
       // Build and download everything, start nothing: what CI runs before the tests.
       await Promise.all([resolveKafkaClasspath(), ensureControlPlaneBinaries()]);
       await ensureHelm();
+      if (flags.has('--node')) await prepareNode();
       console.log(`cached under ${settings.cacheDir}`);
       return 0;
     }
     default:
-      console.error('usage: test/env/cli.ts up | down | status | install');
+      console.error('usage: test/env/cli.ts up [--node] | down | status | install [--node]');
       return 2;
   }
 }
 
-process.exitCode = await main(process.argv[2]);
+process.exitCode = await main(process.argv[2], new Set(process.argv.slice(3)));
