@@ -14,7 +14,11 @@ import {
 import { binDir, ensureHelm } from '../env/controlplane.ts';
 import { ensureNodeImages, streamcubeImage } from '../env/node/images.ts';
 import { importImages } from '../env/node/node.ts';
-import { say } from '../env/progress.ts';
+import { say, step } from '../env/progress.ts';
+import { runCommand } from '../env/processes.ts';
+import { recycleReleasedVolumes } from '../env/node/storage.ts';
+
+const namespace = process.env.STREAMCUBE_E2E_NAMESPACE || 'streamcube-e2e';
 
 async function main(): Promise<number> {
   const t0 = Date.now();
@@ -26,6 +30,20 @@ async function main(): Promise<number> {
     env = running;
     // The image from the Dockerfile as the sources are now (layers cached: quick when unchanged).
     await importImages(running.node, await ensureNodeImages());
+    // A fresh namespace, and the volumes of the last run's claims free again.
+    const kubectl = join(binDir(), 'kubectl');
+    await step(`deleting namespace ${namespace} of an earlier run`, () =>
+      runCommand(kubectl, [
+        '--kubeconfig',
+        env.kube.kubeconfig,
+        'delete',
+        'namespace',
+        namespace,
+        '--ignore-not-found',
+        '--wait',
+      ]),
+    );
+    await recycleReleasedVolumes(env.kube.kubeconfig, kubectl);
   } else {
     env = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-e2e-')), { node: true });
     owned = true;

@@ -166,6 +166,8 @@ async function receiverApi<T>(
 class NotHeld extends Error {}
 
 interface CubeStatusView {
+  /** Whether the status speaks of the current spec (status.observedGeneration = generation). */
+  current: boolean;
   assignment?: Record<string, number[]>;
   reassign?: { phase: string };
   conditions?: { type: string; status: string; reason?: string }[];
@@ -173,13 +175,19 @@ interface CubeStatusView {
 
 async function cubeStatus(): Promise<CubeStatusView> {
   const cube = JSON.parse(await kubectl(['get', 'cubeassignment', config.cube, '-o', 'json'])) as {
-    status?: CubeStatusView;
+    metadata: { generation: number };
+    status?: Omit<CubeStatusView, 'current'> & { observedGeneration?: number };
   };
-  return cube.status ?? {};
+  return { ...cube.status, current: cube.status?.observedGeneration === cube.metadata.generation };
 }
 
-function isReady(status: CubeStatusView): boolean {
-  return status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+/** Ready for the current spec, with no reassign in flight. */
+function isSettled(status: CubeStatusView): boolean {
+  return (
+    status.current &&
+    !status.reassign &&
+    (status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false)
+  );
 }
 
 /**
@@ -245,16 +253,31 @@ async function copyDeepStorage(): Promise<{ dir: string; root: string }> {
   return { dir, root };
 }
 
-/** Exact totals and tiling of [0, produced) for every partition, replica by replica. */
+/** partition → high watermark, as the producer read it back once it had written everything. */
+let highWatermarks = new Map<number, bigint>();
+
+async function readHighWatermarks(): Promise<void> {
+  const line = (await kubectl(['logs', 'producer']))
+    .split('\n')
+    .find((l) => l.startsWith('high watermarks '));
+  if (!line) throw new Error('the producer did not print its high watermarks');
+  const parsed = JSON.parse(line.slice('high watermarks '.length)) as Record<string, string>;
+  highWatermarks = new Map(Object.entries(parsed).map(([p, hw]) => [Number(p), BigInt(hw)]));
+  const inTopic = [...highWatermarks.values()].reduce((a, b) => a + b, 0n);
+  if (highWatermarks.size !== config.partitions || inTopic !== BigInt(config.events)) {
+    throw new Error(`the topic holds ${inTopic} records, the producer wrote ${config.events}`);
+  }
+}
+
+/** Exact totals and tiling of [0, high watermark) for every partition, replica by replica. */
 async function expectExactAndTiled(): Promise<void> {
-  const perPartition = BigInt(config.events / config.partitions);
   const deep = await copyDeepStorage();
   try {
     for (const replica of [0, 1]) {
       const held = await heldByReplica(replica, deep.root);
       const problems: string[] = [];
-      for (let p = 0; p < config.partitions; p++) {
-        for (const x of tilingProblems(held.ranges.get(p) ?? [], 0n, perPartition)) {
+      for (const [p, end] of highWatermarks) {
+        for (const x of tilingProblems(held.ranges.get(p) ?? [], 0n, end)) {
           problems.push(`partition ${p}: ${x.kind} [${x.from}, ${x.to})`);
         }
       }
@@ -279,8 +302,9 @@ function producerPod(): string {
     (async () => {
       const admin = kafka.admin(); await admin.connect();
       await admin.createTopics({ topics: [{ topic, numPartitions: +partitions }], waitForLeaders: true });
-      await admin.disconnect();
-      const producer = kafka.producer(); await producer.connect();
+      // Idempotent: a retried batch (say after NOT_LEADER on a partition) is never written twice.
+      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      await producer.connect();
       console.log('topic ready');
       const batch = Math.max(1, Math.round(+perSecond / 10));
       for (let i = 0; i < +total; i += batch) {
@@ -295,7 +319,9 @@ function producerPod(): string {
         await new Promise((r) => setTimeout(r, 100));
       }
       await producer.disconnect();
-      console.log('produced ' + total);
+      const offsets = await admin.fetchTopicOffsets(topic);
+      await admin.disconnect();
+      console.log('high watermarks ' + JSON.stringify(Object.fromEntries(offsets.map((o) => [o.partition, o.high]))));
     })().catch((e) => { console.error(e); process.exit(1); });`;
   return JSON.stringify({
     apiVersion: 'v1',
@@ -436,7 +462,7 @@ const steps: Step[] = [
       await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
       await waitUntil('cube Ready over rs-a and rs-b', async () => {
         const s = await cubeStatus();
-        return isReady(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
+        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
           ? true
           : undefined;
       });
@@ -448,8 +474,7 @@ const steps: Step[] = [
       await kubectl(['apply', '-f', '-'], cubeManifest(['rs-b']));
       await waitUntil('all partitions on rs-b, no reassign in flight', async () => {
         const s = await cubeStatus();
-        return isReady(s) &&
-          !s.reassign &&
+        return isSettled(s) &&
           s.assignment?.['rs-b']?.length === config.partitions &&
           !s.assignment['rs-a']?.length
           ? true
@@ -481,7 +506,9 @@ const steps: Step[] = [
       await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
       await waitUntil('partitions on both replica sets, no reassign in flight', async () => {
         const s = await cubeStatus();
-        return isReady(s) && !s.reassign && s.assignment?.['rs-a']?.length ? true : undefined;
+        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
+          ? true
+          : undefined;
       });
     },
   },
@@ -489,26 +516,34 @@ const steps: Step[] = [
     name: 'kubectl delete a receiver pod: its StatefulSet brings it back on its volume',
     run: async () => {
       const pod = `${config.release}-rs-b-0`;
-      const before = (await pods(receiverSelector)).find((p) => p.name === pod);
+      const claim = (): Promise<string> =>
+        kubectl(['get', 'pvc', `data-${pod}`, '-o', 'jsonpath={.metadata.uid}']);
+      const [before, claimBefore] = [
+        (await pods(receiverSelector)).find((p) => p.name === pod),
+        await claim(),
+      ];
       await kubectl(['delete', 'pod', pod]);
       await waitUntil('the receiver back and Ready', async () => {
         const now = (await pods(receiverSelector)).find((p) => p.name === pod);
         return now && now.uid !== before?.uid && now.ready ? true : undefined;
       });
+      if ((await claim()) !== claimBefore) throw new Error(`${pod} came back on another volume`);
     },
   },
   {
     name: 'the producer finishes; every replica holds exactly what was produced, tiled',
     run: async () => {
-      await waitUntil(
+      const phase = await waitUntil(
         'the producer to finish',
         async () => {
           const [p] = await pods('app=e2e-producer');
-          if (p?.phase === 'Failed') throw new Error(await kubectl(['logs', 'producer']));
-          return p?.phase === 'Succeeded' ? true : undefined;
+          return p?.phase === 'Succeeded' || p?.phase === 'Failed' ? p.phase : undefined;
         },
         (config.events / config.perSecond) * 1000 + 180_000,
       );
+      if (phase === 'Failed')
+        throw new Error(`producer failed:\n${await kubectl(['logs', 'producer'])}`);
+      await readHighWatermarks();
       await waitUntil('exact totals and tiling', async () => {
         await expectExactAndTiled();
         return true;
@@ -518,6 +553,7 @@ const steps: Step[] = [
   {
     name: 'helm upgrade with a changed value: receivers roll, nothing lost',
     run: async () => {
+      const before = new Map((await pods(receiverSelector)).map((p) => [p.name, p.uid]));
       await helm([
         'upgrade',
         config.release,
@@ -527,7 +563,10 @@ const steps: Step[] = [
         '5m',
         ...helmValues(['--set', 'receivers.flushInterval=2s']),
       ]);
-      await waitUntil('4 receiver pods Ready after the roll', () => allReady(receiverSelector, 4));
+      await waitUntil('4 new receiver pods Ready after the roll', async () => {
+        const now = await allReady(receiverSelector, 4);
+        return now?.every((p) => before.get(p.name) !== p.uid) ? true : undefined;
+      });
       await waitUntil('exact totals and tiling after the roll', async () => {
         await expectExactAndTiled();
         return true;

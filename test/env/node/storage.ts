@@ -1,7 +1,7 @@
 // Storage for the one-node cluster: a default StorageClass without a provisioner and a pool of
 // hostPath PersistentVolumes under the node's directory, so that the chart's receiver
 // volumeClaimTemplates (ReadWriteOnce) and its deep-storage claim (ReadWriteMany) bind.
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCommand } from '../processes.ts';
 
@@ -51,4 +51,37 @@ export async function createLocalStorage(
   await runCommand(kubectl, ['--kubeconfig', kubeconfig, 'apply', '-f', '-'], {
     input: localStorageManifest(volumesDir),
   });
+}
+
+/**
+ * Makes the volumes of deleted claims (Released: Retain keeps them bound to the old claim)
+ * Available again, emptied, as a provisioner would: for runs after the first on a long-lived node.
+ */
+export async function recycleReleasedVolumes(kubeconfig: string, kubectl: string): Promise<void> {
+  const list = JSON.parse(
+    await runCommand(kubectl, ['--kubeconfig', kubeconfig, 'get', 'pv', '-o', 'json']),
+  ) as {
+    items: {
+      metadata: { name: string };
+      spec: { storageClassName?: string; hostPath?: { path: string } };
+      status?: { phase?: string };
+    }[];
+  };
+  for (const pv of list.items) {
+    const path = pv.spec.hostPath?.path;
+    if (pv.spec.storageClassName !== storageClassName || pv.status?.phase !== 'Released' || !path)
+      continue;
+    rmSync(path, { recursive: true, force: true });
+    mkdirSync(path, { recursive: true });
+    chmodSync(path, 0o777);
+    await runCommand(kubectl, [
+      '--kubeconfig',
+      kubeconfig,
+      'patch',
+      'pv',
+      pv.metadata.name,
+      '--type=json',
+      '-p=[{"op":"remove","path":"/spec/claimRef"}]',
+    ]);
+  }
 }
