@@ -73,26 +73,40 @@ const uniqueItems = <T>(items: readonly T[]): boolean => new Set(items).size ===
 export const saslMechanisms = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
 export type SaslMechanism = (typeof saslMechanisms)[number];
 
-export const cubeSource = kafkaSource.extend({
-  brokers: kafkaSource.shape.brokers.max(maxBrokers),
-  tls: z
-    .object({
-      secretRef: secretName
-        .optional()
-        .describe(
-          'Secret with ca.crt (and tls.crt, tls.key for mutual TLS); without it the system trust store is used.',
-        ),
-    })
-    .optional()
-    .describe('Connect to the brokers over TLS.'),
-  sasl: z
-    .object({
-      mechanism: z.enum(saslMechanisms),
-      secretRef: secretName.describe('Secret with the keys username and password.'),
-    })
-    .optional()
-    .describe('Authenticate to the brokers with SASL.'),
-});
+export const cubeSource = kafkaSource
+  .extend({
+    brokers: kafkaSource.shape.brokers.max(maxBrokers),
+    tls: z
+      .object({
+        secretRef: secretName
+          .optional()
+          .describe(
+            'Secret with ca.crt (and tls.crt, tls.key for mutual TLS); without it the system trust store is used.',
+          ),
+      })
+      .optional()
+      .describe('Connect to the brokers over TLS.'),
+    sasl: z
+      .object({
+        mechanism: z.enum(saslMechanisms),
+        secretRef: secretName.describe('Secret with the keys username and password.'),
+      })
+      .optional()
+      .describe('Authenticate to the brokers with SASL.'),
+  })
+  .meta(
+    kubernetes({
+      validations: [
+        {
+          // Segments, hand-offs and epochs are offsets of this topic: another topic is another cube.
+          rule: 'self.topic == oldSelf.topic',
+          message:
+            'spec.source.topic is immutable: stored segments hold offsets of this topic; create a new CubeAssignment to read another topic',
+          fieldPath: '.topic',
+        },
+      ],
+    }),
+  );
 export type CubeSource = z.infer<typeof cubeSource>;
 
 const boundedMeasure = measure
@@ -147,6 +161,13 @@ export const assignedCubeSchema = cubeSchema
           rule: 'self.measures.all(m, !(has(self.dimensions) && m.name in self.dimensions) && self.measures.exists_one(n, n.name == m.name))',
           message: 'names must be unique across dimensions and measures',
           fieldPath: '.measures',
+        },
+        {
+          // Every part of the schema decides what stored segments mean: their rows (timestamp
+          // field, dimensions, measures), their windows, and which events they took (lateness).
+          rule: 'self == oldSelf',
+          message:
+            'spec.schema is immutable: it defines the data already stored in segments and hand-offs; create a new CubeAssignment for a new schema',
         },
       ],
     }),
@@ -314,6 +335,8 @@ export type SegmentCounts = z.infer<typeof segmentCounts>;
 
 export const cubeAssignmentStatus = z.object({
   observedGeneration: z.int().min(0).optional(),
+  /** cubeSpecDigest of the source and schema every receiver holding the cube was brought to. */
+  specDigest: z.string().max(64).optional(),
   /** replica set → partitions, as applied now. */
   assignment: partitionsByReplicaSet().optional(),
   /** partition → assignment epoch, bumped on every move. */

@@ -1,5 +1,6 @@
 // The cube: its Kafka source and its schema (timestamp, dimensions, measures, window). One zod
 // definition gives the TypeScript types, the receiver's request validation and the CRD schema.
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { durationPattern, parseDuration } from './duration.ts';
 
@@ -58,6 +59,27 @@ export const cubeSchema = z
     }
   });
 export type CubeSchema = z.infer<typeof cubeSchema>;
+
+/** JSON with object keys sorted: the same value gives the same text whoever built it. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * A short digest of the cube as a receiver runs it (source and schema, defaults applied), so the
+ * operator can tell whether a receiver runs the spec it wants without comparing field by field.
+ */
+export function cubeSpecDigest(spec: { source: unknown; schema: unknown }): string {
+  const normal = { source: kafkaSource.parse(spec.source), schema: cubeSchema.parse(spec.schema) };
+  return createHash('sha256').update(canonicalJson(normal)).digest('hex').slice(0, 16);
+}
 
 /** Cube names are DNS labels: they appear in Kubernetes names, metric labels and file paths. */
 export const cubeName = z

@@ -10,6 +10,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import type { CubeStatus } from '../protocol/admin-api.ts';
 import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
@@ -19,7 +20,7 @@ import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import { planAssignment, type Problem } from './planner.ts';
-import { PhaseBlocked, describeMoves, newJournal, runReassign } from './reassign.ts';
+import { PhaseBlocked, assignRequest, describeMoves, newJournal, runReassign } from './reassign.ts';
 import type { TopicMetadata } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
@@ -192,6 +193,42 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     );
   }
 
+  /**
+   * Brings every receiver that holds the cube to the spec's source (the CRD keeps topic and schema
+   * immutable, so only brokers and starting offsets change): an assign with no partitions makes
+   * a receiver reopen the cube through the new source from its checkpoint. Returns the receivers
+   * that do not run it yet; observedGeneration must not move while there are any.
+   */
+  async function rollOutSpec(
+    object: CubeAssignment,
+    cube: string,
+    receivers: Map<string, ReceiverEndpoint[]>,
+  ): Promise<Problem[]> {
+    const wanted = cubeSpecDigest(assignRequest(object, '', []));
+    const replicaSets = new Set([
+      ...Object.keys(object.status?.assignment ?? {}),
+      ...object.spec.replicaSets,
+    ]);
+    const problems: Problem[] = [];
+    for (const rs of replicaSets) {
+      for (const endpoint of receivers.get(rs) ?? []) {
+        const client = clientFor(endpoint);
+        try {
+          const status = await client.cubeStatus(cube);
+          if (status.specDigest !== wanted)
+            await client.assign(cube, assignRequest(object, rs, []));
+        } catch (error) {
+          if (error instanceof ReceiverApiError && error.status === 404) continue; // holds none of it
+          problems.push({
+            reason: 'SpecNotRolledOut',
+            message: `receiver ${endpoint.name} (${rs}) does not run generation ${object.metadata?.generation ?? 0} of the spec yet: ${(error as Error).message}`,
+          });
+        }
+      }
+    }
+    return problems;
+  }
+
   async function observe(
     object: CubeAssignment,
     cube: string,
@@ -211,6 +248,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         const client = clientFor(endpoint);
         try {
           let status = await client.cubeStatus(cube);
+          // Repair: a receiver that restarted from an older checkpoint runs an older source.
+          const wanted = cubeSpecDigest(assignRequest(object, rs, []));
+          if (status.specDigest !== wanted)
+            status = await client.assign(cube, assignRequest(object, rs, []));
           // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
           const paused = status.partitions.filter(
             (p) => p.state === 'paused' && owned.includes(p.partition),
@@ -341,6 +382,31 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       }
     };
     if (journal) return runJournal(journal);
+
+    // A source edit reaches every receiver before anything else runs under it, and before
+    // observedGeneration says it is applied. Other edits (placement, suspend) need no roll-out,
+    // and must not wait for receivers that are down.
+    const specDigest = cubeSpecDigest(assignRequest(object, '', []));
+    if (object.status?.specDigest !== specDigest) {
+      const notRolledOut = await rollOutSpec(object, cube, receivers);
+      if (notRolledOut.length > 0) {
+        const message = notRolledOut.map((p) => p.message).join('; ');
+        await patchStatus(object, {
+          conditions: conditionsWith(object, [
+            {
+              type: 'Progressing',
+              status: 'True',
+              reason: 'RollingOut',
+              message: `rolling generation ${object.metadata?.generation ?? 0} of the spec out to the receivers`,
+            },
+            degraded(object, notRolledOut),
+            { type: 'Ready', status: 'False', reason: notRolledOut[0]!.reason, message },
+          ]),
+        });
+        return { requeueAfterMs: 2_000 };
+      }
+      object = await patchStatus(object, { specDigest });
+    }
 
     if (object.spec.suspend) {
       for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {

@@ -84,6 +84,8 @@ export interface CubeStatus {
   replicaSet: string;
   receiver: string;
   topic: string;
+  /** cubeSpecDigest of the source and schema the receiver runs for this cube. */
+  specDigest: string;
   partitions: PartitionStatus[];
   segments: SegmentStatus[];
   rejected: Record<string, number>;

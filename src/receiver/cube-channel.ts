@@ -2,7 +2,7 @@
 // checkpoints and hand-offs. Records are applied synchronously (parsing may run on a worker first),
 // so a checkpoint always pairs the aggregated data with exactly the positions it came from.
 import type { Kafka } from 'kafkajs';
-import type { CubeSchema, KafkaSource } from '../api/cube.ts';
+import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
   CubeStatus,
   DrainResponse,
@@ -42,7 +42,10 @@ export interface ChannelOptions {
   metrics: ReceiverMetrics;
   logger: Logger;
   flushIntervalMs: number;
-  /** A caught-up partition with no new record for this long counts as past every window. */
+  /**
+   * A partition that has received no record for this long (and has nothing left to read) counts
+   * as past every window. Silence, not being caught up: a live consumer is caught up most of the time.
+   */
   idleTimeoutMs: number;
   /** Factory for the consumer; tests and other clients may replace kafkajs. */
   consumerFactory?: (sink: ChannelSink) => PartitionConsumer;
@@ -57,8 +60,12 @@ interface PartitionState {
   position: bigint;
   stopOffset: bigint | null;
   highWatermark: bigint | null;
-  /** Wall-clock time since which the partition has been caught up, for idle sealing. */
-  caughtUpSince: number | null;
+  /**
+   * Wall-clock time of the last record the partition received (a data record, or records the
+   * client filtered out such as transaction markers), or of when it last became live: the start
+   * of its silence, for idle sealing.
+   */
+  lastRecordAt: number;
   /**
    * Bumped when a partition that was not live is sent back to `position` (resume, drain): a batch
    * delivered before then may have been dropped while it was paused, so later ones must not apply.
@@ -99,6 +106,8 @@ export class CubeChannel {
   readonly cube: string;
   readonly spec: CubeSpec;
   readonly segments: SegmentManager;
+  /** Of the spec this channel runs, reported in status so the operator sees a rollout land. */
+  readonly specDigest: string;
   private readonly options: ChannelOptions;
   private readonly partitions = new Map<number, PartitionState>();
   private readonly store: CubeStore;
@@ -127,6 +136,7 @@ export class CubeChannel {
     this.cube = options.cube;
     this.spec = options.spec;
     this.segments = new SegmentManager(options.spec.schema);
+    this.specDigest = cubeSpecDigest(options.spec);
     this.store = new CubeStore(options.dataDir, options.cube);
     const sink: ChannelSink = {
       onRecords: (p, records, hw) => this.onRecords(p, records, hw),
@@ -168,7 +178,10 @@ export class CubeChannel {
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
     if (checkpoint) this.restore(checkpoint);
-    else this.writeCheckpoint();
+    // A new cube, or one whose source changed (the same topic through other brokers): the
+    // checkpoint names the spec this channel runs, so a restart comes back with it.
+    if (!checkpoint || JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source))
+      this.writeCheckpoint();
     await this.restartConsumer();
     this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
   }
@@ -193,7 +206,7 @@ export class CubeChannel {
         position: BigInt(p.position),
         stopOffset: p.stopOffset === null ? null : BigInt(p.stopOffset),
         highWatermark: null,
-        caughtUpSince: null,
+        lastRecordAt: Date.now(),
         generation: 0,
       });
       const clock = this.segments.clock(p.partition);
@@ -270,6 +283,7 @@ export class CubeChannel {
   ): void | Promise<void> {
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
+    if (records.length > 0) ps.lastRecordAt = Date.now();
     const { schema } = this.spec;
     const parseHere = (i: number): ParseResult => parseEvent(schema, records[i]!.value);
     // Behind a batch still on the worker, even a small one waits its turn.
@@ -422,6 +436,7 @@ export class CubeChannel {
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
     ps.highWatermark = highWatermark;
+    ps.lastRecordAt = Date.now(); // markers and aborted records are records the partition received
     if (first > ps.position || last < ps.position) return;
     let to = last + 1n;
     if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
@@ -439,9 +454,6 @@ export class CubeChannel {
   }
 
   private afterProgress(ps: PartitionState): void {
-    if (ps.highWatermark !== null && ps.position >= ps.highWatermark) {
-      ps.caughtUpSince ??= Date.now();
-    } else ps.caughtUpSince = null;
     if (ps.state === 'draining' && ps.stopOffset !== null && ps.position >= ps.stopOffset) {
       ps.state = 'stopped';
       this.consumer.pause([ps.partition]);
@@ -491,16 +503,22 @@ export class CubeChannel {
   }
 
   /**
-   * A consuming partition that has been caught up for the idle timeout counts as past every
-   * window. A paused or draining one does not: it is only waiting, and its data is still to come.
+   * DESIGN §6, "idle means silent": a consuming partition is idle — counts as past every window —
+   * once it has received no record for the idle timeout and has nothing left to read (position at
+   * the high watermark). Being caught up alone never makes it idle: under a steady trickle a live
+   * consumer is caught up nearly all the time, and sealing then would reject the events of the
+   * window it is writing to. A paused, draining or stopped partition is never idle: it is only
+   * waiting, and its data is still to come. With no high watermark known (broker unreachable),
+   * nothing is idle: sealing waits rather than guess.
    */
   private isIdle(partition: number): boolean {
     const ps = this.partitions.get(partition);
     if (!ps) return true;
     return (
       ps.state === 'consuming' &&
-      ps.caughtUpSince !== null &&
-      Date.now() - ps.caughtUpSince >= this.options.idleTimeoutMs
+      ps.highWatermark !== null &&
+      ps.position >= ps.highWatermark &&
+      Date.now() - ps.lastRecordAt >= this.options.idleTimeoutMs
     );
   }
 
@@ -699,7 +717,7 @@ export class CubeChannel {
         position: BigInt(s.position),
         stopOffset: null,
         highWatermark: null,
-        caughtUpSince: null,
+        lastRecordAt: Date.now(),
         generation: 0,
       });
       const clock = this.segments.clock(s.partition);
@@ -751,6 +769,7 @@ export class CubeChannel {
     for (const ps of toResume) {
       ps.state = 'consuming';
       ps.stopOffset = null;
+      ps.lastRecordAt = Date.now(); // its silence starts now, not while it was paused
     }
     if (toResume.length > 0) {
       for (const ps of toResume) ps.generation += 1;
@@ -805,6 +824,7 @@ export class CubeChannel {
         const wasLive = isLive(ps.state);
         ps.state = 'draining';
         if (!wasLive) {
+          ps.lastRecordAt = Date.now();
           ps.generation += 1;
           toResume.set(ps.partition, ps.position);
         }
@@ -918,6 +938,7 @@ export class CubeChannel {
       replicaSet: this.options.replicaSet,
       receiver: this.options.receiverId,
       topic: this.spec.source.topic,
+      specDigest: this.specDigest,
       partitions: [...this.partitions.values()]
         .sort((a, b) => a.partition - b.partition)
         .map((ps) => this.partitionStatus(ps)),

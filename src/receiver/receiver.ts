@@ -123,11 +123,18 @@ export class Receiver {
     let channel = this.cubes.get(cube);
     const spec: CubeSpec = { source: request.source, schema: request.schema };
     if (channel && JSON.stringify(channel.spec) !== JSON.stringify(spec)) {
-      throw new ChannelError(
-        409,
-        `cube ${cube} is assigned here with a different source or schema; unassign it first`,
-        'schema',
-      );
+      if (
+        channel.spec.source.topic !== spec.source.topic ||
+        JSON.stringify(channel.spec.schema) !== JSON.stringify(spec.schema)
+      ) {
+        // The CRD refuses such edits; a request with them comes from a stale or foreign caller.
+        throw new ChannelError(
+          409,
+          `cube ${cube} is assigned here with a different topic or schema; its stored segments mean something else — use a new cube name, or unassign it first`,
+          channel.spec.source.topic !== spec.source.topic ? 'source.topic' : 'schema',
+        );
+      }
+      channel = await this.replaceSource(cube, channel, spec);
     }
     if (!channel) {
       channel = this.channel(cube, spec);
@@ -135,6 +142,27 @@ export class Receiver {
       this.cubes.set(cube, channel);
     }
     return channel.assign(request.partitions);
+  }
+
+  /**
+   * Another way to the same topic (brokers, starting offsets): the channel is closed — flushed and
+   * checkpointed — and opened again from that checkpoint with a Kafka client for the new source.
+   * Positions, epochs, pauses and segments carry over; nothing is read twice or skipped.
+   */
+  private async replaceSource(
+    cube: string,
+    channel: CubeChannel,
+    spec: CubeSpec,
+  ): Promise<CubeChannel> {
+    await channel.close();
+    const next = this.channel(cube, spec);
+    await next.open();
+    this.cubes.set(cube, next);
+    this.logger.info('cube source changed; consuming through the new source', {
+      cube,
+      brokers: spec.source.brokers.join(','),
+    });
+    return next;
   }
 
   /** Drops a cube; refused while it holds data not yet handed off, unless forced. */

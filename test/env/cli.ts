@@ -23,6 +23,13 @@ async function main(command: string | undefined, flags: Set<string>): Promise<nu
   const running = findRunningEnvironment(settings.stateDir);
   switch (command) {
     case 'up': {
+      if (running && running.kafka.version !== settings.kafkaVersion) {
+        console.error(
+          `an environment with Kafka ${running.kafka.version} already runs in ${settings.stateDir}; ` +
+            `for ${settings.kafkaVersion} stop it first (npm run env:down) or use another STREAMCUBE_ENV_DIR`,
+        );
+        return 1;
+      }
       if (running) {
         console.log(`already running (state in ${settings.stateDir})`);
         printConnection(running);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
-import { freePort, runCommand, startService, waitForService } from './processes.ts';
+import { freePort, runCommand, startService, stopService, waitForService } from './processes.ts';
 
 export interface ControlPlane {
   version: string;
@@ -351,12 +351,18 @@ export async function startControlPlane(
     apiserverLog,
   );
   const ca = readFileSync(certs.ca);
-  await waitForService(
-    `kube-apiserver ${settings.kubernetesVersion}`,
-    async () => (await apiGet({ server, adminToken, ca }, '/readyz')).body === 'ok',
-    { pid: apiserverPid, logFile: apiserverLog },
-    120_000,
-  );
+  try {
+    await waitForService(
+      `kube-apiserver ${settings.kubernetesVersion}`,
+      async () => (await apiGet({ server, adminToken, ca }, '/readyz')).body === 'ok',
+      { pid: apiserverPid, logFile: apiserverLog },
+      120_000,
+    );
+  } catch (error) {
+    // waitForService stopped the API server; etcd is only there for it.
+    await stopService(etcdPid);
+    throw error;
+  }
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigYaml(server, certs.ca, adminToken), { mode: 0o600 });
   return {

@@ -1,10 +1,12 @@
 // Jest global set-up for the integration suites: reuse an environment started by
-// `npm run env:up`, or start a fresh one in a temporary directory for this run (always in CI).
+// `npm run env:up` if it runs the requested Kafka version, or start a fresh one in a temporary
+// directory for this run (always in CI).
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { settings } from './settings.ts';
 import {
+  type TestEnvironment,
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
@@ -13,8 +15,21 @@ import {
 import { say } from './progress.ts';
 import { ensureHelm } from './controlplane.ts';
 
+/** The env:up environment, if there is one and it runs the Kafka version this run asks for. */
+function reusableEnvironment(): TestEnvironment | undefined {
+  if (process.env.CI === 'true') return undefined;
+  const running = findRunningEnvironment(settings.stateDir);
+  if (running && running.kafka.version !== settings.kafkaVersion) {
+    say(
+      `the env:up environment in ${settings.stateDir} runs Kafka ${running.kafka.version}, this run asks for ${settings.kafkaVersion} (STREAMCUBE_KAFKA_VERSION): starting a fresh one`,
+    );
+    return undefined;
+  }
+  return running;
+}
+
 export default async function globalSetup(): Promise<void> {
-  let env = process.env.CI === 'true' ? undefined : findRunningEnvironment(settings.stateDir);
+  let env = reusableEnvironment();
   if (env) {
     say(`using the environment started by env:up in ${settings.stateDir}`);
   } else {

@@ -1,10 +1,12 @@
 // A single-node Apache Kafka (KRaft, broker + controller) from Maven Central jars: the classpath
 // is resolved once with Maven into the cache, storage is formatted with kafka.tools.StorageTool
 // and the broker runs as `java kafka.Kafka` on free loopback ports.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { logLevel } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
 import { freePort, runCommand, startService, waitForService } from './processes.ts';
@@ -19,55 +21,141 @@ export interface KafkaBroker {
   dataDir: string;
 }
 
-const isKafka4 = (version: string): boolean => Number(version.split('.')[0]) >= 4;
-
-function loggingDependencies(version: string): string {
-  // Kafka's POM carries no logging binding: 3.x logs through reload4j, 4.x through log4j2.
-  const dep = (g: string, a: string, v: string): string =>
-    `<dependency><groupId>${g}</groupId><artifactId>${a}</artifactId><version>${v}</version></dependency>`;
-  return isKafka4(version)
-    ? dep('org.apache.logging.log4j', 'log4j-core', '2.24.3') +
-        dep('org.apache.logging.log4j', 'log4j-slf4j2-impl', '2.24.3')
-    : dep('org.slf4j', 'slf4j-reload4j', '1.7.36');
+export interface MavenArtifact {
+  groupId: string;
+  artifactId: string;
+  version: string;
 }
 
-/** Resolves the broker's classpath with Maven (cached per version) and returns it. */
-export async function resolveKafkaClasspath(version = settings.kafkaVersion): Promise<string> {
-  const dir = join(settings.cacheDir, `kafka-${version}`);
-  const classpathFile = join(dir, 'classpath.txt');
-  if (existsSync(classpathFile)) return readFileSync(classpathFile, 'utf8').trim();
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(
-    join(dir, 'pom.xml'),
-    `<project xmlns="http://maven.apache.org/POM/4.0.0">
+function pomWith(artifacts: MavenArtifact[]): string {
+  const deps = artifacts.map(
+    (a) =>
+      `    <dependency><groupId>${a.groupId}</groupId><artifactId>${a.artifactId}</artifactId><version>${a.version}</version></dependency>`,
+  );
+  return `<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>io.streamcube.testenv</groupId><artifactId>kafka-classpath</artifactId><version>1</version>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>${version}</version></dependency>
-    ${loggingDependencies(version)}
+${deps.join('\n')}
   </dependencies>
 </project>
-`,
-  );
-  await step(`resolving Apache Kafka ${version} jars from Maven Central`, (heartbeat) =>
-    runCommand(
-      'mvn',
-      ['-B', 'dependency:build-classpath', `-Dmdep.outputFile=${classpathFile}.tmp`],
-      {
-        cwd: dir,
-        onLine: (line) => {
-          if (line.includes('Downloaded')) heartbeat(line.replace(/^.*Downloaded from \S+ /, ''));
-        },
+`;
+}
+
+/** The version of `artifactId` among the jars of a resolved classpath, if it is there. */
+function jarVersion(classpath: string, artifactId: string): string | undefined {
+  for (const jar of classpath.split(':')) {
+    const name = basename(jar);
+    if (name.startsWith(`${artifactId}-`) && name.endsWith('.jar'))
+      return name.slice(artifactId.length + 1, -'.jar'.length);
+  }
+  return undefined;
+}
+
+const isKafka4 = (version: string): boolean => Number(version.split('.')[0]) >= 4;
+
+/**
+ * Kafka's POM carries the slf4j API but no binding, and without one the broker logs nothing. The
+ * binding has to speak the slf4j API that Maven actually resolves: Kafka 3.9.2 and 4.0 … 4.4 (POMs
+ * of 4.0.0, 4.1.1, 4.2.0, 4.3.1, 4.4.0 checked) resolve slf4j-api 1.7.36, beside which an slf4j 2
+ * binding (`log4j-slf4j2-impl`) is not found and slf4j falls back to its no-op logger. Kafka 4.x
+ * logs through log4j2 (KIP-653) and gets the log4j2 binding for the resolved slf4j API, at the
+ * log4j version Kafka's own POM asks for (4.1 on; 4.0's names none: 2.24.3). 3.x gets reload4j.
+ * slf4j-api is pinned to the version Kafka resolves so that the binding cannot move it.
+ */
+export function loggingArtifacts(kafkaClasspath: string, kafkaVersion: string): MavenArtifact[] {
+  const slf4j = jarVersion(kafkaClasspath, 'slf4j-api');
+  if (!slf4j) throw new Error(`Kafka ${kafkaVersion} resolves no slf4j-api: cannot pick a binding`);
+  const api: MavenArtifact = { groupId: 'org.slf4j', artifactId: 'slf4j-api', version: slf4j };
+  if (!isKafka4(kafkaVersion))
+    return [api, { groupId: 'org.slf4j', artifactId: 'slf4j-reload4j', version: slf4j }];
+  const log4j = jarVersion(kafkaClasspath, 'log4j-core') ?? '2.24.3';
+  const log4jArtifact = (artifactId: string): MavenArtifact => ({
+    groupId: 'org.apache.logging.log4j',
+    artifactId,
+    version: log4j,
+  });
+  const slf4j2 = Number(slf4j.split('.')[0]) >= 2;
+  return [
+    api,
+    log4jArtifact('log4j-core'),
+    log4jArtifact(slf4j2 ? 'log4j-slf4j2-impl' : 'log4j-slf4j-impl'),
+  ];
+}
+
+/** Whether a resolved classpath logs through log4j2 (else reload4j, the log4j 1 API). */
+const logsThroughLog4j2 = (classpath: string): boolean =>
+  jarVersion(classpath, 'log4j-core') !== undefined;
+
+// Bumped when the way the classpath is resolved changes, so that a cached classpath resolved
+// the old way (for 4.x: with a binding slf4j could not load) is resolved again.
+const classpathRecipe = 'kafka + slf4j binding matching the resolved slf4j-api (2)';
+
+async function mavenClasspath(
+  dir: string,
+  pomFile: string,
+  artifacts: MavenArtifact[],
+  heartbeat: (detail: string) => void,
+): Promise<string> {
+  writeFileSync(join(dir, pomFile), pomWith(artifacts));
+  // Another process may resolve the same version at the same time: never share a scratch file.
+  const output = join(dir, `${pomFile}.${process.pid}.classpath`);
+  await runCommand(
+    'mvn',
+    ['-B', '-f', pomFile, 'dependency:build-classpath', `-Dmdep.outputFile=${output}`],
+    {
+      cwd: dir,
+      onLine: (line) => {
+        if (line.includes('Downloaded')) heartbeat(line.replace(/^.*Downloaded from \S+ /, ''));
       },
-    ),
+    },
   );
-  const classpath = readFileSync(`${classpathFile}.tmp`, 'utf8').trim();
-  writeFileSync(classpathFile, classpath);
+  const classpath = readFileSync(output, 'utf8').trim();
+  rmSync(output, { force: true });
   return classpath;
 }
 
-function writeLoggingConfig(dir: string, version: string): string[] {
-  if (isKafka4(version)) {
+/**
+ * Resolves the broker's classpath with Maven (cached per version in
+ * `<cache>/kafka-<version>/classpath.txt`, which other tools read too) and returns it. `pom.xml`
+ * beside it is the final project, for `mvn dependency:tree`.
+ */
+export async function resolveKafkaClasspath(version = settings.kafkaVersion): Promise<string> {
+  const dir = join(settings.cacheDir, `kafka-${version}`);
+  const classpathFile = join(dir, 'classpath.txt');
+  const recipeFile = join(dir, 'classpath.recipe');
+  if (
+    existsSync(classpathFile) &&
+    existsSync(recipeFile) &&
+    readFileSync(recipeFile, 'utf8').trim() === classpathRecipe
+  )
+    return readFileSync(classpathFile, 'utf8').trim();
+  mkdirSync(dir, { recursive: true });
+  const kafka = { groupId: 'org.apache.kafka', artifactId: 'kafka_2.13', version };
+  const classpath = await step(
+    `resolving Apache Kafka ${version} jars from Maven Central`,
+    async (heartbeat) => {
+      const kafkaOnly = await mavenClasspath(dir, 'kafka-only.pom.xml', [kafka], heartbeat);
+      const logging = loggingArtifacts(kafkaOnly, version);
+      const full = await mavenClasspath(dir, 'pom.xml', [kafka, ...logging], heartbeat);
+      const resolvedApi = jarVersion(full, 'slf4j-api');
+      if (resolvedApi !== logging[0]?.version)
+        throw new Error(
+          `Kafka ${version}: slf4j-api ${logging[0]?.version} pinned but ${resolvedApi} resolved (${dir}/pom.xml)`,
+        );
+      return full;
+    },
+  );
+  // Written whole and renamed: a reader never sees half a classpath.
+  const tmp = `${classpathFile}.${process.pid}.tmp`;
+  writeFileSync(tmp, classpath);
+  renameSync(tmp, classpathFile);
+  writeFileSync(recipeFile, `${classpathRecipe}\n`);
+  return classpath;
+}
+
+function writeLoggingConfig(dir: string, classpath: string): string[] {
+  if (logsThroughLog4j2(classpath)) {
     const file = join(dir, 'log4j2.properties');
     writeFileSync(
       file,
@@ -109,6 +197,31 @@ function canConnect(host: string, port: number): Promise<boolean> {
   });
 }
 
+const nodeId = 1;
+
+/**
+ * Whether the broker answers a Metadata request on its PLAINTEXT listener and lists itself among
+ * the live brokers, which a KRaft broker does only once it is unfenced and serving. One attempt,
+ * bounded in time: the caller polls.
+ */
+async function brokerListsItself(bootstrap: string): Promise<boolean> {
+  const admin = createKafka({
+    clientId: 'streamcube-testenv-readiness',
+    brokers: [bootstrap],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1_000,
+    requestTimeout: 2_000,
+    retry: { retries: 0 },
+  }).admin();
+  try {
+    await admin.connect();
+    const cluster = await admin.describeCluster();
+    return cluster.brokers.some((b) => b.nodeId === nodeId);
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
 export interface KafkaPorts {
   broker: number;
   controller: number;
@@ -137,8 +250,8 @@ export async function startKafka(
     propsFile,
     [
       'process.roles=broker,controller',
-      'node.id=1',
-      `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+      `node.id=${nodeId}`,
+      `controller.quorum.voters=${nodeId}@127.0.0.1:${controllerPort}`,
       `listeners=PLAINTEXT://${host}:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
       `advertised.listeners=PLAINTEXT://${host}:${brokerPort}`,
       'controller.listener.names=CONTROLLER',
@@ -156,7 +269,7 @@ export async function startKafka(
       '',
     ].join('\n'),
   );
-  const logging = writeLoggingConfig(dir, version);
+  const logging = writeLoggingConfig(dir, classpath);
   const java = ['-Xms256m', '-Xmx1g', '-XX:+UseG1GC', '-Djava.awt.headless=true', ...logging];
   const logFile = join(dir, 'kafka.log');
   // A cluster id is a UUID in URL-safe base64, as `kafka-storage random-uuid` prints; like
@@ -191,10 +304,10 @@ export async function startKafka(
     `Kafka ${version} broker`,
     async () =>
       (await canConnect(host, brokerPort)) &&
-      // The listener accepts connections before the broker has caught up with the metadata log.
-      /Kafka Server started|\[KafkaRaftServer nodeId=1\] Kafka Server started/.test(
-        readFileSync(logFile).subarray(logStart).toString('utf8'),
-      ),
+      // The listener accepts connections before the broker has caught up with the metadata log:
+      // ready is the broker saying so in its log, or answering Metadata with itself in it.
+      (/Kafka Server started/.test(readFileSync(logFile).subarray(logStart).toString('utf8')) ||
+        (await brokerListsItself(broker.bootstrap))),
     broker,
     90_000,
   );

@@ -123,7 +123,8 @@ export function tailOf(file: string, lines = 30): string {
 
 /**
  * Polls `probe` until it returns true. Fails early if the service process died, and on timeout,
- * in both cases quoting the end of its log.
+ * in both cases quoting the end of its log, and stops the service (its whole process group)
+ * first: a service that did not start is never left running.
  */
 export async function waitForService(
   what: string,
@@ -132,18 +133,14 @@ export async function waitForService(
   timeoutMs: number,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const fail = async (reason: string): Promise<never> => {
+    await stopService(service.pid);
+    throw new Error(`${what} ${reason}; log ${service.logFile}:\n${tailOf(service.logFile)}`);
+  };
   for (;;) {
-    if (!isAlive(service.pid)) {
-      throw new Error(
-        `${what} exited during start-up; log ${service.logFile}:\n${tailOf(service.logFile)}`,
-      );
-    }
+    if (!isAlive(service.pid)) return fail('exited during start-up');
     if (await probe().catch(() => false)) return;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `${what} not ready after ${timeoutMs / 1000}s; log ${service.logFile}:\n${tailOf(service.logFile)}`,
-      );
-    }
+    if (Date.now() > deadline) return fail(`not ready after ${timeoutMs / 1000}s`);
     await sleep(250);
   }
 }

@@ -11,8 +11,8 @@ export const settings = {
   cacheDir: process.env.STREAMCUBE_CACHE_DIR || join(homedir(), '.cache', 'streamcube'),
   /** Data directories, logs and the state file of a running environment. */
   stateDir: process.env.STREAMCUBE_ENV_DIR || join(homedir(), '.cache', 'streamcube', 'env'),
-  /** Apache Kafka broker from Maven Central (org.apache.kafka:kafka_2.13). */
-  kafkaVersion: process.env.STREAMCUBE_KAFKA_VERSION || '3.9.2',
+  /** Apache Kafka broker from Maven Central (org.apache.kafka:kafka_2.13); `test:kafka-compat` runs 3.9.2. */
+  kafkaVersion: process.env.STREAMCUBE_KAFKA_VERSION || '4.4.0',
   /** Must match the k8s.io/kubernetes version in test/env/controlplane/go.mod. */
   kubernetesVersion: 'v1.35.4',
   /** Must match go.etcd.io/etcd/server/v3 in test/env/controlplane/go.mod. */

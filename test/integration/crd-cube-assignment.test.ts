@@ -277,6 +277,61 @@ test.each(invalid)('%s is refused with 422 at %s', async (_, field, change, mess
   expect(status.message).toContain(`${field}:`);
 });
 
+describe('fields whose change would alter the meaning of stored data are immutable', () => {
+  const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const patchSpec = (name: string, spec: object): Promise<unknown> =>
+    custom.patchNamespacedCustomObject(
+      { group, version, namespace, plural, name, body: { spec } },
+      merge,
+    );
+
+  const refused: [string, string, object, RegExp][] = [
+    [
+      'the topic',
+      'spec.source.topic',
+      { source: { topic: 'payments' } },
+      /create a new CubeAssignment/,
+    ],
+    ['the window', 'spec.schema', { schema: { window: '30m' } }, /spec.schema is immutable/],
+    ['a dimension', 'spec.schema', { schema: { dimensions: ['country'] } }, /immutable/],
+    ['the lateness', 'spec.schema', { schema: { allowedLateness: '1m' } }, /immutable/],
+  ];
+
+  test.each(refused)(
+    'an edit of %s is refused with 422 at %s',
+    async (what, field, spec, message) => {
+      const name = `immutable-${randomUUID().slice(0, 8)}`;
+      await create(name, validSpec);
+      const error: unknown = await patchSpec(name, spec).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ApiException);
+      expect((error as ApiException<string>).code).toBe(422);
+      const body = JSON.parse(String((error as ApiException<string>).body)) as {
+        details?: { causes?: { field?: string; message?: string }[] };
+      };
+      const cause = body.details?.causes?.find((c) => c.field === field);
+      expect(cause?.message).toMatch(message);
+      expect(what).toBeTruthy();
+    },
+  );
+
+  test('brokers, startingOffsets and the placement may change', async () => {
+    const name = `mutable-${randomUUID().slice(0, 8)}`;
+    await create(name, validSpec);
+    const patched = cubeAssignment.parse(
+      await patchSpec(name, {
+        source: { brokers: ['kafka-2.kafka:9092'], startingOffsets: 'latest' },
+        replicaSets: ['rs-a', 'rs-b', 'rs-c'],
+      }),
+    );
+    expect(patched.spec.source).toMatchObject({
+      brokers: ['kafka-2.kafka:9092'],
+      topic: 'orders',
+      startingOffsets: 'latest',
+    });
+    expect(patched.metadata.generation).toBe(2);
+  });
+});
+
 const status: CubeAssignmentStatus = {
   observedGeneration: 1,
   assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },

@@ -6,6 +6,7 @@ import { logLevel, type Admin, type Producer } from 'kafkajs';
 import { ApiException } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import { cubeSpecDigest } from '../../src/api/cube.ts';
 import { finalizer } from '../../src/operator/reconciler.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
@@ -202,6 +203,55 @@ test('suspend pauses consumption under load; resume catches up exactly', async (
   // Resuming is what the user asked for, not a fault worth a Warning.
   const warnings = (await cubeEvents(kc, namespace, cube)).filter((e) => e.type === 'Warning');
   expect(warnings.map((e) => `${e.reason}: ${e.message}`)).toEqual([]);
+});
+
+test('a brokers edit reaches every receiver before observedGeneration moves; nothing is lost', async () => {
+  const cube = 'rerouted';
+  const topic = await createTopic(admin, 4);
+  const load = new SteadyLoad(producer, topic, 4);
+  load.start(Date.UTC(2026, 3, 15));
+  const before = await createCube(cube, topic);
+  const api = cubeApi(kc);
+  const source = { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' };
+  const newSource = { ...source, brokers: [env.kafka.bootstrap, env.kafka.bootstrap] };
+  const wanted = cubeSpecDigest({ source: newSource, schema: testSchema });
+  expect(cubeSpecDigest({ source, schema: testSchema })).not.toBe(wanted);
+
+  // rs-b's receiver is down (its pod still says Ready): the edit cannot reach it yet.
+  await receivers['rs-b']!.stop();
+  const edited = await api.patchSpec(namespace, cube, { source: { brokers: newSource.brokers } });
+  expect(edited.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
+  const rolling = await waitForCube(kc, namespace, cube, 'Progressing RollingOut', (c) => {
+    const p = conditionOf(c, 'Progressing');
+    return p?.status === 'True' && p.reason === 'RollingOut';
+  });
+  expect(rolling.status?.observedGeneration).toBe(before.metadata?.generation);
+  expect(conditionOf(rolling, 'Ready')?.reason).toBe('SpecNotRolledOut');
+  expect((await receivers['rs-a']!.client.cubeStatus(cube)).specDigest).toBe(wanted);
+  await sleep(1_500); // a few resyncs: still waiting for rs-b
+  expect((await api.get(namespace, cube)).status?.observedGeneration).toBe(
+    before.metadata?.generation,
+  );
+
+  // Back with the old source from its checkpoint; the operator brings it to the new one.
+  await receivers['rs-b']!.start();
+  const applied = await waitForSettled(kc, namespace, cube, (c) => assigned(c, range));
+  expect(applied.status?.observedGeneration).toBe(edited.metadata?.generation);
+  for (const rs of ['rs-a', 'rs-b'])
+    expect((await receivers[rs]!.client.cubeStatus(cube)).specDigest).toBe(wanted);
+
+  await load.stop();
+  const end = await caughtUp(cube, topic);
+  const [a, b] = [receivers['rs-a']!, receivers['rs-b']!];
+  expectTotals(
+    addTotals(
+      totalsFromQuery(await a.client.query(cube, {})),
+      totalsFromQuery(await b.client.query(cube, {})),
+    ),
+    totalsOf(load.all()),
+  );
+  const [statusA, statusB] = [await a.client.cubeStatus(cube), await b.client.cubeStatus(cube)];
+  for (const [p, to] of end) expectTiling(rangesOf(p, statusA.segments, statusB.segments), 0n, to);
 });
 
 test('deleting the cube seals and hands off every receiver, then the object is gone', async () => {

@@ -155,10 +155,12 @@ test('every CEL rule has a message and its fieldPath names a field that exists',
   expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
     '.spec.pins',
     '.spec.pins',
+    '.spec.schema', // immutable (transition rule)
     '.spec.schema.allowedLateness',
     '.spec.schema.measures',
     '.spec.schema.measures[].field',
     '.spec.schema.window',
+    '.spec.source.topic', // immutable (transition rule)
   ]);
   for (const r of all) expect(nodeAt(`${r.path}${r.fieldPath ?? ''}`)).toBeDefined();
 });
