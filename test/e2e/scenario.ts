@@ -1,410 +1,26 @@
 // The end-to-end scenario, as a user drives streamcube with kubectl and helm on a real cluster:
 // the same file runs on the test environment's own node (`npm run test:e2e`) and on kind
-// (`test/e2e/kind/run.sh`). What differs between clusters comes in through the environment:
-//   KUBECONFIG                        the cluster
-//   STREAMCUBE_E2E_BROKERS            the Kafka bootstrap address as pods reach it
-//   STREAMCUBE_E2E_IMAGE              repository:tag of the streamcube image, present on the node
-//   STREAMCUBE_E2E_KUBECTL / _HELM    the tools (default: kubectl, helm on PATH)
-//   STREAMCUBE_E2E_NAMESPACE          where to install (default: streamcube-e2e)
-//   STREAMCUBE_E2E_HELM_ARGS          more `helm install` arguments, split at spaces
+// (`test/e2e/kind/run.sh`); ./cluster.ts says which environment variables tell them apart.
 // Each step is an assertion; the first that fails ends the run with diagnostics.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import {
-  type OffsetRange,
-  rangesFromJson,
-  tilingProblems,
-} from '../../src/receiver/offset-ranges.ts';
-import type { QueryResponse, SegmentStatus } from '../../src/protocol/admin-api.ts';
-import { handOffTotals, handOffs } from '../support/hand-offs.ts';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
-import { waitFor } from '../support/wait.ts';
-
-const run = promisify(execFile);
-const repositoryRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-const chart = join(repositoryRoot, 'deploy', 'helm', 'streamcube');
-
-const config = {
-  kubectl: process.env.STREAMCUBE_E2E_KUBECTL || 'kubectl',
-  helm: process.env.STREAMCUBE_E2E_HELM || 'helm',
-  namespace: process.env.STREAMCUBE_E2E_NAMESPACE || 'streamcube-e2e',
-  brokers: required('STREAMCUBE_E2E_BROKERS'),
-  image: required('STREAMCUBE_E2E_IMAGE'),
-  release: 'sc',
-  cube: 'orders',
-  topic: `orders-${Date.now().toString(36)}`,
-  partitions: 4,
-  /** Events the producer writes, `perSecond` a second: the ground truth. */
-  events: 3000,
-  perSecond: 50,
-};
-
-function required(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (see the head of test/e2e/scenario.ts)`);
-  return value;
-}
-
-const [imageRepository, imageTag] = config.image.split(/:(?=[^:/]+$)/) as [string, string];
-
-/** Event i of the producer. One event-time window holds them all: nothing seals by time. */
-function eventAt(i: number): { ts: number; country: string; device: string; price: number } {
-  return {
-    ts: Date.UTC(2026, 0, 1) + (i % 3_000_000),
-    country: ['de', 'fr', 'jp', 'us'][i % 4]!,
-    device: ['ios', 'android', 'web'][(i >> 2) % 3]!,
-    price: (i % 10) + 1, // whole numbers: sums are exact in any order
-  };
-}
-
-const expected = {
-  events: config.events,
-  revenue: Array.from({ length: config.events }, (_, i) => eventAt(i).price).reduce(
-    (a, b) => a + b,
-  ),
-};
-
-async function kubectl(args: string[], input?: string): Promise<string> {
-  const child = run(config.kubectl, ['-n', config.namespace, ...args], {
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  if (input !== undefined) child.child.stdin?.end(input);
-  return (await child).stdout;
-}
-
-async function helm(args: string[]): Promise<string> {
-  return (await run(config.helm, ['-n', config.namespace, ...args], { maxBuffer: 16 << 20 }))
-    .stdout;
-}
-
-/** Polls once a second: a cluster moves in seconds, not milliseconds. */
-function waitUntil<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 180_000,
-): Promise<T> {
-  return waitFor(what, probe, timeoutMs, 1000);
-}
-
-interface PodInfo {
-  name: string;
-  ready: boolean;
-  uid: string;
-  phase: string;
-  restarts: number;
-}
-
-async function pods(selector: string): Promise<PodInfo[]> {
-  const list = JSON.parse(await kubectl(['get', 'pods', '-l', selector, '-o', 'json'])) as {
-    items: {
-      metadata: { name: string; uid: string; deletionTimestamp?: string };
-      status: {
-        phase: string;
-        conditions?: { type: string; status: string }[];
-        containerStatuses?: { restartCount: number }[];
-      };
-    }[];
-  };
-  return list.items
-    .filter((p) => !p.metadata.deletionTimestamp)
-    .map((p) => ({
-      name: p.metadata.name,
-      uid: p.metadata.uid,
-      phase: p.status.phase,
-      ready: p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
-      restarts: (p.status.containerStatuses ?? []).reduce((a, c) => a + c.restartCount, 0),
-    }));
-}
-
-const operatorSelector = `app.kubernetes.io/instance=${config.release},app.kubernetes.io/component=operator`;
-const receiverSelector = `app.kubernetes.io/instance=${config.release},app.kubernetes.io/component=receiver`;
-
-async function allReady(selector: string, count: number): Promise<PodInfo[] | undefined> {
-  const list = await pods(selector);
-  return list.length === count && list.every((p) => p.ready) ? list : undefined;
-}
-
-let adminToken = '';
-
-/** A call to a receiver's admin API from inside its pod (the admin port is not exposed). */
-async function receiverApi<T>(
-  pod: string,
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<T> {
-  const script = `
-    const [path, method, token, body] = process.argv.slice(1);
-    fetch('http://127.0.0.1:8080' + path, {
-      method, headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
-      body: body === '' ? undefined : body,
-    }).then(async (r) => { process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() })); });`;
-  const out = await kubectl([
-    'exec',
-    pod,
-    '-c',
-    'receiver',
-    '--',
-    'node',
-    '-e',
-    script,
-    path,
-    method,
-    adminToken,
-    body === undefined ? '' : JSON.stringify(body),
-  ]);
-  const { status, body: text } = JSON.parse(out) as { status: number; body: string };
-  if (status === 404) throw new NotHeld(`${pod} ${method} ${path}: 404`);
-  if (status >= 300) throw new Error(`${pod} ${method} ${path}: ${status} ${text}`);
-  return JSON.parse(text) as T;
-}
-
-class NotHeld extends Error {}
-
-interface CubeStatusView {
-  /** Whether the status speaks of the current spec (status.observedGeneration = generation). */
-  current: boolean;
-  assignment?: Record<string, number[]>;
-  reassign?: { phase: string };
-  conditions?: { type: string; status: string; reason?: string }[];
-}
-
-async function cubeStatus(): Promise<CubeStatusView> {
-  const cube = JSON.parse(await kubectl(['get', 'cubeassignment', config.cube, '-o', 'json'])) as {
-    metadata: { generation: number };
-    status?: Omit<CubeStatusView, 'current'> & { observedGeneration?: number };
-  };
-  return { ...cube.status, current: cube.status?.observedGeneration === cube.metadata.generation };
-}
-
-/** Ready for the current spec, with no reassign in flight. */
-function isSettled(status: CubeStatusView): boolean {
-  return (
-    status.current &&
-    !status.reassign &&
-    (status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false)
-  );
-}
-
-/**
- * What replica `replica` of every replica set holds, live and handed off: offset ranges per
- * partition and totals. Every replica index must tile each partition's log and add up exactly.
- */
-async function heldByReplica(
-  replica: number,
-  deepStorage: string,
-): Promise<{ ranges: Map<number, OffsetRange[]>; events: number; revenue: number }> {
-  const ranges = new Map<number, OffsetRange[]>();
-  const add = (offsetRanges: Record<string, [string, string][]>): void => {
-    for (const [p, list] of Object.entries(offsetRanges)) {
-      ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
-    }
-  };
-  let events = 0;
-  let revenue = 0;
-  const deep = handOffs(deepStorage, config.cube);
-  for (const rs of ['rs-a', 'rs-b']) {
-    const pod = `${config.release}-${rs}-${replica}`;
-    try {
-      const status = await receiverApi<{ segments: SegmentStatus[] }>(
-        pod,
-        'GET',
-        `/v1/cubes/${config.cube}`,
-      );
-      for (const s of status.segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
-      const answer = await receiverApi<QueryResponse>(
-        pod,
-        'POST',
-        `/v1/cubes/${config.cube}/query`,
-        {},
-      );
-      const row = answer.rows[0];
-      if (row) {
-        events += Number(row[answer.columns.indexOf('events')]);
-        revenue += Number(row[answer.columns.indexOf('revenue')]);
-      }
-    } catch (error) {
-      if (!(error instanceof NotHeld)) throw error;
-    }
-    const own = deep.filter((h) => h.manifest.receiver === pod);
-    for (const h of own) add(h.manifest.offsetRanges);
-    const handedOff = handOffTotals(own);
-    events += handedOff.events;
-    revenue += handedOff.revenue;
-  }
-  return { ranges, events, revenue };
-}
-
-/** Copies the deep-storage volume out of a receiver pod (the same on every cluster). */
-async function copyDeepStorage(): Promise<{ dir: string; root: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'streamcube-e2e-deep-'));
-  const root = join(dir, 'deep-storage');
-  await kubectl([
-    'cp',
-    '-c',
-    'receiver',
-    `${config.release}-rs-b-0:/var/lib/streamcube/deep-storage`,
-    root,
-  ]);
-  return { dir, root };
-}
-
-/** partition → high watermark, as the producer read it back once it had written everything. */
-let highWatermarks = new Map<number, bigint>();
-
-async function readHighWatermarks(): Promise<void> {
-  const line = (await kubectl(['logs', 'producer']))
-    .split('\n')
-    .find((l) => l.startsWith('high watermarks '));
-  if (!line) throw new Error('the producer did not print its high watermarks');
-  const parsed = JSON.parse(line.slice('high watermarks '.length)) as Record<string, string>;
-  highWatermarks = new Map(Object.entries(parsed).map(([p, hw]) => [Number(p), BigInt(hw)]));
-  const inTopic = [...highWatermarks.values()].reduce((a, b) => a + b, 0n);
-  if (highWatermarks.size !== config.partitions || inTopic !== BigInt(config.events)) {
-    throw new Error(`the topic holds ${inTopic} records, the producer wrote ${config.events}`);
-  }
-}
-
-/** Exact totals and tiling of [0, high watermark) for every partition, replica by replica. */
-async function expectExactAndTiled(): Promise<void> {
-  const deep = await copyDeepStorage();
-  try {
-    for (const replica of [0, 1]) {
-      const held = await heldByReplica(replica, deep.root);
-      const problems: string[] = [];
-      for (const [p, end] of highWatermarks) {
-        for (const x of tilingProblems(held.ranges.get(p) ?? [], 0n, end)) {
-          problems.push(`partition ${p}: ${x.kind} [${x.from}, ${x.to})`);
-        }
-      }
-      if (problems.length > 0) throw new Error(`replica ${replica}: ${problems.join('; ')}`);
-      if (held.events !== expected.events || held.revenue !== expected.revenue) {
-        throw new Error(
-          `replica ${replica}: ${held.events} events, revenue ${held.revenue}; produced ${expected.events}, revenue ${expected.revenue}`,
-        );
-      }
-    }
-  } finally {
-    rmSync(deep.dir, { recursive: true, force: true });
-  }
-}
-
-/** A pod (restricted Pod Security) that creates the topic and writes the events at a steady rate. */
-function producerPod(): string {
-  const script = `
-    const { Kafka, logLevel } = require('kafkajs');
-    const [brokers, topic, total, perSecond, partitions] = process.argv.slice(1);
-    const kafka = new Kafka({ clientId: 'e2e-producer', brokers: [brokers], logLevel: logLevel.WARN });
-    (async () => {
-      const admin = kafka.admin(); await admin.connect();
-      await admin.createTopics({ topics: [{ topic, numPartitions: +partitions }], waitForLeaders: true });
-      // Idempotent: a retried batch (say after NOT_LEADER on a partition) is never written twice.
-      const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-      await producer.connect();
-      console.log('topic ready');
-      const batch = Math.max(1, Math.round(+perSecond / 10));
-      for (let i = 0; i < +total; i += batch) {
-        const messages = [];
-        for (let j = i; j < Math.min(+total, i + batch); j++) {
-          messages.push({ partition: j % +partitions, value: JSON.stringify({
-            ts: ${Date.UTC(2026, 0, 1)} + (j % 3000000),
-            country: ['de', 'fr', 'jp', 'us'][j % 4], device: ['ios', 'android', 'web'][(j >> 2) % 3],
-            price: (j % 10) + 1 }) });
-        }
-        await producer.send({ topic, acks: -1, messages });
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      await producer.disconnect();
-      const offsets = await admin.fetchTopicOffsets(topic);
-      await admin.disconnect();
-      console.log('high watermarks ' + JSON.stringify(Object.fromEntries(offsets.map((o) => [o.partition, o.high]))));
-    })().catch((e) => { console.error(e); process.exit(1); });`;
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'producer', labels: { app: 'e2e-producer' } },
-    spec: {
-      restartPolicy: 'Never',
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: 1000,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
-      containers: [
-        {
-          name: 'producer',
-          image: config.image,
-          imagePullPolicy: 'IfNotPresent',
-          command: ['node', '-e', script],
-          args: [
-            config.brokers,
-            config.topic,
-            String(config.events),
-            String(config.perSecond),
-            String(config.partitions),
-          ],
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            capabilities: { drop: ['ALL'] },
-            readOnlyRootFilesystem: true,
-          },
-        },
-      ],
-    },
-  });
-}
-
-function cubeManifest(replicaSets: string[]): string {
-  return JSON.stringify({
-    apiVersion: 'streamcube.io/v1alpha1',
-    kind: 'CubeAssignment',
-    metadata: { name: config.cube },
-    spec: {
-      source: { brokers: [config.brokers], topic: config.topic, startingOffsets: 'earliest' },
-      schema: {
-        timestampField: 'ts',
-        dimensions: ['country', 'device'],
-        measures: [
-          { name: 'events', function: 'count' },
-          { name: 'revenue', function: 'sum', field: 'price' },
-        ],
-        window: '1h',
-        allowedLateness: '10m',
-      },
-      replicaSets,
-      strategy: 'sticky',
-    },
-  });
-}
-
-const helmValues = (extra: string[] = []): string[] => [
-  '--set',
-  `image.repository=${imageRepository}`,
-  '--set',
-  `image.tag=${imageTag}`,
-  '--set',
-  'image.pullPolicy=IfNotPresent',
-  '--set',
-  'receivers.dataVolume.size=1Gi',
-  '--set',
-  'deepStorage.size=1Gi',
-  // Windows close by time only: caught-up partitions must not seal them during the run.
-  '--set',
-  'receivers.idleTimeout=1h',
-  ...(process.env.STREAMCUBE_E2E_HELM_ARGS ?? '').split(' ').filter((a) => a !== ''),
-  ...extra,
-];
-
-async function leaseHolder(): Promise<string> {
-  const lease = JSON.parse(
-    await kubectl(['get', 'lease', 'streamcube-operator', '-o', 'json']),
-  ) as { spec?: { holderIdentity?: string } };
-  return lease.spec?.holderIdentity ?? '';
-}
+import {
+  allReady,
+  config,
+  cubeStatus,
+  helm,
+  isSettled,
+  kubectl,
+  leaseHolder,
+  operatorSelector,
+  pods,
+  readAdminToken,
+  receiverSelector,
+  waitUntil,
+} from './cluster.ts';
+import { chart, cubeManifest, expected, helmValues, producerPod, workload } from './workload.ts';
+import { copyDeepStorage, expectExactAndTiled, readHighWatermarks } from './audit.ts';
 
 interface Step {
   name: string;
@@ -433,16 +49,7 @@ const steps: Step[] = [
       await helm(['install', config.release, chart, '--wait', '--timeout', '5m', ...helmValues()]);
       await waitUntil('2 operator pods Ready', () => allReady(operatorSelector, 2));
       await waitUntil('4 receiver pods Ready', () => allReady(receiverSelector, 4));
-      adminToken = Buffer.from(
-        await kubectl([
-          'get',
-          'secret',
-          `${config.release}-admin-token`,
-          '-o',
-          'jsonpath={.data.token}',
-        ]),
-        'base64',
-      ).toString('utf8');
+      await readAdminToken();
     },
   },
   {
@@ -475,7 +82,7 @@ const steps: Step[] = [
       await waitUntil('all partitions on rs-b, no reassign in flight', async () => {
         const s = await cubeStatus();
         return isSettled(s) &&
-          s.assignment?.['rs-b']?.length === config.partitions &&
+          s.assignment?.['rs-b']?.length === workload.partitions &&
           !s.assignment['rs-a']?.length
           ? true
           : undefined;
@@ -539,7 +146,7 @@ const steps: Step[] = [
           const [p] = await pods('app=e2e-producer');
           return p?.phase === 'Succeeded' || p?.phase === 'Failed' ? p.phase : undefined;
         },
-        (config.events / config.perSecond) * 1000 + 180_000,
+        (workload.events / workload.perSecond) * 1000 + 180_000,
       );
       if (phase === 'Failed')
         throw new Error(`producer failed:\n${await kubectl(['logs', 'producer'])}`);
@@ -619,7 +226,7 @@ const steps: Step[] = [
       const left = (
         await kubectl([
           'get',
-          'deployments,statefulsets,services,serviceaccounts,roles,rolebindings,configmaps,secrets,persistentvolumeclaims',
+          'deployments,statefulsets,services,serviceaccounts,roles,rolebindings,poddisruptionbudgets,configmaps,secrets,persistentvolumeclaims',
           '-l',
           `app.kubernetes.io/instance=${config.release}`,
           '-o',
@@ -636,7 +243,7 @@ const steps: Step[] = [
       if (left.length !== data.length) {
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
       }
-      await run(config.kubectl, ['get', 'crd', 'cubeassignments.streamcube.io']);
+      await kubectl(['get', 'crd', 'cubeassignments.streamcube.io']);
     },
   },
 ];

@@ -24,6 +24,8 @@ kubectl -n default apply -f "$here/kafka.yaml"
 kubectl -n default rollout status statefulset/kafka --timeout=300s
 
 step "deep storage in namespace $namespace"
+# A hostPath volume gets no fsGroup ownership: let the receivers (uid 1000) write to it.
+docker exec "$cluster-control-plane" sh -c 'mkdir -p /var/lib/streamcube-deep && chmod 777 /var/lib/streamcube-deep'
 kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f -
 kubectl -n "$namespace" apply -f "$here/deep-storage.yaml"
 
