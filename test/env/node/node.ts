@@ -320,11 +320,16 @@ function subdirectories(path: string): string[] {
  * process left in the node's cgroup (shims); then undoes the host changes and removes the network.
  */
 export async function stopNode(node: LocalNode): Promise<void> {
+  await step(`stopping node ${node.name} and undoing its host changes`, () => stopNodeSteps(node));
+}
+
+async function stopNodeSteps(node: LocalNode): Promise<void> {
   const { kubelet, kubeProxy, controllerManager, scheduler, containerd } = node.services;
+  // Nothing of the cluster needs to shut down gracefully any more: a short grace.
   await Promise.all(
     [kubelet, kubeProxy, controllerManager, scheduler]
       .filter((s): s is NodeService => s !== undefined)
-      .map((s) => stopService(s.pid)),
+      .map((s) => stopService(s.pid, 5_000)),
   );
   const runcRoot = join(node.runcRoot, 'k8s.io');
   if (existsSync(runcRoot)) {
@@ -337,7 +342,7 @@ export async function stopNode(node: LocalNode): Promise<void> {
       );
     }
   }
-  await stopService(containerd.pid);
+  await stopService(containerd.pid, 5_000);
   for (let attempt = 0; attempt < 50; attempt += 1) {
     const left = processesInNodeCgroup();
     if (left.length === 0) break;
