@@ -5,6 +5,7 @@ import {
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
+  recordedEnvironment,
   startEnvironment,
   stopEnvironment,
 } from './environment.ts';
@@ -30,6 +31,12 @@ async function main(command: string | undefined, flags: Set<string>): Promise<nu
         );
         return 1;
       }
+      if (running && flags.has('--node') && !running.node) {
+        console.error(
+          `an environment without a node runs in ${settings.stateDir}; stop it first (npm run env:down)`,
+        );
+        return 1;
+      }
       if (running) {
         console.log(`already running (state in ${settings.stateDir})`);
         printConnection(running);
@@ -40,14 +47,18 @@ async function main(command: string | undefined, flags: Set<string>): Promise<nu
       console.log('\nstop it with: npm run env:down');
       return 0;
     }
-    case 'down':
-      if (!running) {
+    case 'down': {
+      // A half-dead environment is still stopped: what runs of it, and a node's host changes.
+      const recorded = running ?? recordedEnvironment(settings.stateDir);
+      if (!recorded) {
         console.log('no environment is running');
         return 0;
       }
-      await stopEnvironment(running, true);
+      if (!running) console.log('some processes of the environment had exited; stopping the rest');
+      await stopEnvironment(recorded, true);
       console.log('stopped');
       return 0;
+    }
     case 'status':
       if (!running) {
         console.log('no environment is running');

@@ -91,11 +91,16 @@ export async function stopEnvironment(env: TestEnvironment, removeData: boolean)
   if (removeData) rmSync(env.dir, { recursive: true, force: true });
 }
 
+/** The environment recorded in `dir`'s state file, running or not. */
+export function recordedEnvironment(dir: string): TestEnvironment | undefined {
+  const file = join(dir, stateFileName);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as TestEnvironment) : undefined;
+}
+
 /** The environment recorded in `dir`, if every one of its processes is still running. */
 export function findRunningEnvironment(dir: string): TestEnvironment | undefined {
-  const file = join(dir, stateFileName);
-  if (!existsSync(file)) return undefined;
-  const env = JSON.parse(readFileSync(file, 'utf8')) as TestEnvironment;
+  const env = recordedEnvironment(dir);
+  if (!env) return undefined;
   const pids = [env.kafka.pid, env.kube.etcd.pid, env.kube.apiserver.pid];
   if (env.node) pids.push(env.node.services.containerd.pid, env.node.services.kubelet?.pid ?? 0);
   return pids.every(isAlive) ? env : undefined;

@@ -109,7 +109,8 @@ function startNodeService(
   const [cmd, cmdArgs] = inNetwork ? inNodeNetwork(command, args) : [command, args];
   const enterCgroup = [
     'for h in /sys/fs/cgroup/*/; do',
-    `  d="$h${cgroupRoot.slice(1)}/system"; [ -d "$d" ] && echo $$ > "$d/cgroup.procs";`,
+    // \${h}: "$h" followed by the name would read as one longer, unset variable.
+    `  d="\${h}${cgroupRoot.slice(1)}/system"; [ -d "$d" ] && echo $$ > "$d/cgroup.procs";`,
     'done; exec "$@"',
   ].join('\n');
   const pid = startService('sh', ['-c', enterCgroup, 'sh', cmd, ...cmdArgs], logFile, env);
