@@ -68,6 +68,16 @@ export const offset = z
 
 export const timestamp = z.iso.datetime();
 
+/** A share such as 1%, 0.5% or 100%: at most two decimals, as a string (no floats in a spec). */
+export const percentagePattern = '^(100|[0-9]{1,2}([.][0-9]{1,2})?)%$';
+export const percentage = z
+  .string()
+  .max(6)
+  .regex(new RegExp(percentagePattern), 'must be a percentage from 0% to 100%, such as 1% or 0.5%');
+
+/** A valid percentage in hundredths of a percent, exact for comparisons: '1%' → 100, '0.5%' → 50. */
+export const basisPointsOf = (text: string): number => Math.round(Number(text.slice(0, -1)) * 100);
+
 const uniqueItems = <T>(items: readonly T[]): boolean => new Set(items).size === items.length;
 
 export const saslMechanisms = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
@@ -226,6 +236,11 @@ export const cubeAssignmentSpec = z
       .boolean()
       .default(false)
       .describe('Stop reconciling: no moves start (one in flight completes).'),
+    rejectedEventsThreshold: percentage
+      .default('1%')
+      .describe(
+        'Degraded (EventsRejected) when a receiver rejects more than this share of the records it read over the last minutes (too late for a sealed window, or not a valid event); 100% turns it off.',
+      ),
   })
   .superRefine((spec, ctx) => {
     const pinned = new Map<number, string>();

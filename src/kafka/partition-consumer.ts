@@ -2,8 +2,16 @@
 // that another Kafka client could replace kafkajs. The caller owns positions; this layer only
 // delivers records and reports how far the log goes.
 import { randomUUID } from 'node:crypto';
-import type { Admin, Consumer, Kafka } from 'kafkajs';
+import kafkajs, { type Admin, type Consumer, type Kafka } from 'kafkajs';
+import { injectedFault } from '../observability/fault-injection.ts';
 import { exactPartitionAssigner } from './exact-assigner.ts';
+
+/**
+ * The error kafkajs raises for a batch it cannot decode (a codec it lacks). Its errors are spread
+ * into module.exports, which Node's named ESM imports of CommonJS do not see; its type
+ * declaration leaves out the message the constructor takes.
+ */
+const NotImplemented = kafkajs.KafkaJSNotImplemented as unknown as new (message: string) => Error;
 
 export interface ConsumedRecord {
   offset: bigint;
@@ -27,10 +35,18 @@ export interface PartitionSink {
   onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void;
   /** Whether records of `partition` are wanted now (not paused, stopped or released). */
   wants(partition: number): boolean;
+  /**
+   * The running consumer stopped on an error and delivers nothing more until started again.
+   * It is not restarted here: the caller restarts it from its own positions and pauses.
+   */
+  onCrash(error: Error): void;
 }
 
 export interface PartitionConsumer {
-  /** (Re)starts consumption of exactly these partitions from these positions. */
+  /**
+   * (Re)starts consumption of exactly these partitions from these positions. Rejects when the
+   * consumer cannot start (the broker unreachable, say), also when it crashes while starting.
+   */
   start(positions: Map<number, bigint>): Promise<void>;
   pause(partitions: number[]): void;
   /** Resumes partitions at the given positions (seeking there first). */
@@ -47,8 +63,6 @@ export interface KafkajsConsumerOptions {
   /** Prefix of the consumer group id; each start uses a fresh group of its own. */
   groupPrefix: string;
   sink: PartitionSink;
-  /** A crash of the kafkajs consumer, and whether kafkajs restarts it (not once it is stopping). */
-  onCrash?: (error: Error, restarting: boolean) => void;
 }
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
@@ -91,16 +105,25 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       maxWaitTimeInMs: 200,
       retry: {
         retries: 10,
-        // kafkajs restarts a crashed consumer after a delay, also one that crashed while being
-        // disconnected (the broker gone at shutdown): that consumer would retry forever and keep
-        // the process from exiting.
-        restartOnFailure: () => Promise.resolve(this.consumer === consumer),
+        // Never kafkajs's own restart: it rejoins from the committed offsets and forgets which
+        // partitions were paused, so a paused partition would run on past the position it
+        // reported. The sink's owner restarts a crashed consumer from its own positions instead.
+        restartOnFailure: () => Promise.resolve(false),
       },
     });
     this.consumer = consumer;
+    // kafkajs reports a failure to join during run() as a crash and resolves run() anyway.
+    let crashedWhileStarting: Error | undefined;
     consumer.on(consumer.events.CRASH, (e) => {
-      const { error, restart } = e.payload as { error?: Error; restart?: boolean };
-      this.options.onCrash?.(error ?? new Error('kafkajs consumer crashed'), restart === true);
+      const { error } = e.payload as { error?: Error };
+      const crash = error ?? new Error('kafkajs consumer crashed');
+      if (this.consumer !== consumer) return; // stopped on purpose, or replaced
+      if (this.running === consumer) {
+        // kafkajs refuses pause and resume on a crashed consumer; until the next start they
+        // are only remembered, and the start applies the caller's pauses anyway.
+        this.running = undefined;
+        sink.onCrash(crash);
+      } else crashedWhileStarting ??= crash;
     });
     consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
       const p = e.payload as {
@@ -119,6 +142,23 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         );
       }
     });
+    try {
+      await this.runConsumer(consumer, positions, () => crashedWhileStarting);
+    } catch (error) {
+      // Not left half started: the next start, or stop, would find nothing to stop.
+      if (this.consumer === consumer) this.consumer = undefined;
+      if (this.running === consumer) this.running = undefined;
+      await consumer.disconnect().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async runConsumer(
+    consumer: Consumer,
+    positions: Map<number, bigint>,
+    crashed: () => Error | undefined,
+  ): Promise<void> {
+    const { topic, sink } = this.options;
     await consumer.connect();
     // fromBeginning: should a fetch ever run before the seeks below, it reads from the log start,
     // which the caller's positions filter out as already consumed; it never skips ahead.
@@ -126,10 +166,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: Math.min(4, partitions.length),
+      partitionsConsumedConcurrently: Math.min(4, positions.size),
       eachBatch: async (payload) => {
         const { batch } = payload;
         if (!payload.isRunning() || payload.isStale() || !sink.wants(batch.partition)) return;
+        const fault = injectedFault('consumer-fetch');
+        // Fails as a batch that cannot be decoded fails inside kafkajs: the consumer crashes.
+        if (fault) throw new NotImplemented(fault.message);
         const records: ConsumedRecord[] = batch.messages.map((m) => ({
           offset: BigInt(m.offset),
           value: m.value,
@@ -141,6 +184,8 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         await payload.heartbeat();
       },
     });
+    const crash = crashed();
+    if (crash) throw crash;
     // kafkajs applies pending seeks before each fetch; committing the start positions makes a
     // later rejoin (broker restart, coordinator move) resume from them, not from the log start.
     for (const [partition, offset] of positions) {

@@ -1,4 +1,7 @@
-// Crash points for crash tests of the receiver and the operator; inert unless the variable is set.
+// Crash points for crash tests of the receiver and the operator, and faults that tests switch on
+// and off; inert unless their variable is set.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Test hook for crash tests: with STREAMCUBE_FAULT=<point>[:<n>] the process kills itself with
@@ -13,4 +16,22 @@ export function faultPoint(point: string): void {
   const count = (faultCounts.get(point) ?? 0) + 1;
   faultCounts.set(point, count);
   if (count >= Number(nth ?? '1')) process.kill(process.pid, 'SIGKILL');
+}
+
+/**
+ * Test hook for failure tests: with STREAMCUBE_FAULT_DIR=<dir>, `injectedFault(point)` returns an
+ * error (the file's first line as its message) while a file named `point` exists in that
+ * directory, so a test turns a failure on and off while the process runs. Undefined otherwise,
+ * and inert (no file system access) when the variable is unset.
+ */
+export function injectedFault(point: string): Error | undefined {
+  const dir = process.env.STREAMCUBE_FAULT_DIR;
+  if (!dir) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(join(dir, point), 'utf8');
+  } catch {
+    return undefined;
+  }
+  return new Error(text.split('\n')[0]?.trim() || `fault injected at ${point}`);
 }

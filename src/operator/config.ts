@@ -23,6 +23,7 @@ export interface OperatorConfig {
   phaseTimeoutMs: number;
   drainTimeoutMs: number;
   resyncMs: number;
+  rejectedEventsWindowMs: number;
   workers: number;
 }
 
@@ -41,6 +42,7 @@ Options (environment variable in brackets):
   --phase-timeout DUR          deadline of a reassign phase before it rolls back or reports  [60s]
   --drain-timeout DUR          how long one drain call waits for the stop offsets             [30s]
   --resync DUR                 status refresh period of a stable cube                          [10s]
+  --rejected-events-window DUR how far back spec.rejectedEventsThreshold measures rejections   [5m]
   --workers N                  cubes reconciled at once                                        [4]
 `;
 
@@ -67,6 +69,7 @@ export function parseOperatorConfig(
         'phase-timeout',
         'drain-timeout',
         'resync',
+        'rejected-events-window',
         'workers',
       ].map((k) => [k, { type: 'string' as const }]),
     ),
@@ -118,6 +121,7 @@ export function parseOperatorConfig(
     phaseTimeoutMs: duration('phase-timeout', '60s'),
     drainTimeoutMs: duration('drain-timeout', '30s'),
     resyncMs: duration('resync', '10s'),
+    rejectedEventsWindowMs: duration('rejected-events-window', '5m'),
     workers: integer('workers', flag('workers') ?? '4', 1, 64),
   };
 }

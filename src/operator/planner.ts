@@ -30,6 +30,13 @@ export interface Problem {
   /** CamelCase condition reason. */
   reason: string;
   message: string;
+  /**
+   * The Event's text when the message carries figures that change with every observation (an
+   * Event is recorded when the text changes); the message itself otherwise.
+   */
+  event?: string;
+  /** A problem with the data, not with consumption: the cube stays Ready. */
+  keepsReady?: boolean;
 }
 
 export interface Plan {

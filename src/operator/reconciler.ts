@@ -9,7 +9,13 @@ import {
   type CustomObjectsApi,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import {
+  basisPointsOf,
+  group,
+  plural,
+  version,
+  type CubeAssignment,
+} from '../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import type { CubeStatus } from '../protocol/admin-api.ts';
@@ -24,6 +30,11 @@ import { PhaseBlocked, assignRequest, describeMoves, newJournal, runReassign } f
 import type { TopicMetadata } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
+import {
+  RejectedEventsWindow,
+  rejectedEventsProblem,
+  type RejectionDelta,
+} from './rejected-events.ts';
 
 export const finalizer = 'streamcube.io/finalizer';
 
@@ -41,6 +52,8 @@ export interface ReconcilerDeps {
   drainTimeoutMs: number;
   resyncMs: number;
   receiverTimeoutMs: number;
+  /** How far back the share of rejected records is measured (spec.rejectedEventsThreshold). */
+  rejectedEventsWindowMs: number;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -55,6 +68,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
     return c;
   };
+  /** Receivers' record counters over the last minutes, per cube key and receiver. */
+  const rejections = new RejectedEventsWindow(deps.rejectedEventsWindowMs);
+  /** Per cube key, the text of the last Degraded Event, to record the next only when it changes. */
+  const degradedEvents = new Map<string, string>();
 
   async function patchStatus(
     object: CubeAssignment,
@@ -105,12 +122,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return conditions ?? [];
   }
 
-  /** Degraded=True with the problems; an Event when the reason or message is new. */
+  /**
+   * Degraded=True with the problems; an Event when the reason or the Event's text is new. The text
+   * leaves out figures that change with every observation (Problem.event), or each resync would
+   * record an Event.
+   */
   function degraded(
     object: CubeAssignment,
     problems: Problem[],
   ): Omit<Condition, 'lastTransitionTime' | 'observedGeneration'> {
+    const key = `${object.metadata?.namespace ?? 'default'}/${object.metadata?.name ?? ''}`;
     if (problems.length === 0) {
+      degradedEvents.delete(key);
       return {
         type: 'Degraded',
         status: 'False',
@@ -120,10 +143,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
     const reason = problems[0]!.reason;
     const message = problems.map((p) => p.message).join('; ');
+    const text = problems.map((p) => p.event ?? p.message).join('; ');
     const previous = object.status?.conditions?.find((c) => c.type === 'Degraded');
-    if (previous?.status !== 'True' || previous.reason !== reason || previous.message !== message) {
-      deps.events.record(object, 'Warning', reason, message);
+    const told = degradedEvents.get(key);
+    // A restarted operator has no text in memory: the condition's message stands for it, unless
+    // that message carries changing figures.
+    const changed =
+      told === undefined
+        ? previous?.message !== message && problems.every((p) => p.event === undefined)
+        : told !== text;
+    if (previous?.status !== 'True' || previous.reason !== reason || changed) {
+      deps.events.record(object, 'Warning', reason, text);
     }
+    degradedEvents.set(key, text);
     return { type: 'Degraded', status: 'True', reason, message };
   }
 
@@ -194,6 +226,33 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   }
 
   /**
+   * The Kafka consumer of one receiver is down: its partitions are not read there, whatever the
+   * other replicas do. The message names the receiver and the error, and no changing figure.
+   */
+  function consumerFailed(
+    receiver: string,
+    replicaSet: string,
+    status: CubeStatus,
+    owned: number[],
+  ): Problem | undefined {
+    const { consumer } = status;
+    if (consumer.state !== 'failed') return undefined;
+    const failed = status.partitions
+      .filter((p) => p.state === 'failed' && owned.includes(p.partition))
+      .map((p) => p.partition);
+    const error = consumer.error ? `${consumer.error.name}: ${consumer.error.message}` : 'unknown';
+    const since = consumer.failedSince ? ` since ${consumer.failedSince}` : '';
+    const where =
+      failed.length > 0
+        ? `; partition${failed.length > 1 ? 's' : ''} ${failed.join(', ')} not read there`
+        : '';
+    return {
+      reason: 'ConsumerFailed',
+      message: `the Kafka consumer of receiver ${receiver} (${replicaSet}) has failed${since}: ${error}${where}; the receiver restarts it with backoff`,
+    };
+  }
+
+  /**
    * Brings every receiver that holds the cube to the spec's source (the CRD keeps topic and schema
    * immutable, so only brokers and starting offsets change): an assign with no partitions makes
    * a receiver reopen the cube through the new source from its checkpoint. Returns the receivers
@@ -234,16 +293,28 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
     partitions: number[] | undefined,
-  ): Promise<{ status: Record<string, unknown>; unowned: number[]; problems: Problem[] }> {
+  ): Promise<{
+    status: Record<string, unknown>;
+    unowned: number[];
+    problems: Problem[];
+    /** ConsumerFailed, one per receiver whose consumer is down. */
+    failed: Problem[];
+    rejected: RejectionDelta[];
+  }> {
     const assignment = object.status?.assignment ?? {};
+    const key = `${object.metadata?.namespace ?? 'default'}/${cube}`;
     const partitionRows: Record<string, unknown>[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
+    const failed: Problem[] = [];
     const consuming = new Set<number>();
+    const rejected: RejectionDelta[] = [];
+    const observedReceivers = new Set<string>();
     let totalLag = 0n;
     for (const [rs, owned] of Object.entries(assignment)) {
       if (owned.length === 0) continue;
-      let report: CubeStatus | undefined;
+      // Every replica's report counts for failures and rejections; one replica's for positions.
+      const reports: { receiver: string; status: CubeStatus }[] = [];
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
@@ -268,7 +339,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
               partitions: status.partitions.map((p) => resumed.get(p.partition) ?? p),
             };
           }
-          report ??= status;
+          reports.push({ receiver: endpoint.name, status });
         } catch (error) {
           problems.push({
             reason: 'ReceiverUnreachable',
@@ -276,10 +347,27 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           });
         }
       }
+      const now = Date.now();
+      for (const { receiver, status } of reports) {
+        for (const p of status.partitions) {
+          if (!owned.includes(p.partition)) continue;
+          if (p.state === 'consuming' || p.state === 'draining') consuming.add(p.partition);
+        }
+        const failure = consumerFailed(receiver, rs, status, owned);
+        if (failure) failed.push(failure);
+        observedReceivers.add(receiver);
+        const delta = rejections.observe(key, { name: receiver, replicaSet: rs }, now, {
+          ingested: status.ingested,
+          rejected: status.rejected,
+        });
+        if (delta) rejected.push(delta);
+      }
+      // Positions from a replica whose consumer runs: a failed one's are frozen.
+      const report = (reports.find((r) => r.status.consumer.state === 'running') ?? reports[0])
+        ?.status;
       if (!report) continue;
       for (const p of report.partitions) {
         if (!owned.includes(p.partition)) continue;
-        if (p.state === 'consuming' || p.state === 'draining') consuming.add(p.partition);
         partitionRows.push({
           partition: p.partition,
           replicaSet: rs,
@@ -298,6 +386,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         else segments.handedOff += 1;
       }
     }
+    rejections.retain(key, observedReceivers);
     const unowned = (partitions ?? []).filter((p) => !consuming.has(p));
     deps.metrics.partitionsUnassigned.set({ cube }, unowned.length);
     for (const [state, n] of Object.entries(segments))
@@ -307,13 +396,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
       unowned,
       problems,
+      failed,
+      rejected,
     };
   }
 
   return async function reconcile(key: string): Promise<ReconcileResult | void> {
     const { namespace = 'default', name } = splitObjectKey(key);
     const cached = deps.getCube(namespace, name);
-    if (!cached) return;
+    if (!cached) {
+      rejections.forget(`${namespace}/${name}`);
+      degradedEvents.delete(`${namespace}/${name}`);
+      return;
+    }
     let object = structuredClone(cached);
     const cube = name;
     const log = deps.logger.child({ cube, namespace });
@@ -490,14 +585,25 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     const observed = await observe(object, cube, receivers, partitions);
-    const problems = [...plan.problems, ...observed.problems];
+    // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
+    // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
+    const problems = [...observed.failed, ...plan.problems, ...observed.problems];
     if (observed.unowned.length > 0 && partitions !== undefined) {
       problems.push({
         reason: 'PartitionsNotConsumed',
         message: `partition${observed.unowned.length > 1 ? 's' : ''} ${observed.unowned.join(', ')} ha${observed.unowned.length > 1 ? 've' : 's'} no consuming receiver`,
       });
     }
-    const ready = problems.length === 0;
+    const { rejectedEventsThreshold } = object.spec;
+    const lateData = rejectedEventsProblem(
+      observed.rejected,
+      basisPointsOf(rejectedEventsThreshold),
+      rejectedEventsThreshold,
+    );
+    if (lateData) problems.push(lateData);
+    // Late or bad data is worth a Degraded condition, but the cube is consumed: still Ready.
+    const notReady = problems.filter((p) => !p.keepsReady);
+    const ready = notReady.length === 0;
     await patchStatus(object, {
       observedGeneration: object.metadata?.generation,
       ...observed.status,
@@ -512,8 +618,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           : {
               type: 'Ready',
               status: 'False',
-              reason: problems[0]!.reason,
-              message: problems[0]!.message,
+              reason: notReady[0]!.reason,
+              message: notReady[0]!.message,
             },
         {
           type: 'Progressing',
@@ -524,6 +630,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         degraded(object, problems),
       ]),
     });
-    return { requeueAfterMs: ready ? deps.resyncMs : Math.min(deps.resyncMs, 5_000) };
+    return {
+      requeueAfterMs: problems.length === 0 ? deps.resyncMs : Math.min(deps.resyncMs, 5_000),
+    };
   };
 }

@@ -79,6 +79,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     phaseTimeoutMs: config.phaseTimeoutMs,
     drainTimeoutMs: config.drainTimeoutMs,
     resyncMs: config.resyncMs,
+    rejectedEventsWindowMs: config.rejectedEventsWindowMs,
     receiverTimeoutMs: config.drainTimeoutMs + 30_000,
   });
 

@@ -52,12 +52,24 @@ export const queryRequest = z.object({
 });
 export type QueryRequest = z.input<typeof queryRequest>;
 
+/** What a partition is set to do: the receiver keeps it (and checkpoints it) through failures. */
 export const partitionStates = ['consuming', 'paused', 'draining', 'stopped', 'released'] as const;
 export type PartitionStateName = (typeof partitionStates)[number];
 
+/**
+ * The state a partition reports: its own state, or `failed` while it should be consuming or
+ * draining but the cube's Kafka consumer is down (it resumes as `intendedState` once the
+ * consumer is back).
+ */
+export type ReportedPartitionState = PartitionStateName | 'failed';
+
 export interface PartitionStatus {
   partition: number;
-  state: PartitionStateName;
+  state: ReportedPartitionState;
+  /** While `failed`: the state the partition returns to when its consumer recovers. */
+  intendedState?: 'consuming' | 'draining';
+  /** While `failed`: the consumer's last error. */
+  error?: string;
   epoch: number;
   /** Next offset to consume. */
   position: string;
@@ -88,7 +100,25 @@ export interface CubeStatus {
   specDigest: string;
   partitions: PartitionStatus[];
   segments: SegmentStatus[];
+  /** Events aggregated into segments since the cube was assigned here (kept across restarts). */
+  ingested: number;
+  /** Records skipped, by reason, since the cube was assigned here (kept across restarts). */
   rejected: Record<string, number>;
+  consumer: ConsumerStatus;
+}
+
+/**
+ * The cube's Kafka consumer. `failed` from a crash or a failed start until a restarted consumer
+ * has delivered records or stayed up for a while; restarts back off exponentially meanwhile.
+ */
+export interface ConsumerStatus {
+  state: 'running' | 'failed';
+  /** Crashes and failed starts since the receiver opened the cube. */
+  failures: number;
+  /** While failed: the last error, as the Kafka client named it. */
+  error?: { name: string; message: string };
+  /** While failed: when the consumer first failed (ISO-8601), through the restarts since. */
+  failedSince?: string;
 }
 
 export interface ReceiverStatus {

@@ -4,6 +4,7 @@
 import type { Kafka } from 'kafkajs';
 import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
+  ConsumerStatus,
   CubeStatus,
   DrainResponse,
   PartitionStateName,
@@ -25,6 +26,11 @@ import { CubeStore, type CubeCheckpoint } from './cube-store.ts';
 import { handOffSegment } from './hand-off.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
+import {
+  ConsumerSupervisor,
+  type RestartPolicy,
+  type SupervisorClock,
+} from './consumer-supervisor.ts';
 
 export interface CubeSpec {
   source: KafkaSource;
@@ -49,6 +55,10 @@ export interface ChannelOptions {
   idleTimeoutMs: number;
   /** Factory for the consumer; tests and other clients may replace kafkajs. */
   consumerFactory?: (sink: ChannelSink) => PartitionConsumer;
+  /** How a failed consumer is restarted (defaults: 1 s doubling to 30 s, healthy after 10 s). */
+  consumerRestart?: Partial<RestartPolicy>;
+  /** Time for the consumer's restarts; a manual clock in unit tests. */
+  clock?: SupervisorClock;
 }
 
 type ChannelSink = ConstructorParameters<typeof KafkajsPartitionConsumer>[0]['sink'];
@@ -112,6 +122,10 @@ export class CubeChannel {
   private readonly partitions = new Map<number, PartitionState>();
   private readonly store: CubeStore;
   private readonly consumer: PartitionConsumer;
+  /** Restarts the consumer after any failure, from the positions and pauses held here. */
+  private readonly supervisor: ConsumerSupervisor;
+  /** Events aggregated since the cube was assigned here; checkpointed, as `rejected` is. */
+  private ingested = 0;
   /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
   private batchParser: BatchParser | undefined;
   private readonly rejected = new Map<RejectReason, number>();
@@ -142,6 +156,7 @@ export class CubeChannel {
       onRecords: (p, records, hw) => this.onRecords(p, records, hw),
       onFilteredRange: (p, first, last, hw) => this.onFilteredRange(p, first, last, hw),
       wants: (p) => isLive(this.partitions.get(p)?.state ?? 'released'),
+      onCrash: (error) => this.supervisor.crashed(error),
     };
     this.consumer =
       options.consumerFactory?.(sink) ??
@@ -150,14 +165,29 @@ export class CubeChannel {
         topic: options.spec.source.topic,
         groupPrefix: `streamcube.${options.receiverId}.${options.cube}`,
         sink,
-        onCrash: (error, restarting) =>
-          this.log.error(
-            restarting
-              ? 'kafka consumer crashed; kafkajs restarts it'
-              : 'kafka consumer crashed and is not restarted',
-            { error: error.message },
-          ),
       });
+    const metricLabels = { cube: options.cube };
+    this.supervisor = new ConsumerSupervisor({
+      start: () => this.startConsumer(),
+      ...(options.consumerRestart ? { policy: options.consumerRestart } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+      onFailure: (error, restartInMs) => {
+        options.metrics.consumerFailures.inc(metricLabels);
+        options.metrics.consumerUp.set(metricLabels, 0);
+        this.log.error('kafka consumer failed; restarting it from the positions held', {
+          cube: this.cube,
+          error: error.message,
+          errorName: error.name,
+          restartInMs,
+        });
+      },
+      onRecovered: (downMs) => {
+        options.metrics.consumerUp.set(metricLabels, 1);
+        this.log.info('kafka consumer recovered', { cube: this.cube, downMs });
+      },
+    });
+    options.metrics.consumerFailures.inc(metricLabels, 0);
+    options.metrics.consumerUp.set(metricLabels, 1);
   }
 
   private get parser(): BatchParser {
@@ -230,6 +260,7 @@ export class CubeChannel {
     }
     for (const [reason, n] of Object.entries(c.rejected))
       this.rejected.set(reason as RejectReason, n);
+    this.ingested = c.ingested ?? 0;
     this.fragmentSeq = c.fragmentSeq;
     this.log.info('restored from checkpoint', {
       partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
@@ -248,7 +279,16 @@ export class CubeChannel {
     return next;
   }
 
+  /** Starts the consumer anew; a failure is reported in the status and retried, never thrown. */
   private restartConsumer(): Promise<void> {
+    return this.supervisor.start();
+  }
+
+  /**
+   * A fresh consumer from the positions held here, with the partitions that are not live paused
+   * again: after a crash too, nothing runs past a position this receiver reported.
+   */
+  private startConsumer(): Promise<void> {
     return this.serially(async () => {
       if (this.closed) return;
       const assigned = [...this.partitions.values()].filter((p) => p.state !== 'released');
@@ -262,6 +302,7 @@ export class CubeChannel {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.supervisor.stop();
     if (this.timer) clearInterval(this.timer);
     this.flush();
     await this.serially(() => this.consumer.stop());
@@ -281,6 +322,7 @@ export class CubeChannel {
     records: ConsumedRecord[],
     highWatermark: bigint,
   ): void | Promise<void> {
+    this.supervisor.delivered();
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
     if (records.length > 0) ps.lastRecordAt = Date.now();
@@ -396,7 +438,10 @@ export class CubeChannel {
       }
       ps.position = record.offset + 1n;
     }
-    if (ingested > 0) this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
+    if (ingested > 0) {
+      this.ingested += ingested;
+      this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
+    }
     this.dirty = true;
     this.afterProgress(ps);
   }
@@ -407,6 +452,7 @@ export class CubeChannel {
     last: bigint,
     highWatermark: bigint,
   ): void {
+    this.supervisor.delivered();
     if (this.inFlight > 0) {
       // Behind batches still on the worker: the position it must start at is not reached yet.
       this.inFlight += 1;
@@ -601,6 +647,7 @@ export class CubeChannel {
           : {}),
       })),
       rejected: Object.fromEntries(this.rejected),
+      ingested: this.ingested,
       fragmentSeq: this.fragmentSeq,
     };
   }
@@ -898,9 +945,17 @@ export class CubeChannel {
 
   private partitionStatus(ps: PartitionState): PartitionStatus {
     const hw = ps.highWatermark;
+    const health = this.supervisor.health();
+    // A partition meant to be read says `failed` while the consumer is down; its own state is
+    // kept, and it goes on as that state once the consumer is back.
+    const down =
+      health.state === 'failed' && (ps.state === 'consuming' || ps.state === 'draining')
+        ? { intendedState: ps.state, error: `${health.error.name}: ${health.error.message}` }
+        : undefined;
     return {
       partition: ps.partition,
-      state: ps.state,
+      state: down ? 'failed' : ps.state,
+      ...down,
       epoch: ps.epoch,
       position: ps.position.toString(),
       highWatermark: hw?.toString() ?? null,
@@ -945,7 +1000,20 @@ export class CubeChannel {
       segments: [...this.segments.segments.values()]
         .sort((a, b) => a.windowStart - b.windowStart)
         .map((s) => this.segmentStatus(s)),
+      ingested: this.ingested,
       rejected: Object.fromEntries(this.rejected),
+      consumer: this.consumerStatus(),
+    };
+  }
+
+  private consumerStatus(): ConsumerStatus {
+    const health = this.supervisor.health();
+    if (health.state === 'running') return { state: 'running', failures: health.failures };
+    return {
+      state: 'failed',
+      failures: health.failures,
+      error: { name: health.error.name, message: health.error.message },
+      failedSince: new Date(health.since).toISOString(),
     };
   }
 

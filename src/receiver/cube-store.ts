@@ -41,6 +41,8 @@ export interface CubeCheckpoint {
   partitions: PartitionCheckpoint[];
   segments: SegmentCheckpoint[];
   rejected: Record<string, number>;
+  /** Absent in checkpoints written before it was counted. */
+  ingested?: number;
   fragmentSeq: number;
 }
 

@@ -63,6 +63,18 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['cube'],
       registers: r,
     }),
+    consumerFailures: new Counter({
+      name: 'streamcube_receiver_consumer_failures_total',
+      help: 'Crashes and failed starts of the Kafka consumer of a cube (each restarted with backoff)',
+      labelNames: ['cube'],
+      registers: r,
+    }),
+    consumerUp: new Gauge({
+      name: 'streamcube_receiver_consumer_up',
+      help: 'Whether the Kafka consumer of a cube runs (1) or has failed and waits for a restart (0)',
+      labelNames: ['cube'],
+      registers: r,
+    }),
     adminSeconds: new Histogram({
       name: 'streamcube_receiver_admin_request_duration_seconds',
       help: 'Admin API requests by route and status',

@@ -86,6 +86,7 @@ export async function startReceiverPod(
     port: number;
     token: string;
     deepStorageDir: string;
+    env?: NodeJS.ProcessEnv;
   },
 ): Promise<ReceiverProcess> {
   const receiver = new ReceiverProcess({
@@ -95,6 +96,7 @@ export async function startReceiverPod(
     host: o.ip,
     port: o.port,
     token: o.token,
+    ...(o.env ? { env: o.env } : {}),
   });
   await receiver.start();
   await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
@@ -253,6 +255,8 @@ export interface OperatorProcessOptions {
   receiverToken: string;
   receiverPort: number;
   leaseName?: string;
+  /** More flags, after the defaults (a later flag wins). */
+  args?: string[];
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
@@ -295,6 +299,7 @@ export class OperatorProcess {
         '--phase-timeout=30s',
         '--drain-timeout=20s',
         '--resync=1s',
+        ...(this.options.args ?? []),
       ],
       { stdio: ['ignore', log, log], env: { ...process.env, ...env } },
     );

@@ -1,0 +1,358 @@
+// A cube is never Ready while a receiver cannot read it, and never silently so: a Kafka consumer
+// that fails — on a batch it cannot decode, or with its broker gone — makes the cube Degraded
+// ConsumerFailed and Ready=False within seconds, with a Warning Event naming the receiver and the
+// error, and the receiver counts it. The receiver restarts the consumer with backoff from the
+// positions it holds; once the fault is gone the cube is Ready again with every event counted
+// once. Late data is visible the same way: mostly too-late events make it Degraded EventsRejected.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import type { CubeStatus } from '../../src/protocol/admin-api.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { type KafkaBroker, startKafka } from '../env/kafka.ts';
+import { freePort, stopService } from '../env/processes.ts';
+import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import {
+  createTopic,
+  highWatermarks,
+  makeEvents,
+  produce,
+  testSchema,
+  totalsOf,
+  type TestEvent,
+} from '../support/events.ts';
+import {
+  OperatorProcess,
+  applyCrd,
+  conditionOf,
+  createNamespace,
+  cubeApi,
+  cubeEvents,
+  startReceiverPod,
+  waitForCube,
+  waitForSettled,
+} from '../support/cluster.ts';
+import {
+  expectTotals,
+  metricValue,
+  totalsFromQuery,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
+import { waitFor } from '../support/wait.ts';
+
+const env = testEnvironment();
+const kc = adminKubeConfig();
+const T0 = Date.UTC(2026, 3, 1);
+const token = `test-token-${Date.now()}-consumer-failed`;
+/** How fast a failure must show: the receiver's first restart is due 1 s after it. */
+const withinSeconds = 20_000;
+
+let namespace: string;
+let operator: OperatorProcess;
+const receivers: Record<string, ReceiverProcess> = {};
+/** Faults of receiver rs-a-1, switched on and off by files (STREAMCUBE_FAULT_DIR). */
+const faults = tempDir('faults');
+const deep = tempDir('deep-consumer-failed');
+const kafkaClients: { admin: Admin; producer: Producer }[] = [];
+
+async function clientsOf(kafka: Kafka): Promise<{ admin: Admin; producer: Producer }> {
+  const c = { admin: kafka.admin(), producer: kafka.producer() };
+  await Promise.all([c.admin.connect(), c.producer.connect()]);
+  kafkaClients.push(c);
+  return c;
+}
+
+const kafkaAt = (bootstrap: string, clientId: string): Kafka =>
+  createKafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING });
+
+beforeAll(async () => {
+  await applyCrd();
+  namespace = await createNamespace(kc, 'op-consumer-failed');
+  const port = await freePort();
+  for (const [name, rs, ip, env] of [
+    ['rs-a-0', 'rs-a', '127.0.0.41', {}],
+    ['rs-a-1', 'rs-a', '127.0.0.42', { STREAMCUBE_FAULT_DIR: faults }],
+    ['rs-b-0', 'rs-b', '127.0.0.43', {}],
+  ] as const) {
+    receivers[name] = await startReceiverPod(kc, namespace, {
+      name,
+      replicaSet: rs,
+      ip,
+      port,
+      token,
+      deepStorageDir: deep,
+      env,
+    });
+  }
+  // A short window, so that the EventsRejected test also sees the condition clear.
+  operator = new OperatorProcess({
+    namespace,
+    receiverToken: token,
+    receiverPort: port,
+    args: ['--rejected-events-window=15s'],
+  });
+  await operator.start();
+});
+
+afterAll(async () => {
+  await operator?.kill('SIGTERM');
+  for (const r of Object.values(receivers)) await r.stop();
+  await Promise.all(kafkaClients.flatMap((c) => [c.admin.disconnect(), c.producer.disconnect()]));
+  rmSync(faults, { recursive: true, force: true });
+});
+
+const degradedBy = (reason: string) => (c: CubeAssignment) =>
+  conditionOf(c, 'Degraded')?.status === 'True' &&
+  conditionOf(c, 'Degraded')?.reason === reason &&
+  !c.status?.reassign;
+
+async function warningEvents(cube: string, reason: string) {
+  return (await cubeEvents(kc, namespace, cube)).filter(
+    (e) => e.type === 'Warning' && e.reason === reason,
+  );
+}
+
+async function consumerFailures(receiver: ReceiverProcess, cube: string): Promise<number> {
+  const text = await (await fetch(`${receiver.baseUrl}/metrics`)).text();
+  return metricValue(text, 'streamcube_receiver_consumer_failures_total', { cube }) ?? 0;
+}
+
+async function produceEvents(
+  producer: Producer,
+  topic: string,
+  partitions: number,
+  count: number,
+  round: number,
+): Promise<TestEvent[]> {
+  const all: TestEvent[] = [];
+  for (let p = 0; p < partitions; p++) {
+    const events = makeEvents(p, count, T0 + round * 600_000, 500, round);
+    await produce(producer, topic, p, events);
+    all.push(...events);
+  }
+  return all;
+}
+
+test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Event; Ready again once it decodes', async () => {
+  // A decode failure that stays one: the broker refuses batches it cannot read itself (an unknown
+  // codec, corrupt compressed data), and every codec Kafka has is registered, so the fault is
+  // injected where kafkajs decodes: while the file exists, rs-a-1's consumer fails on each batch
+  // with KafkaJSNotImplemented, the error kafkajs raises for a codec it lacks, and crashes.
+  const cube = 'undecodable';
+  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-decode');
+  const { admin, producer } = await clientsOf(kafka);
+  const topic = await createTopic(admin, 2);
+  const produced = await produceEvents(producer, topic, 2, 100, 0);
+  await cubeApi(kc).create(namespace, cube, {
+    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema: testSchema,
+    replicaSets: ['rs-a'],
+  });
+  await waitForSettled(kc, namespace, cube);
+  const hw0 = Object.fromEntries(await highWatermarks(kafka, topic));
+  for (const r of ['rs-a-0', 'rs-a-1']) await waitForPositions(receivers[r]!.client, cube, hw0);
+
+  writeFileSync(join(faults, 'consumer-fetch'), 'cannot decode the record batch (test fault)\n');
+  const failedAt = Date.now();
+  produced.push(...(await produceEvents(producer, topic, 2, 100, 1)));
+  // rs-a-0 reads on: the failure of one replica is the cube's (the operator reads every replica).
+  const degraded = await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Degraded ConsumerFailed naming rs-a-1',
+    (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
+    withinSeconds,
+  );
+  expect(Date.now() - failedAt).toBeLessThan(withinSeconds);
+  const message = conditionOf(degraded, 'Degraded')?.message ?? '';
+  expect(message).toContain('receiver rs-a-1 (rs-a)');
+  expect(message).toContain('KafkaJSNotImplemented: cannot decode the record batch (test fault)');
+  expect(message).not.toContain('rs-a-0');
+  expect(conditionOf(degraded, 'Ready')).toMatchObject({ reason: 'ConsumerFailed' });
+
+  const down: CubeStatus = await receivers['rs-a-1']!.client.cubeStatus(cube);
+  expect(down.consumer).toMatchObject({
+    state: 'failed',
+    error: { name: 'KafkaJSNotImplemented' },
+  });
+  expect(down.partitions.map((p) => [p.state, p.intendedState])).toEqual([
+    ['failed', 'consuming'],
+    ['failed', 'consuming'],
+  ]);
+  expect((await receivers['rs-a-0']!.client.cubeStatus(cube)).consumer.state).toBe('running');
+  await waitForPositions(receivers['rs-a-0']!.client, cube, {
+    0: hw0[0]! + 100n,
+    1: hw0[1]! + 100n,
+  });
+
+  // It keeps failing and is restarted again and again; one Event says so, not one per resync.
+  await waitFor('three failures of rs-a-1', async () =>
+    (await consumerFailures(receivers['rs-a-1']!, cube)) >= 3 ? true : undefined,
+  );
+  const events = await warningEvents(cube, 'ConsumerFailed');
+  expect(events).toHaveLength(1);
+  expect(events[0]?.message).toContain('receiver rs-a-1 (rs-a)');
+  expect(events[0]?.message).toContain('cannot decode the record batch');
+
+  rmSync(join(faults, 'consumer-fetch'));
+  const recovered = await waitForSettled(
+    kc,
+    namespace,
+    cube,
+    (c) => conditionOf(c, 'Degraded')?.status === 'False',
+    60_000,
+  );
+  expect(conditionOf(recovered, 'Ready')).toMatchObject({ status: 'True' });
+  const hw = Object.fromEntries(await highWatermarks(kafka, topic));
+  for (const r of ['rs-a-0', 'rs-a-1']) {
+    await waitForPositions(receivers[r]!.client, cube, hw);
+    expectTotals(totalsFromQuery(await receivers[r]!.client.query(cube, {})), totalsOf(produced));
+  }
+  expect((await receivers['rs-a-1']!.client.cubeStatus(cube)).consumer.state).toBe('running');
+});
+
+test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, Ready with every event once', async () => {
+  const cube = 'outage';
+  const dir = tempDir('kafka-consumer-failed');
+  mkdirSync(dir, { recursive: true });
+  let broker: KafkaBroker | undefined = await startKafka(join(dir, 'kafka'));
+  try {
+    const first = broker;
+    const { admin, producer } = await clientsOf(kafkaAt(first.bootstrap, 'consumer-failed-1'));
+    const topic = await createTopic(admin, 2);
+    const produced = await produceEvents(producer, topic, 2, 100, 0);
+    await cubeApi(kc).create(namespace, cube, {
+      source: { brokers: [first.bootstrap], topic, startingOffsets: 'earliest' },
+      schema: testSchema,
+      replicaSets: ['rs-b'],
+    });
+    await waitForSettled(kc, namespace, cube);
+    const rsB = receivers['rs-b-0']!;
+    await waitForPositions(rsB.client, cube, { 0: 100n, 1: 100n });
+    const failuresBefore = await consumerFailures(rsB, cube);
+
+    await stopService(first.pid);
+    broker = undefined;
+    const stoppedAt = Date.now();
+    const degraded = await waitForCube(
+      kc,
+      namespace,
+      cube,
+      'Degraded ConsumerFailed naming rs-b-0',
+      (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
+      withinSeconds,
+    );
+    expect(Date.now() - stoppedAt).toBeLessThan(withinSeconds);
+    expect(conditionOf(degraded, 'Degraded')?.message).toContain('receiver rs-b-0 (rs-b)');
+    expect(conditionOf(degraded, 'Ready')).toMatchObject({ reason: 'ConsumerFailed' });
+    await waitFor('a Warning Event ConsumerFailed naming rs-b-0', async () =>
+      (await warningEvents(cube, 'ConsumerFailed')).find((e) =>
+        e.message?.includes('receiver rs-b-0 (rs-b)'),
+      ),
+    );
+    expect(await consumerFailures(rsB, cube)).toBeGreaterThan(failuresBefore);
+    // Positions held through the outage.
+    const down = await rsB.client.cubeStatus(cube);
+    expect(down.partitions.map((p) => [p.state, p.position])).toEqual([
+      ['failed', '100'],
+      ['failed', '100'],
+    ]);
+
+    broker = await startKafka(join(dir, 'kafka'), first.version, first.ports);
+    const again = await clientsOf(kafkaAt(broker.bootstrap, 'consumer-failed-2'));
+    produced.push(...(await produceEvents(again.producer, topic, 2, 100, 1)));
+    // The receiver's next restart is due within its 30 s backoff ceiling.
+    await waitForSettled(
+      kc,
+      namespace,
+      cube,
+      (c) => conditionOf(c, 'Degraded')?.status === 'False',
+      90_000,
+    );
+    await waitForPositions(rsB.client, cube, { 0: 200n, 1: 200n });
+    expectTotals(totalsFromQuery(await rsB.client.query(cube, {})), totalsOf(produced));
+  } finally {
+    // The cube goes first: its finalizer needs no broker, but its receiver should not keep
+    // restarting a consumer for a broker this test removes.
+    await cubeApi(kc).delete(namespace, cube);
+    await waitFor('cube outage deleted', async () =>
+      (await cubeApi(kc)
+        .get(namespace, cube)
+        .then(() => false)
+        .catch(() => true))
+        ? true
+        : undefined,
+    );
+    if (broker) await stopService(broker.pid);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('mostly too-late events: Degraded EventsRejected with the counts and one Event, still Ready; it clears', async () => {
+  const cube = 'latecomers';
+  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-late');
+  const { admin, producer } = await clientsOf(kafka);
+  const topic = await createTopic(admin, 1);
+  await cubeApi(kc).create(namespace, cube, {
+    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema: testSchema,
+    replicaSets: ['rs-b'],
+    rejectedEventsThreshold: '10%',
+  });
+  await waitForSettled(kc, namespace, cube);
+  const rsB = receivers['rs-b-0']!;
+
+  // 10 events in time, then 90 two hours behind the partition's event time: too late.
+  const onTime = makeEvents(0, 10, T0, 1000);
+  const late = makeEvents(0, 90, T0 - 7_200_000, 1000, 1);
+  await produce(producer, topic, 0, [...onTime, ...late]);
+  await waitForPositions(rsB.client, cube, { 0: 100n });
+  expect((await rsB.client.cubeStatus(cube)).rejected).toEqual({ too_late: 90 });
+
+  const degraded = await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Degraded EventsRejected',
+    degradedBy('EventsRejected'),
+    withinSeconds,
+  );
+  expect(conditionOf(degraded, 'Degraded')?.message).toMatch(
+    /receiver rs-b-0 \(rs-b\) rejected 90 of the 100 records it read in the last \d+s \(too_late 90\): more than spec.rejectedEventsThreshold \(10%\)/,
+  );
+  // Late data is not a consumer problem: every partition is read.
+  expect(conditionOf(degraded, 'Ready')).toMatchObject({ status: 'True' });
+  await waitFor('a Warning Event EventsRejected', async () =>
+    (await warningEvents(cube, 'EventsRejected')).find(
+      (e) =>
+        e.message ===
+        'replica set rs-b rejects more than 10% of the records read (too_late); the Degraded condition has the counts',
+    ),
+  );
+  // More resyncs (every second here), more late events: the counts change, the Event does not.
+  const before = await operator.reconciles();
+  await produce(producer, topic, 0, makeEvents(0, 20, T0 - 7_200_000, 1000, 2));
+  await waitFor('five more reconciles and the new counts', async () =>
+    (await operator.reconciles()) >= before + 5 &&
+    conditionOf(await cubeApi(kc).get(namespace, cube), 'Degraded')?.message.includes(
+      '110 of the 120',
+    )
+      ? true
+      : undefined,
+  );
+  expect(await warningEvents(cube, 'EventsRejected')).toHaveLength(1);
+
+  // Only good events from now on: once the window (15 s here) has passed, the condition clears.
+  await produce(producer, topic, 0, makeEvents(0, 50, T0 + 60_000, 100, 3));
+  await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Degraded cleared',
+    (c) => conditionOf(c, 'Degraded')?.status === 'False',
+    60_000,
+  );
+});
