@@ -36,19 +36,10 @@ export function binDir(): string {
   );
 }
 
-/** Builds (once per version) etcd, kube-apiserver and kubectl from the Go module proxy. */
-export async function ensureControlPlaneBinaries(): Promise<ControlPlaneBinaries> {
-  const dir = binDir();
-  const bins = {
-    etcd: join(dir, 'etcd'),
-    kubeApiserver: join(dir, 'kube-apiserver'),
-    kubectl: join(dir, 'kubectl'),
-  };
-  if (Object.values(bins).every((b) => existsSync(b))) return bins;
-  mkdirSync(dir, { recursive: true });
-  const version = settings.kubernetesVersion;
+/** `-ldflags` that stamp the pinned Kubernetes (and etcd) version into binaries of the wrapper module. */
+export function kubernetesLdflags(version = settings.kubernetesVersion): string {
   const [major, minor] = version.replace(/^v/, '').split('.');
-  const ldflags = [
+  return [
     '-s -w',
     `-X k8s.io/component-base/version.gitVersion=${version}`,
     `-X k8s.io/component-base/version.gitMajor=${major}`,
@@ -58,31 +49,61 @@ export async function ensureControlPlaneBinaries(): Promise<ControlPlaneBinaries
     `-X k8s.io/client-go/pkg/version.gitMinor=${minor}`,
     '-X go.etcd.io/etcd/api/v3/version.GitSHA=streamcube-testenv',
   ].join(' ');
-  const targets: [string, string][] = [
-    ['etcd', 'go.etcd.io/etcd/server/v3'],
-    ['kube-apiserver', 'k8s.io/kubernetes/cmd/kube-apiserver'],
-    ['kubectl', 'k8s.io/kubernetes/cmd/kubectl'],
+}
+
+/**
+ * Runs `go build -v` (or `go install -v`) with a progress step: `go -v` names each package as it
+ * is compiled or downloaded, which is the heartbeat of a build that takes minutes.
+ */
+export async function goBuild(
+  title: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv },
+): Promise<void> {
+  let compiled = 0;
+  await step(title, (heartbeat) =>
+    runCommand('go', [...args.slice(0, 1), '-v', ...args.slice(1)], {
+      cwd: options.cwd,
+      env: { ...process.env, CGO_ENABLED: '0', ...options.env },
+      onLine: (line) => {
+        compiled += 1;
+        heartbeat(`${compiled} packages compiled, last ${line.trim()}`);
+      },
+    }),
+  );
+}
+
+/** Builds one binary of the wrapper module into `dir` (atomically: a half-built file never counts). */
+export async function buildFromWrapperModule(
+  dir: string,
+  name: string,
+  pkg: string,
+  version: string,
+): Promise<void> {
+  mkdirSync(dir, { recursive: true });
+  await goBuild(
+    `building ${name} (${version}) with Go; the first build takes several minutes`,
+    ['build', '-trimpath', '-ldflags', kubernetesLdflags(), '-o', join(dir, `${name}.tmp`), pkg],
+    { cwd: settings.controlPlaneModule, env: { GOFLAGS: '-mod=readonly' } },
+  );
+  renameSync(join(dir, `${name}.tmp`), join(dir, name));
+}
+
+/** Builds (once per version) etcd, kube-apiserver and kubectl from the Go module proxy. */
+export async function ensureControlPlaneBinaries(): Promise<ControlPlaneBinaries> {
+  const dir = binDir();
+  const bins = {
+    etcd: join(dir, 'etcd'),
+    kubeApiserver: join(dir, 'kube-apiserver'),
+    kubectl: join(dir, 'kubectl'),
+  };
+  const targets: [string, string, string][] = [
+    ['etcd', 'go.etcd.io/etcd/server/v3', settings.etcdVersion],
+    ['kube-apiserver', 'k8s.io/kubernetes/cmd/kube-apiserver', settings.kubernetesVersion],
+    ['kubectl', 'k8s.io/kubernetes/cmd/kubectl', settings.kubernetesVersion],
   ];
-  for (const [name, pkg] of targets) {
-    let compiled = 0;
-    await step(
-      `building ${name} (${name === 'etcd' ? settings.etcdVersion : version}) with Go; the first build takes several minutes`,
-      (heartbeat) =>
-        runCommand(
-          'go',
-          ['build', '-v', '-trimpath', '-ldflags', ldflags, '-o', join(dir, `${name}.tmp`), pkg],
-          {
-            cwd: settings.controlPlaneModule,
-            env: { ...process.env, GOFLAGS: '-mod=readonly', CGO_ENABLED: '0' },
-            onLine: (line) => {
-              // `go build -v` names each package as it is compiled (or downloaded).
-              compiled += 1;
-              heartbeat(`${compiled} packages compiled, last ${line.trim()}`);
-            },
-          },
-        ),
-    );
-    renameSync(join(dir, `${name}.tmp`), join(dir, name));
+  for (const [name, pkg, version] of targets) {
+    if (!existsSync(join(dir, name))) await buildFromWrapperModule(dir, name, pkg, version);
   }
   return bins;
 }
@@ -93,26 +114,16 @@ export async function ensureHelm(): Promise<string> {
   const helm = join(dir, 'helm');
   if (existsSync(helm)) return helm;
   mkdirSync(dir, { recursive: true });
-  let compiled = 0;
-  await step(`building helm ${settings.helmVersion} with Go`, (heartbeat) =>
-    runCommand(
-      'go',
-      [
-        'install',
-        '-v',
-        '-trimpath',
-        '-ldflags',
-        `-s -w -X helm.sh/helm/v3/internal/version.version=${settings.helmVersion}`,
-        `helm.sh/helm/v3/cmd/helm@${settings.helmVersion}`,
-      ],
-      {
-        env: { ...process.env, GOBIN: dir, CGO_ENABLED: '0' },
-        onLine: (line) => {
-          compiled += 1;
-          heartbeat(`${compiled} packages compiled, last ${line.trim()}`);
-        },
-      },
-    ),
+  await goBuild(
+    `building helm ${settings.helmVersion} with Go`,
+    [
+      'install',
+      '-trimpath',
+      '-ldflags',
+      `-s -w -X helm.sh/helm/v3/internal/version.version=${settings.helmVersion}`,
+      `helm.sh/helm/v3/cmd/helm@${settings.helmVersion}`,
+    ],
+    { env: { GOBIN: dir } },
   );
   return helm;
 }
@@ -127,10 +138,15 @@ interface CertificateFiles {
   key: string;
   saKey: string;
   saPub: string;
+  kubeletClientCert: string;
+  kubeletClientKey: string;
 }
 
-/** A CA, a serving certificate for 127.0.0.1/localhost, and service-account signing keys. */
-async function writeCertificates(dir: string): Promise<CertificateFiles> {
+/**
+ * A CA, a serving certificate for 127.0.0.1/localhost (and `extraAddresses`), a client certificate
+ * the API server shows kubelets, and service-account signing keys.
+ */
+async function writeCertificates(dir: string, extraAddresses: string[]): Promise<CertificateFiles> {
   mkdirSync(dir, { recursive: true });
   const days = '3650';
   await openssl(
@@ -151,44 +167,15 @@ async function writeCertificates(dir: string): Promise<CertificateFiles> {
     ],
     dir,
   );
-  await openssl(
-    [
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      'apiserver.key',
-      '-out',
-      'apiserver.csr',
-      '-subj',
-      '/CN=kube-apiserver',
-    ],
-    dir,
-  );
   writeFileSync(
     join(dir, 'san.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default\n',
+    `subjectAltName=${['IP:127.0.0.1', ...extraAddresses.map((a) => `IP:${a}`)].join(',')},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n`,
   );
-  await openssl(
-    [
-      'x509',
-      '-req',
-      '-in',
-      'apiserver.csr',
-      '-CA',
-      'ca.crt',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-out',
-      'apiserver.crt',
-      '-days',
-      days,
-      '-extfile',
-      'san.ext',
-    ],
+  await signedCertificate(dir, 'apiserver', '/CN=kube-apiserver', 'san.ext');
+  await signedCertificate(
     dir,
+    'kubelet-client',
+    '/O=system:masters/CN=kube-apiserver-kubelet-client',
   );
   const sa = generateKeyPairSync('rsa', { modulusLength: 2048 });
   writeFileSync(join(dir, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }));
@@ -199,7 +186,26 @@ async function writeCertificates(dir: string): Promise<CertificateFiles> {
     key: join(dir, 'apiserver.key'),
     saKey: join(dir, 'sa.key'),
     saPub: join(dir, 'sa.pub'),
+    kubeletClientCert: join(dir, 'kubelet-client.crt'),
+    kubeletClientKey: join(dir, 'kubelet-client.key'),
   };
+}
+
+/** A key and a certificate signed by the CA in `dir` for `subject` (extensions from `extfile`). */
+async function signedCertificate(
+  dir: string,
+  name: string,
+  subject: string,
+  extfile?: string,
+): Promise<void> {
+  const key = ['-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`];
+  await openssl(['req', ...key, '-out', `${name}.csr`, '-subj', subject], dir);
+  const ca = ['-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial'];
+  const ext = extfile ? ['-extfile', extfile] : [];
+  await openssl(
+    ['x509', '-req', '-in', `${name}.csr`, ...ca, '-out', `${name}.crt`, '-days', '3650', ...ext],
+    dir,
+  );
 }
 
 /** GET against the API server as the admin; resolves with status and body. */
@@ -260,11 +266,31 @@ current-context: streamcube-testenv
 `;
 }
 
+export interface ControlPlaneOptions {
+  /** Where the API server listens and what it advertises (the `kubernetes` Service's endpoint). */
+  address?: string;
+  serviceCidr?: string;
+  /** ClusterIP of the `kubernetes` Service (first address of serviceCidr), put in the certificate. */
+  kubernetesServiceAddress?: string;
+  /**
+   * Admit pods through the ServiceAccount plugin (token volumes). Off without a node: the tests'
+   * process "pods" have no service account, and no controller-manager makes the default ones.
+   */
+  serviceAccountAdmission?: boolean;
+}
+
 /** Starts etcd and kube-apiserver under `dir`; resolves once /readyz answers ok. */
-export async function startControlPlane(dir: string): Promise<ControlPlane> {
+export async function startControlPlane(
+  dir: string,
+  options: ControlPlaneOptions = {},
+): Promise<ControlPlane> {
+  const address = options.address ?? '127.0.0.1';
   const bins = await ensureControlPlaneBinaries();
   mkdirSync(dir, { recursive: true });
-  const certs = await writeCertificates(join(dir, 'certs'));
+  const extraAddresses = [options.address, options.kubernetesServiceAddress].filter(
+    (a): a is string => a !== undefined && a !== '127.0.0.1',
+  );
+  const certs = await writeCertificates(join(dir, 'certs'), extraAddresses);
   const [etcdClient, etcdPeer, securePort] = [await freePort(), await freePort(), await freePort()];
 
   const etcdUrl = `http://127.0.0.1:${etcdClient}`;
@@ -296,7 +322,7 @@ export async function startControlPlane(dir: string): Promise<ControlPlane> {
   writeFileSync(tokenFile, `${adminToken},streamcube-admin,streamcube-admin,"system:masters"\n`, {
     mode: 0o600,
   });
-  const server = `https://127.0.0.1:${securePort}`;
+  const server = `https://${address}:${securePort}`;
   const apiserverLog = join(dir, 'kube-apiserver.log');
   const apiserverPid = startService(
     bins.kubeApiserver,
@@ -306,11 +332,14 @@ export async function startControlPlane(dir: string): Promise<ControlPlane> {
       `--tls-cert-file=${certs.cert}`,
       `--tls-private-key-file=${certs.key}`,
       `--secure-port=${securePort}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      '--service-cluster-ip-range=10.0.0.0/24',
+      `--bind-address=${address}`,
+      `--advertise-address=${address}`,
+      `--service-cluster-ip-range=${options.serviceCidr ?? '10.0.0.0/24'}`,
       '--allow-privileged=true',
-      '--disable-admission-plugins=ServiceAccount',
+      ...(options.serviceAccountAdmission ? [] : ['--disable-admission-plugins=ServiceAccount']),
+      `--kubelet-client-certificate=${certs.kubeletClientCert}`,
+      `--kubelet-client-key=${certs.kubeletClientKey}`,
+      '--kubelet-preferred-address-types=InternalIP',
       '--authorization-mode=RBAC',
       `--token-auth-file=${tokenFile}`,
       `--client-ca-file=${certs.ca}`,

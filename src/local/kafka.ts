@@ -185,7 +185,7 @@ function writeLoggingConfig(dir: string, classpath: string): string[] {
   return [`-Dlog4j.configuration=file:${file}`];
 }
 
-function canConnect(port: number): Promise<boolean> {
+function canConnect(host: string, port: number): Promise<boolean> {
   return new Promise((resolvePromise) => {
     const socket = new Socket();
     socket.once('connect', () => {
@@ -193,7 +193,7 @@ function canConnect(port: number): Promise<boolean> {
       resolvePromise(true);
     });
     socket.once('error', () => resolvePromise(false));
-    socket.connect(port, '127.0.0.1');
+    socket.connect(port, host);
   });
 }
 
@@ -230,11 +230,14 @@ export interface KafkaPorts {
 /**
  * Formats storage in `dir` and starts a broker there; resolves once it serves requests. Given the
  * ports of a broker stopped earlier in the same `dir`, it starts that broker again on its data.
+ * `host` is the address it listens on and advertises (pods of the node reach it on the host's
+ * end of the node's veth, not on loopback).
  */
 export async function startKafka(
   dir: string,
   version = settings.kafkaVersion,
   ports?: KafkaPorts,
+  host = '127.0.0.1',
 ): Promise<KafkaBroker> {
   const classpath = await resolveKafkaClasspath(version);
   mkdirSync(dir, { recursive: true });
@@ -249,8 +252,8 @@ export async function startKafka(
       'process.roles=broker,controller',
       `node.id=${nodeId}`,
       `controller.quorum.voters=${nodeId}@127.0.0.1:${controllerPort}`,
-      `listeners=PLAINTEXT://127.0.0.1:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://127.0.0.1:${brokerPort}`,
+      `listeners=PLAINTEXT://${host}:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=PLAINTEXT://${host}:${brokerPort}`,
       'controller.listener.names=CONTROLLER',
       'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
       'inter.broker.listener.name=PLAINTEXT',
@@ -291,7 +294,7 @@ export async function startKafka(
   const pid = startService('java', [...java, '-cp', classpath, 'kafka.Kafka', propsFile], logFile);
   const broker = {
     version,
-    bootstrap: `127.0.0.1:${brokerPort}`,
+    bootstrap: `${host}:${brokerPort}`,
     ports: { broker: brokerPort, controller: controllerPort },
     pid,
     logFile,
@@ -300,7 +303,7 @@ export async function startKafka(
   await waitForService(
     `Kafka ${version} broker`,
     async () =>
-      (await canConnect(brokerPort)) &&
+      (await canConnect(host, brokerPort)) &&
       // The listener accepts connections before the broker has caught up with the metadata log:
       // ready is the broker saying so in its log, or answering Metadata with itself in it.
       (/Kafka Server started/.test(readFileSync(logFile).subarray(logStart).toString('utf8')) ||

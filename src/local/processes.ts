@@ -10,6 +10,8 @@ export interface RunOptions {
   env?: NodeJS.ProcessEnv;
   /** Called with every line the command prints, on stdout or stderr. */
   onLine?: (line: string) => void;
+  /** Written to the command's standard input (which is closed when this is absent). */
+  input?: string;
 }
 
 /** Runs a command to completion; on failure the error carries the command and its last output. */
@@ -22,8 +24,9 @@ export function runCommand(
     const child = spawn(command, args, {
       cwd: options.cwd,
       env: options.env ?? process.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    if (options.input !== undefined) child.stdin?.end(options.input);
     const output: string[] = [];
     let stdout = '';
     const collect = (chunk: Buffer, isStdout: boolean): void => {
@@ -36,8 +39,8 @@ export function runCommand(
         options.onLine?.(line);
       }
     };
-    child.stdout.on('data', (c: Buffer) => collect(c, true));
-    child.stderr.on('data', (c: Buffer) => collect(c, false));
+    child.stdout?.on('data', (c: Buffer) => collect(c, true));
+    child.stderr?.on('data', (c: Buffer) => collect(c, false));
     child.on('error', (err) =>
       reject(new Error(`cannot run ${command}: ${err.message}`, { cause: err })),
     );

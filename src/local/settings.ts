@@ -19,6 +19,35 @@ export const settings = {
   /** Must match go.etcd.io/etcd/server/v3 in src/local/controlplane/go.mod. */
   etcdVersion: 'v3.6.5',
   helmVersion: process.env.STREAMCUBE_HELM_VERSION || 'v3.20.2',
-  /** The Go wrapper module that builds etcd, kube-apiserver and kubectl. */
+  /** The Go wrapper module that builds etcd, kube-apiserver, kubectl and the node's binaries. */
   controlPlaneModule: resolve(here, 'controlplane'),
+  /** containerd (github.com/containerd/containerd/v2) built for the node. */
+  containerdVersion: 'v2.4.2',
+  /** CNI plugins (github.com/containernetworking/plugins) built for the node. */
+  cniPluginsVersion: 'v1.10.0',
+  /** npm release put into the base image beside Node.js (the one Node 24 ships with). */
+  baseImageNpmVersion: '11.19.1',
+};
+
+/**
+ * Addresses of the one-node cluster (`env:up -- --node`). The node lives in its own network
+ * namespace joined to the host by a veth pair: the API server and the broker listen on the host
+ * end, which pods reach through the node; the node has no default route, so nothing a pod sends
+ * can leave this machine.
+ */
+export const nodeNetwork = {
+  netns: 'streamcube-node',
+  hostInterface: 'sc-node-h',
+  nodeInterface: 'sc-node-n',
+  /** Host end of the veth: API server and broker bind here in node mode. */
+  hostAddress: '10.251.0.1',
+  /** Node end of the veth: the node's InternalIP, where the kubelet serves. */
+  nodeAddress: '10.251.0.2',
+  vethPrefix: 30,
+  bridge: 'sc-cni0',
+  podCidr: '10.251.1.0/24',
+  serviceCidr: '10.251.2.0/24',
+  /** ClusterIP of the `kubernetes` Service: the first address of serviceCidr. */
+  kubernetesServiceAddress: '10.251.2.1',
+  nodeName: 'streamcube-node',
 };

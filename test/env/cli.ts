@@ -5,12 +5,14 @@ import {
   describeEnvironment,
   environmentVariables,
   findRunningEnvironment,
+  recordedEnvironment,
   startEnvironment,
   stopEnvironment,
 } from '../../src/local/environment.ts';
 import { ensureHelm } from '../../src/local/controlplane.ts';
 import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { ensureControlPlaneBinaries } from '../../src/local/controlplane.ts';
+import { prepareNode } from '../../src/local/node/node.ts';
 
 function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
   console.log(describeEnvironment(env));
@@ -18,7 +20,7 @@ function printConnection(env: Parameters<typeof describeEnvironment>[0]): void {
   for (const [k, v] of Object.entries(environmentVariables(env))) console.log(`export ${k}=${v}`);
 }
 
-async function main(command: string | undefined): Promise<number> {
+async function main(command: string | undefined, flags: Set<string>): Promise<number> {
   const running = findRunningEnvironment(settings.stateDir);
   switch (command) {
     case 'up': {
@@ -29,24 +31,34 @@ async function main(command: string | undefined): Promise<number> {
         );
         return 1;
       }
+      if (running && flags.has('--node') && !running.node) {
+        console.error(
+          `an environment without a node runs in ${settings.stateDir}; stop it first (npm run env:down)`,
+        );
+        return 1;
+      }
       if (running) {
         console.log(`already running (state in ${settings.stateDir})`);
         printConnection(running);
         return 0;
       }
-      const env = await startEnvironment(settings.stateDir);
+      const env = await startEnvironment(settings.stateDir, { node: flags.has('--node') });
       printConnection(env);
       console.log('\nstop it with: npm run env:down');
       return 0;
     }
-    case 'down':
-      if (!running) {
+    case 'down': {
+      // A half-dead environment is still stopped: what runs of it, and a node's host changes.
+      const recorded = running ?? recordedEnvironment(settings.stateDir);
+      if (!recorded) {
         console.log('no environment is running');
         return 0;
       }
-      await stopEnvironment(running, true);
+      if (!running) console.log('some processes of the environment had exited; stopping the rest');
+      await stopEnvironment(recorded, true);
       console.log('stopped');
       return 0;
+    }
     case 'status':
       if (!running) {
         console.log('no environment is running');
@@ -58,13 +70,14 @@ async function main(command: string | undefined): Promise<number> {
       // Build and download everything, start nothing: what CI runs before the tests.
       await Promise.all([resolveKafkaClasspath(), ensureControlPlaneBinaries()]);
       await ensureHelm();
+      if (flags.has('--node')) await prepareNode();
       console.log(`cached under ${settings.cacheDir}`);
       return 0;
     }
     default:
-      console.error('usage: test/env/cli.ts up | down | status | install');
+      console.error('usage: test/env/cli.ts up [--node] | down | status | install [--node]');
       return 2;
   }
 }
 
-process.exitCode = await main(process.argv[2]);
+process.exitCode = await main(process.argv[2], new Set(process.argv.slice(3)));

