@@ -3,7 +3,13 @@
 // lease duration; a leader whose lease is taken stops leading within its renew deadline.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoordinationV1Api, CoreV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  V1MicroTime,
+  type V1Lease,
+} from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { LeaderElector } from '../../src/operator/runtime/leader-election.ts';
 import type { RuntimeLogger } from '../../src/operator/runtime/logger.ts';
@@ -223,17 +229,25 @@ test('a leader whose lease is taken over stops leading within its renew deadline
   const a = candidate(lease, 'a', short, journal);
   await withCandidates(journal, async () => {
     await waitFor('a to lead', () => a.elector.isLeader());
-    // Another party writes itself into the lease (its resourceVersion changes under a).
-    const current = await readLease(lease);
-    const now = new V1MicroTime();
-    await leases.replaceNamespacedLease({
-      name: lease,
-      namespace,
-      body: {
-        ...current,
-        spec: { ...current.spec, holderIdentity: 'intruder', renewTime: now, acquireTime: now },
-      },
-    });
+    // Another party writes itself into the lease (its resourceVersion changes under a). A renewal
+    // by a between the read and the write makes the write a 409: read again, as any client would.
+    for (let written = false, tries = 0; !written; tries++) {
+      const current = await readLease(lease);
+      const now = new V1MicroTime();
+      try {
+        await leases.replaceNamespacedLease({
+          name: lease,
+          namespace,
+          body: {
+            ...current,
+            spec: { ...current.spec, holderIdentity: 'intruder', renewTime: now, acquireTime: now },
+          },
+        });
+        written = true;
+      } catch (error) {
+        if (!(error instanceof ApiException && error.code === 409) || tries >= 20) throw error;
+      }
+    }
     const takenAt = Date.now();
     await waitFor('a to stop leading', () => journal.when('a', 'stopped leading') !== undefined);
     await a.running; // the elector ends once leadership is lost
