@@ -101,18 +101,30 @@ export async function stopService(pid: number, graceMs = 15_000): Promise<void> 
 }
 
 /** A TCP port on 127.0.0.1 that nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePromise, reject) => {
+/**
+ * A free loopback port for a service to listen on. Chosen below the kernel's ephemeral range
+ * (32768–60999 on Linux): a port from that range can be taken by any outgoing connection — a
+ * Kafka client's, say — between this check and the service's bind, which made brokers fail with
+ * "Address already in use". Ports handed out once by this process are not handed out again.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error('no free port between 20000 and 31999 on 127.0.0.1');
+}
+
+const handedOut = new Set<number>();
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolvePromise) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolvePromise(address.port);
-        else reject(new Error('no port'));
-      });
-    });
+    server.once('error', () => resolvePromise(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolvePromise(true)));
   });
 }
 
