@@ -317,9 +317,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     object: CubeAssignment,
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
+    wanted: string,
     signal: AbortSignal,
   ): Promise<Problem[]> {
-    const wanted = cubeSpecDigest(assignRequest(object, '', []));
     const replicaSets = new Set([
       ...Object.keys(object.status?.assignment ?? {}),
       ...object.spec.replicaSets,
@@ -350,6 +350,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
     partitions: number[] | undefined,
+    /** cubeSpecDigest of the spec: a receiver reporting another one is brought to it. */
+    specDigest: string,
   ): Promise<{
     status: CubeAssignmentStatusPatch;
     unowned: number[];
@@ -377,8 +379,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         try {
           let status = await client.cubeStatus(cube);
           // Repair: a receiver that restarted from an older checkpoint runs an older source.
-          const wanted = cubeSpecDigest(assignRequest(object, rs, []));
-          if (status.specDigest !== wanted)
+          if (status.specDigest !== specDigest)
             status = await client.assign(cube, assignRequest(object, rs, []));
           // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
           const paused = status.partitions.filter(
@@ -581,7 +582,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // and must not wait for receivers that are down.
     const specDigest = cubeSpecDigest(assignRequest(object, '', []));
     if (object.status?.specDigest !== specDigest) {
-      const notRolledOut = await rollOutSpec(object, cube, receivers, signal);
+      const notRolledOut = await rollOutSpec(object, cube, receivers, specDigest, signal);
       signal.throwIfAborted();
       if (notRolledOut.length > 0) {
         const message = notRolledOut.map((p) => p.message).join('; ');
@@ -690,7 +691,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     signal.throwIfAborted();
-    const observed = await observe(object, cube, receivers, partitions);
+    const observed = await observe(object, cube, receivers, partitions, specDigest);
     signal.throwIfAborted();
     // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
     // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
