@@ -264,7 +264,7 @@ test('retriable failures are restarted and counted, and reported failed only aft
   expect(await metric('streamcube_receiver_consumer_failures_total')).toBe(3);
 });
 
-test('a failure that is not retriable, after retriable ones, is reported at once', async () => {
+test('a failure that is not retriable, after retriable ones, is reported at once', () => {
   consumer.sink.onCrash(coordinatorLoading());
   expect(channel.status().consumer.state).toBe('running');
   consumer.sink.onCrash(notImplemented('LZ4 compression not implemented'));
