@@ -12,7 +12,7 @@ import {
 } from '@kubernetes/client-node';
 import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
 import { createLogger } from '../observability/logger.ts';
-import { createProcessRegistry } from '../observability/metrics.ts';
+import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
 import { Controller } from './runtime/controller.ts';
 import { SupervisedInformer, objectKey } from './runtime/informer.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
@@ -33,6 +33,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const registry = createProcessRegistry();
+  registerBuildInfo(registry, 'operator');
 
   const ns = config.namespace;
   const cubes = new SupervisedInformer<CubeAssignment>({
@@ -85,9 +86,10 @@ export async function runOperator(argv: string[]): Promise<number> {
 
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
   const lead = async (signal: AbortSignal): Promise<void> => {
-    const queue = new WorkQueue({ name: 'cubeassignments', registry });
+    const controllerName = 'cubeassignment';
+    const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({
-      name: 'cubeassignment',
+      name: controllerName,
       queue,
       reconcile,
       workers: config.workers,
