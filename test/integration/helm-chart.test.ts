@@ -16,7 +16,7 @@ import {
   type V1Container,
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
-import { dump, loadAll } from 'js-yaml';
+import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
@@ -25,6 +25,19 @@ import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
 import { prometheusOperatorCrds } from '../support/prometheus-operator-crds.ts';
 
 const chart = 'deploy/helm/streamcube';
+
+/** The parts of a CustomResourceDefinition the CRD upgrade test reads and edits. */
+interface CustomResourceDefinition {
+  metadata: { name: string };
+  spec: {
+    versions: {
+      additionalPrinterColumns?: { name: string }[];
+      schema: {
+        openAPIV3Schema: { properties: { spec: { properties: Record<string, unknown> } } };
+      };
+    }[];
+  };
+}
 const kc = adminKubeConfig();
 
 async function helm(...args: string[]): Promise<{ stdout: string; stderr: string }> {
@@ -607,4 +620,46 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     .makeApiClient(CoreV1Api)
     .readNamespacedSecret({ name: 'sc-admin-token', namespace });
   expect(kept.data?.token).toBe(secret.data?.token);
+});
+
+test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a CRD that helm created', async () => {
+  // A copy of the chart's CRD under a group of its own, so the CRD other suites use stays as is.
+  const group = `upgrade-${Date.now().toString(36)}.streamcube.test`;
+  const current = load(
+    readFileSync(helmCrdFile, 'utf8').replaceAll('streamcube.io', group),
+  ) as CustomResourceDefinition;
+  const name = current.metadata.name;
+  // The release before: one printer column and one spec field fewer.
+  const previous = structuredClone(current);
+  const version = previous.spec.versions[0]!;
+  version.additionalPrinterColumns = version.additionalPrinterColumns!.filter(
+    (c) => c.name !== 'Strategy',
+  );
+  delete version.schema.openAPIV3Schema.properties.spec.properties.rejectedEventsThreshold;
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-upgrade-'));
+  const write = (file: string, crd: CustomResourceDefinition): string => {
+    writeFileSync(join(dir, file), JSON.stringify(crd));
+    return join(dir, file);
+  };
+  // What `helm install` does with crds/: create it (helm is its field manager).
+  await kubectl('create', '--field-manager=helm', '-f', write('previous.json', previous));
+  const upgraded = write('current.json', current);
+  try {
+    const served = async (): Promise<CustomResourceDefinition> =>
+      JSON.parse(await kubectl('get', 'crd', name, '-o', 'json')) as CustomResourceDefinition;
+    const columns = async (): Promise<string[]> =>
+      (await served()).spec.versions[0]!.additionalPrinterColumns!.map((c) => c.name);
+    expect(await columns()).not.toContain('Strategy');
+    // Without --force-conflicts the fields helm owns and the new file changes are conflicts.
+    await expect(kubectl('apply', '--server-side', '-f', upgraded)).rejects.toThrow(/conflict/i);
+    await kubectl('apply', '--server-side', '--force-conflicts', '-f', upgraded);
+    expect(await columns()).toContain('Strategy');
+    expect(
+      (await served()).spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties,
+    ).toHaveProperty('rejectedEventsThreshold');
+    // Applying the same file again changes nothing and needs no force.
+    await kubectl('apply', '--server-side', '-f', upgraded);
+  } finally {
+    await kubectl('delete', 'crd', name, '--wait=false');
+  }
 });
