@@ -295,6 +295,11 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   ).toBe(true);
   expect(service.spec?.ports).toEqual([{ name: 'metrics', port: 8081, targetPort: 'metrics' }]);
   expect(plain.some((o) => o.apiVersion === 'monitoring.coreos.com/v1')).toBe(false);
+  for (const w of workloads(plain).slice(1))
+    expect(podTemplate(w).metadata?.annotations).toEqual({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '8080',
+    });
 
   const withServiceMonitors = await render(
     'metrics.serviceMonitor.enabled=true',
@@ -402,7 +407,12 @@ test('adminToken.existingSecret: no Secret rendered; every pod mounts the named 
     });
   }
   // The default: the chart's own Secret, key `token`, mounted as a directory so updates reach it.
-  for (const w of workloads(await render())) {
+  // Without a cluster to look it up in, each `helm template` makes a new token.
+  const [one, two] = await Promise.all([render(), render()]);
+  const tokenOf = (objects: Rendered[]): unknown =>
+    (find(objects, 'Secret', 't-admin-token') as { data?: { token?: string } }).data?.token;
+  expect(tokenOf(one)).not.toEqual(tokenOf(two));
+  for (const w of workloads(one)) {
     const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
     expect(volume?.secret).toEqual({
       secretName: 't-admin-token',
