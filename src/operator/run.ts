@@ -13,6 +13,7 @@ import {
 import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
+import { TokenFile } from '../protocol/token-file.ts';
 import { Controller } from './runtime/controller.ts';
 import { SupervisedInformer, objectKey } from './runtime/informer.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
@@ -27,6 +28,11 @@ import { TopicMetadata } from './topic-metadata.ts';
 export async function runOperator(argv: string[]): Promise<number> {
   const config = parseOperatorConfig(argv);
   const logger = createLogger('operator').child({ identity: config.identity });
+  const receiverToken = new TokenFile(config.receiverTokenFile, {
+    graceMs: config.receiverTokenGraceMs,
+    onError: (error) =>
+      logger.warn('receiver token file unusable; the current token stays', { error }),
+  });
   const kc = new KubeConfig();
   if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
   else kc.loadFromCluster();
@@ -71,7 +77,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     custom,
     getCube: (ns, name) => cubes.get(name, ns),
     listPods: (ns) => pods.list(ns),
-    receiverToken: config.receiverToken,
+    receiverToken: receiverToken.tokens,
     receiverPort: config.receiverPort,
     topics,
     events: new EventRecorder(core, 'streamcube-operator', logger),
@@ -166,6 +172,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   logger.info('shutting down', { reason: signal });
   await elector.stop({ release: true });
   server.close();
+  receiverToken.close();
   await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
   // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
   return signal === 'lost leadership' ? 1 : 0;

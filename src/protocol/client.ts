@@ -12,6 +12,7 @@ import type {
   QueryResponse,
   ReceiverStatus,
 } from './admin-api.ts';
+import type { BearerTokens } from './token-file.ts';
 
 export class ReceiverApiError extends Error {
   readonly status: number;
@@ -25,12 +26,16 @@ export class ReceiverApiError extends Error {
 
 export class ReceiverClient {
   readonly baseUrl: string;
-  private readonly token: string;
+  private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
 
-  constructor(baseUrl: string, token: string, timeoutMs = 60_000) {
+  /**
+   * `token`: one token, or the tokens valid now, newest first; a call the receiver refuses (403)
+   * with the newest is made again with the next, for a receiver that has not seen a rotation yet.
+   */
+  constructor(baseUrl: string, token: string | BearerTokens, timeoutMs = 60_000) {
     this.baseUrl = baseUrl.replace(/\/$/, '');
-    this.token = token;
+    this.tokens = typeof token === 'string' ? () => [token] : token;
     this.timeoutMs = timeoutMs;
   }
 
@@ -42,15 +47,23 @@ export class ReceiverClient {
     timeoutMs = this.timeoutMs,
   ): Promise<T> {
     const timeout = AbortSignal.timeout(timeoutMs);
-    const response = await fetch(`${this.baseUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${this.token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
+    const send = (token: string | undefined): Promise<Response> =>
+      fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+    const [newest, ...older] = this.tokens();
+    let response = await send(newest);
+    for (const token of older) {
+      if (response.status !== 403) break;
+      await response.body?.cancel();
+      response = await send(token);
+    }
     const text = await response.text();
     const parsed: unknown =
       text.length > 0 && response.headers.get('content-type')?.includes('json')
