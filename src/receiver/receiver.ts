@@ -17,6 +17,8 @@ export class Receiver {
   readonly metrics: ReceiverMetrics;
   private readonly logger: Logger;
   private readonly cubes = new Map<string, CubeChannel>();
+  /** The last assign or unassign of each cube, which the next one waits for (see `exclusively`). */
+  private readonly cubeLocks = new Map<string, Promise<unknown>>();
   private readonly kafkaClients = new Map<string, Kafka>();
   /** Sockets of the Kafka clients still open, closed for good at stop. */
   private readonly kafkaSockets = new Set<Socket>();
@@ -78,30 +80,60 @@ export class Receiver {
     });
   }
 
-  /** Restores every cube found in the data directory and resumes consuming. */
+  /**
+   * Restores every cube found in the data directory and resumes consuming. The cubes open side by
+   * side, and one that cannot open (a checkpoint it cannot read) is logged and left closed — its
+   * next assign opens it again — rather than keeping the others down; a cube whose brokers are
+   * unreachable opens, and its consumer reports `failed` and retries.
+   */
   async start(): Promise<void> {
     const dir = join(this.config.dataDir, 'cubes');
     const names = existsSync(dir) ? readdirSync(dir) : [];
-    for (const cube of names) {
-      const spec = CubeChannel.readSpec(this.config.dataDir, cube);
-      if (!spec) continue;
-      if (spec.replicaSet !== this.config.replicaSet) {
-        this.logger.warn('data directory belongs to another replica set; leaving that cube alone', {
-          cube,
-          replicaSet: spec.replicaSet,
+    const opened = await Promise.allSettled(names.map((cube) => this.restoreCube(cube)));
+    opened.forEach((result, i) => {
+      if (result.status === 'rejected') {
+        this.logger.error('cannot restore a cube; the others go on, and its next assign retries', {
+          cube: names[i],
+          error: (result.reason as Error).message,
         });
-        continue;
       }
-      // The channel's spec is compared with later assign requests: source and schema only.
-      const channel = this.channel(cube, { source: spec.source, schema: spec.schema });
-      await channel.open();
-      this.cubes.set(cube, channel);
-    }
+    });
     this.ready = true;
     this.logger.info('receiver started', {
       cubes: [...this.cubes.keys()].join(','),
       receiver: this.config.id,
     });
+  }
+
+  private async restoreCube(cube: string): Promise<void> {
+    const spec = CubeChannel.readSpec(this.config.dataDir, cube);
+    if (!spec) return;
+    if (spec.replicaSet !== this.config.replicaSet) {
+      this.logger.warn('data directory belongs to another replica set; leaving that cube alone', {
+        cube,
+        replicaSet: spec.replicaSet,
+      });
+      return;
+    }
+    // The channel's spec is compared with later assign requests: source and schema only.
+    const channel = this.channel(cube, { source: spec.source, schema: spec.schema });
+    await channel.open();
+    this.cubes.set(cube, channel);
+  }
+
+  /**
+   * Runs `step` after every earlier assign or unassign of `cube` has finished: two first assigns
+   * of a new cube at once (an operator retrying, or two operators) must open one channel over
+   * its data directory, not two.
+   */
+  private exclusively<T>(cube: string, step: () => Promise<T>): Promise<T> {
+    const next = (this.cubeLocks.get(cube) ?? Promise.resolve()).then(step, step);
+    const settled = next.catch(() => undefined);
+    this.cubeLocks.set(cube, settled);
+    void settled.then(() => {
+      if (this.cubeLocks.get(cube) === settled) this.cubeLocks.delete(cube);
+    });
+    return next;
   }
 
   get(cube: string): CubeChannel {
@@ -111,7 +143,11 @@ export class Receiver {
     return channel;
   }
 
-  async assign(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
+  assign(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
+    return this.exclusively(cube, () => this.assignNow(cube, body));
+  }
+
+  private async assignNow(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
     const request = assignCubeRequest.parse(body);
     if (request.replicaSet !== this.config.replicaSet) {
       throw new ChannelError(
@@ -166,7 +202,11 @@ export class Receiver {
   }
 
   /** Drops a cube; refused while it holds data not yet handed off, unless forced. */
-  async unassign(cube: string, force: boolean): Promise<void> {
+  unassign(cube: string, force: boolean): Promise<void> {
+    return this.exclusively(cube, () => this.unassignNow(cube, force));
+  }
+
+  private async unassignNow(cube: string, force: boolean): Promise<void> {
     const channel = this.get(cube);
     if (!force && (channel.hasLivePartitions() || !channel.allHandedOff())) {
       throw new ChannelError(

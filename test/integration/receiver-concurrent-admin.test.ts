@@ -20,6 +20,7 @@ import {
   positionsOf,
   rangesOf,
   totalsFromQuery,
+  metricValue,
   waitForPositions,
 } from '../support/receiver-checks.ts';
 
@@ -114,4 +115,39 @@ test('a pause and a resume that arrive while the consumer restarts for another p
   await more(0, 2);
   await waitForPositions(receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
   expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(produced));
+});
+
+test('assigns at once, first of a new cube and then with a changed source, open one channel: every event is ingested once', async () => {
+  const cube = 'put-race';
+  const topic = await createTopic(admin, 2);
+  const produced = [0, 1].map((p) => makeEvents(p, 300, T0));
+  for (const p of [0, 1]) await produce(producer, topic, p, produced[p]!);
+  const request = (brokers: string) =>
+    assignRequest(brokers, topic, 'rs-a', [
+      { partition: 0, position: '0' },
+      { partition: 1, position: '0' },
+    ]);
+  // The same request twice at once, as an operator retrying a call that timed out sends it.
+  await Promise.all([
+    receiver.client.assign(cube, request(env.kafka.bootstrap)),
+    receiver.client.assign(cube, request(env.kafka.bootstrap)),
+  ]);
+  await waitForPositions(receiver.client, cube, { 0: 300n, 1: 300n });
+  // A source roll-out (the same broker under another name), retried: each request would close
+  // the channel and open a new one, and two channels would both consume the same data directory.
+  const [, port] = env.kafka.bootstrap.split(':');
+  await Promise.all([
+    receiver.client.assign(cube, request(`localhost:${port}`)),
+    receiver.client.assign(cube, request(`localhost:${port}`)),
+  ]);
+  const more = [0, 1].map((p) => makeEvents(p, 200, T0 + 1_000_000, 1000, 7));
+  for (const p of [0, 1]) await produce(producer, topic, p, more[p]!);
+  await waitForPositions(receiver.client, cube, { 0: 500n, 1: 500n });
+  const all = [...produced.flat(), ...more.flat()];
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(all));
+  await new Promise((r) => setTimeout(r, 2_000));
+  const metrics = await fetch(`${receiver.baseUrl}/metrics`).then((r) => r.text());
+  expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(1000);
+  const status = await receiver.client.status();
+  expect(status.cubes.filter((c) => c.cube === cube)).toHaveLength(1);
 });
