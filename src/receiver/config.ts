@@ -15,6 +15,8 @@ export interface ReceiverConfig {
   adminToken: string;
   flushIntervalMs: number;
   idleTimeoutMs: number;
+  /** How long a handed-off segment stays held, in memory and the checkpoint, after its hand-off. */
+  handedOffRetentionMs: number;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -29,6 +31,7 @@ Options (environment variable in brackets):
   --admin-token-file FILE  bearer token for /v1 (first line)     [STREAMCUBE_ADMIN_TOKEN_FILE, required]
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
+  --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
 `;
 
 export function parseReceiverConfig(
@@ -47,6 +50,7 @@ export function parseReceiverConfig(
       'admin-token-file': { type: 'string' },
       'flush-interval': { type: 'string' },
       'idle-timeout': { type: 'string' },
+      'handed-off-retention': { type: 'string' },
     },
     strict: true,
   });
@@ -89,5 +93,10 @@ export function parseReceiverConfig(
     adminToken,
     flushIntervalMs: durationOf('flush-interval', 'STREAMCUBE_FLUSH_INTERVAL', '1s'),
     idleTimeoutMs: durationOf('idle-timeout', 'STREAMCUBE_IDLE_TIMEOUT', '30s'),
+    handedOffRetentionMs: durationOf(
+      'handed-off-retention',
+      'STREAMCUBE_HANDED_OFF_RETENTION',
+      '1h',
+    ),
   };
 }
