@@ -155,10 +155,11 @@ export class CubeChannel {
       metrics: options.metrics,
       logger: options.logger,
       retentionMs: options.handedOffRetentionMs ?? defaultHandedOffRetentionMs,
+      // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
+      // record yet is found done when it is repeated after a crash.
       onHandedOff: (segment) => {
         this.segmentFragments.delete(segment.windowStart);
         this.dirty = true;
-        this.flush();
       },
     });
     const sink: PartitionSink = {
@@ -372,6 +373,7 @@ export class CubeChannel {
       this.purgeExpired();
       this.flush();
       this.handOffs.handOffSealed();
+      this.flush();
     } catch (error) {
       this.log.error('periodic work failed; retrying on the next tick', {
         cube: this.cube,
@@ -591,6 +593,7 @@ export class CubeChannel {
     const deadline = Date.now() + waitMs;
     do {
       this.handOffs.handOffSealed();
+      this.flush();
       if (this.allHandedOff() || Date.now() >= deadline) break;
       await new Promise((r) => setTimeout(r, 100));
     } while (Date.now() < deadline);

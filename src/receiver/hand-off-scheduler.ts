@@ -20,7 +20,7 @@ export interface HandOffSchedulerOptions {
   logger: Logger;
   /** How long a handed-off segment stays held (in memory and the checkpoint) after its hand-off. */
   retentionMs: number;
-  /** Called after each hand-off, before the next: the channel makes it durable. */
+  /** Called after each hand-off; the channel records it in its next checkpoint. */
   onHandedOff: (segment: Segment) => void;
 }
 
