@@ -190,11 +190,15 @@ async function main(): Promise<void> {
       `${windows} windows × ${perWindow} events × ${partitions} partitions; checkpoint = the cube's directory (manifest, segment records, fragments); flush = fragments + checkpoint, mean per interval`,
     );
     for (const row of rows) say(row.map((cell, i) => cell.padStart(widths[i]!)).join('  '));
+  } catch (error) {
+    process.exitCode = 1;
+    throw error;
   } finally {
     await receiver.stop().catch(() => undefined);
     if (topic) await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     await Promise.all([admin.disconnect(), producer.disconnect()]);
-    rmSync(dirname(receiver.dataDir), { recursive: true, force: true });
+    if (process.exitCode) say(`receiver log kept: ${receiver.logFile}`);
+    else rmSync(dirname(receiver.dataDir), { recursive: true, force: true });
     rmSync(deepStorageDir, { recursive: true, force: true });
     await stopBroker();
   }
