@@ -42,6 +42,21 @@ function sizeOf(dir: string): { bytes: number; files: number } {
   return { bytes, files };
 }
 
+/**
+ * Retries a request the receiver did not answer: a hand-off pass holds its event loop for a
+ * while, longer on a loaded machine, and a connection then times out.
+ */
+async function patiently<T>(request: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await request();
+    } catch (error) {
+      if (attempt >= 10) throw error;
+      await sleep(500 * attempt);
+    }
+  }
+}
+
 /** Sum and count of the receiver's flush-duration histogram. */
 async function flushTotals(r: ReceiverProcess): Promise<{ sum: number; count: number }> {
   const text = await (await fetch(`${r.baseUrl}/metrics`)).text();
@@ -135,7 +150,7 @@ async function main(): Promise<void> {
       'RSS MiB',
     ];
     const rows: string[][] = [header];
-    let last = await flushTotals(receiver);
+    let last = await patiently(() => flushTotals(receiver));
     const started = Date.now();
     let produced = 0;
     const step = Math.floor(MINUTE / perWindow);
@@ -156,16 +171,16 @@ async function main(): Promise<void> {
       produced += (upTo - w) * perWindow;
       // Consumed up to here before the next slice: event time moves on at the pace of the receiver.
       for (;;) {
-        const status = await receiver.client.cubeStatus('soak');
+        const status = await patiently(() => receiver.client.cubeStatus('soak'));
         if (status.partitions.every((p) => BigInt(p.position) >= BigInt(produced))) break;
         await sleep(50);
       }
       if (upTo % reportEvery === 0 || upTo === windows) {
-        const status = await receiver.client.cubeStatus('soak');
+        const status = await patiently(() => receiver.client.cubeStatus('soak'));
         const counts = status.segmentCounts ?? { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
         const disk = sizeOf(cubeDir);
         const manifest = statSync(join(cubeDir, 'checkpoint.json')).size;
-        const now = await flushTotals(receiver);
+        const now = await patiently(() => flushTotals(receiver));
         const flushes = now.count - last.count;
         rows.push([
           String(upTo),
