@@ -12,10 +12,6 @@ import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { kafkajsCompression } from '../src/kafka/codecs.ts';
 import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
-import { findRunningEnvironment } from '../src/local/environment.ts';
-import { type KafkaBroker, startKafka } from '../src/local/kafka.ts';
-import { stopService } from '../src/local/processes.ts';
-import { settings } from '../src/local/settings.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
 import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
 import {
@@ -24,6 +20,7 @@ import {
   startJavaProducer,
 } from '../test/support/java-producer.ts';
 import { logBatches } from '../test/support/log-batches.ts';
+import { benchBroker } from './kafka-broker.ts';
 
 const usage = `Usage: npm run bench:receiver -- [options]
 
@@ -383,22 +380,7 @@ async function main(): Promise<void> {
   const rounds = positive('rounds', values.rounds);
   const stepMs = positive('step-ms', values['step-ms']);
 
-  const running = findRunningEnvironment(settings.stateDir);
-  let ownBroker: { pid: number; dir: string } | undefined;
-  let brokers: string;
-  let broker: KafkaBroker;
-  if (running) {
-    broker = running.kafka;
-    brokers = running.kafka.bootstrap;
-    say(`using the running environment's Kafka broker at ${brokers}`);
-  } else {
-    // Only Kafka is needed; a broker of our own in a directory of our own, stopped at the end.
-    const dir = mkdtempSync(join(tmpdir(), 'streamcube-bench-kafka-'));
-    broker = await startKafka(dir);
-    ownBroker = { pid: broker.pid, dir };
-    brokers = broker.bootstrap;
-    say(`started a Kafka broker at ${brokers}`);
-  }
+  const { broker, brokers, stop: stopBroker } = await benchBroker(say);
   const kafka = createKafka({
     clientId: 'bench-receiver',
     brokers: [brokers],
@@ -475,10 +457,7 @@ async function main(): Promise<void> {
   } finally {
     if (topic) await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     await admin.disconnect();
-    if (ownBroker) {
-      await stopService(ownBroker.pid);
-      rmSync(ownBroker.dir, { recursive: true, force: true });
-    }
+    await stopBroker();
   }
 }
 

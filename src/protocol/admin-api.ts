@@ -99,7 +99,10 @@ export interface CubeStatus {
   /** cubeSpecDigest of the source and schema the receiver runs for this cube. */
   specDigest: string;
   partitions: PartitionStatus[];
+  /** Every ACTIVE and IMMUTABLE segment, and the latest handed-off ones, in window order. */
   segments: SegmentStatus[];
+  /** Every segment held, by state: older handed-off ones are counted here, not listed. */
+  segmentCounts?: Record<SegmentStatus['state'], number>;
   /** Events aggregated into segments since the cube was assigned here (kept across restarts). */
   ingested: number;
   /** Records skipped, by reason, since the cube was assigned here (kept across restarts). */

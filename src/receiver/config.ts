@@ -16,6 +16,8 @@ export interface ReceiverConfig {
   adminTokenGraceMs: number;
   flushIntervalMs: number;
   idleTimeoutMs: number;
+  /** How long a handed-off segment stays held, in memory and the checkpoint, after its hand-off. */
+  handedOffRetentionMs: number;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -32,6 +34,7 @@ Options (environment variable in brackets):
   --admin-token-grace DUR  the replaced token stays valid for    [STREAMCUBE_ADMIN_TOKEN_GRACE, default: 2m]
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
+  --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
@@ -53,6 +56,7 @@ export function parseReceiverConfig(
       'admin-token-grace': { type: 'string' },
       'flush-interval': { type: 'string' },
       'idle-timeout': { type: 'string' },
+      'handed-off-retention': { type: 'string' },
     },
     strict: true,
   });
@@ -92,5 +96,10 @@ export function parseReceiverConfig(
     adminTokenGraceMs: durationOf('admin-token-grace', 'STREAMCUBE_ADMIN_TOKEN_GRACE', '2m', 0),
     flushIntervalMs: durationOf('flush-interval', 'STREAMCUBE_FLUSH_INTERVAL', '1s'),
     idleTimeoutMs: durationOf('idle-timeout', 'STREAMCUBE_IDLE_TIMEOUT', '30s'),
+    handedOffRetentionMs: durationOf(
+      'handed-off-retention',
+      'STREAMCUBE_HANDED_OFF_RETENTION',
+      '1h',
+    ),
   };
 }

@@ -1,36 +1,59 @@
-// One cube on one receiver: its partitions (positions, epochs, pause/drain/stop), its segments,
-// checkpoints and hand-offs. Records are applied synchronously (parsing may run on a worker first),
-// so a checkpoint always pairs the aggregated data with exactly the positions it came from.
+// One cube on one receiver: the coordinator of its partitions (partition-state.ts), the ingest
+// pipeline, the segments, their checkpoints (checkpoint.ts, cube-store.ts) and hand-offs
+// (hand-off-scheduler.ts). Admin requests become partition events; periodic work seals, flushes,
+// hands off and purges. What the cube shows of itself is in status-view.ts, its query in query.ts.
 import type { Kafka } from 'kafkajs';
 import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
-  ConsumerStatus,
   CubeStatus,
   DrainResponse,
-  PartitionStateName,
   PartitionStatus,
   QueryResponse,
-  SegmentStatus,
 } from '../protocol/admin-api.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   KafkajsPartitionConsumer,
-  type ConsumedRecord,
   type PartitionConsumer,
+  type PartitionSink,
 } from '../kafka/partition-consumer.ts';
-import { type ParseResult, type ParsedEvent, type RejectReason, parseEvent } from './event.ts';
-import { BatchParser, type ParsedBatch, reasonOf } from './batch-parser.ts';
-import { type Segment, SegmentManager, combine } from './segments.ts';
-import { type OffsetRange, addRange, rangesFromJson, rangesToJson } from './offset-ranges.ts';
-import { CubeStore, type CubeCheckpoint } from './cube-store.ts';
-import { handOffSegment } from './hand-off.ts';
-import type { ReceiverMetrics } from './metrics.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
+import { ChannelError } from './channel-error.ts';
+import {
+  type CheckpointHeader,
+  type CubeCheckpoint,
+  checkpointVersion,
+  partitionCheckpoint,
+  restoredPartition,
+  restoredSegment,
+  segmentCheckpoint,
+} from './checkpoint.ts';
 import {
   ConsumerSupervisor,
   type RestartPolicy,
   type SupervisorClock,
 } from './consumer-supervisor.ts';
+import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
+import { HandOffScheduler } from './hand-off-scheduler.ts';
+import { IngestPipeline } from './ingest-pipeline.ts';
+import type { ReceiverMetrics } from './metrics.ts';
+import {
+  type PartitionEffect,
+  type PartitionEvent,
+  type PartitionState,
+  isIdle,
+  isLive,
+  transition,
+} from './partition-state.ts';
+import { type CubeQuery, querySegments } from './query.ts';
+import { SegmentManager } from './segments.ts';
+import {
+  consumerStatus,
+  partitionStatus,
+  publishGauges,
+  segmentStatus,
+  segmentsView,
+} from './status-view.ts';
+import { join } from 'node:path';
 
 export interface CubeSpec {
   source: KafkaSource;
@@ -53,46 +76,14 @@ export interface ChannelOptions {
    * as past every window. Silence, not being caught up: a live consumer is caught up most of the time.
    */
   idleTimeoutMs: number;
+  /** How long a handed-off segment stays held after its hand-off (default 1 h). */
+  handedOffRetentionMs?: number;
   /** Factory for the consumer; tests and other clients may replace kafkajs. */
-  consumerFactory?: (sink: ChannelSink) => PartitionConsumer;
+  consumerFactory?: (sink: PartitionSink) => PartitionConsumer;
   /** How a failed consumer is restarted (defaults: 1 s doubling to 30 s, healthy after 10 s). */
   consumerRestart?: Partial<RestartPolicy>;
   /** Time for the consumer's restarts; a manual clock in unit tests. */
   clock?: SupervisorClock;
-}
-
-type ChannelSink = ConstructorParameters<typeof KafkajsPartitionConsumer>[0]['sink'];
-
-interface PartitionState {
-  partition: number;
-  epoch: number;
-  state: PartitionStateName;
-  position: bigint;
-  stopOffset: bigint | null;
-  highWatermark: bigint | null;
-  /**
-   * Wall-clock time of the last record the partition received (a data record, or records the
-   * client filtered out such as transaction markers), or of when it last became live: the start
-   * of its silence, for idle sealing.
-   */
-  lastRecordAt: number;
-  /**
-   * Bumped when a partition that was not live is sent back to `position` (resume, drain): a batch
-   * delivered before then may have been dropped while it was paused, so later ones must not apply.
-   * A restart keeps it: those batches follow on from each other, and a new epoch is a new state.
-   */
-  generation: number;
-}
-
-/** An error the admin API maps to a status code, with a reason a caller can act on. */
-export class ChannelError extends Error {
-  readonly status: number;
-  readonly field: string | undefined;
-  constructor(status: number, message: string, field?: string) {
-    super(message);
-    this.status = status;
-    this.field = field;
-  }
 }
 
 export interface PartitionStart {
@@ -102,15 +93,13 @@ export interface PartitionStart {
   watermark: number | null;
 }
 
-const isLive = (s: PartitionStateName): boolean => s === 'consuming' || s === 'draining';
+export const defaultHandedOffRetentionMs = 3_600_000;
 
-/**
- * Smaller batches are parsed on the main thread: the round trip to the worker costs more.
- * STREAMCUBE_WORKER_MIN_BATCH overrides it (1 sends every batch to the worker, as a test run does).
- */
-const minWorkerBatch = Number(process.env.STREAMCUBE_WORKER_MIN_BATCH) || 64;
-/** Batches on the worker beyond which the consumer waits, bounding memory held by them. */
-const maxInFlight = 16;
+/** A partition's state after an event, and what the event asked of the consumer. */
+interface Outcome {
+  ps: PartitionState;
+  effects: PartitionEffect[];
+}
 
 export class CubeChannel {
   readonly cube: string;
@@ -124,22 +113,13 @@ export class CubeChannel {
   private readonly consumer: PartitionConsumer;
   /** Restarts the consumer after any failure, from the positions and pauses held here. */
   private readonly supervisor: ConsumerSupervisor;
-  /** Events aggregated since the cube was assigned here; checkpointed, as `rejected` is. */
-  private ingested = 0;
-  /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
-  private batchParser: BatchParser | undefined;
-  private readonly rejected = new Map<RejectReason, number>();
-  private readonly handOffErrors = new Map<number, { attempts: number; lastError?: string }>();
-  private readonly handOffPaths = new Map<number, string>();
+  private readonly ingest: IngestPipeline;
+  private readonly handOffs: HandOffScheduler;
   private readonly segmentFragments = new Map<number, string[]>();
   private fragmentSeq = 0;
-  /** Batches (and filtered ranges queued behind them) not applied yet, in delivery order. */
-  private inFlight = 0;
-  private tail: Promise<void> = Promise.resolve();
   private dirty = false;
   private timer: NodeJS.Timeout | undefined;
   private lastHighWatermarkRefresh = 0;
-  private handingOff = false;
   private drainWaiters: (() => void)[] = [];
   private closed = false;
   /** Consumer starts and stops, one at a time. */
@@ -152,9 +132,39 @@ export class CubeChannel {
     this.segments = new SegmentManager(options.spec.schema);
     this.specDigest = cubeSpecDigest(options.spec);
     this.store = new CubeStore(options.dataDir, options.cube);
-    const sink: ChannelSink = {
-      onRecords: (p, records, hw) => this.onRecords(p, records, hw),
-      onFilteredRange: (p, first, last, hw) => this.onFilteredRange(p, first, last, hw),
+    this.ingest = new IngestPipeline({
+      cube: options.cube,
+      schema: options.spec.schema,
+      partitions: this.partitions,
+      segments: this.segments,
+      consumer: () => this.consumer,
+      metrics: options.metrics,
+      logger: options.logger,
+      delivered: () => this.supervisor.delivered(),
+      onProgress: (ps) => this.afterProgress(ps),
+    });
+    this.handOffs = new HandOffScheduler({
+      target: {
+        deepStorageDir: options.deepStorageDir,
+        cube: options.cube,
+        replicaSet: options.replicaSet,
+        receiver: options.receiverId,
+        schema: options.spec.schema,
+      },
+      segments: this.segments,
+      metrics: options.metrics,
+      logger: options.logger,
+      retentionMs: options.handedOffRetentionMs ?? defaultHandedOffRetentionMs,
+      // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
+      // record yet is found done when it is repeated after a crash.
+      onHandedOff: (segment) => {
+        this.segmentFragments.delete(segment.windowStart);
+        this.dirty = true;
+      },
+    });
+    const sink: PartitionSink = {
+      onRecords: (p, records, hw) => this.ingest.onRecords(p, records, hw),
+      onFilteredRange: (p, first, last, hw) => this.ingest.onFilteredRange(p, first, last, hw),
       wants: (p) => isLive(this.partitions.get(p)?.state ?? 'released'),
       onCrash: (error) => this.supervisor.crashed(error),
     };
@@ -190,11 +200,6 @@ export class CubeChannel {
     options.metrics.consumerUp.set(metricLabels, 1);
   }
 
-  private get parser(): BatchParser {
-    this.batchParser ??= new BatchParser(this.spec.schema);
-    return this.batchParser;
-  }
-
   private get log(): Logger {
     return this.options.logger;
   }
@@ -204,20 +209,25 @@ export class CubeChannel {
   /** Restores the last checkpoint, if any, and starts consuming. */
   async open(): Promise<void> {
     const checkpoint = this.store.readCheckpoint();
-    const removed = this.store.removeUnlistedFragments(checkpoint);
+    const removed = this.store.removeUnlisted(checkpoint);
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
     if (checkpoint) this.restore(checkpoint);
     // A new cube, or one whose source changed (the same topic through other brokers): the
-    // checkpoint names the spec this channel runs, so a restart comes back with it.
-    if (!checkpoint || JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source))
-      this.writeCheckpoint();
+    // checkpoint names the spec this channel runs, so a restart comes back with it. One of an
+    // older version is written anew, every segment with it.
+    if (
+      !checkpoint ||
+      checkpoint.version !== checkpointVersion ||
+      JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source)
+    )
+      this.writeCheckpoint(true);
     await this.restartConsumer();
     this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
   }
 
   static readSpec(dataDir: string, cube: string): (CubeSpec & { replicaSet: string }) | undefined {
-    const checkpoint = new CubeStore(dataDir, cube).readCheckpoint();
+    const checkpoint = readCubeCheckpoint(join(dataDir, 'cubes', cube));
     return (
       checkpoint && {
         source: checkpoint.source,
@@ -228,39 +238,21 @@ export class CubeChannel {
   }
 
   private restore(c: CubeCheckpoint): void {
+    const now = Date.now();
     for (const p of c.partitions) {
-      this.partitions.set(p.partition, {
-        partition: p.partition,
-        epoch: p.epoch,
-        state: p.state,
-        position: BigInt(p.position),
-        stopOffset: p.stopOffset === null ? null : BigInt(p.stopOffset),
-        highWatermark: null,
-        lastRecordAt: Date.now(),
-        generation: 0,
-      });
-      const clock = this.segments.clock(p.partition);
-      clock.watermark = p.watermark;
-      clock.currentWindow = p.currentWindow;
-      clock.pending = rangesFromJson(p.pending);
+      const { state, clock } = restoredPartition(p, now);
+      this.partitions.set(p.partition, state);
+      this.segments.restoreClock(p.partition, clock);
     }
+    this.segments.restorePurgedBelow(c.purgedBelow ?? null);
     for (const s of c.segments) {
-      const segment = this.segments.restoreSegment({
-        windowStart: s.windowStart,
-        windowEnd: s.windowEnd,
-        state: s.state,
-        ranges: new Map(Object.entries(s.ranges).map(([p, r]) => [Number(p), rangesFromJson(r)])),
-        epochs: new Map(Object.entries(s.epochs).map(([p, e]) => [Number(p), e])),
-        ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
-      });
+      const segment = this.segments.restoreSegment(restoredSegment(s, now));
       for (const name of s.fragments)
         this.segments.restoreRows(segment, this.store.readFragment(name));
       this.segmentFragments.set(s.windowStart, [...s.fragments]);
-      if (s.handOffPath) this.handOffPaths.set(s.windowStart, s.handOffPath);
+      if (s.handOffPath) this.handOffs.restorePath(s.windowStart, s.handOffPath);
     }
-    for (const [reason, n] of Object.entries(c.rejected))
-      this.rejected.set(reason as RejectReason, n);
-    this.ingested = c.ingested ?? 0;
+    this.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
     this.fragmentSeq = c.fragmentSeq;
     this.log.info('restored from checkpoint', {
       partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
@@ -306,211 +298,63 @@ export class CubeChannel {
     if (this.timer) clearInterval(this.timer);
     this.flush();
     await this.serially(() => this.consumer.stop());
-    await this.batchParser?.close();
+    await this.ingest.close();
   }
 
-  // ---- consumption -----------------------------------------------------------------------
+  // ---- partition events ------------------------------------------------------------------
 
   /**
-   * Large batches are parsed on the worker and applied when it answers, in the order they came
-   * (one worker, answers in order), so kafkajs fetches the next batches meanwhile; it waits only
-   * when too many are outstanding. Applying stays synchronous, so a checkpoint still pairs data
-   * with positions: both lag the delivered records until their batch is applied.
+   * Applies events to partitions, all or none: every transition is checked before any takes
+   * effect. Carries out the effects on the consumer and the segments, except a restart, which
+   * the caller awaits.
    */
-  private onRecords(
-    partition: number,
-    records: ConsumedRecord[],
-    highWatermark: bigint,
-  ): void | Promise<void> {
-    this.supervisor.delivered();
-    const ps = this.partitions.get(partition);
-    if (!ps || !isLive(ps.state)) return;
-    if (records.length > 0) ps.lastRecordAt = Date.now();
-    const { schema } = this.spec;
-    const parseHere = (i: number): ParseResult => parseEvent(schema, records[i]!.value);
-    // Behind a batch still on the worker, even a small one waits its turn.
-    if (this.inFlight === 0 && (records.length < minWorkerBatch || !this.parser.available)) {
-      ps.highWatermark = highWatermark;
-      this.applyRecords(ps, records, parseHere);
-      return;
-    }
-    const generation = ps.generation;
-    // Dropped when the partition was paused, released, assigned anew or sought since delivery:
-    // it is read again from its position, and applying it could jump over offsets never read.
-    const current = (): boolean =>
-      this.partitions.get(partition) === ps && ps.generation === generation && isLive(ps.state);
-    this.inFlight += 1;
-    const applied = this.parser
-      .parse(records.map((r) => r.value))
-      .then(
-        (batch) => {
-          if (!current()) return;
-          ps.highWatermark = highWatermark;
-          const { keyDictionary, columns } = batch;
-          this.applyRecords(
-            ps,
-            records,
-            this.batchReader(batch),
-            (i) => keyDictionary[columns.keys[i]!]!,
-          );
-        },
-        (error: unknown) => {
-          this.log.warn('batch parser failed; parsing on the main thread', {
-            cube: this.cube,
-            error: (error as Error).message,
-          });
-          if (!current()) return;
-          ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records, parseHere);
-        },
-      )
-      .catch((error: unknown) => {
-        // Part of the batch may be applied; the consumer reads the rest again from the position
-        // rather than let a later batch jump over it.
-        this.log.error('applying a batch failed; reading the partition again', {
-          cube: this.cube,
-          partition,
-          error: (error as Error).message,
-        });
-        if (!current()) return;
-        ps.generation += 1;
-        this.consumer.resume(new Map([[partition, ps.position]]));
-      })
-      .finally(() => {
-        this.inFlight -= 1;
-      });
-    this.tail = applied;
-    return this.inFlight > maxInFlight ? applied : undefined;
-  }
-
-  /** Reads record i of a parsed batch as a ParseResult; the event's arrays are reused. */
-  private batchReader(batch: ParsedBatch): (i: number) => ParseResult {
-    const { columns, dictionary } = batch;
-    const d = this.spec.schema.dimensions.length;
-    const m = this.spec.schema.measures.length;
-    const event: ParsedEvent = {
-      time: 0,
-      dimensions: new Array<string>(d).fill(''),
-      values: new Array<number>(m).fill(0),
-    };
-    const ok: ParseResult = { ok: true, event };
-    return (i) => {
-      const reason = columns.reasons[i]!;
-      if (reason !== 0) return { ok: false, reason: reasonOf(reason) };
-      event.time = columns.times[i]!;
-      for (let j = 0; j < d; j++) event.dimensions[j] = dictionary[columns.codes[i * d + j]!]!;
-      for (let j = 0; j < m; j++) event.values[j] = columns.values[i * m + j]!;
-      return ok;
-    };
-  }
-
-  /** Applies parsed records in order: the same positions, skips and rejects on either path. */
-  private applyRecords(
-    ps: PartitionState,
-    records: ConsumedRecord[],
-    parsedAt: (i: number) => ParseResult,
-    keyAt?: (i: number) => string,
-  ): void {
-    const { partition } = ps;
-    let ingested = 0;
-    for (let i = 0; i < records.length; i++) {
-      const record = records[i]!;
-      if (record.offset < ps.position) continue; // delivered again after a seek or rejoin
-      if (ps.stopOffset !== null && record.offset >= ps.stopOffset) break;
-      if (record.offset > ps.position) {
-        // Offsets with no record (compaction, transaction markers) still belong to the log we read.
-        this.segments.skip(partition, ps.epoch, ps.position, record.offset);
-      }
-      const parsed = parsedAt(i);
-      if (parsed.ok) {
-        const result = this.segments.accept(
-          partition,
-          ps.epoch,
-          record.offset,
-          parsed.event,
-          keyAt?.(i),
+  private apply(events: [number, PartitionEvent][]): Outcome[] {
+    const now = Date.now();
+    const transitions = events.map(([p, event]) => {
+      const t = transition(this.partitions.get(p), p, event, now);
+      if (!t.ok)
+        throw new ChannelError(
+          t.reason,
+          `partition ${p} of cube ${this.cube} ${t.message}`,
+          t.field,
         );
-        if (result.ok) ingested += 1;
-        else this.reject(result.reason);
-      } else {
-        this.segments.skip(partition, ps.epoch, record.offset, record.offset + 1n);
-        this.reject(parsed.reason);
-      }
-      ps.position = record.offset + 1n;
-    }
-    if (ingested > 0) {
-      this.ingested += ingested;
-      this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
-    }
-    this.dirty = true;
-    this.afterProgress(ps);
+      return t;
+    });
+    const outcomes = transitions.map(({ next, effects }) => {
+      const current = this.partitions.get(next.partition);
+      // A new epoch is a new object: batches of the old one still on the worker see it and drop.
+      if (!current || current.epoch !== next.epoch) this.partitions.set(next.partition, next);
+      else if (current !== next) Object.assign(current, next);
+      return { ps: this.partitions.get(next.partition)!, effects };
+    });
+    const having = (effect: PartitionEffect): PartitionState[] =>
+      outcomes.filter((o) => o.effects.includes(effect)).map((o) => o.ps);
+    for (const ps of having('settlePending'))
+      this.segments.settlePending(ps.partition, ps.epoch, now);
+    const toPause = having('pauseConsumer');
+    if (toPause.length > 0) this.consumer.pause(toPause.map((ps) => ps.partition));
+    const toResume = having('resumeConsumer');
+    if (toResume.length > 0)
+      this.consumer.resume(new Map(toResume.map((ps) => [ps.partition, ps.position])));
+    return outcomes;
   }
 
-  private onFilteredRange(
-    partition: number,
-    first: bigint,
-    last: bigint,
-    highWatermark: bigint,
-  ): void {
-    this.supervisor.delivered();
-    if (this.inFlight > 0) {
-      // Behind batches still on the worker: the position it must start at is not reached yet.
-      this.inFlight += 1;
-      this.tail = this.tail
-        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark))
-        .catch((error: unknown) => {
-          this.log.error('applying a filtered range failed', {
-            cube: this.cube,
-            partition,
-            error: (error as Error).message,
-          });
-        })
-        .finally(() => {
-          this.inFlight -= 1;
-        });
-      return;
-    }
-    this.onFilteredRangeNow(partition, first, last, highWatermark);
-  }
-
-  private onFilteredRangeNow(
-    partition: number,
-    first: bigint,
-    last: bigint,
-    highWatermark: bigint,
-  ): void {
-    const ps = this.partitions.get(partition);
-    if (!ps || !isLive(ps.state)) return;
-    ps.highWatermark = highWatermark;
-    ps.lastRecordAt = Date.now(); // markers and aborted records are records the partition received
-    if (first > ps.position || last < ps.position) return;
-    let to = last + 1n;
-    if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
-    if (to > ps.position) {
-      this.segments.skip(partition, ps.epoch, ps.position, to);
-      ps.position = to;
-      this.dirty = true;
-    }
-    this.afterProgress(ps);
-  }
-
-  private reject(reason: RejectReason): void {
-    this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + 1);
-    this.options.metrics.rejected.inc({ cube: this.cube, reason });
+  /** Whether any outcome changed something: durable before answering, then. */
+  private changedAny(outcomes: Outcome[]): boolean {
+    return outcomes.some((o) => o.effects.length > 0);
   }
 
   private afterProgress(ps: PartitionState): void {
-    if (ps.state === 'draining' && ps.stopOffset !== null && ps.position >= ps.stopOffset) {
-      ps.state = 'stopped';
-      this.consumer.pause([ps.partition]);
-      this.log.info('partition drained to its stop offset', {
-        cube: this.cube,
-        partition: ps.partition,
-        epoch: ps.epoch,
-        stopOffset: ps.stopOffset.toString(),
-      });
-      this.wakeDrainWaiters();
-    }
+    if (ps.state !== 'draining') return; // the one state progress moves on
+    const [outcome] = this.apply([[ps.partition, { kind: 'progress' }]]);
+    if (!outcome?.effects.includes('pauseConsumer')) return;
+    this.log.info('partition drained to its stop offset', {
+      cube: this.cube,
+      partition: ps.partition,
+      epoch: ps.epoch,
+      stopOffset: ps.stopOffset?.toString(),
+    });
+    this.wakeDrainWaiters();
   }
 
   private wakeDrainWaiters(): void {
@@ -519,15 +363,17 @@ export class CubeChannel {
     for (const w of waiters) w();
   }
 
-  // ---- periodic work: seal, flush, hand off ----------------------------------------------
+  // ---- periodic work: seal, flush, hand off, purge ---------------------------------------
 
   private async tick(): Promise<void> {
     if (this.closed) return;
     try {
       await this.refreshHighWatermarks();
       this.sealReadyWindows();
+      this.purgeExpired();
       this.flush();
-      this.handOffSealed();
+      this.handOffs.handOffSealed();
+      this.flush();
     } catch (error) {
       this.log.error('periodic work failed; retrying on the next tick', {
         cube: this.cube,
@@ -548,32 +394,17 @@ export class CubeChannel {
     }
   }
 
-  /**
-   * DESIGN §6, "idle means silent": a consuming partition is idle — counts as past every window —
-   * once it has received no record for the idle timeout and has nothing left to read (position at
-   * the high watermark). Being caught up alone never makes it idle: under a steady trickle a live
-   * consumer is caught up nearly all the time, and sealing then would reject the events of the
-   * window it is writing to. A paused, draining or stopped partition is never idle: it is only
-   * waiting, and its data is still to come. With no high watermark known (broker unreachable),
-   * nothing is idle: sealing waits rather than guess.
-   */
-  private isIdle(partition: number): boolean {
-    const ps = this.partitions.get(partition);
-    if (!ps) return true;
-    return (
-      ps.state === 'consuming' &&
-      ps.highWatermark !== null &&
-      ps.position >= ps.highWatermark &&
-      Date.now() - ps.lastRecordAt >= this.options.idleTimeoutMs
-    );
-  }
-
   private sealReadyWindows(): void {
     const owned = [...this.partitions.values()]
       .filter((p) => p.state !== 'released')
       .map((p) => p.partition);
     if (owned.length === 0) return;
-    for (const segment of this.segments.sealableWindows(owned, (p) => this.isIdle(p))) {
+    const now = Date.now();
+    const idle = (p: number): boolean => {
+      const ps = this.partitions.get(p);
+      return !ps || isIdle(ps, now, this.options.idleTimeoutMs);
+    };
+    for (const segment of this.segments.sealableWindows(owned, idle)) {
       this.segments.seal(segment);
       this.dirty = true;
       this.log.info('window sealed', {
@@ -583,26 +414,35 @@ export class CubeChannel {
     }
   }
 
+  /** Handed-off segments past their retention leave memory and, at the next flush, the disk. */
+  private purgeExpired(): void {
+    for (const segment of this.handOffs.expired(Date.now())) {
+      this.segments.purge(segment);
+      this.handOffs.forget(segment.windowStart);
+      this.segmentFragments.delete(segment.windowStart);
+      this.dirty = true;
+    }
+  }
+
   /** Writes fragments for changed segments and a checkpoint naming them with the positions. */
   flush(): void {
-    if (!this.dirty) return;
+    if (!this.dirty && !this.ingest.dirty) return;
     const end = this.options.metrics.flushSeconds.startTimer({ cube: this.cube });
     for (const segment of this.segments.segments.values()) {
       if (segment.delta.size === 0) continue;
       this.fragmentSeq += 1;
       const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.windowStart}.jsonl`;
-      this.store.writeFragment(name, segment.delta.values());
-      segment.delta = new Map();
+      this.store.writeFragment(name, this.segments.takeDelta(segment).values());
       const list = this.segmentFragments.get(segment.windowStart) ?? [];
       list.push(name);
       this.segmentFragments.set(segment.windowStart, list);
       faultPoint('after-fragment');
     }
-    this.writeCheckpoint();
-    this.store.removeUnlistedFragments(this.checkpoint());
+    const counts = this.writeCheckpoint(false);
     this.dirty = false;
+    this.ingest.dirty = false;
     end();
-    this.updateGauges();
+    publishGauges(this.options.metrics, this.cube, this.partitions.values(), counts);
     void this.consumer
       .commit(
         new Map(
@@ -614,164 +454,62 @@ export class CubeChannel {
       .catch(() => undefined);
   }
 
-  private checkpoint(): CubeCheckpoint {
+  private checkpointHeader(): CheckpointHeader {
     return {
-      version: 1,
       cube: this.cube,
       replicaSet: this.options.replicaSet,
       source: this.spec.source,
       schema: this.spec.schema,
-      partitions: [...this.partitions.values()].map((p) => {
-        const clock = this.segments.clock(p.partition);
-        return {
-          partition: p.partition,
-          epoch: p.epoch,
-          state: p.state,
-          position: p.position.toString(),
-          stopOffset: p.stopOffset?.toString() ?? null,
-          watermark: clock.watermark,
-          currentWindow: clock.currentWindow,
-          pending: rangesToJson(clock.pending),
-        };
-      }),
-      segments: [...this.segments.segments.values()].map((s) => ({
-        windowStart: s.windowStart,
-        windowEnd: s.windowEnd,
-        state: s.state,
-        fragments: s.state === 'HANDED_OFF' ? [] : (this.segmentFragments.get(s.windowStart) ?? []),
-        ranges: Object.fromEntries([...s.ranges].map(([p, r]) => [String(p), rangesToJson(r)])),
-        epochs: Object.fromEntries([...s.epochs].map(([p, e]) => [String(p), e])),
-        ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
-        ...(this.handOffPaths.has(s.windowStart)
-          ? { handOffPath: this.handOffPaths.get(s.windowStart) }
-          : {}),
-      })),
-      rejected: Object.fromEntries(this.rejected),
-      ingested: this.ingested,
+      partitions: [...this.partitions.values()].map((p) =>
+        partitionCheckpoint(p, this.segments.clock(p.partition)),
+      ),
+      rejected: Object.fromEntries(this.ingest.rejected),
+      ingested: this.ingest.ingested,
       fragmentSeq: this.fragmentSeq,
+      purgedBelow: this.segments.firstUnpurgedWindow,
     };
   }
 
-  private writeCheckpoint(): void {
-    this.store.writeCheckpoint(this.checkpoint());
-  }
-
-  private handOffSealed(): void {
-    if (this.handingOff) return;
-    this.handingOff = true;
-    try {
-      for (const segment of this.segments.segments.values()) {
-        if (segment.state !== 'IMMUTABLE') continue;
-        const end = this.options.metrics.handOffSeconds.startTimer({ cube: this.cube });
-        try {
-          const path = handOffSegment(
-            {
-              deepStorageDir: this.options.deepStorageDir,
-              cube: this.cube,
-              replicaSet: this.options.replicaSet,
-              receiver: this.options.receiverId,
-              schema: this.spec.schema,
-            },
-            segment,
-          );
-          faultPoint('after-hand-off');
-          segment.handedOffRows = segment.rows.size;
-          segment.state = 'HANDED_OFF';
-          segment.rows = new Map();
-          this.handOffPaths.set(segment.windowStart, path);
-          this.handOffErrors.delete(segment.windowStart);
-          this.segmentFragments.delete(segment.windowStart);
-          this.dirty = true;
-          this.flush();
-          end();
-          this.log.info('segment handed off', {
-            cube: this.cube,
-            windowStart: segment.windowStart,
-            path,
-          });
-        } catch (error) {
-          const e = this.handOffErrors.get(segment.windowStart) ?? { attempts: 0 };
-          e.attempts += 1;
-          e.lastError = (error as Error).message;
-          this.handOffErrors.set(segment.windowStart, e);
-          this.options.metrics.handOffFailures.inc({ cube: this.cube });
-          this.log.warn('hand-off failed; will retry', {
-            cube: this.cube,
-            windowStart: segment.windowStart,
-            error: e.lastError,
-          });
-        }
-      }
-    } finally {
-      this.handingOff = false;
-    }
-  }
-
-  private updateGauges(): void {
-    const m = this.options.metrics;
-    for (const ps of this.partitions.values()) {
-      const labels = { cube: this.cube, partition: String(ps.partition) };
-      m.position.set(labels, Number(ps.position));
-      if (ps.highWatermark !== null) {
-        m.highWatermark.set(labels, Number(ps.highWatermark));
-        m.lag.set(
-          labels,
-          Number(ps.highWatermark > ps.position ? ps.highWatermark - ps.position : 0n),
-        );
-      }
-    }
+  /**
+   * Commits a checkpoint with the records of the segments changed since the last one (of every
+   * segment with `all`). Returns how many segments are held in each state, for the gauges.
+   */
+  private writeCheckpoint(all: boolean): Record<'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF', number> {
     const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
-    for (const s of this.segments.segments.values()) counts[s.state] += 1;
-    for (const [state, n] of Object.entries(counts)) m.segments.set({ cube: this.cube, state }, n);
+    const changed = this.segments.changes();
+    const records = [];
+    for (const segment of this.segments.segments.values()) {
+      counts[segment.state] += 1;
+      if (!all && !changed.has(segment.windowStart)) continue;
+      records.push(
+        segmentCheckpoint(
+          segment,
+          this.segmentFragments.get(segment.windowStart) ?? [],
+          this.handOffs.pathOf(segment.windowStart),
+        ),
+      );
+    }
+    this.store.commit(this.checkpointHeader(), records, this.segments.segments.keys());
+    this.segments.clearChanges();
+    return counts;
   }
 
   // ---- admin operations ------------------------------------------------------------------
 
-  private partition(p: number): PartitionState {
-    const ps = this.partitions.get(p);
-    if (!ps)
-      throw new ChannelError(
-        404,
-        `partition ${p} of cube ${this.cube} is not assigned to this receiver`,
-        'partitions',
-      );
-    return ps;
-  }
-
   /**
    * Takes partitions at the given positions and epochs. The same request twice changes nothing;
-   * an epoch older than the one held is refused (409), a newer one restarts the partition.
+   * an epoch older than the one held is refused (Conflict), a newer one restarts the partition.
    */
   async assign(starts: PartitionStart[]): Promise<CubeStatus> {
-    for (const s of starts) {
-      const ps = this.partitions.get(s.partition);
-      if (ps && s.epoch < ps.epoch) {
-        throw new ChannelError(
-          409,
-          `stale epoch for partition ${s.partition} of cube ${this.cube}: request has ${s.epoch}, receiver holds ${ps.epoch}`,
-          'partitions',
-        );
-      }
-    }
-    let changed = false;
-    for (const s of starts) {
-      const ps = this.partitions.get(s.partition);
-      if (ps && ps.epoch === s.epoch) continue;
-      this.partitions.set(s.partition, {
-        partition: s.partition,
-        epoch: s.epoch,
-        state: 'consuming',
-        position: BigInt(s.position),
-        stopOffset: null,
-        highWatermark: null,
-        lastRecordAt: Date.now(),
-        generation: 0,
-      });
-      const clock = this.segments.clock(s.partition);
-      if (s.watermark !== null && (clock.watermark === null || s.watermark > clock.watermark)) {
-        clock.watermark = s.watermark;
-      }
-      changed = true;
+    const outcomes = this.apply(
+      starts.map((s) => [
+        s.partition,
+        { kind: 'assign', epoch: s.epoch, position: BigInt(s.position) },
+      ]),
+    );
+    const fresh = starts.filter((_, i) => outcomes[i]!.effects.includes('restartConsumer'));
+    for (const s of fresh) {
+      this.segments.raiseWatermark(s.partition, s.watermark);
       this.log.info('partition assigned', {
         cube: this.cube,
         partition: s.partition,
@@ -779,7 +517,7 @@ export class CubeChannel {
         position: s.position,
       });
     }
-    if (changed) {
+    if (fresh.length > 0) {
       this.dirty = true;
       this.flush();
       await this.restartConsumer();
@@ -789,42 +527,22 @@ export class CubeChannel {
 
   /** Stops consuming; returns each partition's position (next offset to consume). */
   pause(partitions: number[]): PartitionStatus[] {
-    const states = partitions.map((p) => this.partition(p));
-    const toPause = states.filter((ps) => isLive(ps.state));
-    for (const ps of toPause) ps.state = 'paused';
-    if (toPause.length > 0) {
-      this.consumer.pause(toPause.map((ps) => ps.partition));
+    const outcomes = this.apply(partitions.map((p) => [p, { kind: 'pause' }]));
+    if (this.changedAny(outcomes)) {
       this.dirty = true;
       // Durable before answering: a restarted receiver must not run past what it reported.
       this.flush();
     }
-    return states.map((ps) => this.partitionStatus(ps));
+    return outcomes.map((o) => this.partitionStatus(o.ps));
   }
 
   resume(partitions: number[]): PartitionStatus[] {
-    const states = partitions.map((p) => this.partition(p));
-    for (const ps of states) {
-      if (ps.state === 'released') {
-        throw new ChannelError(
-          409,
-          `partition ${ps.partition} of cube ${this.cube} was released; assign it again`,
-          'partitions',
-        );
-      }
-    }
-    const toResume = states.filter((ps) => ps.state === 'paused' || ps.state === 'stopped');
-    for (const ps of toResume) {
-      ps.state = 'consuming';
-      ps.stopOffset = null;
-      ps.lastRecordAt = Date.now(); // its silence starts now, not while it was paused
-    }
-    if (toResume.length > 0) {
-      for (const ps of toResume) ps.generation += 1;
-      this.consumer.resume(new Map(toResume.map((ps) => [ps.partition, ps.position])));
+    const outcomes = this.apply(partitions.map((p) => [p, { kind: 'resume' }]));
+    if (this.changedAny(outcomes)) {
       this.dirty = true;
       this.flush();
     }
-    return states.map((ps) => this.partitionStatus(ps));
+    return outcomes.map((o) => this.partitionStatus(o.ps));
   }
 
   /**
@@ -832,56 +550,16 @@ export class CubeChannel {
    * already at its stop offset is done at once. Resolves when all are stopped or at the deadline.
    */
   async drain(stopOffsets: Record<string, string>, timeoutMs: number): Promise<DrainResponse> {
-    const entries = Object.entries(stopOffsets).map(([p, o]) => ({
-      ps: this.partition(Number(p)),
-      stop: BigInt(o),
-    }));
-    for (const { ps, stop } of entries) {
-      if (ps.state === 'released') {
-        throw new ChannelError(
-          409,
-          `partition ${ps.partition} of cube ${this.cube} was released`,
-          'stopOffsets',
-        );
-      }
-      if (ps.position > stop) {
-        throw new ChannelError(
-          409,
-          `partition ${ps.partition} of cube ${this.cube} is at ${ps.position}, past the stop offset ${stop}`,
-          `stopOffsets.${ps.partition}`,
-        );
-      }
-      if (ps.stopOffset !== null && ps.stopOffset !== stop && ps.state === 'stopped') {
-        throw new ChannelError(
-          409,
-          `partition ${ps.partition} of cube ${this.cube} already stopped at ${ps.stopOffset}`,
-          `stopOffsets.${ps.partition}`,
-        );
-      }
-    }
-    const toResume = new Map<number, bigint>();
-    for (const { ps, stop } of entries) {
-      ps.stopOffset = stop;
-      if (ps.position >= stop) {
-        if (ps.state !== 'stopped') {
-          ps.state = 'stopped';
-          this.consumer.pause([ps.partition]);
-        }
-      } else if (ps.state !== 'draining') {
-        const wasLive = isLive(ps.state);
-        ps.state = 'draining';
-        if (!wasLive) {
-          ps.lastRecordAt = Date.now();
-          ps.generation += 1;
-          toResume.set(ps.partition, ps.position);
-        }
-      }
-    }
-    if (toResume.size > 0) this.consumer.resume(toResume);
+    const outcomes = this.apply(
+      Object.entries(stopOffsets).map(([p, o]) => [
+        Number(p),
+        { kind: 'drain', stopOffset: BigInt(o) },
+      ]),
+    );
     this.dirty = true;
     this.flush();
     const deadline = Date.now() + timeoutMs;
-    const allStopped = (): boolean => entries.every(({ ps }) => ps.state === 'stopped');
+    const allStopped = (): boolean => outcomes.every(({ ps }) => ps.state === 'stopped');
     while (!allStopped() && Date.now() < deadline) {
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(250, Math.max(1, deadline - Date.now())));
@@ -892,36 +570,30 @@ export class CubeChannel {
       });
     }
     this.flush();
-    return { done: allStopped(), partitions: entries.map(({ ps }) => this.partitionStatus(ps)) };
+    return { done: allStopped(), partitions: outcomes.map(({ ps }) => this.partitionStatus(ps)) };
   }
 
   /** Stops consuming the partitions for good (until assigned again); their data stays. */
   release(partitions: number[]): PartitionStatus[] {
-    const states = partitions.map((p) => this.partition(p));
-    const toRelease = states.filter((ps) => ps.state !== 'released');
-    for (const ps of toRelease) {
-      ps.state = 'released';
-      this.segments.settlePending(ps.partition, ps.epoch, Date.now());
-    }
-    if (toRelease.length > 0) {
-      this.consumer.pause(toRelease.map((ps) => ps.partition));
+    const outcomes = this.apply(partitions.map((p) => [p, { kind: 'release' }]));
+    if (this.changedAny(outcomes)) {
       this.dirty = true;
       this.flush();
     }
-    return states.map((ps) => this.partitionStatus(ps));
+    return outcomes.map((o) => this.partitionStatus(o.ps));
   }
 
   /** Seals every segment (IMMUTABLE) and hands them off; waits up to `waitMs` for the hand-off. */
   async seal(waitMs: number): Promise<CubeStatus> {
-    for (const ps of this.partitions.values())
-      this.segments.settlePending(ps.partition, ps.epoch, Date.now());
+    this.apply([...this.partitions.keys()].map((p) => [p, { kind: 'seal' }]));
     for (const s of this.segments.segments.values())
       if (s.state === 'ACTIVE') this.segments.seal(s);
     this.dirty = true;
     this.flush();
     const deadline = Date.now() + waitMs;
     do {
-      this.handOffSealed();
+      this.handOffs.handOffSealed();
+      this.flush();
       if (this.allHandedOff() || Date.now() >= deadline) break;
       await new Promise((r) => setTimeout(r, 100));
     } while (Date.now() < deadline);
@@ -944,50 +616,15 @@ export class CubeChannel {
   // ---- reading ---------------------------------------------------------------------------
 
   private partitionStatus(ps: PartitionState): PartitionStatus {
-    const hw = ps.highWatermark;
-    const health = this.supervisor.health();
-    // A partition meant to be read says `failed` while the consumer is down; its own state is
-    // kept, and it goes on as that state once the consumer is back.
-    const down =
-      health.state === 'failed' && (ps.state === 'consuming' || ps.state === 'draining')
-        ? { intendedState: ps.state, error: `${health.error.name}: ${health.error.message}` }
-        : undefined;
-    return {
-      partition: ps.partition,
-      state: down ? 'failed' : ps.state,
-      ...down,
-      epoch: ps.epoch,
-      position: ps.position.toString(),
-      highWatermark: hw?.toString() ?? null,
-      lag: hw === null ? null : (hw > ps.position ? hw - ps.position : 0n).toString(),
-      stopOffset: ps.stopOffset?.toString() ?? null,
-      watermark: this.segments.clock(ps.partition).watermark,
-    };
-  }
-
-  private segmentStatus(s: Segment): SegmentStatus {
-    const handOff = this.handOffErrors.get(s.windowStart);
-    const path = this.handOffPaths.get(s.windowStart);
-    return {
-      windowStart: s.windowStart,
-      windowEnd: s.windowEnd,
-      state: s.state,
-      rowCount: this.segments.rowCount(s),
-      offsetRanges: Object.fromEntries([...s.ranges].map(([p, r]) => [String(p), rangesToJson(r)])),
-      epochs: Object.fromEntries([...s.epochs].map(([p, e]) => [String(p), e])),
-      ...(handOff || path
-        ? {
-            handOff: {
-              attempts: handOff?.attempts ?? 1,
-              ...(path ? { path } : {}),
-              ...(handOff?.lastError ? { lastError: handOff.lastError } : {}),
-            },
-          }
-        : {}),
-    };
+    return partitionStatus(
+      ps,
+      this.segments.clock(ps.partition).watermark,
+      this.supervisor.health(),
+    );
   }
 
   status(): CubeStatus {
+    const { listed, counts } = segmentsView(this.segments.segments.values());
     return {
       cube: this.cube,
       replicaSet: this.options.replicaSet,
@@ -997,86 +634,17 @@ export class CubeChannel {
       partitions: [...this.partitions.values()]
         .sort((a, b) => a.partition - b.partition)
         .map((ps) => this.partitionStatus(ps)),
-      segments: [...this.segments.segments.values()]
-        .sort((a, b) => a.windowStart - b.windowStart)
-        .map((s) => this.segmentStatus(s)),
-      ingested: this.ingested,
-      rejected: Object.fromEntries(this.rejected),
-      consumer: this.consumerStatus(),
+      segments: listed.map((s) =>
+        segmentStatus(s, this.segments.rowCount(s), this.handOffs.report(s.windowStart)),
+      ),
+      segmentCounts: counts,
+      ingested: this.ingest.ingested,
+      rejected: Object.fromEntries(this.ingest.rejected),
+      consumer: consumerStatus(this.supervisor.health()),
     };
   }
 
-  private consumerStatus(): ConsumerStatus {
-    const health = this.supervisor.health();
-    if (health.state === 'running') return { state: 'running', failures: health.failures };
-    return {
-      state: 'failed',
-      failures: health.failures,
-      error: { name: health.error.name, message: health.error.message },
-      failedSince: new Date(health.since).toISOString(),
-    };
-  }
-
-  query(q: {
-    from?: number | undefined;
-    to?: number | undefined;
-    filters: Record<string, string[]>;
-    groupBy: string[];
-    measures?: string[] | undefined;
-  }): QueryResponse {
-    const { schema } = this.spec;
-    const dimIndex = (name: string, field: string): number => {
-      const i = schema.dimensions.indexOf(name);
-      if (i < 0) throw new ChannelError(400, `cube ${this.cube} has no dimension '${name}'`, field);
-      return i;
-    };
-    const groupIdx = q.groupBy.map((d, i) => dimIndex(d, `groupBy.${i}`));
-    const filters = Object.entries(q.filters).map(([d, values]) => ({
-      i: dimIndex(d, `filters.${d}`),
-      values: new Set(values),
-    }));
-    const measureNames = q.measures ?? schema.measures.map((m) => m.name);
-    const measureIdx = measureNames.map((name, i) => {
-      const idx = schema.measures.findIndex((m) => m.name === name);
-      if (idx < 0)
-        throw new ChannelError(400, `cube ${this.cube} has no measure '${name}'`, `measures.${i}`);
-      return idx;
-    });
-    const groups = new Map<string, { dims: string[]; values: number[] }>();
-    const covered = new Map<number, OffsetRange[]>();
-    let segments = 0;
-    for (const s of this.segments.segments.values()) {
-      if (s.state === 'HANDED_OFF') continue;
-      if (q.from !== undefined && s.windowEnd <= q.from) continue;
-      if (q.to !== undefined && s.windowStart >= q.to) continue;
-      segments += 1;
-      for (const [p, ranges] of s.ranges) {
-        const acc = covered.get(p) ?? [];
-        for (const r of ranges) addRange(acc, r.from, r.to);
-        covered.set(p, acc);
-      }
-      for (const row of s.rows.values()) {
-        if (!filters.every((f) => f.values.has(row.dimensions[f.i] ?? ''))) continue;
-        const dims = groupIdx.map((i) => row.dimensions[i] ?? '');
-        const key = JSON.stringify(dims);
-        const g = groups.get(key);
-        if (!g) {
-          groups.set(key, { dims, values: measureIdx.map((i) => row.values[i] ?? 0) });
-        } else {
-          measureIdx.forEach((mi, j) => {
-            g.values[j] = combine(schema.measures[mi]!.function, g.values[j]!, row.values[mi]!);
-          });
-        }
-      }
-    }
-    const rows = [...groups.values()]
-      .sort((a, b) => (a.dims.join('\u0000') < b.dims.join('\u0000') ? -1 : 1))
-      .map((g) => [...g.dims, ...g.values]);
-    return {
-      columns: [...q.groupBy, ...measureNames],
-      rows,
-      offsetRanges: Object.fromEntries([...covered].map(([p, r]) => [String(p), rangesToJson(r)])),
-      segments,
-    };
+  query(q: CubeQuery): QueryResponse {
+    return querySegments(this.cube, this.spec.schema, this.segments.segments.values(), q);
   }
 }

@@ -1,75 +1,97 @@
-// On-disk state of one cube on one receiver: fragment files (deltas of aggregated rows) and one
-// checkpoint naming the fragments and the positions they correspond to. The checkpoint's rename
-// is the commit point: fragments it does not name are leftovers of a crash and are deleted.
+// On-disk state of one cube on one receiver: fragment files (deltas of aggregated rows), one
+// record per segment, and the manifest (checkpoint.json) naming the records and the positions
+// they correspond to. The manifest's rename is the commit point: records and fragments are durable
+// before it, and those it does not name are leftovers of a crash or superseded, and are deleted.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { KafkaSource, CubeSchema } from '../api/cube.ts';
-import type { PartitionStateName } from '../protocol/admin-api.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
-import { writeFileDurably } from './durable-files.ts';
-import type { RangeJson } from './offset-ranges.ts';
-import type { Row, SegmentState } from './segments.ts';
+import {
+  type CheckpointHeader,
+  type CubeCheckpoint,
+  type SegmentCheckpoint,
+  decodeManifest,
+  decodeSegmentRecord,
+  encodeManifest,
+  encodeSegmentRecord,
+} from './checkpoint.ts';
+import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
+import type { Row } from './segments.ts';
 
-export interface PartitionCheckpoint {
-  partition: number;
-  epoch: number;
-  state: PartitionStateName;
-  position: string;
-  stopOffset: string | null;
-  watermark: number | null;
-  currentWindow: number | null;
-  pending: RangeJson[];
-}
+export type { CubeCheckpoint, PartitionCheckpoint, SegmentCheckpoint } from './checkpoint.ts';
 
-export interface SegmentCheckpoint {
-  windowStart: number;
-  windowEnd: number;
-  state: SegmentState;
+interface CommittedRecord {
+  name: string;
   fragments: string[];
-  ranges: Record<string, RangeJson[]>;
-  epochs: Record<string, number>;
-  handedOffRows?: number;
-  handOffPath?: string;
 }
 
-export interface CubeCheckpoint {
-  version: 1;
-  cube: string;
-  replicaSet: string;
-  source: KafkaSource;
-  schema: CubeSchema;
-  partitions: PartitionCheckpoint[];
-  segments: SegmentCheckpoint[];
-  rejected: Record<string, number>;
-  /** Absent in checkpoints written before it was counted. */
-  ingested?: number;
-  fragmentSeq: number;
+/** Reads a cube's checkpoint from its directory, or undefined when it has none. */
+export function readCubeCheckpoint(dir: string): CubeCheckpoint | undefined {
+  return readWithRecords(dir)?.checkpoint;
+}
+
+function readWithRecords(
+  dir: string,
+): { checkpoint: CubeCheckpoint; records: Map<number, string>; recordSeq: number } | undefined {
+  const file = join(dir, 'checkpoint.json');
+  if (!existsSync(file)) return undefined;
+  const decoded = decodeManifest(file, readFileSync(file, 'utf8'));
+  if (decoded.version === 1) {
+    return { checkpoint: decoded.checkpoint, records: new Map(), recordSeq: 0 };
+  }
+  const { manifest } = decoded;
+  const { segments: refs, recordSeq, ...header } = manifest;
+  const segments = refs.map((ref) => {
+    const path = join(dir, 'segments', ref.record);
+    return decodeSegmentRecord(path, readFileSync(path, 'utf8'));
+  });
+  return {
+    checkpoint: { ...header, segments },
+    records: new Map(refs.map((r) => [r.windowStart, r.record])),
+    recordSeq,
+  };
 }
 
 export class CubeStore {
   readonly dir: string;
   private readonly fragmentDir: string;
+  private readonly recordDir: string;
+  /** Per window start, the record the committed manifest names and the fragments it lists. */
+  private readonly committed = new Map<number, CommittedRecord>();
+  private recordSeq = 0;
+  /** Fragments written since the last commit: their directory is synced before it. */
+  private fragmentsWritten = false;
 
   constructor(dataDir: string, cube: string) {
     this.dir = join(dataDir, 'cubes', cube);
     this.fragmentDir = join(this.dir, 'fragments');
+    this.recordDir = join(this.dir, 'segments');
     mkdirSync(this.fragmentDir, { recursive: true });
+    mkdirSync(this.recordDir, { recursive: true });
   }
 
   private get checkpointFile(): string {
     return join(this.dir, 'checkpoint.json');
   }
 
+  /** Reads the committed checkpoint and remembers which records it names. */
   readCheckpoint(): CubeCheckpoint | undefined {
-    if (!existsSync(this.checkpointFile)) return undefined;
-    return JSON.parse(readFileSync(this.checkpointFile, 'utf8')) as CubeCheckpoint;
+    const read = readWithRecords(this.dir);
+    this.committed.clear();
+    if (!read) return undefined;
+    for (const s of read.checkpoint.segments) {
+      const name = read.records.get(s.windowStart);
+      if (name !== undefined) this.committed.set(s.windowStart, { name, fragments: s.fragments });
+    }
+    this.recordSeq = read.recordSeq;
+    return read.checkpoint;
   }
 
-  /** Writes one fragment durably (its directory is synced with the checkpoint that names it). */
+  /** Writes one fragment durably (its directory is synced before the commit that names it). */
   writeFragment(name: string, rows: Iterable<Row>): void {
     const lines: string[] = [];
     for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
     writeFileDurably(join(this.fragmentDir, name), lines.join('\n'), false);
+    this.fragmentsWritten = true;
   }
 
   readFragment(name: string): Row[] {
@@ -81,23 +103,66 @@ export class CubeStore {
     });
   }
 
-  /** Commits a checkpoint: after this returns, a restart resumes from exactly this state. */
-  writeCheckpoint(checkpoint: CubeCheckpoint): void {
+  /**
+   * Commits a checkpoint: after this returns, a restart resumes from exactly this state. Only the
+   * records of `changed` segments are written; the segments held are `held`, and the records and
+   * fragments of any other, or superseded, are deleted once the manifest no longer names them.
+   */
+  commit(header: CheckpointHeader, changed: SegmentCheckpoint[], held: Iterable<number>): void {
+    const next = new Map<number, CommittedRecord>();
+    const changedWindows = new Set(changed.map((s) => s.windowStart));
+    for (const windowStart of held) {
+      const record = this.committed.get(windowStart);
+      if (record) next.set(windowStart, record);
+      else if (!changedWindows.has(windowStart))
+        throw new Error(`segment ${windowStart} has no record on disk and none was given`);
+    }
+    for (const segment of changed) {
+      this.recordSeq += 1;
+      const name = `${String(this.recordSeq).padStart(10, '0')}-${segment.windowStart}.json`;
+      writeFileDurably(join(this.recordDir, name), encodeSegmentRecord(segment), false);
+      next.set(segment.windowStart, { name, fragments: segment.fragments });
+    }
+    if (changed.length > 0) fsyncDirectory(this.recordDir);
+    if (this.fragmentsWritten) fsyncDirectory(this.fragmentDir);
+    this.fragmentsWritten = false;
+    const segments = [...next]
+      .sort(([a], [b]) => a - b)
+      .map(([windowStart, r]) => ({ windowStart, record: r.name }));
     faultPoint('before-checkpoint');
-    writeFileDurably(this.checkpointFile, JSON.stringify(checkpoint));
+    writeFileDurably(
+      this.checkpointFile,
+      encodeManifest({ ...header, segments, recordSeq: this.recordSeq }),
+    );
     faultPoint('after-checkpoint');
+    const previous = this.committed;
+    const stillListed = new Set([...next.values()].flatMap((r) => r.fragments));
+    for (const [windowStart, old] of previous) {
+      if (next.get(windowStart)?.name === old.name) continue;
+      rmSync(join(this.recordDir, old.name), { force: true });
+      for (const f of old.fragments)
+        if (!stillListed.has(f)) rmSync(join(this.fragmentDir, f), { force: true });
+    }
+    this.committed.clear();
+    for (const [windowStart, r] of next) this.committed.set(windowStart, r);
   }
 
-  /** Deletes fragment files the checkpoint does not name (written before a crash, or purged). */
-  removeUnlistedFragments(checkpoint: CubeCheckpoint | undefined): number {
-    const listed = new Set(checkpoint?.segments.flatMap((s) => s.fragments) ?? []);
+  /**
+   * Deletes files the checkpoint does not name: fragments and records written before a crash,
+   * superseded, or purged. Returns how many fragments were removed.
+   */
+  removeUnlisted(checkpoint: CubeCheckpoint | undefined): number {
+    const fragments = new Set(checkpoint?.segments.flatMap((s) => s.fragments) ?? []);
+    const records = new Set([...this.committed.values()].map((r) => r.name));
     let removed = 0;
     for (const name of readdirSync(this.fragmentDir)) {
-      if (!listed.has(name)) {
+      if (!fragments.has(name)) {
         rmSync(join(this.fragmentDir, name), { force: true });
         removed += 1;
       }
     }
+    for (const name of readdirSync(this.recordDir))
+      if (!records.has(name)) rmSync(join(this.recordDir, name), { force: true });
     return removed;
   }
 

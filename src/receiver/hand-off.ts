@@ -15,8 +15,8 @@ import {
 } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
 import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
-import { type RangeJson, rangesToJson } from './offset-ranges.ts';
-import type { Segment } from './segments.ts';
+import { type RangeJson, rangeMapToJson } from './offset-ranges.ts';
+import { type Segment, epochsToJson } from './segments.ts';
 
 export interface HandOffManifest {
   cube: string;
@@ -98,10 +98,8 @@ export function handOffSegment(target: HandOffTarget, segment: Segment): string 
     receiver: target.receiver,
     windowStart: new Date(segment.windowStart).toISOString(),
     windowEnd: new Date(segment.windowEnd).toISOString(),
-    epochs: Object.fromEntries([...segment.epochs].map(([p, e]) => [String(p), e])),
-    offsetRanges: Object.fromEntries(
-      [...segment.ranges].map(([p, r]) => [String(p), rangesToJson(r)]),
-    ),
+    epochs: epochsToJson(segment.epochs),
+    offsetRanges: rangeMapToJson(segment.ranges),
     rowCount: segment.rows.size,
     dataFile: 'data.arrow',
     schema: target.schema,

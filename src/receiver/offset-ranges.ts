@@ -6,7 +6,10 @@ export interface OffsetRange {
   to: bigint;
 }
 
-/** Adds [from, to) to sorted disjoint `ranges` in place, merging with neighbours it touches. */
+/**
+ * Adds [from, to) to sorted disjoint `ranges` in place, merging with neighbours it touches. The
+ * place is found by binary search: an out-of-order offset costs O(log n) comparisons, not a sort.
+ */
 export function addRange(ranges: OffsetRange[], from: bigint, to: bigint): void {
   if (to <= from) return;
   const last = ranges[ranges.length - 1];
@@ -15,16 +18,31 @@ export function addRange(ranges: OffsetRange[], from: bigint, to: bigint): void 
     if (to > last.to) last.to = to;
     return;
   }
-  ranges.push({ from, to });
-  ranges.sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : 0));
-  const merged: OffsetRange[] = [];
-  for (const r of ranges) {
-    const prev = merged[merged.length - 1];
-    if (prev && r.from <= prev.to) {
-      if (r.to > prev.to) prev.to = r.to;
-    } else merged.push({ ...r });
+  // First range that ends at or after `from`: the first one [from, to) can touch.
+  let lo = 0;
+  let hi = ranges.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ranges[mid]!.to < from) lo = mid + 1;
+    else hi = mid;
   }
-  ranges.splice(0, ranges.length, ...merged);
+  // Every range from `lo` that starts at or before `to` touches it and merges into one.
+  let end = lo;
+  let mergedFrom = from;
+  let mergedTo = to;
+  while (end < ranges.length && ranges[end]!.from <= to) {
+    const r = ranges[end]!;
+    if (r.from < mergedFrom) mergedFrom = r.from;
+    if (r.to > mergedTo) mergedTo = r.to;
+    end += 1;
+  }
+  if (end === lo + 1) {
+    const r = ranges[lo]!;
+    r.from = mergedFrom;
+    r.to = mergedTo;
+  } else {
+    ranges.splice(lo, end - lo, { from: mergedFrom, to: mergedTo });
+  }
 }
 
 export type RangeJson = [string, string];
@@ -34,6 +52,13 @@ export const rangesToJson = (ranges: OffsetRange[]): RangeJson[] =>
 
 export const rangesFromJson = (json: RangeJson[]): OffsetRange[] =>
   json.map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) }));
+
+/** Per-partition ranges as JSON, keyed by partition number: status, query, checkpoint, manifest. */
+export const rangeMapToJson = (ranges: Map<number, OffsetRange[]>): Record<string, RangeJson[]> =>
+  Object.fromEntries([...ranges].map(([p, r]) => [String(p), rangesToJson(r)]));
+
+export const rangeMapFromJson = (json: Record<string, RangeJson[]>): Map<number, OffsetRange[]> =>
+  new Map(Object.entries(json).map(([p, r]) => [Number(p), rangesFromJson(r)]));
 
 export interface TilingProblem {
   kind: 'gap' | 'overlap';

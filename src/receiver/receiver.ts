@@ -9,7 +9,8 @@ import type { Logger } from '../observability/logger.ts';
 import type { AssignCubeRequest, CubeStatus, ReceiverStatus } from '../protocol/admin-api.ts';
 import { assignCubeRequest } from '../protocol/admin-api.ts';
 import type { ReceiverConfig } from './config.ts';
-import { ChannelError, CubeChannel, type CubeSpec } from './cube-channel.ts';
+import { ChannelError } from './channel-error.ts';
+import { CubeChannel, type CubeSpec } from './cube-channel.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
 export class Receiver {
@@ -77,6 +78,7 @@ export class Receiver {
       logger: this.logger.child({ cube, replicaSet: this.config.replicaSet }),
       flushIntervalMs: this.config.flushIntervalMs,
       idleTimeoutMs: this.config.idleTimeoutMs,
+      handedOffRetentionMs: this.config.handedOffRetentionMs,
     });
   }
 
@@ -139,7 +141,10 @@ export class Receiver {
   get(cube: string): CubeChannel {
     const channel = this.cubes.get(cube);
     if (!channel)
-      throw new ChannelError(404, `cube ${cube} is not assigned to receiver ${this.config.id}`);
+      throw new ChannelError(
+        'NotFound',
+        `cube ${cube} is not assigned to receiver ${this.config.id}`,
+      );
     return channel;
   }
 
@@ -151,7 +156,7 @@ export class Receiver {
     const request = assignCubeRequest.parse(body);
     if (request.replicaSet !== this.config.replicaSet) {
       throw new ChannelError(
-        409,
+        'Conflict',
         `receiver ${this.config.id} belongs to replica set ${this.config.replicaSet}, not ${request.replicaSet}`,
         'replicaSet',
       );
@@ -165,7 +170,7 @@ export class Receiver {
       ) {
         // The CRD refuses such edits; a request with them comes from a stale or foreign caller.
         throw new ChannelError(
-          409,
+          'Conflict',
           `cube ${cube} is assigned here with a different topic or schema; its stored segments mean something else — use a new cube name, or unassign it first`,
           channel.spec.source.topic !== spec.source.topic ? 'source.topic' : 'schema',
         );
@@ -210,7 +215,7 @@ export class Receiver {
     const channel = this.get(cube);
     if (!force && (channel.hasLivePartitions() || !channel.allHandedOff())) {
       throw new ChannelError(
-        409,
+        'Conflict',
         `cube ${cube} still has ${channel.hasLivePartitions() ? 'assigned partitions' : 'segments not handed off'}; release and seal it first, or force`,
       );
     }

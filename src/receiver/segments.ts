@@ -1,6 +1,8 @@
 // The segments of one cube on one receiver: event time → window, in-memory aggregation keyed by
 // dimension values, per-partition offset coverage, event-time watermarks, lateness and sealing.
 // Pure: no I/O and no clock of its own, so that two replicas fed the same offsets decide alike.
+// It owns every change of a segment's state, rows and delta and of a partition's clock: others
+// read them, and ask it (seal, takeDelta, markHandedOff, purge, raiseWatermark) to change them.
 import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
 import { parseDuration } from '../api/duration.ts';
 import type { ParsedEvent, RejectReason } from './event.ts';
@@ -14,20 +16,24 @@ export interface Row {
 }
 
 export interface Segment {
-  windowStart: number;
-  windowEnd: number;
-  state: SegmentState;
+  readonly windowStart: number;
+  readonly windowEnd: number;
+  readonly state: SegmentState;
   /** Aggregated rows keyed by their dimension values; emptied once handed off. */
-  rows: Map<string, Row>;
+  readonly rows: Map<string, Row>;
   /** Rows changed since the last flush (deltas of `rows`). */
-  delta: Map<string, Row>;
+  readonly delta: Map<string, Row>;
   /** Offsets of each partition accounted to this segment. */
-  ranges: Map<number, OffsetRange[]>;
+  readonly ranges: Map<number, OffsetRange[]>;
   /** Per partition, the assignment epoch under which its offsets were consumed. */
-  epochs: Map<number, number>;
+  readonly epochs: Map<number, number>;
   /** Row count once handed off (rows are purged then). */
-  handedOffRows?: number;
+  readonly handedOffRows?: number;
+  /** Wall-clock time of the hand-off: the start of its retention. */
+  readonly handedOffAt?: number;
 }
+
+type MutableSegment = { -readonly [K in keyof Segment]: Segment[K] };
 
 export interface PartitionClock {
   /** Highest event time seen in the partition (its event-time watermark), or null. */
@@ -69,11 +75,24 @@ export function combine(fn: MeasureFunction, a: number, b: number): number {
   }
 }
 
+/** A segment's epochs as JSON, keyed by partition number: status, checkpoint, manifest. */
+export const epochsToJson = (epochs: ReadonlyMap<number, number>): Record<string, number> =>
+  Object.fromEntries([...epochs].map(([p, e]) => [String(p), e]));
+
 export class SegmentManager {
   readonly windowMs: number;
   readonly latenessMs: number;
-  readonly segments = new Map<number, Segment>();
-  readonly partitions = new Map<number, PartitionClock>();
+  private readonly held = new Map<number, Segment>();
+  readonly segments: ReadonlyMap<number, Segment> = this.held;
+  private readonly clocks = new Map<number, PartitionClock>();
+  readonly partitions: ReadonlyMap<number, Readonly<PartitionClock>> = this.clocks;
+  /**
+   * Windows before this one were handed off and purged: an event for one of them is refused as
+   * sealed, as it was while the segment was held, and pending offsets never reopen one.
+   */
+  private purgedBelow = Number.NEGATIVE_INFINITY;
+  /** Window starts of segments changed since clearChanges(): what a checkpoint rewrites. */
+  private changed = new Set<number>();
   readonly schema: CubeSchema;
   private readonly functions: MeasureFunction[];
 
@@ -85,13 +104,29 @@ export class SegmentManager {
     if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
   }
 
-  clock(partition: number): PartitionClock {
-    let c = this.partitions.get(partition);
+  clock(partition: number): Readonly<PartitionClock> {
+    return this.clockOf(partition);
+  }
+
+  private clockOf(partition: number): PartitionClock {
+    let c = this.clocks.get(partition);
     if (!c) {
       c = { watermark: null, currentWindow: null, pending: [] };
-      this.partitions.set(partition, c);
+      this.clocks.set(partition, c);
     }
     return c;
+  }
+
+  /** A watermark carried over from a previous owner: raises the partition's, never lowers it. */
+  raiseWatermark(partition: number, watermark: number | null): void {
+    const clock = this.clockOf(partition);
+    if (watermark !== null && (clock.watermark === null || watermark > clock.watermark))
+      clock.watermark = watermark;
+  }
+
+  /** A partition's clock as a checkpoint recorded it. */
+  restoreClock(partition: number, restored: PartitionClock): void {
+    this.clocks.set(partition, { ...restored, pending: [...restored.pending] });
   }
 
   windowOf(time: number): number {
@@ -110,7 +145,7 @@ export class SegmentManager {
         ranges: new Map(),
         epochs: new Map(),
       };
-      this.segments.set(windowStart, s);
+      this.held.set(windowStart, s);
     }
     return s;
   }
@@ -130,6 +165,7 @@ export class SegmentManager {
     addRange(ranges, from, to);
     const known = segment.epochs.get(partition);
     if (known === undefined || epoch > known) segment.epochs.set(partition, epoch);
+    this.changed.add(segment.windowStart);
   }
 
   /** The ACTIVE segment that offsets without an event of their own are accounted to. */
@@ -150,7 +186,7 @@ export class SegmentManager {
     event: ParsedEvent,
     key?: string,
   ): AcceptResult {
-    const clock = this.clock(partition);
+    const clock = this.clockOf(partition);
     const windowStart = this.windowOf(event.time);
     const closesAt = windowStart + this.windowMs + this.latenessMs;
     if (clock.watermark !== null && clock.watermark >= closesAt) {
@@ -158,7 +194,10 @@ export class SegmentManager {
       return { ok: false, reason: 'too_late' };
     }
     const existing = this.segments.get(windowStart);
-    if (existing && existing.state !== 'ACTIVE') {
+    if (
+      (existing && existing.state !== 'ACTIVE') ||
+      (!existing && windowStart < this.purgedBelow)
+    ) {
       this.skip(partition, epoch, offset, offset + 1n);
       return { ok: false, reason: 'window_sealed' };
     }
@@ -198,7 +237,7 @@ export class SegmentManager {
    */
   skip(partition: number, epoch: number, from: bigint, to: bigint): void {
     if (to <= from) return;
-    const clock = this.clock(partition);
+    const clock = this.clockOf(partition);
     const current = this.currentSegment(clock);
     if (current) this.cover(current, partition, epoch, from, to);
     else addRange(clock.pending, from, to);
@@ -213,8 +252,54 @@ export class SegmentManager {
 
   restoreSegment(segment: Omit<Segment, 'rows' | 'delta'>): Segment {
     const s: Segment = { ...segment, rows: new Map(), delta: new Map() };
-    this.segments.set(s.windowStart, s);
+    this.held.set(s.windowStart, s);
     return s;
+  }
+
+  /** Where a checkpoint left the purge: windows before it stay refused after a restart. */
+  restorePurgedBelow(windowStart: number | null): void {
+    if (windowStart !== null && windowStart > this.purgedBelow) this.purgedBelow = windowStart;
+  }
+
+  /** The first window not purged, or null when none was. */
+  get firstUnpurgedWindow(): number | null {
+    return Number.isFinite(this.purgedBelow) ? this.purgedBelow : null;
+  }
+
+  /** The rows changed since the last call, for a fragment; the segment starts a new delta. */
+  takeDelta(segment: Segment): Map<string, Row> {
+    const delta = segment.delta;
+    (segment as MutableSegment).delta = new Map();
+    return delta;
+  }
+
+  /** Window starts of the segments changed (coverage, state) since clearChanges(). */
+  changes(): ReadonlySet<number> {
+    return this.changed;
+  }
+
+  /** The changes are durable (checkpointed). */
+  clearChanges(): void {
+    this.changed = new Set();
+  }
+
+  /** Records a hand-off: the row count is kept, the rows are dropped. */
+  markHandedOff(segment: Segment, at: number): void {
+    const s = segment as MutableSegment;
+    s.handedOffRows = segment.rows.size;
+    s.handedOffAt = at;
+    s.state = 'HANDED_OFF';
+    s.rows = new Map();
+    this.changed.add(segment.windowStart);
+  }
+
+  /** Forgets a handed-off segment; its window and every earlier one stay refused as sealed. */
+  purge(segment: Segment): void {
+    if (segment.state !== 'HANDED_OFF')
+      throw new Error(`segment ${segment.windowStart} is ${segment.state}, not handed off`);
+    this.held.delete(segment.windowStart);
+    this.changed.delete(segment.windowStart);
+    if (segment.windowEnd > this.purgedBelow) this.purgedBelow = segment.windowEnd;
   }
 
   /**
@@ -240,7 +325,8 @@ export class SegmentManager {
    * seal of the cube) settles them first with settlePending.
    */
   seal(segment: Segment): void {
-    segment.state = 'IMMUTABLE';
+    (segment as MutableSegment).state = 'IMMUTABLE';
+    this.changed.add(segment.windowStart);
   }
 
   /**
@@ -248,12 +334,12 @@ export class SegmentManager {
    * the partition's watermark (or `fallbackTime`), or the first window after it that is not sealed.
    */
   settlePending(partition: number, epoch: number, fallbackTime: number): void {
-    const clock = this.clock(partition);
+    const clock = this.clockOf(partition);
     if (clock.pending.length === 0) return;
     const active = [...this.segments.values()].filter((s) => s.state === 'ACTIVE');
     const target =
       active.sort((a, b) => b.windowStart - a.windowStart)[0] ??
-      this.segmentFor(this.windowOf(clock.watermark ?? fallbackTime));
+      this.segmentFor(Math.max(this.windowOf(clock.watermark ?? fallbackTime), this.purgedBelow));
     if (target.state !== 'ACTIVE') {
       // The fallback window is sealed already: open the next one rather than touch sealed data.
       const next = this.segmentFor(this.nextFreeWindow(target.windowStart));
@@ -265,7 +351,7 @@ export class SegmentManager {
   }
 
   private nextFreeWindow(from: number): number {
-    let w = from;
+    let w = Math.max(from, this.purgedBelow);
     while (this.segments.get(w) && this.segments.get(w)?.state !== 'ACTIVE') w += this.windowMs;
     return w;
   }

@@ -13,10 +13,18 @@ import {
 } from '../protocol/admin-api.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
-import { ChannelError } from './cube-channel.ts';
+import { ChannelError, type ChannelErrorReason } from './channel-error.ts';
 import type { Receiver } from './receiver.ts';
 
 const maxBodyBytes = 4 * 1024 * 1024;
+
+/** The status code and the `error` word of each reason the domain gives. */
+const httpOf: Record<ChannelErrorReason, { status: number; error: string }> = {
+  NotFound: { status: 404, error: 'not found' },
+  Conflict: { status: 409, error: 'conflict' },
+  Invalid: { status: 400, error: 'invalid request' },
+  TooLarge: { status: 413, error: 'invalid request' },
+};
 
 interface Route {
   method: string;
@@ -118,14 +126,17 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
     if (size > maxBodyBytes)
-      throw new ChannelError(413, `request body is larger than ${maxBodyBytes} bytes`);
+      throw new ChannelError('TooLarge', `request body is larger than ${maxBodyBytes} bytes`);
     chunks.push(chunk as Buffer);
   }
   if (size === 0) return undefined;
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch (error) {
-    throw new ChannelError(400, `request body is not valid JSON: ${(error as Error).message}`);
+    throw new ChannelError(
+      'Invalid',
+      `request body is not valid JSON: ${(error as Error).message}`,
+    );
   }
 }
 
@@ -230,19 +241,8 @@ export function createReceiverServer(
           );
         }
         if (error instanceof ChannelError) {
-          return send(
-            res,
-            error.status,
-            errorBody(
-              error.status === 409
-                ? 'conflict'
-                : error.status === 404
-                  ? 'not found'
-                  : 'invalid request',
-              error.message,
-              error.field,
-            ),
-          );
+          const { status, error: word } = httpOf[error.reason];
+          return send(res, status, errorBody(word, error.message, error.field));
         }
         logger.error('admin request failed', { route: routeName, error: (error as Error).stack });
         return send(res, 500, errorBody('internal error', (error as Error).message));

@@ -7,7 +7,6 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
-  readFileSync,
   readdirSync,
   writeFileSync,
 } from 'node:fs';
@@ -16,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ReceiverClient } from '../../src/protocol/client.ts';
-import type { CubeCheckpoint } from '../../src/receiver/cube-store.ts';
+import { type CubeCheckpoint, readCubeCheckpoint } from '../../src/receiver/cube-store.ts';
 import { freePort } from '../../src/local/processes.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
@@ -139,10 +138,7 @@ export class ReceiverProcess {
 
   /** The cube's durable checkpoint as it is on disk, read without asking the process. */
   checkpoint(cube: string): CubeCheckpoint | undefined {
-    const file = join(this.dataDir, 'cubes', cube, 'checkpoint.json');
-    return existsSync(file)
-      ? (JSON.parse(readFileSync(file, 'utf8')) as CubeCheckpoint)
-      : undefined;
+    return readCubeCheckpoint(join(this.dataDir, 'cubes', cube));
   }
 
   /** Fragment files on disk that the checkpoint does not name (written by a flush that died). */

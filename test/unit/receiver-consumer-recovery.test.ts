@@ -5,66 +5,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
-import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
-import type { PartitionConsumer, PartitionSink } from '../../src/kafka/partition-consumer.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
+import { FakePartitionConsumer, fakeChannelOptions } from '../support/fake-partition-consumer.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
-
-/** Records what the channel asks of its consumer; crashes and fails to start when told to. */
-class FakeConsumer implements PartitionConsumer {
-  readonly sink: PartitionSink;
-  /** Positions of every start, in order. */
-  readonly starts: Record<number, string>[] = [];
-  readonly paused = new Set<number>();
-  /** Starts still to fail, with this error. */
-  failingStarts = 0;
-  startError = new Error('connect ECONNREFUSED 127.0.0.1:9092');
-
-  constructor(sink: PartitionSink) {
-    this.sink = sink;
-  }
-
-  start(positions: Map<number, bigint>): Promise<void> {
-    this.paused.clear();
-    this.starts.push(Object.fromEntries([...positions].map(([p, o]) => [p, o.toString()])));
-    if (this.failingStarts > 0) {
-      this.failingStarts -= 1;
-      return Promise.reject(this.startError);
-    }
-    return Promise.resolve();
-  }
-  pause(partitions: number[]): void {
-    for (const p of partitions) this.paused.add(p);
-  }
-  resume(positions: Map<number, bigint>): void {
-    for (const p of positions.keys()) this.paused.delete(p);
-  }
-  commit(): Promise<void> {
-    return Promise.resolve();
-  }
-  highWatermarks(): Promise<Map<number, bigint>> {
-    return Promise.resolve(new Map<number, bigint>());
-  }
-  stop(): Promise<void> {
-    return Promise.resolve();
-  }
-
-  /** Delivers `count` events to `partition`, from offset `from`. */
-  deliver(partition: number, from: number, count: number): void {
-    const records = Array.from({ length: count }, (_, i) => ({
-      offset: BigInt(from + i),
-      value: Buffer.from(JSON.stringify({ ts: T0 + i, country: 'de', price: 1 })),
-    }));
-    void this.sink.onRecords(partition, records, BigInt(from + count));
-  }
-}
 
 /** An error as kafkajs raises it for a batch it cannot decode. */
 function notImplemented(message: string): Error {
@@ -80,7 +29,7 @@ async function settle(): Promise<void> {
 
 let dir: string;
 let clock: ManualClock;
-let consumer: FakeConsumer;
+let consumer: FakePartitionConsumer;
 let channel: CubeChannel;
 let registry: Registry;
 
@@ -88,35 +37,29 @@ beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'streamcube-recovery-'));
   clock = new ManualClock(T0);
   registry = new Registry();
-  channel = new CubeChannel({
-    cube: 'orders',
-    spec: {
-      source: { brokers: ['127.0.0.1:9'], topic: 'orders', startingOffsets: 'earliest' },
-      schema: cubeSchema.parse({
+  channel = new CubeChannel(
+    fakeChannelOptions(
+      dir,
+      cubeSchema.parse({
         timestampField: 'ts',
         dimensions: ['country'],
         measures: [{ name: 'revenue', function: 'sum', field: 'price' }],
         window: '1h',
       }),
-    },
-    replicaSet: 'rs-a',
-    receiverId: 'rs-a-0',
-    dataDir: join(dir, 'data'),
-    deepStorageDir: join(dir, 'deep'),
-    kafka: new Kafka({ brokers: ['127.0.0.1:9'] }),
-    metrics: createReceiverMetrics(registry),
-    logger: winston.createLogger({ silent: true }),
-    flushIntervalMs: 3_600_000,
-    idleTimeoutMs: 3_600_000,
-    consumerFactory: (sink) => (consumer = new FakeConsumer(sink)),
-    clock,
-  });
+      (c) => (consumer = c),
+      {
+        metrics: createReceiverMetrics(registry),
+        flushIntervalMs: 3_600_000,
+        clock,
+      },
+    ),
+  );
   await channel.open();
   await channel.assign(
     [0, 1, 2].map((partition) => ({ partition, position: '0', epoch: 1, watermark: null })),
   );
-  consumer.deliver(0, 0, 3);
-  consumer.deliver(1, 0, 2);
+  consumer.deliver(0, 0, 3, T0);
+  consumer.deliver(1, 0, 2, T0);
   channel.pause([2]);
 });
 
@@ -164,7 +107,7 @@ test('the restart comes after the backoff, from the positions held, with the pau
   expect([...consumer.paused]).toEqual([2]);
   // Restarted, not yet shown to work: still failed. A delivered batch shows it.
   expect(channel.status().consumer.state).toBe('failed');
-  consumer.deliver(0, 3, 2);
+  consumer.deliver(0, 3, 2, T0);
   expect(channel.status().consumer).toEqual({ state: 'running', failures: 1 });
   expect(states(channel.status())).toEqual({ 0: 'consuming', 1: 'consuming', 2: 'paused' });
   expect(channel.status().partitions[0]?.position).toBe('5');
@@ -227,7 +170,7 @@ test('pause, resume and drain while the consumer is down are kept and applied by
   expect(consumer.starts.at(-1)).toEqual({ 0: '3', 1: '2', 2: '0' });
   expect([...consumer.paused]).toEqual([0]);
   // The drain goes on where it was once records come.
-  consumer.deliver(1, 2, 2);
+  consumer.deliver(1, 2, 2, T0);
   expect(await drain).toMatchObject({ done: true, partitions: [{ state: 'stopped' }] });
   expect(states(channel.status())).toEqual({ 0: 'paused', 1: 'stopped', 2: 'consuming' });
 });
@@ -285,6 +228,6 @@ test('a receiver that cannot start its consumer at all keeps answering and retri
   });
   clock.advance(1_000);
   await settle();
-  consumer.deliver(0, 3, 1);
+  consumer.deliver(0, 3, 1, T0);
   expect(channel.status().consumer.state).toBe('running');
 });

@@ -6,86 +6,30 @@ import { jest } from '@jest/globals';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Kafka } from 'kafkajs';
-import { Registry } from 'prom-client';
-import winston from 'winston';
-import { cubeSchema } from '../../src/api/cube.ts';
-import type { ConsumedRecord, PartitionConsumer } from '../../src/kafka/partition-consumer.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
-import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
-
-type Sink = Parameters<
-  NonNullable<ConstructorParameters<typeof CubeChannel>[0]['consumerFactory']>
->[0];
-
-/** Delivers what the test hands it and reports the high watermark the test sets. */
-class FakeConsumer implements PartitionConsumer {
-  readonly highWatermark = new Map<number, bigint>();
-  readonly sink: Sink;
-  constructor(sink: Sink) {
-    this.sink = sink;
-  }
-  start(positions: Map<number, bigint>): Promise<void> {
-    for (const p of positions.keys()) if (!this.highWatermark.has(p)) this.highWatermark.set(p, 0n);
-    return Promise.resolve();
-  }
-  pause(): void {}
-  resume(): void {}
-  commit(): Promise<void> {
-    return Promise.resolve();
-  }
-  highWatermarks(): Promise<Map<number, bigint>> {
-    return Promise.resolve(new Map(this.highWatermark));
-  }
-  stop(): Promise<void> {
-    return Promise.resolve();
-  }
-  /** Appends one event at the end of the partition's log and delivers it. */
-  produce(partition: number, ts: number): void {
-    const offset = this.highWatermark.get(partition) ?? 0n;
-    this.highWatermark.set(partition, offset + 1n);
-    const record: ConsumedRecord = {
-      offset,
-      value: Buffer.from(JSON.stringify({ ts, country: 'de', price: 1 })),
-    };
-    void this.sink.onRecords(partition, [record], offset + 1n);
-  }
-}
+import {
+  FakePartitionConsumer,
+  countsByCountry,
+  fakeChannelOptions,
+} from '../support/fake-partition-consumer.ts';
 
 const SECOND = 1_000;
 const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-  allowedLateness: '10s',
-});
+const schema = countsByCountry('1m', '10s');
 
 let dir: string;
 let channel: CubeChannel;
-let consumer: FakeConsumer;
+let consumer: FakePartitionConsumer;
 
 beforeEach(async () => {
   jest.useFakeTimers({ now: T0 });
   dir = mkdtempSync(join(tmpdir(), 'streamcube-idle-'));
-  channel = new CubeChannel({
-    cube: 'orders',
-    spec: {
-      source: { brokers: ['127.0.0.1:1'], topic: 'orders', startingOffsets: 'earliest' },
-      schema,
-    },
-    replicaSet: 'rs-a',
-    receiverId: 'r-0',
-    dataDir: join(dir, 'data'),
-    deepStorageDir: join(dir, 'deep'),
-    kafka: {} as Kafka, // never used: the consumer is the fake
-    metrics: createReceiverMetrics(new Registry()),
-    logger: winston.createLogger({ silent: true }),
-    flushIntervalMs: SECOND,
-    idleTimeoutMs: 30 * SECOND,
-    consumerFactory: (sink) => (consumer = new FakeConsumer(sink)),
-  });
+  channel = new CubeChannel(
+    fakeChannelOptions(dir, schema, (c) => (consumer = c), {
+      flushIntervalMs: SECOND,
+      idleTimeoutMs: 30 * SECOND,
+    }),
+  );
   await channel.open();
   await channel.assign([
     { partition: 0, position: '0', epoch: 1, watermark: null },

@@ -151,7 +151,7 @@ function snapshot(m: SegmentManager): unknown {
         ranges: sortedEntries(s.ranges).map(([p, r]) => [p, rangeText(r)]),
         epochs: sortedEntries(s.epochs),
       })),
-    clocks: sortedEntries(m.partitions).map(([p, c]) => [
+    clocks: sortedEntries(new Map(m.partitions)).map(([p, c]) => [
       p,
       { watermark: c.watermark, currentWindow: c.currentWindow, pending: rangeText(c.pending) },
     ]),

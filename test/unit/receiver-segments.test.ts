@@ -150,7 +150,7 @@ describe('aggregation', () => {
     const s = new SegmentManager(schema);
     s.accept(0, 1, 0n, ev(T0, 'de', 5));
     const segment = s.segments.get(T0)!;
-    segment.delta = new Map();
+    expect(rowsOf(s.takeDelta(segment))).toEqual({ de: [1, 5, 5, 5] });
     s.accept(0, 1, 1n, ev(T0, 'de', 1));
     expect(rowsOf(segment.delta)).toEqual({ de: [1, 1, 1, 1] });
     expect(rowsOf(segment.rows)).toEqual({ de: [2, 6, 1, 5] });
@@ -204,11 +204,12 @@ describe('aggregation', () => {
   test('rowCount of a handed-off segment is the count recorded at hand-off', () => {
     const s = new SegmentManager(schema);
     s.accept(0, 1, 0n, ev(T0));
+    s.accept(0, 1, 1n, ev(T0, 'fr'));
     const segment = s.segments.get(T0)!;
-    segment.state = 'HANDED_OFF';
-    segment.handedOffRows = 42;
-    segment.rows = new Map();
-    expect(s.rowCount(segment)).toBe(42);
+    s.seal(segment);
+    s.markHandedOff(segment, T0);
+    expect(segment.rows.size).toBe(0);
+    expect(s.rowCount(segment)).toBe(2);
   });
 });
 
@@ -292,7 +293,8 @@ describe('sealed windows', () => {
   test('a handed-off window rejects too', () => {
     const s = new SegmentManager(schema);
     s.accept(0, 1, 0n, ev(T0));
-    s.segments.get(T0)!.state = 'HANDED_OFF';
+    s.seal(s.segments.get(T0)!);
+    s.markHandedOff(s.segments.get(T0)!, T0);
     expect(s.accept(1, 1, 0n, ev(T0))).toEqual({ ok: false, reason: 'window_sealed' });
     expect(s.clock(1).pending).toEqual([{ from: 0n, to: 1n }]);
   });
@@ -456,7 +458,8 @@ describe('sealableWindows', () => {
     const ready = s.sealableWindows([0, 1], never);
     expect(windows(ready)).toEqual([0, 1, 2]);
     s.seal(ready[0]!);
-    ready[1]!.state = 'HANDED_OFF';
+    s.seal(ready[1]!);
+    s.markHandedOff(ready[1]!, T0);
     expect(windows(s.sealableWindows([0, 1], never))).toEqual([2]);
     expect(ready[0]!.state).toBe('IMMUTABLE');
   });

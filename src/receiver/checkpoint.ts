@@ -1,0 +1,188 @@
+// The checkpoint's encoding on disk, versioned: a small manifest (positions, counters, and the name
+// of one record per segment) and the segment records, each rewritten only when its segment
+// changes. Version 1 held every segment inline in one file; it is still read, and written as
+// version 2 at the next checkpoint. A version this receiver does not know is refused by name.
+import type { CubeSchema, KafkaSource } from '../api/cube.ts';
+import type { PartitionStateName } from '../protocol/admin-api.ts';
+import {
+  type RangeJson,
+  rangeMapFromJson,
+  rangeMapToJson,
+  rangesFromJson,
+  rangesToJson,
+} from './offset-ranges.ts';
+import type { PartitionState } from './partition-state.ts';
+import { type PartitionClock, type Segment, type SegmentState, epochsToJson } from './segments.ts';
+
+export const checkpointVersion = 2;
+const readableVersions = [1, 2];
+
+export interface PartitionCheckpoint {
+  partition: number;
+  epoch: number;
+  state: PartitionStateName;
+  position: string;
+  stopOffset: string | null;
+  watermark: number | null;
+  currentWindow: number | null;
+  pending: RangeJson[];
+}
+
+export interface SegmentCheckpoint {
+  windowStart: number;
+  windowEnd: number;
+  state: SegmentState;
+  fragments: string[];
+  ranges: Record<string, RangeJson[]>;
+  epochs: Record<string, number>;
+  handedOffRows?: number;
+  handOffPath?: string;
+  /** Absent in checkpoints written before retention: the restart then counts as the hand-off. */
+  handedOffAt?: number;
+}
+
+/** What the manifest says besides its segments. */
+export interface CheckpointHeader {
+  cube: string;
+  replicaSet: string;
+  source: KafkaSource;
+  schema: CubeSchema;
+  partitions: PartitionCheckpoint[];
+  rejected: Record<string, number>;
+  /** Absent in checkpoints written before it was counted. */
+  ingested?: number;
+  fragmentSeq: number;
+  /** Windows before this one were handed off and purged; absent when none was. */
+  purgedBelow?: number | null;
+}
+
+/** A checkpoint as read back, whatever its version: every segment with its record. */
+export interface CubeCheckpoint extends CheckpointHeader {
+  version: number;
+  segments: SegmentCheckpoint[];
+}
+
+/** Version 2's manifest: the header and, per segment, the file holding its record. */
+export interface CheckpointManifest extends CheckpointHeader {
+  version: 2;
+  segments: { windowStart: number; record: string }[];
+  recordSeq: number;
+}
+
+export class CheckpointVersionError extends Error {
+  override readonly name = 'CheckpointVersionError';
+  constructor(file: string, version: unknown) {
+    super(
+      `${file} has checkpoint version ${JSON.stringify(version)}; this receiver reads versions ${readableVersions.join(' and ')} — it was written by a newer receiver, or is not a checkpoint`,
+    );
+  }
+}
+
+function versionOf(file: string, json: unknown): number {
+  const version = (json as { version?: unknown } | null)?.version;
+  if (typeof version !== 'number' || !readableVersions.includes(version))
+    throw new CheckpointVersionError(file, version);
+  return version;
+}
+
+/**
+ * A manifest file's text: a version-2 manifest whose segment records are still to be read, or a
+ * version-1 checkpoint holding them all.
+ */
+export function decodeManifest(
+  file: string,
+  text: string,
+): { version: 1; checkpoint: CubeCheckpoint } | { version: 2; manifest: CheckpointManifest } {
+  const json: unknown = JSON.parse(text);
+  return versionOf(file, json) === 1
+    ? { version: 1, checkpoint: json as CubeCheckpoint }
+    : { version: 2, manifest: json as CheckpointManifest };
+}
+
+export const encodeManifest = (manifest: Omit<CheckpointManifest, 'version'>): string =>
+  JSON.stringify({ version: checkpointVersion, ...manifest });
+
+export function decodeSegmentRecord(file: string, text: string): SegmentCheckpoint {
+  const json: unknown = JSON.parse(text);
+  versionOf(file, json);
+  const record = { ...(json as SegmentCheckpoint & { version?: number }) };
+  delete record.version;
+  return record;
+}
+
+export const encodeSegmentRecord = (record: SegmentCheckpoint): string =>
+  JSON.stringify({ version: checkpointVersion, ...record });
+
+export function partitionCheckpoint(
+  ps: PartitionState,
+  clock: Readonly<PartitionClock>,
+): PartitionCheckpoint {
+  return {
+    partition: ps.partition,
+    epoch: ps.epoch,
+    state: ps.state,
+    position: ps.position.toString(),
+    stopOffset: ps.stopOffset?.toString() ?? null,
+    watermark: clock.watermark,
+    currentWindow: clock.currentWindow,
+    pending: rangesToJson(clock.pending),
+  };
+}
+
+/** A partition as a checkpoint recorded it, and its clock; silent from `now` on. */
+export function restoredPartition(
+  p: PartitionCheckpoint,
+  now: number,
+): { state: PartitionState; clock: PartitionClock } {
+  return {
+    state: {
+      partition: p.partition,
+      epoch: p.epoch,
+      state: p.state,
+      position: BigInt(p.position),
+      stopOffset: p.stopOffset === null ? null : BigInt(p.stopOffset),
+      highWatermark: null,
+      lastRecordAt: now,
+      generation: 0,
+    },
+    clock: {
+      watermark: p.watermark,
+      currentWindow: p.currentWindow,
+      pending: rangesFromJson(p.pending),
+    },
+  };
+}
+
+export function segmentCheckpoint(
+  s: Segment,
+  fragments: string[],
+  handOffPath: string | undefined,
+): SegmentCheckpoint {
+  return {
+    windowStart: s.windowStart,
+    windowEnd: s.windowEnd,
+    state: s.state,
+    fragments: s.state === 'HANDED_OFF' ? [] : fragments,
+    ranges: rangeMapToJson(s.ranges),
+    epochs: epochsToJson(s.epochs),
+    ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
+    ...(s.handedOffAt === undefined ? {} : { handedOffAt: s.handedOffAt }),
+    ...(handOffPath === undefined ? {} : { handOffPath }),
+  };
+}
+
+/** A segment as SegmentManager.restoreSegment takes it (rows come from the fragments). */
+export function restoredSegment(
+  s: SegmentCheckpoint,
+  now: number,
+): Omit<Segment, 'rows' | 'delta'> {
+  return {
+    windowStart: s.windowStart,
+    windowEnd: s.windowEnd,
+    state: s.state,
+    ranges: rangeMapFromJson(s.ranges),
+    epochs: new Map(Object.entries(s.epochs).map(([p, e]) => [Number(p), e])),
+    ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
+    ...(s.state === 'HANDED_OFF' ? { handedOffAt: s.handedOffAt ?? now } : {}),
+  };
+}

@@ -1,0 +1,281 @@
+// The ingest pipeline of one cube: records from the consumer, parsed (large batches on a worker
+// thread, in delivery order) and applied to the segments in offset order, positions advancing with
+// them. Applying is synchronous, so a checkpoint pairs the data with exactly its positions.
+import type { CubeSchema } from '../api/cube.ts';
+import type { ConsumedRecord, PartitionConsumer } from '../kafka/partition-consumer.ts';
+import type { Logger } from '../observability/logger.ts';
+import { BatchParser, type ParsedBatch, reasonOf } from './batch-parser.ts';
+import { type ParseResult, type ParsedEvent, type RejectReason, parseEvent } from './event.ts';
+import type { ReceiverMetrics } from './metrics.ts';
+import { type PartitionState, isLive } from './partition-state.ts';
+import type { SegmentManager } from './segments.ts';
+
+/**
+ * Smaller batches are parsed on the main thread: the round trip to the worker costs more.
+ * STREAMCUBE_WORKER_MIN_BATCH overrides it (1 sends every batch to the worker, as a test run does).
+ */
+const minWorkerBatch = Number(process.env.STREAMCUBE_WORKER_MIN_BATCH) || 64;
+/** Batches on the worker beyond which the consumer waits, bounding memory held by them. */
+const maxInFlight = 16;
+
+export interface IngestOptions {
+  cube: string;
+  schema: CubeSchema;
+  /** The channel's partitions: read here, and their positions and high watermarks advanced. */
+  partitions: ReadonlyMap<number, PartitionState>;
+  segments: SegmentManager;
+  /** The consumer, to read a partition again from its position after a failed batch. */
+  consumer: () => Pick<PartitionConsumer, 'resume'>;
+  metrics: ReceiverMetrics;
+  logger: Logger;
+  /** Records were delivered: the consumer works. */
+  delivered: () => void;
+  /** A partition's position moved: it may have reached its stop offset. */
+  onProgress: (ps: PartitionState) => void;
+}
+
+export class IngestPipeline {
+  /** Records applied since the channel last took this flag for a checkpoint. */
+  dirty = false;
+  /** Events aggregated since the cube was assigned here; checkpointed, as `rejected` is. */
+  ingested = 0;
+  readonly rejected = new Map<RejectReason, number>();
+  /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
+  private batchParser: BatchParser | undefined;
+  /** Batches (and filtered ranges queued behind them) not applied yet, in delivery order. */
+  private inFlight = 0;
+  private tail: Promise<void> = Promise.resolve();
+  private readonly options: IngestOptions;
+  private readonly cube: string;
+  private readonly spec: { schema: CubeSchema };
+  private readonly partitions: ReadonlyMap<number, PartitionState>;
+  private readonly segments: SegmentManager;
+  private readonly supervisor: { delivered: () => void };
+
+  constructor(options: IngestOptions) {
+    this.options = options;
+    this.cube = options.cube;
+    this.spec = { schema: options.schema };
+    this.partitions = options.partitions;
+    this.segments = options.segments;
+    this.supervisor = { delivered: options.delivered };
+  }
+
+  private get parser(): BatchParser {
+    this.batchParser ??= new BatchParser(this.spec.schema);
+    return this.batchParser;
+  }
+
+  private get log(): Logger {
+    return this.options.logger;
+  }
+
+  private get consumer(): Pick<PartitionConsumer, 'resume'> {
+    return this.options.consumer();
+  }
+
+  /** Whether records were applied since the last call. */
+  takeDirty(): boolean {
+    const dirty = this.dirty;
+    this.dirty = false;
+    return dirty;
+  }
+
+  /** Counters as a checkpoint recorded them. */
+  restoreCounters(ingested: number, rejected: Record<string, number>): void {
+    this.ingested = ingested;
+    for (const [reason, n] of Object.entries(rejected))
+      this.rejected.set(reason as RejectReason, n);
+  }
+
+  async close(): Promise<void> {
+    await this.batchParser?.close();
+  }
+
+  /**
+   * Large batches are parsed on the worker and applied when it answers, in the order they came
+   * (one worker, answers in order), so kafkajs fetches the next batches meanwhile; it waits only
+   * when too many are outstanding. Applying stays synchronous, so a checkpoint still pairs data
+   * with positions: both lag the delivered records until their batch is applied.
+   */
+  onRecords(
+    partition: number,
+    records: ConsumedRecord[],
+    highWatermark: bigint,
+  ): void | Promise<void> {
+    this.supervisor.delivered();
+    const ps = this.partitions.get(partition);
+    if (!ps || !isLive(ps.state)) return;
+    if (records.length > 0) ps.lastRecordAt = Date.now();
+    const { schema } = this.spec;
+    const parseHere = (i: number): ParseResult => parseEvent(schema, records[i]!.value);
+    // Behind a batch still on the worker, even a small one waits its turn.
+    if (this.inFlight === 0 && (records.length < minWorkerBatch || !this.parser.available)) {
+      ps.highWatermark = highWatermark;
+      this.applyRecords(ps, records, parseHere);
+      return;
+    }
+    const generation = ps.generation;
+    // Dropped when the partition was paused, released, assigned anew or sought since delivery:
+    // it is read again from its position, and applying it could jump over offsets never read.
+    const current = (): boolean =>
+      this.partitions.get(partition) === ps && ps.generation === generation && isLive(ps.state);
+    this.inFlight += 1;
+    const applied = this.parser
+      .parse(records.map((r) => r.value))
+      .then(
+        (batch) => {
+          if (!current()) return;
+          ps.highWatermark = highWatermark;
+          const { keyDictionary, columns } = batch;
+          this.applyRecords(
+            ps,
+            records,
+            this.batchReader(batch),
+            (i) => keyDictionary[columns.keys[i]!]!,
+          );
+        },
+        (error: unknown) => {
+          this.log.warn('batch parser failed; parsing on the main thread', {
+            cube: this.cube,
+            error: (error as Error).message,
+          });
+          if (!current()) return;
+          ps.highWatermark = highWatermark;
+          this.applyRecords(ps, records, parseHere);
+        },
+      )
+      .catch((error: unknown) => {
+        // Part of the batch may be applied; the consumer reads the rest again from the position
+        // rather than let a later batch jump over it.
+        this.log.error('applying a batch failed; reading the partition again', {
+          cube: this.cube,
+          partition,
+          error: (error as Error).message,
+        });
+        if (!current()) return;
+        ps.generation += 1;
+        this.consumer.resume(new Map([[partition, ps.position]]));
+      })
+      .finally(() => {
+        this.inFlight -= 1;
+      });
+    this.tail = applied;
+    return this.inFlight > maxInFlight ? applied : undefined;
+  }
+
+  /** Reads record i of a parsed batch as a ParseResult; the event's arrays are reused. */
+  private batchReader(batch: ParsedBatch): (i: number) => ParseResult {
+    const { columns, dictionary } = batch;
+    const d = this.spec.schema.dimensions.length;
+    const m = this.spec.schema.measures.length;
+    const event: ParsedEvent = {
+      time: 0,
+      dimensions: new Array<string>(d).fill(''),
+      values: new Array<number>(m).fill(0),
+    };
+    const ok: ParseResult = { ok: true, event };
+    return (i) => {
+      const reason = columns.reasons[i]!;
+      if (reason !== 0) return { ok: false, reason: reasonOf(reason) };
+      event.time = columns.times[i]!;
+      for (let j = 0; j < d; j++) event.dimensions[j] = dictionary[columns.codes[i * d + j]!]!;
+      for (let j = 0; j < m; j++) event.values[j] = columns.values[i * m + j]!;
+      return ok;
+    };
+  }
+
+  /** Applies parsed records in order: the same positions, skips and rejects on either path. */
+  private applyRecords(
+    ps: PartitionState,
+    records: ConsumedRecord[],
+    parsedAt: (i: number) => ParseResult,
+    keyAt?: (i: number) => string,
+  ): void {
+    const { partition } = ps;
+    let ingested = 0;
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i]!;
+      if (record.offset < ps.position) continue; // delivered again after a seek or rejoin
+      if (ps.stopOffset !== null && record.offset >= ps.stopOffset) break;
+      if (record.offset > ps.position) {
+        // Offsets with no record (compaction, transaction markers) still belong to the log we read.
+        this.segments.skip(partition, ps.epoch, ps.position, record.offset);
+      }
+      const parsed = parsedAt(i);
+      if (parsed.ok) {
+        const result = this.segments.accept(
+          partition,
+          ps.epoch,
+          record.offset,
+          parsed.event,
+          keyAt?.(i),
+        );
+        if (result.ok) ingested += 1;
+        else this.reject(result.reason);
+      } else {
+        this.segments.skip(partition, ps.epoch, record.offset, record.offset + 1n);
+        this.reject(parsed.reason);
+      }
+      ps.position = record.offset + 1n;
+    }
+    if (ingested > 0) {
+      this.ingested += ingested;
+      this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
+    }
+    this.dirty = true;
+    this.afterProgress(ps);
+  }
+
+  onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void {
+    this.supervisor.delivered();
+    if (this.inFlight > 0) {
+      // Behind batches still on the worker: the position it must start at is not reached yet.
+      this.inFlight += 1;
+      this.tail = this.tail
+        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark))
+        .catch((error: unknown) => {
+          this.log.error('applying a filtered range failed', {
+            cube: this.cube,
+            partition,
+            error: (error as Error).message,
+          });
+        })
+        .finally(() => {
+          this.inFlight -= 1;
+        });
+      return;
+    }
+    this.onFilteredRangeNow(partition, first, last, highWatermark);
+  }
+
+  private onFilteredRangeNow(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+  ): void {
+    const ps = this.partitions.get(partition);
+    if (!ps || !isLive(ps.state)) return;
+    ps.highWatermark = highWatermark;
+    ps.lastRecordAt = Date.now(); // markers and aborted records are records the partition received
+    if (first > ps.position || last < ps.position) return;
+    let to = last + 1n;
+    if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
+    if (to > ps.position) {
+      this.segments.skip(partition, ps.epoch, ps.position, to);
+      ps.position = to;
+      this.dirty = true;
+    }
+    this.afterProgress(ps);
+  }
+
+  private reject(reason: RejectReason): void {
+    this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + 1);
+    this.options.metrics.rejected.inc({ cube: this.cube, reason });
+  }
+
+  private afterProgress(ps: PartitionState): void {
+    this.options.onProgress(ps);
+  }
+}

@@ -1,0 +1,95 @@
+// What a cube on this receiver shows of itself: the admin API's status (partitions, segments,
+// consumer) and the Prometheus gauges. Pure views of the channel's state; old handed-off segments
+// are counted, not listed, so that a status stays small however long the cube runs.
+import type { ConsumerStatus, PartitionStatus, SegmentStatus } from '../protocol/admin-api.ts';
+import type { ConsumerHealth } from './consumer-supervisor.ts';
+import type { HandOffReport } from './hand-off-scheduler.ts';
+import type { ReceiverMetrics } from './metrics.ts';
+import { rangeMapToJson } from './offset-ranges.ts';
+import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
+import { type Segment, type SegmentState, epochsToJson } from './segments.ts';
+
+/** Handed-off segments a status lists, the latest ones; older ones are only counted. */
+export const listedHandedOffSegments = 100;
+
+export function partitionStatus(
+  ps: PartitionState,
+  watermark: number | null,
+  health: ConsumerHealth,
+): PartitionStatus {
+  const reported = reportedState(ps.state, health.state === 'failed');
+  const lag = lagOf(ps);
+  return {
+    partition: ps.partition,
+    ...reported,
+    ...(health.state === 'failed' && reported.state === 'failed'
+      ? { error: `${health.error.name}: ${health.error.message}` }
+      : {}),
+    epoch: ps.epoch,
+    position: ps.position.toString(),
+    highWatermark: ps.highWatermark?.toString() ?? null,
+    lag: lag?.toString() ?? null,
+    stopOffset: ps.stopOffset?.toString() ?? null,
+    watermark,
+  };
+}
+
+export function consumerStatus(health: ConsumerHealth): ConsumerStatus {
+  if (health.state === 'running') return { state: 'running', failures: health.failures };
+  return {
+    state: 'failed',
+    failures: health.failures,
+    error: { name: health.error.name, message: health.error.message },
+    failedSince: new Date(health.since).toISOString(),
+  };
+}
+
+export function segmentStatus(
+  s: Segment,
+  rowCount: number,
+  handOff: HandOffReport | undefined,
+): SegmentStatus {
+  return {
+    windowStart: s.windowStart,
+    windowEnd: s.windowEnd,
+    state: s.state,
+    rowCount,
+    offsetRanges: rangeMapToJson(s.ranges),
+    epochs: epochsToJson(s.epochs),
+    ...(handOff ? { handOff } : {}),
+  };
+}
+
+/**
+ * The segments a status lists — every ACTIVE and IMMUTABLE one, and the latest `handedOff` of
+ * the handed-off ones — in window order, and how many are held in each state.
+ */
+export function segmentsView(
+  segments: Iterable<Segment>,
+  handedOff = listedHandedOffSegments,
+): { listed: Segment[]; counts: Record<SegmentState, number> } {
+  const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
+  const sorted = [...segments].sort((a, b) => a.windowStart - b.windowStart);
+  for (const s of sorted) counts[s.state] += 1;
+  let skip = Math.max(0, counts.HANDED_OFF - handedOff);
+  const listed = sorted.filter((s) => s.state !== 'HANDED_OFF' || skip-- <= 0);
+  return { listed, counts };
+}
+
+export function publishGauges(
+  metrics: ReceiverMetrics,
+  cube: string,
+  partitions: Iterable<PartitionState>,
+  segmentCounts: Record<SegmentState, number>,
+): void {
+  for (const ps of partitions) {
+    const labels = { cube, partition: String(ps.partition) };
+    metrics.position.set(labels, Number(ps.position));
+    const lag = lagOf(ps);
+    if (ps.highWatermark !== null && lag !== null) {
+      metrics.highWatermark.set(labels, Number(ps.highWatermark));
+      metrics.lag.set(labels, Number(lag));
+    }
+  }
+  for (const [state, n] of Object.entries(segmentCounts)) metrics.segments.set({ cube, state }, n);
+}

@@ -1,0 +1,173 @@
+// The CubeChannel coordinator against a fake PartitionConsumer and fake time: admin requests turn
+// into partition transitions and consumer calls, refusals carry a reason, a drain ends at its stop
+// offset, checkpoints rewrite only what changed, and handed-off segments leave memory and the
+// checkpoint after their retention without reopening their window.
+import { jest } from '@jest/globals';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChannelError } from '../../src/receiver/channel-error.ts';
+import { CubeChannel } from '../../src/receiver/cube-channel.ts';
+import { readCubeCheckpoint } from '../../src/receiver/cube-store.ts';
+import {
+  FakePartitionConsumer,
+  countsByCountry,
+  fakeChannelOptions,
+} from '../support/fake-partition-consumer.ts';
+
+const SECOND = 1_000;
+const MINUTE = 60 * SECOND;
+const T0 = Date.UTC(2026, 10, 30, 12, 0, 0);
+const schema = countsByCountry('1m', '0s');
+const retentionMs = 10 * MINUTE;
+
+let dir: string;
+let channel: CubeChannel;
+let consumer: FakePartitionConsumer;
+
+function openChannel(): Promise<void> {
+  channel = new CubeChannel(
+    fakeChannelOptions(dir, schema, (c) => (consumer = c), { handedOffRetentionMs: retentionMs }),
+  );
+  return channel.open();
+}
+
+beforeEach(async () => {
+  jest.useFakeTimers({ now: T0 });
+  dir = mkdtempSync(join(tmpdir(), 'streamcube-channel-'));
+  await openChannel();
+  await channel.assign(
+    [0, 1].map((partition) => ({ partition, position: '0', epoch: 1, watermark: null })),
+  );
+});
+
+afterEach(async () => {
+  await channel.close();
+  jest.useRealTimers();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const checkpoint = () => readCubeCheckpoint(join(dir, 'data', 'cubes', 'orders'))!;
+const records = () => readdirSync(join(dir, 'data', 'cubes', 'orders', 'segments')).sort();
+const refusal = (f: () => unknown): { reason: string; field?: string | undefined } => {
+  try {
+    f();
+  } catch (error) {
+    if (error instanceof ChannelError) return { reason: error.reason, field: error.field };
+    throw error;
+  }
+  throw new Error('not refused');
+};
+
+describe('admin requests', () => {
+  test('the same assign twice starts the consumer once; an older epoch is a Conflict', async () => {
+    // One start at open (nothing assigned yet), one for the assign.
+    expect(consumer.starts).toEqual([{}, { 0: '0', 1: '0' }]);
+    await channel.assign([{ partition: 0, position: '0', epoch: 1, watermark: null }]);
+    expect(consumer.starts).toHaveLength(2);
+    await expect(
+      channel.assign([{ partition: 0, position: '5', epoch: 0, watermark: null }]),
+    ).rejects.toMatchObject({ reason: 'Conflict', field: 'partitions' });
+  });
+
+  test('a newer epoch starts the partition afresh from the given position, watermark carried', async () => {
+    await channel.assign([{ partition: 1, position: '40', epoch: 2, watermark: T0 + MINUTE }]);
+    expect(consumer.starts.at(-1)).toEqual({ 0: '0', 1: '40' });
+    const p1 = channel.status().partitions.find((p) => p.partition === 1)!;
+    expect(p1).toMatchObject({
+      epoch: 2,
+      position: '40',
+      state: 'consuming',
+      watermark: T0 + MINUTE,
+    });
+  });
+
+  test('pause is durable before it answers, and pauses the consumer', () => {
+    consumer.deliver(0, 0, 3, T0);
+    const [p0] = channel.pause([0]);
+    expect(p0).toMatchObject({ state: 'paused', position: '3' });
+    expect(consumer.paused).toEqual(new Set([0]));
+    expect(checkpoint().partitions.find((p) => p.partition === 0)).toMatchObject({
+      state: 'paused',
+      position: '3',
+    });
+  });
+
+  test('refusals carry a reason and the field, not a status code', () => {
+    expect(refusal(() => channel.pause([7]))).toEqual({ reason: 'NotFound', field: 'partitions' });
+    channel.release([1]);
+    expect(refusal(() => channel.resume([1]))).toEqual({ reason: 'Conflict', field: 'partitions' });
+    expect(refusal(() => channel.query({ filters: {}, groupBy: ['city'] }))).toEqual({
+      reason: 'Invalid',
+      field: 'groupBy.0',
+    });
+  });
+
+  test('a drain resumes a paused partition from its position and stops it at the stop offset', async () => {
+    channel.pause([0]);
+    const drained = channel.drain({ 0: '5' }, 10 * SECOND);
+    expect(consumer.resumes).toEqual([{ 0: '0' }]);
+    consumer.deliver(0, 0, 8, T0);
+    const answer = await drained;
+    expect(answer.done).toBe(true);
+    expect(answer.partitions[0]).toMatchObject({
+      state: 'stopped',
+      position: '5',
+      stopOffset: '5',
+    });
+    expect(consumer.paused.has(0)).toBe(true);
+  });
+});
+
+describe('checkpoints and retention', () => {
+  /** Events in windows 0..n-1 on both partitions, then window n to push the watermarks past them. */
+  function fillWindows(n: number): void {
+    for (let w = 0; w <= n; w++) {
+      consumer.produce(0, T0 + w * MINUTE);
+      consumer.produce(1, T0 + w * MINUTE);
+    }
+  }
+
+  test('a flush rewrites the records of changed segments only', async () => {
+    fillWindows(3);
+    await jest.advanceTimersByTimeAsync(2 * SECOND); // sealed, handed off, flushed
+    const before = records();
+    expect(before).toHaveLength(4);
+    consumer.produce(0, T0 + 3 * MINUTE + SECOND); // the open window only
+    await jest.advanceTimersByTimeAsync(SECOND);
+    const after = records();
+    expect(after.filter((r) => before.includes(r))).toHaveLength(3);
+    expect(after.filter((r) => !before.includes(r))).toEqual([
+      expect.stringMatching(new RegExp(`-${T0 + 3 * MINUTE}\\.json$`)),
+    ]);
+  });
+
+  test('handed-off segments leave memory and the checkpoint after the retention, and their windows stay sealed', async () => {
+    fillWindows(3);
+    await jest.advanceTimersByTimeAsync(2 * SECOND);
+    expect(channel.status().segmentCounts).toEqual({ ACTIVE: 1, IMMUTABLE: 0, HANDED_OFF: 3 });
+    await jest.advanceTimersByTimeAsync(retentionMs);
+    expect(channel.status().segmentCounts).toEqual({ ACTIVE: 1, IMMUTABLE: 0, HANDED_OFF: 0 });
+    expect(checkpoint().segments.map((s) => s.windowStart)).toEqual([T0 + 3 * MINUTE]);
+    expect(records()).toHaveLength(1);
+
+    // A purged window is not opened again, also after a restart: a partition new here (no
+    // watermark, so not too late) with an event of that window has it refused as sealed.
+    await channel.close();
+    await openChannel();
+    await channel.assign([{ partition: 2, position: '0', epoch: 1, watermark: null }]);
+    consumer.deliver(2, 0, 1, T0 + 30 * SECOND);
+    expect(channel.status().rejected).toEqual({ window_sealed: 1 });
+    expect(channel.status().segments.map((s) => s.windowStart)).toEqual([T0 + 3 * MINUTE]);
+  });
+
+  test('a checkpoint of an unknown version is refused by name', async () => {
+    await channel.close();
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(dir, 'data', 'cubes', 'orders', 'checkpoint.json'), '{"version":9}');
+    expect(() => checkpoint()).toThrow(
+      /checkpoint version 9; this receiver reads versions 1 and 2/,
+    );
+    await expect(openChannel()).rejects.toThrow(/version 9/);
+  });
+});
