@@ -3,7 +3,7 @@
 // come back as columns, dimension values dictionary-encoded (only new strings cross the thread).
 import { Worker } from 'node:worker_threads';
 import type { CubeSchema } from '../api/cube.ts';
-import { type ParseResult, type RejectReason, rejectReasons } from './event.ts';
+import { type ParseResult, type RejectReason, eventTextParser, rejectReasons } from './event.ts';
 import { keyOf } from './segments.ts';
 
 /** Record values packed for the worker: `n` Int32 lengths (−1 for null), then the bytes. */
@@ -140,6 +140,45 @@ export const transferablesOf = (c: ParsedColumns): ArrayBuffer[] =>
 
 export const reasonOf = (code: number): RejectReason => rejectReasons[code - 1]!;
 
+/** The dictionaries of a parser's codes, rebuilt from its batches in the order it parsed them. */
+class DictionaryMirror {
+  private dictionary: string[] = [];
+  private keyDictionary: string[] = [];
+
+  batchOf(columns: ParsedColumns): ParsedBatch {
+    if (columns.reset) {
+      this.dictionary = [];
+      this.keyDictionary = [];
+    }
+    for (const s of columns.added) this.dictionary.push(s);
+    for (const k of columns.addedKeys) this.keyDictionary.push(k);
+    return { columns, dictionary: this.dictionary, keyDictionary: this.keyDictionary };
+  }
+}
+
+/**
+ * Parses batches on the calling thread into the same columns as the worker: for batches too small
+ * to be worth the round trip, and when the worker has failed.
+ */
+export class InlineBatchParser {
+  private readonly schema: CubeSchema;
+  private readonly parseText: (text: string) => ParseResult;
+  private readonly dictionaries: Dictionaries = { strings: new Map(), keys: new Map() };
+  private readonly mirror = new DictionaryMirror();
+
+  constructor(schema: CubeSchema) {
+    this.schema = schema;
+    this.parseText = eventTextParser(schema);
+  }
+
+  parse(values: readonly (Buffer | null)[]): ParsedBatch {
+    const packed = packValues(values);
+    return this.mirror.batchOf(
+      parseColumns(this.schema, this.parseText, this.dictionaries, packed),
+    );
+  }
+}
+
 /**
  * One worker parsing the batches of one cube, in the order they are sent. Replies come back in
  * that order too, so the dictionary the main thread rebuilds matches the worker's codes.
@@ -150,8 +189,7 @@ export class BatchParser {
     resolve: (b: ParsedBatch) => void;
     reject: (e: Error) => void;
   }[] = [];
-  private dictionary: string[] = [];
-  private keyDictionary: string[] = [];
+  private readonly mirror = new DictionaryMirror();
   private failed: Error | undefined;
 
   constructor(schema: CubeSchema) {
@@ -162,17 +200,7 @@ export class BatchParser {
     this.worker.unref();
     this.worker.on('message', (columns: ParsedColumns) => {
       // Applied on receipt, in order: a batch's codes refer to the dictionary as of its reply.
-      if (columns.reset) {
-        this.dictionary = [];
-        this.keyDictionary = [];
-      }
-      for (const s of columns.added) this.dictionary.push(s);
-      for (const k of columns.addedKeys) this.keyDictionary.push(k);
-      this.waiting.shift()?.resolve({
-        columns,
-        dictionary: this.dictionary,
-        keyDictionary: this.keyDictionary,
-      });
+      this.waiting.shift()?.resolve(this.mirror.batchOf(columns));
     });
     const fail = (error: Error): void => {
       this.failed ??= error;

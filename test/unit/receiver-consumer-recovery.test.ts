@@ -9,7 +9,11 @@ import { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
-import type { PartitionConsumer, PartitionSink } from '../../src/kafka/partition-consumer.ts';
+import {
+  type PartitionConsumer,
+  type PartitionSink,
+  consumedRecords,
+} from '../../src/kafka/partition-consumer.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
@@ -62,7 +66,7 @@ class FakeConsumer implements PartitionConsumer {
       offset: BigInt(from + i),
       value: Buffer.from(JSON.stringify({ ts: T0 + i, country: 'de', price: 1 })),
     }));
-    void this.sink.onRecords(partition, records, BigInt(from + count));
+    void this.sink.onRecords(partition, consumedRecords(records), BigInt(from + count));
   }
 }
 

@@ -10,7 +10,7 @@ import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
-import type { ConsumedRecord, PartitionConsumer } from '../../src/kafka/partition-consumer.ts';
+import { type PartitionConsumer, consumedRecords } from '../../src/kafka/partition-consumer.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 
@@ -44,11 +44,8 @@ class FakeConsumer implements PartitionConsumer {
   produce(partition: number, ts: number): void {
     const offset = this.highWatermark.get(partition) ?? 0n;
     this.highWatermark.set(partition, offset + 1n);
-    const record: ConsumedRecord = {
-      offset,
-      value: Buffer.from(JSON.stringify({ ts, country: 'de', price: 1 })),
-    };
-    void this.sink.onRecords(partition, [record], offset + 1n);
+    const record = { offset, value: Buffer.from(JSON.stringify({ ts, country: 'de', price: 1 })) };
+    void this.sink.onRecords(partition, consumedRecords([record]), offset + 1n);
   }
 }
 
