@@ -12,6 +12,7 @@ import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { kafkajsCompression } from '../src/kafka/codecs.ts';
 import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
+import { consumerSettings } from '../src/kafka/partition-consumer.ts';
 import { findRunningEnvironment } from '../src/local/environment.ts';
 import { type KafkaBroker, startKafka } from '../src/local/kafka.ts';
 import { stopService } from '../src/local/processes.ts';
@@ -76,9 +77,7 @@ async function bareConsumer(
   const consumer = kafka.consumer({
     groupId,
     partitionAssigners: [exactPartitionAssigner(topic, () => ids)],
-    sessionTimeout: 30_000,
-    heartbeatInterval: 3_000,
-    maxWaitTimeInMs: 200,
+    ...consumerSettings,
     retry: { retries: 10 },
   });
   let count = 0;

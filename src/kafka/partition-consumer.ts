@@ -57,6 +57,14 @@ export const consumerSettings = {
   sessionTimeout: 30_000,
   heartbeatInterval: 3_000,
   maxWaitTimeInMs: 200,
+  /**
+   * At most this much per fetch (kafkajs's default is 10 MiB; a record batch larger than this
+   * still comes whole). Every record of a fetch is decoded into objects before the first is
+   * handed over, and they survive into V8's old generation, which grows far past what is live
+   * before it is collected. bench:receiver (lz4): peak RSS 760-800 MiB with 10 MiB, about 520 MiB
+   * with 1 MiB, at no loss of rate; the bare consumer 680 and 490 MiB.
+   */
+  maxBytes: 1_048_576,
 } as const;
 
 export interface PartitionSink {
