@@ -12,6 +12,7 @@ import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { kafkajsCompression } from '../src/kafka/codecs.ts';
 import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
+import { consumerSettings } from '../src/kafka/partition-consumer.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
 import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
 import {
@@ -32,7 +33,8 @@ const usage = `Usage: npm run bench:receiver -- [options]
   --producer P      kafkajs: 10,000 events a request, one batch each;
                     java: Kafka's own producer (kafka-clients defaults,
                     batch.size 16 KiB), as production topics hold    [default kafkajs]
-  --cpu-prof        write a V8 CPU profile of each receiver (node --cpu-prof)
+  --cpu-prof        write V8 CPU profiles of each receiver and, under bare/, of each bare
+                    consumer (node --cpu-prof)
 `;
 
 /** What one consumption run measured. */
@@ -72,9 +74,7 @@ async function bareConsumer(
   const consumer = kafka.consumer({
     groupId,
     partitionAssigners: [exactPartitionAssigner(topic, () => ids)],
-    sessionTimeout: 30_000,
-    heartbeatInterval: 3_000,
-    maxWaitTimeInMs: 200,
+    ...consumerSettings,
     retry: { retries: 10 },
   });
   let count = 0;
@@ -122,10 +122,12 @@ async function runBare(
   topic: string,
   partitions: number,
   expected: number,
+  profileDir: string | undefined,
 ): Promise<RunResult> {
   const child = spawn(
     process.execPath,
     [
+      ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, 'bare')}`] : []),
       import.meta.filename,
       '--bare-child',
       `--brokers=${brokers}`,
@@ -422,7 +424,7 @@ async function main(): Promise<void> {
       `${what}: ${rate(r).toFixed(0)} events/s steady, ${(r.wallMs / 1000).toFixed(1)} s wall, peak RSS ${mib(r.peakRssBytes)} MiB`;
     for (let round = 1; round <= rounds; round++) {
       say(`round ${round}/${rounds}: bare kafkajs consumer`);
-      bare.push(await runBare(brokers, topic, partitions, events));
+      bare.push(await runBare(brokers, topic, partitions, events, profileDir));
       say(line('  bare', bare[bare.length - 1]!));
       say(`round ${round}/${rounds}: streamcube receiver`);
       receiver.push(await runReceiver(brokers, topic, ends, round, profileDir));
@@ -453,7 +455,7 @@ async function main(): Promise<void> {
     const best = Math.max(...receiver.map(rate)) / Math.max(...bare.map(rate));
     const mid = median(receiver.map(rate)) / median(bare.map(rate));
     say(`ratio receiver/bare = ${best.toFixed(2)} (best), ${mid.toFixed(2)} (median); goal >= 0.6`);
-    if (profileDir) say(`CPU profiles of the receiver: ${profileDir}`);
+    if (profileDir) say(`CPU profiles: ${profileDir} (receivers), ${join(profileDir, 'bare')}`);
   } finally {
     if (topic) await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     await admin.disconnect();

@@ -3,10 +3,13 @@
 // come back as columns, dimension values dictionary-encoded (only new strings cross the thread).
 import { Worker } from 'node:worker_threads';
 import type { CubeSchema } from '../api/cube.ts';
-import { type ParseResult, type RejectReason, rejectReasons } from './event.ts';
+import { type ParseResult, type RejectReason, eventTextParser, rejectReasons } from './event.ts';
 import { keyOf } from './segments.ts';
 
-/** Record values packed for the worker: `n` Int32 lengths (−1 for null), then the bytes. */
+/**
+ * Record values packed for the worker: `n` Int32 starts, `n` Int32 lengths (−1 for null), then
+ * the bytes; a value's bytes are at its start in them (bytes between values are left over).
+ */
 export interface PackedValues {
   count: number;
   buffer: ArrayBuffer;
@@ -47,23 +50,65 @@ export interface Dictionaries {
 /** Beyond this many distinct dimension strings the dictionary starts afresh, bounding memory. */
 const maxDictionary = 1 << 20;
 
+/** Bytes between two values of one buffer that may be copied along rather than start a new span. */
+const maxSpanGap = 256;
+
+/**
+ * kafkajs hands out values as slices of a fetch response or of a decompressed record batch: the
+ * values of a batch lie in order in a few buffers with a record header between them. They are
+ * copied as spans of those buffers, one call a span, not one a value.
+ */
 export function packValues(values: readonly (Buffer | null)[]): PackedValues {
   const count = values.length;
+  const spanOf = new Int32Array(count);
+  const sources: ArrayBufferLike[] = [];
+  const froms: number[] = [];
+  const tos: number[] = [];
   let bytes = 0;
-  for (const v of values) if (v !== null) bytes += v.length;
-  const buffer = new ArrayBuffer(count * 4 + bytes);
-  const lengths = new Int32Array(buffer, 0, count);
-  const out = new Uint8Array(buffer, count * 4);
+  for (let i = 0; i < count; i++) {
+    const v = values[i]!;
+    if (v === null) continue;
+    const from = v.byteOffset;
+    const to = from + v.length;
+    const last = sources.length - 1;
+    if (
+      last >= 0 &&
+      v.buffer === sources[last] &&
+      from >= tos[last]! &&
+      from - tos[last]! <= maxSpanGap
+    ) {
+      bytes += to - tos[last]!;
+      tos[last] = to;
+    } else {
+      sources.push(v.buffer);
+      froms.push(from);
+      tos.push(to);
+      bytes += to - from;
+    }
+    spanOf[i] = sources.length - 1;
+  }
+  const header = count * 8;
+  const buffer = new ArrayBuffer(header + bytes);
+  const starts = new Int32Array(buffer, 0, count);
+  const lengths = new Int32Array(buffer, count * 4, count);
+  const out = new Uint8Array(buffer, header);
+  // Where span k begins in `out`, less where it begins in its source.
+  const shifts = new Array<number>(sources.length);
   let at = 0;
+  for (let k = 0; k < sources.length; k++) {
+    const length = tos[k]! - froms[k]!;
+    out.set(new Uint8Array(sources[k]!, froms[k], length), at);
+    shifts[k] = at - froms[k]!;
+    at += length;
+  }
   for (let i = 0; i < count; i++) {
     const v = values[i]!;
     if (v === null) {
       lengths[i] = -1;
       continue;
     }
+    starts[i] = v.byteOffset + shifts[spanOf[i]!]!;
     lengths[i] = v.length;
-    out.set(v, at);
-    at += v.length;
   }
   return { count, buffer };
 }
@@ -79,8 +124,9 @@ export function parseColumns(
   const { count, buffer } = packed;
   const d = schema.dimensions.length;
   const m = schema.measures.length;
-  const lengths = new Int32Array(buffer, 0, count);
-  const bytes = Buffer.from(buffer, count * 4);
+  const starts = new Int32Array(buffer, 0, count);
+  const lengths = new Int32Array(buffer, count * 4, count);
+  const bytes = Buffer.from(buffer, count * 8);
   const reset = dictionary.size > maxDictionary || keys.size > maxDictionary;
   if (reset) {
     dictionary.clear();
@@ -97,15 +143,11 @@ export function parseColumns(
     addedKeys: [],
     reset,
   };
-  let at = 0;
   for (let i = 0; i < count; i++) {
     const length = lengths[i]!;
     let result: ParseResult;
     if (length < 0) result = { ok: false, reason: 'bad_json' };
-    else {
-      result = parse(bytes.toString('utf8', at, at + length));
-      at += length;
-    }
+    else result = parse(bytes.toString('utf8', starts[i], starts[i]! + length));
     if (!result.ok) {
       columns.reasons[i] = 1 + rejectReasons.indexOf(result.reason);
       continue;
@@ -140,6 +182,45 @@ export const transferablesOf = (c: ParsedColumns): ArrayBuffer[] =>
 
 export const reasonOf = (code: number): RejectReason => rejectReasons[code - 1]!;
 
+/** The dictionaries of a parser's codes, rebuilt from its batches in the order it parsed them. */
+class DictionaryMirror {
+  private dictionary: string[] = [];
+  private keyDictionary: string[] = [];
+
+  batchOf(columns: ParsedColumns): ParsedBatch {
+    if (columns.reset) {
+      this.dictionary = [];
+      this.keyDictionary = [];
+    }
+    for (const s of columns.added) this.dictionary.push(s);
+    for (const k of columns.addedKeys) this.keyDictionary.push(k);
+    return { columns, dictionary: this.dictionary, keyDictionary: this.keyDictionary };
+  }
+}
+
+/**
+ * Parses batches on the calling thread into the same columns as the worker: for batches too small
+ * to be worth the round trip, and when the worker has failed.
+ */
+export class InlineBatchParser {
+  private readonly schema: CubeSchema;
+  private readonly parseText: (text: string) => ParseResult;
+  private readonly dictionaries: Dictionaries = { strings: new Map(), keys: new Map() };
+  private readonly mirror = new DictionaryMirror();
+
+  constructor(schema: CubeSchema) {
+    this.schema = schema;
+    this.parseText = eventTextParser(schema);
+  }
+
+  parse(values: readonly (Buffer | null)[]): ParsedBatch {
+    const packed = packValues(values);
+    return this.mirror.batchOf(
+      parseColumns(this.schema, this.parseText, this.dictionaries, packed),
+    );
+  }
+}
+
 /**
  * One worker parsing the batches of one cube, in the order they are sent. Replies come back in
  * that order too, so the dictionary the main thread rebuilds matches the worker's codes.
@@ -150,8 +231,7 @@ export class BatchParser {
     resolve: (b: ParsedBatch) => void;
     reject: (e: Error) => void;
   }[] = [];
-  private dictionary: string[] = [];
-  private keyDictionary: string[] = [];
+  private readonly mirror = new DictionaryMirror();
   private failed: Error | undefined;
 
   constructor(schema: CubeSchema) {
@@ -162,17 +242,7 @@ export class BatchParser {
     this.worker.unref();
     this.worker.on('message', (columns: ParsedColumns) => {
       // Applied on receipt, in order: a batch's codes refer to the dictionary as of its reply.
-      if (columns.reset) {
-        this.dictionary = [];
-        this.keyDictionary = [];
-      }
-      for (const s of columns.added) this.dictionary.push(s);
-      for (const k of columns.addedKeys) this.keyDictionary.push(k);
-      this.waiting.shift()?.resolve({
-        columns,
-        dictionary: this.dictionary,
-        keyDictionary: this.keyDictionary,
-      });
+      this.waiting.shift()?.resolve(this.mirror.batchOf(columns));
     });
     const fail = (error: Error): void => {
       this.failed ??= error;

@@ -2,10 +2,10 @@
 // thread, in delivery order) and applied to the segments in offset order, positions advancing with
 // them. Applying is synchronous, so a checkpoint pairs the data with exactly its positions.
 import type { CubeSchema } from '../api/cube.ts';
-import type { ConsumedRecord, PartitionConsumer } from '../kafka/partition-consumer.ts';
+import type { ConsumedRecords, PartitionConsumer } from '../kafka/partition-consumer.ts';
 import type { Logger } from '../observability/logger.ts';
-import { BatchParser, type ParsedBatch, reasonOf } from './batch-parser.ts';
-import { type ParseResult, type ParsedEvent, type RejectReason, parseEvent } from './event.ts';
+import { BatchParser, InlineBatchParser, type ParsedBatch } from './batch-parser.ts';
+import { type RejectReason, rejectReasons } from './event.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import { type PartitionState, isLive } from './partition-state.ts';
 import type { SegmentManager } from './segments.ts';
@@ -42,6 +42,7 @@ export class IngestPipeline {
   readonly rejected = new Map<RejectReason, number>();
   /** Started with the first batch large enough for it: a quiet cube keeps no thread. */
   private batchParser: BatchParser | undefined;
+  private inlineParser: InlineBatchParser | undefined;
   /** Batches (and filtered ranges queued behind them) not applied yet, in delivery order. */
   private inFlight = 0;
   private tail: Promise<void> = Promise.resolve();
@@ -64,6 +65,12 @@ export class IngestPipeline {
   private get parser(): BatchParser {
     this.batchParser ??= new BatchParser(this.spec.schema);
     return this.batchParser;
+  }
+
+  /** Parses a batch here, on the main thread. */
+  private parseHere(records: ConsumedRecords): ParsedBatch {
+    this.inlineParser ??= new InlineBatchParser(this.spec.schema);
+    return this.inlineParser.parse(records.values);
   }
 
   private get log(): Logger {
@@ -100,19 +107,18 @@ export class IngestPipeline {
    */
   onRecords(
     partition: number,
-    records: ConsumedRecord[],
+    records: ConsumedRecords,
     highWatermark: bigint,
   ): void | Promise<void> {
     this.supervisor.delivered();
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
-    if (records.length > 0) ps.lastRecordAt = Date.now();
-    const { schema } = this.spec;
-    const parseHere = (i: number): ParseResult => parseEvent(schema, records[i]!.value);
+    const count = records.offsets.length;
+    if (count > 0) ps.lastRecordAt = Date.now();
     // Behind a batch still on the worker, even a small one waits its turn.
-    if (this.inFlight === 0 && (records.length < minWorkerBatch || !this.parser.available)) {
+    if (this.inFlight === 0 && (count < minWorkerBatch || !this.parser.available)) {
       ps.highWatermark = highWatermark;
-      this.applyRecords(ps, records, parseHere);
+      this.applyRecords(ps, records.offsets, this.parseHere(records));
       return;
     }
     const generation = ps.generation;
@@ -122,18 +128,12 @@ export class IngestPipeline {
       this.partitions.get(partition) === ps && ps.generation === generation && isLive(ps.state);
     this.inFlight += 1;
     const applied = this.parser
-      .parse(records.map((r) => r.value))
+      .parse(records.values)
       .then(
         (batch) => {
           if (!current()) return;
           ps.highWatermark = highWatermark;
-          const { keyDictionary, columns } = batch;
-          this.applyRecords(
-            ps,
-            records,
-            this.batchReader(batch),
-            (i) => keyDictionary[columns.keys[i]!]!,
-          );
+          this.applyRecords(ps, records.offsets, batch);
         },
         (error: unknown) => {
           this.log.warn('batch parser failed; parsing on the main thread', {
@@ -142,7 +142,7 @@ export class IngestPipeline {
           });
           if (!current()) return;
           ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records, parseHere);
+          this.applyRecords(ps, records.offsets, this.parseHere(records));
         },
       )
       .catch((error: unknown) => {
@@ -164,60 +164,19 @@ export class IngestPipeline {
     return this.inFlight > maxInFlight ? applied : undefined;
   }
 
-  /** Reads record i of a parsed batch as a ParseResult; the event's arrays are reused. */
-  private batchReader(batch: ParsedBatch): (i: number) => ParseResult {
-    const { columns, dictionary } = batch;
-    const d = this.spec.schema.dimensions.length;
-    const m = this.spec.schema.measures.length;
-    const event: ParsedEvent = {
-      time: 0,
-      dimensions: new Array<string>(d).fill(''),
-      values: new Array<number>(m).fill(0),
-    };
-    const ok: ParseResult = { ok: true, event };
-    return (i) => {
-      const reason = columns.reasons[i]!;
-      if (reason !== 0) return { ok: false, reason: reasonOf(reason) };
-      event.time = columns.times[i]!;
-      for (let j = 0; j < d; j++) event.dimensions[j] = dictionary[columns.codes[i * d + j]!]!;
-      for (let j = 0; j < m; j++) event.values[j] = columns.values[i * m + j]!;
-      return ok;
-    };
-  }
-
-  /** Applies parsed records in order: the same positions, skips and rejects on either path. */
-  private applyRecords(
-    ps: PartitionState,
-    records: ConsumedRecord[],
-    parsedAt: (i: number) => ParseResult,
-    keyAt?: (i: number) => string,
-  ): void {
-    const { partition } = ps;
-    let ingested = 0;
-    for (let i = 0; i < records.length; i++) {
-      const record = records[i]!;
-      if (record.offset < ps.position) continue; // delivered again after a seek or rejoin
-      if (ps.stopOffset !== null && record.offset >= ps.stopOffset) break;
-      if (record.offset > ps.position) {
-        // Offsets with no record (compaction, transaction markers) still belong to the log we read.
-        this.segments.skip(partition, ps.epoch, ps.position, record.offset);
-      }
-      const parsed = parsedAt(i);
-      if (parsed.ok) {
-        const result = this.segments.accept(
-          partition,
-          ps.epoch,
-          record.offset,
-          parsed.event,
-          keyAt?.(i),
-        );
-        if (result.ok) ingested += 1;
-        else this.reject(result.reason);
-      } else {
-        this.segments.skip(partition, ps.epoch, record.offset, record.offset + 1n);
-        this.reject(parsed.reason);
-      }
-      ps.position = record.offset + 1n;
+  /** Applies a parsed batch in order: the same positions, skips and rejects on either path. */
+  private applyRecords(ps: PartitionState, offsets: Float64Array, batch: ParsedBatch): void {
+    const { position, ingested, rejected } = this.segments.ingest(
+      ps.partition,
+      ps.epoch,
+      ps.position,
+      ps.stopOffset,
+      offsets,
+      batch,
+    );
+    ps.position = position;
+    for (let r = 0; r < rejected.length; r++) {
+      if (rejected[r]! > 0) this.reject(rejectReasons[r]!, rejected[r]);
     }
     if (ingested > 0) {
       this.ingested += ingested;
@@ -270,9 +229,9 @@ export class IngestPipeline {
     this.afterProgress(ps);
   }
 
-  private reject(reason: RejectReason): void {
-    this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + 1);
-    this.options.metrics.rejected.inc({ cube: this.cube, reason });
+  private reject(reason: RejectReason, count = 1): void {
+    this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + count);
+    this.options.metrics.rejected.inc({ cube: this.cube, reason }, count);
   }
 
   private afterProgress(ps: PartitionState): void {

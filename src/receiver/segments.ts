@@ -5,7 +5,8 @@
 // read them, and ask it (seal, takeDelta, markHandedOff, purge, raiseWatermark) to change them.
 import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
 import { parseDuration } from '../api/duration.ts';
-import type { ParsedEvent, RejectReason } from './event.ts';
+import type { ParsedBatch } from './batch-parser.ts';
+import { type ParsedEvent, type RejectReason, rejectReasons } from './event.ts';
 import { type OffsetRange, addRange } from './offset-ranges.ts';
 
 export type SegmentState = 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
@@ -45,6 +46,18 @@ export interface PartitionClock {
 }
 
 export type AcceptResult = { ok: true; windowStart: number } | { ok: false; reason: RejectReason };
+
+/** What `ingest` did with a batch. */
+export interface IngestResult {
+  /** The partition's position after the batch: the next offset to consume. */
+  position: bigint;
+  ingested: number;
+  /** Rejected records by reason, indexed as rejectReasons. */
+  rejected: number[];
+}
+
+const tooLate = rejectReasons.indexOf('too_late');
+const windowSealed = rejectReasons.indexOf('window_sealed');
 
 const NUL = '\u0000';
 
@@ -229,6 +242,126 @@ export class SegmentManager {
     for (let i = 0; i < functions.length; i++) {
       values[i] = combine(functions[i]!, values[i]!, input[i]!);
     }
+  }
+
+  /**
+   * Applies a parsed batch of one partition, read from `position`, as the records one by one would
+   * be: a record before the position is skipped (delivered again after a seek), the batch ends at
+   * the stop offset, offsets between records are skipped, every parsed event is accepted or
+   * rejected and every rejected record skipped. The same segments, ranges, watermarks and counts as
+   * accept/skip per record; what is per batch here is the cost. `offsets[i]` is record i's offset,
+   * ascending and exact as numbers, so that Number() of the position and stop offset keeps their
+   * order against them; offset ranges go to segments as bigint once per run of offsets that share
+   * a segment, and rows are looked up once per row key and segment in the batch.
+   */
+  ingest(
+    partition: number,
+    epoch: number,
+    position: bigint,
+    stopOffset: bigint | null,
+    offsets: Float64Array,
+    batch: ParsedBatch,
+  ): IngestResult {
+    const rejected = new Array<number>(rejectReasons.length).fill(0);
+    let ingested = 0;
+    let pos = Number(position);
+    const stop = stopOffset === null ? Infinity : Number(stopOffset);
+    let first = 0;
+    while (first < offsets.length && offsets[first]! < pos) first++;
+    // Nothing to apply: the partition's clock is left as it is (not even created).
+    if (first === offsets.length || offsets[first]! >= stop)
+      return { position, ingested, rejected };
+    const { columns, dictionary, keyDictionary } = batch;
+    const { times, values, reasons, codes, keys } = columns;
+    const { functions } = this;
+    const m = functions.length;
+    const d = this.schema.dimensions.length;
+    const clock = this.clockOf(partition);
+    let watermark = clock.watermark ?? -Infinity;
+    // Where offsets without an event of their own go (undefined: pending), and the run of offsets
+    // [runFrom, pos) accounted to it but not yet added: coverage is contiguous from the position.
+    let current = this.currentSegment(clock);
+    let runFrom = pos;
+    const flushRun = (): void => {
+      if (runFrom === pos) return;
+      if (current) this.cover(current, partition, epoch, BigInt(runFrom), BigInt(pos));
+      else addRange(clock.pending, BigInt(runFrom), BigInt(pos));
+      runFrom = pos;
+    };
+    // Rows and deltas of one segment by row-key code, valid for this batch only.
+    let cached: Segment | undefined;
+    let rowCache: (Row | undefined)[] = [];
+    let deltaCache: (Row | undefined)[] = [];
+    const newRow = (i: number): Row => {
+      const dimensions = new Array<string>(d);
+      for (let j = 0; j < d; j++) dimensions[j] = dictionary[codes[i * d + j]!]!;
+      return { dimensions, values: Array.from(values.subarray(i * m, i * m + m)) };
+    };
+    const mergeInto = (row: Row, i: number): void => {
+      const into = row.values;
+      for (let j = 0; j < m; j++) into[j] = combine(functions[j]!, into[j]!, values[i * m + j]!);
+    };
+    const mergeOrAdd = (rows: Map<string, Row>, key: string, i: number): Row => {
+      let row = rows.get(key);
+      if (row) mergeInto(row, i);
+      else rows.set(key, (row = newRow(i)));
+      return row;
+    };
+
+    for (let i = first; i < offsets.length; i++) {
+      const offset = offsets[i]!;
+      if (offset < pos) continue;
+      if (offset >= stop) break;
+      pos = offset; // a gap before the record is skipped: it extends the current run
+      const reason = reasons[i]!;
+      if (reason !== 0) {
+        rejected[reason - 1]! += 1;
+        pos = offset + 1;
+        continue;
+      }
+      const time = times[i]!;
+      const windowStart = this.windowOf(time);
+      if (watermark >= windowStart + this.windowMs + this.latenessMs) {
+        rejected[tooLate]! += 1;
+        pos = offset + 1;
+        continue;
+      }
+      let segment = current?.windowStart === windowStart ? current : this.segments.get(windowStart);
+      if ((segment && segment.state !== 'ACTIVE') || (!segment && windowStart < this.purgedBelow)) {
+        rejected[windowSealed]! += 1;
+        pos = offset + 1;
+        continue;
+      }
+      segment ??= this.segmentFor(windowStart);
+      if (segment !== current || clock.pending.length > 0) {
+        flushRun();
+        if (clock.pending.length > 0) {
+          for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
+          clock.pending = [];
+        }
+        current = segment;
+      }
+      pos = offset + 1;
+      clock.currentWindow = windowStart;
+      if (time > watermark) watermark = time;
+
+      if (segment !== cached) {
+        cached = segment;
+        rowCache = [];
+        deltaCache = [];
+      }
+      const code = keys[i]!;
+      const row = rowCache[code];
+      if (row) mergeInto(row, i);
+      else rowCache[code] = mergeOrAdd(segment.rows, keyDictionary[code]!, i);
+      const delta = deltaCache[code];
+      if (delta) mergeInto(delta, i);
+      else deltaCache[code] = mergeOrAdd(segment.delta, keyDictionary[code]!, i);
+      ingested += 1;
+    }
+    flushRun();
+    if (watermark !== -Infinity) clock.watermark = watermark;
+    return { position: pos === Number(position) ? position : BigInt(pos), ingested, rejected };
   }
 
   /**

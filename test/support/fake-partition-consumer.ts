@@ -6,10 +6,10 @@ import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { type CubeSchema, cubeSchema } from '../../src/api/cube.ts';
-import type {
-  ConsumedRecord,
-  PartitionConsumer,
-  PartitionSink,
+import {
+  type PartitionConsumer,
+  type PartitionSink,
+  consumedRecords,
 } from '../../src/kafka/partition-consumer.ts';
 import type { ChannelOptions } from '../../src/receiver/cube-channel.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
@@ -60,13 +60,17 @@ export class FakePartitionConsumer implements PartitionConsumer {
 
   /** Delivers `count` events to `partition` from offset `from`, event times `firstTs` + i. */
   deliver(partition: number, from: number, count: number, firstTs: number): void {
-    const records: ConsumedRecord[] = Array.from({ length: count }, (_, i) => ({
+    const records = Array.from({ length: count }, (_, i) => ({
       offset: BigInt(from + i),
       value: Buffer.from(JSON.stringify({ ts: firstTs + i, country: 'de', price: 1 })),
     }));
     const end = BigInt(from + count);
     if ((this.highWatermark.get(partition) ?? 0n) < end) this.highWatermark.set(partition, end);
-    void this.sink.onRecords(partition, records, this.highWatermark.get(partition)!);
+    void this.sink.onRecords(
+      partition,
+      consumedRecords(records),
+      this.highWatermark.get(partition)!,
+    );
   }
 
   /** Appends one event at the end of the partition's log and delivers it. */

@@ -1,7 +1,12 @@
 // BatchParser: a batch parsed on the worker thread reads exactly as parseEvent reads each record,
 // rejects included, with dimension strings and row keys carried over between batches.
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
-import { BatchParser, type ParsedBatch, reasonOf } from '../../src/receiver/batch-parser.ts';
+import {
+  BatchParser,
+  type ParsedBatch,
+  packValues,
+  reasonOf,
+} from '../../src/receiver/batch-parser.ts';
 import { parseEvent, type ParseResult } from '../../src/receiver/event.ts';
 import { keyOf } from '../../src/receiver/segments.ts';
 
@@ -91,4 +96,37 @@ test('batches sent together are answered in order', async () => {
   } finally {
     await parser.close();
   }
+});
+
+test('packed values read back byte for byte, however they share buffers', () => {
+  // Slices of one buffer in order with small and large gaps, out of order, overlapping and
+  // repeated, beside nulls, Node's pooled small buffers and buffers of their own.
+  const big = Buffer.from(
+    Array.from({ length: 4000 }, (_, i) => String.fromCharCode(33 + (i % 90))).join(''),
+  );
+  const slice = (from: number, to: number): Buffer => big.subarray(from, to);
+  const values: (Buffer | null)[] = [
+    slice(0, 10),
+    slice(12, 30),
+    null,
+    slice(30, 31),
+    slice(700, 720),
+    slice(5, 15),
+    slice(5, 15),
+    Buffer.from('{"pooled":1}'),
+    slice(3990, 4000),
+    Buffer.alloc(0),
+    Buffer.from('x'.repeat(5000)),
+    slice(0, 0),
+  ];
+  const { count, buffer } = packValues(values);
+  const starts = new Int32Array(buffer, 0, count);
+  const lengths = new Int32Array(buffer, count * 4, count);
+  const bytes = Buffer.from(buffer, count * 8);
+  const read = values.map((_, i) =>
+    lengths[i]! < 0 ? null : bytes.toString('latin1', starts[i], starts[i]! + lengths[i]!),
+  );
+  expect(read).toEqual(values.map((v) => (v === null ? null : v.toString('latin1'))));
+  // Spans, not the whole of `big`: about the bytes of the values.
+  expect(bytes.length).toBeLessThan(5000 + 200);
 });
