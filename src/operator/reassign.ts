@@ -20,10 +20,13 @@ import type { ReceiverEndpoint } from './discovery.ts';
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
 export class PhaseBlocked extends Error {
   readonly reason: string;
-  constructor(reason: string, message: string, options?: ErrorOptions) {
+  /** The Event's text when the message carries figures that change with every poll. */
+  readonly event: string | undefined;
+  constructor(reason: string, message: string, options?: ErrorOptions & { event?: string }) {
     super(message, options);
     this.name = 'PhaseBlocked';
     this.reason = reason;
+    this.event = options?.event;
   }
 
   /** The HTTP status of the receiver's answer that blocked the phase, if one answered. */
@@ -295,9 +298,11 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
       );
       if (!answer.done) {
         const behind = answer.partitions.filter((p) => p.state !== 'stopped');
-        const message = `receiver ${endpoint.name} has not reached the stop offsets of partitions ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
+        const lead = `receiver ${endpoint.name} has not reached the stop offsets of partitions`;
+        const message = `${lead} ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
         if (inPhaseMs(ctx, journal) > ctx.drainTimeoutMs || overDeadline(ctx, journal)) {
-          throw new PhaseBlocked('DrainIncomplete', message);
+          const event = `${lead} ${behind.map((p) => p.partition).join(', ')}`;
+          throw new PhaseBlocked('DrainIncomplete', message, { event });
         }
         return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
       }
@@ -527,7 +532,7 @@ async function rollBack(
   ctx.event(
     'Warning',
     'ReassignRolledBack',
-    `reassign ${journal.id} rolled back in phase ${journal.phase} after ${ctx.phaseTimeoutMs / 1000}s: ${cause.message}`,
+    `reassign ${journal.id} rolled back in phase ${journal.phase} after ${ctx.phaseTimeoutMs / 1000}s: ${cause.event ?? cause.message}`,
   );
   const error = new PhaseBlocked(
     'ReassignRolledBack',
