@@ -17,19 +17,21 @@ import {
   version,
   type CubeAssignment,
   type CubeAssignmentStatusPatch,
-  type PartitionStatus,
+  type ObservedPartition,
   type ReassignJournal,
 } from '../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
-import type { CubeStatus } from '../protocol/admin-api.ts';
+import { cubeSummaryOf, type CubeSummary } from '../protocol/admin-api.ts';
 import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
-import { OwnWrites } from './own-writes.ts';
+import type { OwnWrites } from './own-writes.ts';
+import { ReceiverStatusCache } from './receiver-status-cache.ts';
+import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import {
   PhaseEntries,
@@ -68,6 +70,11 @@ export interface ReconcilerDeps {
   receiverTimeoutMs: number;
   /** How far back the share of rejected records is measured (spec.rejectedEventsThreshold). */
   rejectedEventsWindowMs: number;
+  /**
+   * The reconciler's own writes, shared with the informer's event handler so that their watch
+   * events do not requeue the cube.
+   */
+  ownWrites: OwnWrites<CubeAssignment>;
 }
 
 /** How long one drain call waits on a receiver; a drain not done by then is polled again. */
@@ -94,27 +101,39 @@ function mergePatch(signal?: AbortSignal) {
 
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
-  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => {
-    let c = clients.get(endpoint.baseUrl);
+  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => clientAt(endpoint.baseUrl);
+  const clientAt = (baseUrl: string): ReceiverClient => {
+    let c = clients.get(baseUrl);
     if (!c) {
-      c = new ReceiverClient(endpoint.baseUrl, deps.receiverToken, deps.receiverTimeoutMs);
-      clients.set(endpoint.baseUrl, c);
+      c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
+        onMutation: () => receiverStatus.invalidate(baseUrl),
+      });
+      clients.set(baseUrl, c);
     }
     return c;
   };
+  /** One GET /v1/cubes per receiver per resync, shared by all its cubes. */
+  const receiverStatus = new ReceiverStatusCache({
+    fetch: (baseUrl) => clientAt(baseUrl).cubes(),
+    maxAgeMs: deps.resyncMs,
+  });
+  /** Per cube key, when live positions were last written to status (Date.now()). */
+  const positionsWrittenAt = new Map<string, number>();
   /** Receivers' record counters over the last minutes, per cube key and receiver. */
   const rejections = new RejectedEventsWindow(deps.rejectedEventsWindowMs);
   /** Per cube key, the text of the last Degraded Event, to record the next only when it changes. */
   const degradedEvents = new Map<string, string>();
 
   // The informer may not have this reconciler's last write yet when the cube runs again.
-  const ownWrites = new OwnWrites<CubeAssignment>();
+  const { ownWrites } = deps;
 
+  /** Writes status when the patch changes it; a patch that changes nothing is not sent. */
   async function patchStatus(
     object: CubeAssignment,
     status: CubeAssignmentStatusPatch,
     signal?: AbortSignal,
   ): Promise<CubeAssignment> {
+    if (!mergePatchChanges(object.status, status)) return object;
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
     const updated = (await deps.custom.patchNamespacedCustomObjectStatus(
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
@@ -287,7 +306,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   function consumerFailed(
     receiver: string,
     replicaSet: string,
-    status: CubeStatus,
+    status: CubeSummary,
     owned: number[],
   ): Problem | undefined {
     const { consumer } = status;
@@ -327,14 +346,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const problems: Problem[] = [];
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
-        const client = clientFor(endpoint);
         try {
-          const status = await client.cubeStatus(cube, signal);
+          const status = await receiverStatus.cube(endpoint.baseUrl, cube, signal);
+          if (status === undefined) continue; // holds none of it
           if (status.specDigest !== wanted)
-            await client.assign(cube, assignRequest(object, rs, []), signal);
+            await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
           signal.throwIfAborted();
-          if (error instanceof ReceiverApiError && error.status === 404) continue; // holds none of it
           problems.push({
             reason: 'SpecNotRolledOut',
             message: `receiver ${endpoint.name} (${rs}) does not run generation ${object.metadata?.generation ?? 0} of the spec yet: ${(error as Error).message}`,
@@ -352,6 +370,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     partitions: number[] | undefined,
     /** cubeSpecDigest of the spec: a receiver reporting another one is brought to it. */
     specDigest: string,
+    signal: AbortSignal,
   ): Promise<{
     status: CubeAssignmentStatusPatch;
     unowned: number[];
@@ -362,7 +381,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   }> {
     const assignment = object.status?.assignment ?? {};
     const key = `${object.metadata?.namespace ?? 'default'}/${cube}`;
-    const partitionRows: PartitionStatus[] = [];
+    const partitionRows: ObservedPartition[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
     const failed: Problem[] = [];
@@ -373,14 +392,23 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const [rs, owned] of Object.entries(assignment)) {
       if (owned.length === 0) continue;
       // Every replica's report counts for failures and rejections; one replica's for positions.
-      const reports: { receiver: string; status: CubeStatus }[] = [];
+      const reports: { receiver: string; status: CubeSummary }[] = [];
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          let status = await client.cubeStatus(cube);
+          let status = await receiverStatus.cube(endpoint.baseUrl, cube, signal);
+          if (status === undefined) {
+            problems.push({
+              reason: 'CubeNotOnReceiver',
+              message: `receiver ${endpoint.name} (${rs}) does not hold the cube, though partitions ${owned.join(', ')} are assigned to its replica set`,
+            });
+            continue;
+          }
           // Repair: a receiver that restarted from an older checkpoint runs an older source.
           if (status.specDigest !== specDigest)
-            status = await client.assign(cube, assignRequest(object, rs, []));
+            status = cubeSummaryOf(
+              await client.assign(cube, assignRequest(object, rs, []), signal),
+            );
           // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
           const paused = status.partitions.filter(
             (p) => p.state === 'paused' && owned.includes(p.partition),
@@ -389,6 +417,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             const answer = await client.resume(
               cube,
               paused.map((p) => p.partition),
+              signal,
             );
             // Report the resumed states, or the cube would read as not consumed (a Warning) once.
             const resumed = new Map(answer.partitions.map((p) => [p.partition, p]));
@@ -399,6 +428,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           }
           reports.push({ receiver: endpoint.name, status });
         } catch (error) {
+          signal.throwIfAborted();
           problems.push({
             reason: 'ReceiverUnreachable',
             message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
@@ -438,11 +468,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         if (p.lag !== null)
           deps.metrics.lag.set({ cube, partition: String(p.partition) }, Number(p.lag));
       }
-      for (const s of report.segments) {
-        if (s.state === 'ACTIVE') segments.active += 1;
-        else if (s.state === 'IMMUTABLE') segments.immutable += 1;
-        else segments.handedOff += 1;
-      }
+      segments.active += report.segments.active;
+      segments.immutable += report.segments.immutable;
+      segments.handedOff += report.segments.handedOff;
     }
     rejections.retain(key, observedReceivers);
     const unowned = (partitions ?? []).filter((p) => !consuming.has(p));
@@ -471,6 +499,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (!cached) {
       rejections.forget(`${namespace}/${name}`);
       degradedEvents.delete(`${namespace}/${name}`);
+      positionsWrittenAt.delete(`${namespace}/${name}`);
       return;
     }
     let object = structuredClone(cached);
@@ -533,7 +562,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         base,
         {
           conditions: conditionsWith(base, [
-            degraded(base, [{ reason: error.reason, message: error.message }]),
+            degraded(base, [
+              {
+                reason: error.reason,
+                message: error.message,
+                ...(error.event === undefined ? {} : { event: error.event }),
+              },
+            ]),
             { type: 'Ready', status: 'False', reason: error.reason, message: error.message },
           ]),
         },
@@ -691,7 +726,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     signal.throwIfAborted();
-    const observed = await observe(object, cube, receivers, partitions, specDigest);
+    const observed = await observe(object, cube, receivers, partitions, specDigest, signal);
     signal.throwIfAborted();
     // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
     // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
@@ -712,9 +747,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // Late or bad data is worth a Degraded condition, but the cube is consumed: still Ready.
     const notReady = problems.filter((p) => !p.keepsReady);
     const ready = notReady.length === 0;
-    await patchStatus(object, {
+    // Live positions move with every record: written when a lag changes magnitude, the rows
+    // change shape, or once per resync; not on every observation.
+    const { partitions: rows, totalLag, segments } = observed.status;
+    const writtenAt = positionsWrittenAt.get(key);
+    const positionsDue =
+      writtenAt === undefined ||
+      Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
+      partitionRowsMoved(object.status?.partitions, rows ?? []);
+    const written = await patchStatus(object, {
       observedGeneration: object.metadata?.generation,
-      ...observed.status,
+      ...(positionsDue ? { partitions: rows, totalLag } : {}),
+      segments,
       conditions: conditionsWith(object, [
         ready
           ? {
@@ -738,6 +782,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         degraded(object, problems),
       ]),
     });
+    if (positionsDue && written !== object) positionsWrittenAt.set(key, Date.now());
     return {
       requeueAfterMs: problems.length === 0 ? deps.resyncMs : Math.min(deps.resyncMs, 5_000),
     };

@@ -175,8 +175,8 @@ function fakeReceiver(
           segment(fault === 'handOffPending' ? 'IMMUTABLE' : 'HANDED_OFF'),
         ]),
       ),
-    unassign: (_cube: string, _force = false, signal?: AbortSignal) =>
-      answer('unassign', '', signal, () => ({})),
+    unassign: (cube: string, _force = false, signal?: AbortSignal) =>
+      answer('unassign', '', signal, () => ({ cube, unassigned: true as const })),
   };
 }
 
