@@ -12,11 +12,9 @@
 // under steady load T's first event also waits for the next produced batch (one --tick-ms at most).
 // The operator's phase timestamps (JSON log lines) tell where the time goes.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
@@ -24,15 +22,8 @@ import { createKafka } from '../src/kafka/client.ts';
 import type { CubeStatus } from '../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../src/protocol/client.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
-import {
-  type TestEnvironment,
-  environmentVariables,
-  findRunningEnvironment,
-  startEnvironment,
-  stopEnvironment,
-} from '../src/local/environment.ts';
 import { freePort } from '../src/local/processes.ts';
-import { settings } from '../src/local/settings.ts';
+import { benchEnvironment, benchFlags, positive, say } from './environment.ts';
 import {
   OperatorProcess,
   applyCrd,
@@ -63,9 +54,6 @@ type ReplicaSet = (typeof replicaSets)[number];
 const hosts: Record<ReplicaSet, string> = { 'rs-a': '127.0.0.41', 'rs-b': '127.0.0.42' };
 const goals = { doneP99Ms: 5_000, gapP99Ms: 1_000 };
 
-const say = (text: string): void => {
-  process.stdout.write(`${text}\n`);
-};
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
 function percentile(values: number[], q: number): number {
@@ -342,30 +330,17 @@ interface MoveResult {
   logGapMs: number | undefined;
 }
 
-function positive(name: string, text: string): number {
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer`);
-  return n;
-}
-
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      moves: { type: 'string' },
-      mode: { type: 'string', default: 'all' },
-      partitions: { type: 'string', default: '32' },
-      rate: { type: 'string', default: '3200' },
-      'tick-ms': { type: 'string', default: '50' },
-      'poll-ms': { type: 'string', default: '50' },
-      'settle-ms': { type: 'string', default: '1000' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
+  const values = benchFlags(usage, {
+    moves: undefined,
+    mode: 'all',
+    partitions: '32',
+    rate: '3200',
+    'tick-ms': '50',
+    'poll-ms': '50',
+    'settle-ms': '1000',
   });
-  if (values.help) {
-    say(usage);
-    return;
-  }
+  if (!values) return;
   const moves = positive('moves', values.moves ?? process.env.BENCH_MOVES ?? '10');
   const mode = values.mode;
   if (mode !== 'all' && mode !== 'half') throw new Error('--mode must be all or half');
@@ -378,16 +353,7 @@ async function main(): Promise<void> {
   const settleMs = positive('settle-ms', values['settle-ms']);
   const perTick = Math.max(1, Math.round((rate * tickMs) / 1000 / partitions));
 
-  let env: TestEnvironment | undefined = findRunningEnvironment(settings.stateDir);
-  let ownEnv: TestEnvironment | undefined;
-  if (env) {
-    say(`using the running environment in ${settings.stateDir}`);
-  } else {
-    say('no running environment: starting one for this run (stopped at the end)');
-    env = ownEnv = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-bench-env-')));
-  }
-  // The test helpers find the environment through these variables.
-  Object.assign(process.env, environmentVariables(env));
+  const { env, stop: stopEnv } = await benchEnvironment();
   const kc = adminKubeConfig();
   const kafka = createKafka({
     clientId: 'bench-reassign',
@@ -657,7 +623,7 @@ async function main(): Promise<void> {
       ])
         rmSync(dir, { recursive: true, force: true });
     }
-    if (ownEnv) await stopEnvironment(ownEnv, true);
+    await stopEnv();
   }
 }
 

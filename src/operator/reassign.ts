@@ -83,6 +83,11 @@ export interface ReassignContext {
   handOffTimeoutMs: number;
   /** How long one drain call may wait on a receiver before answering `done: false`. */
   drainPollMs: number;
+  /**
+   * How long one seal call may wait for the hand-off before answering with segments pending: the
+   * receiver answers as soon as they are handed off, so Sealing ends then, not at the next poll.
+   */
+  sealPollMs: number;
   now: () => Date;
   /** Aborts when the lease is lost or the process shuts down: no receiver call starts after. */
   signal: AbortSignal;
@@ -91,14 +96,15 @@ export interface ReassignContext {
 /**
  * When the reconciler runs the cube again after each outcome. Between two phases there is nothing
  * to wait for (the reconciler reads its own write back, even before the informer has it): the
- * short delay only hands the worker back, so other cubes' keys run in between.
+ * next phase runs at once, behind the keys already queued, so other cubes' keys run in between
+ * but no timer adds to every phase.
  */
 export const requeueDelayMs = {
-  advanced: 20,
+  advanced: 1,
   /** A drain under way: the poll itself waited up to `drainPollMs` on the receiver. */
-  drainPending: 50,
-  /** A hand-off under way: the seal answers at once (the receiver retries every 100 ms). */
-  handOffPending: 100,
+  drainPending: 1,
+  /** A hand-off under way: the seal itself waited up to `sealPollMs` (the receiver retries). */
+  handOffPending: 1,
   /** Reported as Degraded; retried. */
   blocked: 2_000,
   /** Done or rolled back: the next reconcile observes the receivers. */
@@ -370,7 +376,7 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
 
 /**
  * A source left without any partition of the cube seals and hands off, then drops it. The seal
- * answers at once; replicas are taken in order and a pass ends at the first whose hand-off is
+ * waits briefly for the hand-off; replicas are taken in order and a pass ends at the first whose hand-off is
  * still pending, re-checked on the next reconcile.
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
@@ -381,7 +387,7 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
       let status: CubeStatus;
       try {
         status = await call(ctx, endpoint, 'seal', 'SealFailed', (c) =>
-          c.seal(ctx.cube, 0, ctx.signal),
+          c.seal(ctx.cube, ctx.sealPollMs, ctx.signal),
         );
       } catch (error) {
         if (isGone(error)) continue; // unassigned already

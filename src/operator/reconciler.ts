@@ -30,7 +30,7 @@ import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import type { OwnWrites } from './own-writes.ts';
-import { ReceiverStatusCache } from './receiver-status-cache.ts';
+import { SharedReads } from './shared-reads.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import {
@@ -79,6 +79,8 @@ export interface ReconcilerDeps {
 
 /** How long one drain call waits on a receiver; a drain not done by then is polled again. */
 const drainPollMs = 250;
+/** How long one seal call waits for the hand-off; one not done by then is polled again. */
+const sealPollMs = 250;
 /** How long a hand-off may stay pending in Sealing before it is reported (HandOffPending). */
 const handOffTimeoutMs = 30_000;
 
@@ -106,17 +108,25 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     let c = clients.get(baseUrl);
     if (!c) {
       c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
-        onMutation: () => receiverStatus.invalidate(baseUrl),
+        onMutation: () => receiverCubes.invalidate(baseUrl),
       });
       clients.set(baseUrl, c);
     }
     return c;
   };
-  /** One GET /v1/cubes per receiver per resync, shared by all its cubes. */
-  const receiverStatus = new ReceiverStatusCache({
-    fetch: (baseUrl) => clientAt(baseUrl).cubes(),
+  /** One GET /v1/cubes per receiver per resync, shared by all its cubes: cube → summary. */
+  const receiverCubes = new SharedReads<Map<string, CubeSummary>>({
+    fetch: async (baseUrl) =>
+      new Map((await clientAt(baseUrl).cubes()).cubes.map((c) => [c.cube, c])),
     maxAgeMs: deps.resyncMs,
   });
+  /** The cube as the receiver last reported it; undefined when the receiver does not hold it. */
+  const cubeOn = async (
+    endpoint: ReceiverEndpoint,
+    cube: string,
+    signal: AbortSignal,
+  ): Promise<CubeSummary | undefined> =>
+    (await receiverCubes.get(endpoint.baseUrl, signal)).get(cube);
   /** Per cube key, when live positions were last written to status (Date.now()). */
   const positionsWrittenAt = new Map<string, number>();
   /** Receivers' record counters over the last minutes, per cube key and receiver. */
@@ -262,8 +272,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       ...object.spec.replicaSets,
       ...targets,
     ]);
-    // The seal answers at once; a receiver whose hand-off is still pending is asked again on the
-    // next reconcile instead of holding a worker until it is done.
+    // The seal waits briefly for the hand-off; a receiver whose hand-off is still pending is asked
+    // again on the next reconcile instead of holding a worker until it is done.
     let handOffPending = false;
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
@@ -273,7 +283,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             .filter((p) => p.state !== 'released')
             .map((p) => p.partition);
           if (held.length > 0) await client.release(cube, held, signal);
-          const sealed = await client.seal(cube, 0, signal);
+          const sealed = await client.seal(cube, sealPollMs, signal);
           if (sealed.segments.some((s) => s.state !== 'HANDED_OFF')) {
             handOffPending = true;
             continue;
@@ -347,7 +357,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
         try {
-          const status = await receiverStatus.cube(endpoint.baseUrl, cube, signal);
+          const status = await cubeOn(endpoint, cube, signal);
           if (status === undefined) continue; // holds none of it
           if (status.specDigest !== wanted)
             await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
@@ -396,7 +406,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          let status = await receiverStatus.cube(endpoint.baseUrl, cube, signal);
+          let status = await cubeOn(endpoint, cube, signal);
           if (status === undefined) {
             problems.push({
               reason: 'CubeNotOnReceiver',
@@ -541,6 +551,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       drainTimeoutMs: deps.drainTimeoutMs,
       handOffTimeoutMs,
       drainPollMs,
+      sealPollMs,
       now: () => new Date(),
       signal,
     });

@@ -66,7 +66,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   cubes.start();
   pods.start();
 
-  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`);
+  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`, config.resyncMs);
   const ownWrites = new OwnWrites<CubeAssignment>();
   const reconcile = createCubeReconciler({
     ownWrites,

@@ -1,6 +1,7 @@
-// ReceiverStatusCache: one GET /v1/cubes per receiver per period, whatever the number of cubes
-// asking; shared while in flight; dropped by a mutating call so that the next read is fresh.
-import { ReceiverStatusCache } from '../../src/operator/receiver-status-cache.ts';
+// SharedReads as the operator reads receivers with it: one GET /v1/cubes per receiver per period,
+// whatever the number of cubes asking; shared while in flight; dropped by a mutating call so that
+// the next read is fresh.
+import { SharedReads } from '../../src/operator/shared-reads.ts';
 import type { CubeSummaries, CubeSummary } from '../../src/protocol/admin-api.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
 
@@ -36,7 +37,17 @@ const url = 'http://127.0.0.1:8080';
 function setUp() {
   const clock = new ManualClock();
   const receiver = fakeReceiver();
-  const cache = new ReceiverStatusCache({ fetch: receiver.fetch, maxAgeMs: 1_000, clock });
+  const reads = new SharedReads({
+    fetch: async (baseUrl: string) =>
+      new Map((await receiver.fetch(baseUrl)).cubes.map((c) => [c.cube, c])),
+    maxAgeMs: 1_000,
+    clock,
+  });
+  const cache = {
+    cube: (baseUrl: string, cube: string, signal?: AbortSignal) =>
+      reads.get(baseUrl, signal).then((cubes) => cubes.get(cube)),
+    invalidate: (baseUrl: string) => reads.invalidate(baseUrl),
+  };
   return { clock, receiver, cache };
 }
 
