@@ -37,6 +37,7 @@ const usage = `Usage: npm run bench:scale -- [options]
   --stable-ms N      how long the stable operator is watched            [default 60000]
   --moves N          reassigns of the probe cube, idle and loaded each  [default 3]
   --create-concurrency N  creates in flight at once                     [default 16]
+  --workers N        the operator's --workers (cubes reconciled at once)  [default 16]
 `;
 
 const partitions = 16;
@@ -136,6 +137,7 @@ async function main(): Promise<void> {
     'stable-ms': '60000',
     moves: '3',
     'create-concurrency': '16',
+    workers: '16',
   });
   if (!values) return;
   const cubeCount = positive('cubes', values.cubes);
@@ -143,6 +145,7 @@ async function main(): Promise<void> {
   const stableMs = positive('stable-ms', values['stable-ms']);
   const moves = positive('moves', values.moves);
   const concurrency = positive('create-concurrency', values['create-concurrency']);
+  const workers = positive('workers', values.workers);
 
   const { env, stop: stopEnv } = await benchEnvironment();
   const kc = adminKubeConfig();
@@ -187,7 +190,7 @@ async function main(): Promise<void> {
       namespace: ns,
       receiverToken: token,
       receiverPort: port,
-      args: [`--resync=${values.resync}`],
+      args: [`--resync=${values.resync}`, `--workers=${workers}`],
     });
     await operator.start();
     const metricsUrl = `http://127.0.0.1:${operator.port}/metrics`;
@@ -198,7 +201,7 @@ async function main(): Promise<void> {
     say(
       `namespace ${ns}: ${cubeCount} cubes × ${partitions} partitions on ${topicCount - 1} topics ` +
         `(${cubesPerTopic} a topic), each cube on one of ${replicaSets.length} replica sets ` +
-        `(${Math.ceil(cubeCount / replicaSets.length)} cubes a receiver); operator --resync=${values.resync}`,
+        `(${Math.ceil(cubeCount / replicaSets.length)} cubes a receiver); operator --resync=${values.resync} --workers=${workers}`,
     );
 
     /** One full reassign of the probe cube to `to`: spec patch → Done with the new assignment. */
