@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError } from './config-error.ts';
+import { version } from './version.ts';
 import { receiverUsage } from './receiver/config.ts';
 import { operatorUsage } from './operator/config.ts';
 
@@ -11,7 +12,8 @@ export const usage = `Usage: streamcube <command> [options]
 Commands:
   operator   run the Kubernetes operator that assigns cube partitions to receiver replica sets
   receiver   run a receiver: consume Kafka partitions, build time-window segments, hand them off
-  local      run a whole stack on this machine (Kafka, API server, operator, receivers)
+  local      run a whole stack on this machine (Kafka, API server, operator, receivers);
+             local --node runs it with the image and the Helm chart on a real one-node cluster
 
 Options:
   -h, --help     show this help
@@ -36,7 +38,7 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
   });
   const [command] = positionals;
   if (values.version) {
-    io.out('streamcube 0.1.0\n');
+    io.out(`streamcube ${version}\n`);
     return 0;
   }
   if (command === 'receiver' && values.help) {
@@ -84,8 +86,15 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     );
     return 2;
   }
+  let local;
+  try {
+    local = parseArgs({ args: rest, options: { node: { type: 'boolean' } } });
+  } catch (error) {
+    io.err(`streamcube local: ${(error as Error).message}\n`);
+    return 2;
+  }
   const { runLocalStack } = await import('./local/stack.ts');
-  return runLocalStack();
+  return runLocalStack({ node: local.values.node === true });
 }
 
 const isMain = process.argv[1] !== undefined && import.meta.filename === process.argv[1];

@@ -8,7 +8,13 @@ import { join } from 'node:path';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
-import { freePort, runCommand, startService, stopService, waitForService } from './processes.ts';
+import {
+  recordedPorts,
+  runCommand,
+  startService,
+  stopService,
+  waitForService,
+} from './processes.ts';
 
 export interface ControlPlane {
   version: string;
@@ -291,7 +297,8 @@ export async function startControlPlane(
     (a): a is string => a !== undefined && a !== '127.0.0.1',
   );
   const certs = await writeCertificates(join(dir, 'certs'), extraAddresses);
-  const [etcdClient, etcdPeer, securePort] = [await freePort(), await freePort(), await freePort()];
+  const ports = await recordedPorts(join(dir, 'ports.json'), ['etcdClient', 'etcdPeer', 'api']);
+  const [etcdClient, etcdPeer, securePort] = [ports.etcdClient, ports.etcdPeer, ports.api];
 
   const etcdUrl = `http://127.0.0.1:${etcdClient}`;
   const etcdLog = join(dir, 'etcd.log');

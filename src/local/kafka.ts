@@ -9,7 +9,7 @@ import { logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
-import { freePort, runCommand, startService, waitForService } from './processes.ts';
+import { recordedPorts, runCommand, startService, waitForService } from './processes.ts';
 
 export interface KafkaBroker {
   version: string;
@@ -241,9 +241,8 @@ export async function startKafka(
 ): Promise<KafkaBroker> {
   const classpath = await resolveKafkaClasspath(version);
   mkdirSync(dir, { recursive: true });
-  const [brokerPort, controllerPort] = ports
-    ? [ports.broker, ports.controller]
-    : [await freePort(), await freePort()];
+  const { broker: brokerPort, controller: controllerPort } =
+    ports ?? (await recordedPorts(join(dir, 'ports.json'), ['broker', 'controller']));
   const dataDir = join(dir, 'data');
   const propsFile = join(dir, 'server.properties');
   writeFileSync(

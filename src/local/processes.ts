@@ -1,7 +1,7 @@
 // Child processes of the test environment: one-shot commands with their output kept for errors,
 // long-running services detached into their own process group with output to a log file.
 import { spawn } from 'node:child_process';
-import { openSync, closeSync, readFileSync, existsSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -12,6 +12,8 @@ export interface RunOptions {
   onLine?: (line: string) => void;
   /** Written to the command's standard input (which is closed when this is absent). */
   input?: string;
+  /** Ends the command (SIGTERM) when aborted, as Ctrl-C of `local` does. */
+  signal?: AbortSignal;
 }
 
 /** Runs a command to completion; on failure the error carries the command and its last output. */
@@ -25,6 +27,7 @@ export function runCommand(
       cwd: options.cwd,
       env: options.env ?? process.env,
       stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      ...(options.signal ? { signal: options.signal } : {}),
     });
     if (options.input !== undefined) child.stdin?.end(options.input);
     const output: string[] = [];
@@ -118,6 +121,34 @@ export async function freePort(): Promise<number> {
 }
 
 const handedOut = new Set<number>();
+
+/**
+ * Free ports for the services named, the same ones as the last start on `file`'s directory when
+ * they are still free: a restarted environment keeps its addresses, so that what its data
+ * recorded (the `kubernetes` Service's target port, the brokers' addresses in KRaft metadata)
+ * still holds, and so do kubeconfigs handed out.
+ */
+export async function recordedPorts<N extends string>(
+  file: string,
+  names: readonly N[],
+): Promise<Record<N, number>> {
+  let recorded: Record<string, number> = {};
+  try {
+    recorded = JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+  } catch {
+    // first start on this directory
+  }
+  const ports = {} as Record<N, number>;
+  for (const name of names) {
+    const port = recorded[name];
+    if (port !== undefined && !handedOut.has(port) && (await canListen(port))) {
+      handedOut.add(port);
+      ports[name] = port;
+    } else ports[name] = await freePort();
+  }
+  writeFileSync(file, JSON.stringify({ ...recorded, ...ports }));
+  return ports;
+}
 
 function canListen(port: number): Promise<boolean> {
   return new Promise((resolvePromise) => {

@@ -6,10 +6,7 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { logLevel } from 'kafkajs';
-import { createKafka } from '../kafka/client.ts';
 import { settings } from './settings.ts';
 import {
   type TestEnvironment,
@@ -20,8 +17,8 @@ import {
 } from './environment.ts';
 import { freePort, startService, stopService, waitForService } from './processes.ts';
 import { say } from './progress.ts';
-import { applyCrdWith, cubeApi, receiverPod } from './cluster.ts';
-import { DemoProducer, demoRates, demoSchema } from './demo-data.ts';
+import { applyCrdWith, receiverPod } from './cluster.ts';
+import { type Teardown, runUntilSignal, startDemo } from './stack-parts.ts';
 
 const cliPath = resolve(import.meta.dirname, '../cli.ts');
 
@@ -43,33 +40,6 @@ export interface LocalStackInfo {
   environmentPids: number[] | undefined;
 }
 
-class Stopped extends Error {}
-
-/** Things started, stopped in reverse order; a signal stops start-up after its current step. */
-class Teardown {
-  private readonly steps: { what: string; stop: () => Promise<void> }[] = [];
-  readonly signalled = new AbortController();
-
-  add(what: string, stop: () => Promise<void>): void {
-    this.steps.push({ what, stop });
-  }
-
-  /** Throws once a signal has come, so start-up goes straight to the teardown. */
-  check(): void {
-    if (this.signalled.signal.aborted) throw new Stopped();
-  }
-
-  async run(): Promise<void> {
-    for (const step of this.steps.reverse()) {
-      try {
-        await step.stop();
-      } catch (error) {
-        say(`stopping ${step.what} failed: ${(error as Error).message}`);
-      }
-    }
-  }
-}
-
 /** A `streamcube receiver|operator` child in its own process group, ready when /readyz says so. */
 async function startStreamcube(
   teardown: Teardown,
@@ -82,29 +52,6 @@ async function startStreamcube(
   teardown.add(name, () => stopService(pid, 30_000));
   await waitForService(name, async () => (await fetch(readyUrl)).ok, { pid, logFile }, 30_000);
   return pid;
-}
-
-async function deleteCubeAndWait(kc: KubeConfig, namespace: string, name: string): Promise<void> {
-  const cubes = cubeApi(kc);
-  const gone = (error: unknown): boolean => error instanceof ApiException && error.code === 404;
-  try {
-    await cubes.delete(namespace, name);
-  } catch (error) {
-    if (gone(error)) return;
-    throw error;
-  }
-  // The finalizer hands the cube's data off first (the operator is running by now).
-  for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(250)) {
-    try {
-      await cubes.get(namespace, name);
-    } catch (error) {
-      if (gone(error)) return;
-      throw error;
-    }
-  }
-  throw new Error(
-    `the CubeAssignment ${namespace}/${name} of an earlier run is not gone after 60s`,
-  );
 }
 
 async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
@@ -202,48 +149,14 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
   say(`operator at ${operator.url}/metrics, log ${operatorLog}`);
   teardown.check();
 
-  const kafka = createKafka({
-    clientId: 'streamcube-local',
-    brokers: [env.kafka.bootstrap],
-    logLevel: logLevel.NOTHING,
+  const demo = await startDemo(teardown, {
+    kc,
+    namespace,
+    bootstrap: env.kafka.bootstrap,
+    cubeBrokers: env.kafka.bootstrap,
+    runDir,
   });
-  const topic = 'orders';
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    await admin.createTopics({
-      topics: [{ topic, numPartitions: demoRates.length }],
-      waitForLeaders: true,
-    });
-  } finally {
-    await admin.disconnect();
-  }
-  const cube = 'orders';
-  await deleteCubeAndWait(kc, namespace, cube);
-  // From the latest offsets: the demo producer starts once the cube is Ready, so the cube sees
-  // every demo event of this run and none of an earlier one.
-  await cubeApi(kc).create(namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'latest' },
-    schema: demoSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'sticky',
-  });
-  for (;;) {
-    teardown.check();
-    const c = await cubeApi(kc).get(namespace, cube);
-    const ready = c.status?.conditions?.find((x) => x.type === 'Ready')?.status === 'True';
-    const assigned = Object.values(c.status?.assignment ?? {}).flat().length;
-    if (ready && assigned === demoRates.length && !c.status?.reassign) break;
-    await sleep(250);
-  }
-
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  await producer.connect();
-  teardown.add('the demo producer connection', () => producer.disconnect());
-  const ledgerFile = join(runDir, 'demo-produced.json');
-  const demo = new DemoProducer(producer, topic, ledgerFile);
-  demo.start((error) => say(`demo producer: ${(error as Error).message}`));
-  teardown.add('the demo producer', () => demo.stop());
+  const { cube, topic, ledgerFile } = demo;
 
   const info: LocalStackInfo = {
     pid: process.pid,
@@ -263,10 +176,6 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
   };
   writeFileSync(join(runDir, 'stack.json'), JSON.stringify(info, null, 2));
   const kubectl = join(settings.cacheDir, 'bin', 'k8s-*', 'kubectl');
-  const perSecond = demoRates.reduce(
-    (sum, r) => sum + ('perSecond' in r ? r.perSecond : r.burst / r.everySeconds),
-    0,
-  );
   console.log(`
 streamcube is running locally.
 ${describeEnvironment(env)}
@@ -282,40 +191,18 @@ ${receivers
   )
   .join('\n')}
 
-A producer writes about ${Math.round(perSecond)} events/s to topic '${topic}' (${demoRates.length} partitions at mixed rates);
+A producer writes about ${Math.round(demo.perSecond)} events/s to topic '${topic}' (${demo.partitions} partitions at mixed rates);
 what it wrote so far is in ${ledgerFile}. State and logs: ${runDir}.
 Ctrl-C stops everything${reused ? ' (the environment from env:up keeps running)' : ''}.
 `);
   return info;
 }
 
-export async function runLocalStack(): Promise<number> {
-  const teardown = new Teardown();
-  let signals = 0;
-  const onSignal = (signal: NodeJS.Signals): void => {
-    signals += 1;
-    if (signals === 1) {
-      say(`${signal}: stopping everything streamcube local started`);
-      teardown.signalled.abort();
-    } else say(`${signal} again: still stopping, please wait`);
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  let exitCode = 0;
-  try {
-    await startStack(teardown);
-    await new Promise<void>((r) => teardown.signalled.signal.addEventListener('abort', () => r()));
-  } catch (error) {
-    if (!(error instanceof Stopped)) {
-      say(`streamcube local failed: ${(error as Error).stack ?? String(error)}`);
-      exitCode = 1;
-    }
-  } finally {
-    say('stopping');
-    await teardown.run();
-    say('stopped');
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+/** `streamcube local`; with `node`, on a real one-node cluster with the Helm chart (node-stack.ts). */
+export async function runLocalStack(options: { node?: boolean } = {}): Promise<number> {
+  if (options.node) {
+    const { startNodeStack } = await import('./node-stack.ts');
+    return runUntilSignal('streamcube local --node', startNodeStack);
   }
-  return exitCode;
+  return runUntilSignal('streamcube local', startStack);
 }

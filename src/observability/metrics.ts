@@ -10,12 +10,26 @@ import {
   type GaugeConfiguration,
   type HistogramConfiguration,
 } from 'prom-client';
+import { version } from '../version.ts';
 
 /** A registry for one process: everything it exposes on `/metrics`, plus Node's process metrics. */
 export function createProcessRegistry(options: { processMetrics?: boolean } = {}): Registry {
   const registry = new Registry();
   if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
   return registry;
+}
+
+/**
+ * `streamcube_build_info` = 1 with the release and the Node.js version as labels, the convention
+ * of Prometheus' own `prometheus_build_info` (join on it to label any series with the version).
+ */
+export function registerBuildInfo(registry: Registry, component: 'operator' | 'receiver'): void {
+  new Gauge({
+    name: 'streamcube_build_info',
+    help: 'A metric with a constant 1 value labelled by the version streamcube was built from',
+    labelNames: ['version', 'nodejs_version', 'component'],
+    registers: [registry],
+  }).set({ version, nodejs_version: process.versions.node, component }, 1);
 }
 
 type MetricClass = typeof Counter | typeof Gauge | typeof Histogram;

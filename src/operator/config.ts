@@ -1,5 +1,4 @@
 // Operator configuration from flags and environment (flags win).
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -13,7 +12,9 @@ export interface OperatorConfig {
   host: string;
   port: number;
   kubeconfig: string | undefined;
-  receiverToken: string;
+  /** The receivers' admin token (first line), read again while running (TokenFile). */
+  receiverTokenFile: string;
+  receiverTokenGraceMs: number;
   receiverPort: number;
   leaseNamespace: string;
   leaseName: string;
@@ -33,6 +34,8 @@ Options (environment variable in brackets):
   --kubeconfig FILE            API server credentials      [KUBECONFIG, default: in-cluster]
   --namespace NS               watch only this namespace   [WATCH_NAMESPACE, default: all namespaces]
   --receiver-token-file FILE   receivers' admin token      [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
+                               (re-read every 2s: a change applies without a restart)
+  --receiver-token-grace DUR   the replaced token is still offered on a 403 for                [2m]
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
   --host ADDR / --port N       /healthz /readyz /metrics   [default: 0.0.0.0:8081]
   --identity NAME              leader-election identity    [POD_NAME, default: hostname + random]
@@ -44,6 +47,8 @@ Options (environment variable in brackets):
   --resync DUR                 status refresh period of a stable cube                          [10s]
   --rejected-events-window DUR how far back spec.rejectedEventsThreshold measures rejections   [5m]
   --workers N                  cubes reconciled at once                                        [4]
+
+Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
 
 export function parseOperatorConfig(
@@ -57,6 +62,7 @@ export function parseOperatorConfig(
         'kubeconfig',
         'namespace',
         'receiver-token-file',
+        'receiver-token-grace',
         'receiver-port',
         'host',
         'port',
@@ -76,11 +82,13 @@ export function parseOperatorConfig(
     strict: true,
   });
   const flag = (k: string): string | undefined => values[k];
-  const duration = (k: string, fallback: string): number => {
+  const duration = (k: string, fallback: string, min = 1): number => {
     const text = flag(k) ?? fallback;
     const ms = parseDuration(text);
-    if (ms === undefined || ms <= 0)
-      throw new ConfigError(`--${k} must be a positive duration like 10s, got '${text}'`);
+    if (ms === undefined || ms < min)
+      throw new ConfigError(
+        `--${k} must be a ${min > 0 ? 'positive ' : ''}duration like 10s, got '${text}'`,
+      );
     return ms;
   };
   const integer = (k: string, text: string, min: number, max: number): number => {
@@ -92,21 +100,14 @@ export function parseOperatorConfig(
   const tokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!tokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
-  let receiverToken: string;
-  try {
-    receiverToken = (readFileSync(tokenFile, 'utf8').split('\n')[0] ?? '').trim();
-  } catch (error) {
-    throw new ConfigError(
-      `cannot read the receiver token file ${tokenFile}: ${(error as Error).message}`,
-    );
-  }
   return {
     identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),
-    receiverToken,
+    receiverTokenFile: tokenFile,
+    receiverTokenGraceMs: duration('receiver-token-grace', '2m', 0),
     receiverPort: integer(
       'receiver-port',
       flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',

@@ -24,6 +24,7 @@ import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import { cubeSummaryOf, type CubeSummary } from '../protocol/admin-api.ts';
 import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
+import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
@@ -58,7 +59,8 @@ export interface ReconcilerDeps {
   custom: CustomObjectsApi;
   getCube: (namespace: string, name: string) => CubeAssignment | undefined;
   listPods: (namespace: string) => V1Pod[];
-  receiverToken: string;
+  /** The receivers' admin tokens, newest first (the client falls back to an older one on 403). */
+  receiverToken: BearerTokens;
   receiverPort: number;
   topics: TopicMetadata;
   events: EventRecorder;

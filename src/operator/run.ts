@@ -12,7 +12,8 @@ import {
 } from '@kubernetes/client-node';
 import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
 import { createLogger } from '../observability/logger.ts';
-import { createProcessRegistry } from '../observability/metrics.ts';
+import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
+import { TokenFile } from '../protocol/token-file.ts';
 import { Controller } from './runtime/controller.ts';
 import { SupervisedInformer, objectKey } from './runtime/informer.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
@@ -28,12 +29,18 @@ import { TopicMetadata } from './topic-metadata.ts';
 export async function runOperator(argv: string[]): Promise<number> {
   const config = parseOperatorConfig(argv);
   const logger = createLogger('operator').child({ identity: config.identity });
+  const receiverToken = new TokenFile(config.receiverTokenFile, {
+    graceMs: config.receiverTokenGraceMs,
+    onError: (error) =>
+      logger.warn('receiver token file unusable; the current token stays', { error }),
+  });
   const kc = new KubeConfig();
   if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
   else kc.loadFromCluster();
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const registry = createProcessRegistry();
+  registerBuildInfo(registry, 'operator');
 
   const ns = config.namespace;
   const cubes = new SupervisedInformer<CubeAssignment>({
@@ -73,7 +80,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     custom,
     getCube: (ns, name) => cubes.get(name, ns),
     listPods: (ns) => pods.list(ns),
-    receiverToken: config.receiverToken,
+    receiverToken: receiverToken.tokens,
     receiverPort: config.receiverPort,
     topics,
     events: new EventRecorder(core, 'streamcube-operator', logger),
@@ -88,9 +95,10 @@ export async function runOperator(argv: string[]): Promise<number> {
 
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
   const lead = async (signal: AbortSignal): Promise<void> => {
-    const queue = new WorkQueue({ name: 'cubeassignments', registry });
+    const controllerName = 'cubeassignment';
+    const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({
-      name: 'cubeassignment',
+      name: controllerName,
       queue,
       reconcile,
       workers: config.workers,
@@ -171,6 +179,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   logger.info('shutting down', { reason: signal });
   await elector.stop({ release: true });
   server.close();
+  receiverToken.close();
   await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
   // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
   return signal === 'lost leadership' ? 1 : 0;

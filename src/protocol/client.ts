@@ -24,6 +24,7 @@ import {
   type ReceiverStatus,
   type UnassignResponse,
 } from './admin-api.ts';
+import type { BearerTokens } from './token-file.ts';
 
 export class ReceiverApiError extends Error {
   readonly status: number;
@@ -53,13 +54,22 @@ export interface ReceiverClientOptions {
 
 export class ReceiverClient {
   readonly baseUrl: string;
-  private readonly token: string;
+  private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
   private readonly onMutation: (() => void) | undefined;
 
-  constructor(baseUrl: string, token: string, timeoutMs = 60_000, options?: ReceiverClientOptions) {
+  /**
+   * `token`: one token, or the tokens valid now, newest first; a call the receiver refuses (403)
+   * with the newest is made again with the next, for a receiver that has not seen a rotation yet.
+   */
+  constructor(
+    baseUrl: string,
+    token: string | BearerTokens,
+    timeoutMs = 60_000,
+    options?: ReceiverClientOptions,
+  ) {
     this.baseUrl = baseUrl.replace(/\/$/, '');
-    this.token = token;
+    this.tokens = typeof token === 'string' ? () => [token] : token;
     this.timeoutMs = timeoutMs;
     this.onMutation = options?.onMutation;
   }
@@ -73,17 +83,25 @@ export class ReceiverClient {
     const { body, signal, timeoutMs = this.timeoutMs, mutates = method !== 'GET' } = options;
     const timeout = AbortSignal.timeout(timeoutMs);
     const where = `${method} ${this.baseUrl}${path}`;
-    let response: Response;
-    try {
-      response = await fetch(`${this.baseUrl}${path}`, {
+    const send = (token: string | undefined): Promise<Response> =>
+      fetch(`${this.baseUrl}${path}`, {
         method,
         headers: {
-          authorization: `Bearer ${this.token}`,
+          authorization: `Bearer ${token}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
+    let response: Response;
+    try {
+      const [newest, ...older] = this.tokens();
+      response = await send(newest);
+      for (const token of older) {
+        if (response.status !== 403) break;
+        await response.body?.cancel();
+        response = await send(token);
+      }
     } finally {
       // Sent or not, the receiver may have acted on it: what was read of it before is stale.
       if (mutates) this.onMutation?.();

@@ -1,5 +1,4 @@
 // Receiver configuration from flags and environment (flags win), with the defaults a pod needs.
-import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
@@ -12,7 +11,9 @@ export interface ReceiverConfig {
   port: number;
   dataDir: string;
   deepStorageDir: string;
-  adminToken: string;
+  /** The admin API's bearer token (first line), read again while running (TokenFile). */
+  adminTokenFile: string;
+  adminTokenGraceMs: number;
   flushIntervalMs: number;
   idleTimeoutMs: number;
 }
@@ -26,9 +27,13 @@ Options (environment variable in brackets):
   --port N                 admin/metrics/query port              [STREAMCUBE_PORT, default: 8080]
   --data-dir DIR           local segments and checkpoints        [STREAMCUBE_DATA_DIR, required]
   --deep-storage-dir DIR   where sealed segments are handed off  [STREAMCUBE_DEEP_STORAGE_DIR, required]
-  --admin-token-file FILE  bearer token for /v1 (first line)     [STREAMCUBE_ADMIN_TOKEN_FILE, required]
+  --admin-token-file FILE  bearer token for /v1 (first line),    [STREAMCUBE_ADMIN_TOKEN_FILE, required]
+                           read again every 2s: a change applies without a restart
+  --admin-token-grace DUR  the replaced token stays valid for    [STREAMCUBE_ADMIN_TOKEN_GRACE, default: 2m]
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
+
+Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
 
 export function parseReceiverConfig(
@@ -45,6 +50,7 @@ export function parseReceiverConfig(
       'data-dir': { type: 'string' },
       'deep-storage-dir': { type: 'string' },
       'admin-token-file': { type: 'string' },
+      'admin-token-grace': { type: 'string' },
       'flush-interval': { type: 'string' },
       'idle-timeout': { type: 'string' },
     },
@@ -57,28 +63,24 @@ export function parseReceiverConfig(
     if (v === undefined) throw new ConfigError(`--${flag} (or ${variable}) is required`);
     return v;
   };
-  const durationOf = (flag: keyof typeof values, variable: string, fallback: string): number => {
+  const durationOf = (
+    flag: keyof typeof values,
+    variable: string,
+    fallback: string,
+    min = 1,
+  ): number => {
     const text = pick(flag, variable) ?? fallback;
     const ms = parseDuration(text);
-    if (ms === undefined || ms <= 0)
-      throw new ConfigError(`--${flag} must be a positive duration like 1s, got '${text}'`);
+    if (ms === undefined || ms < min)
+      throw new ConfigError(
+        `--${flag} must be a ${min > 0 ? 'positive ' : ''}duration like 1s, got '${text}'`,
+      );
     return ms;
   };
   const portText = pick('port', 'STREAMCUBE_PORT') ?? '8080';
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError(`--port must be 0..65535, got '${portText}'`);
-  const tokenFile = required('admin-token-file', 'STREAMCUBE_ADMIN_TOKEN_FILE');
-  let adminToken: string;
-  try {
-    adminToken = (readFileSync(tokenFile, 'utf8').split('\n')[0] ?? '').trim();
-  } catch (error) {
-    throw new ConfigError(
-      `cannot read the admin token file ${tokenFile}: ${(error as Error).message}`,
-    );
-  }
-  if (adminToken.length < 16)
-    throw new ConfigError(`the admin token in ${tokenFile} must be at least 16 characters`);
   return {
     id: pick('id', 'STREAMCUBE_RECEIVER_ID') ?? hostname(),
     replicaSet: required('replica-set', 'STREAMCUBE_REPLICA_SET'),
@@ -86,7 +88,8 @@ export function parseReceiverConfig(
     port,
     dataDir: required('data-dir', 'STREAMCUBE_DATA_DIR'),
     deepStorageDir: required('deep-storage-dir', 'STREAMCUBE_DEEP_STORAGE_DIR'),
-    adminToken,
+    adminTokenFile: required('admin-token-file', 'STREAMCUBE_ADMIN_TOKEN_FILE'),
+    adminTokenGraceMs: durationOf('admin-token-grace', 'STREAMCUBE_ADMIN_TOKEN_GRACE', '2m', 0),
     flushIntervalMs: durationOf('flush-interval', 'STREAMCUBE_FLUSH_INTERVAL', '1s'),
     idleTimeoutMs: durationOf('idle-timeout', 'STREAMCUBE_IDLE_TIMEOUT', '30s'),
   };

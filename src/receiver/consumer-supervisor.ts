@@ -28,13 +28,27 @@ export interface RestartPolicy {
    * broker crashes well within it.
    */
   healthyAfterMs: number;
+  /**
+   * How long failures that Kafka calls retriable (a coordinator still loading after a broker
+   * start, a leader election, a dropped connection) may last before the consumer is reported
+   * failed. They are restarted and counted like any other; only the report waits, so that a
+   * group join that meets a loading coordinator does not raise ConsumerFailed. A failure that is
+   * not retriable (a batch that cannot be decoded) is reported at once.
+   */
+  transientGraceMs: number;
 }
 
 export const defaultRestartPolicy: RestartPolicy = {
   initialBackoffMs: 1_000,
   maxBackoffMs: 30_000,
   healthyAfterMs: 10_000,
+  transientGraceMs: 5_000,
 };
+
+/** kafkajs marks errors a retry may cure `retriable` (KafkaJSError's own flag). */
+export function isRetriable(error: Error): boolean {
+  return (error as { retriable?: unknown }).retriable === true;
+}
 
 export interface ConsumerSupervisorOptions {
   /** Starts a fresh consumer from the channel's positions, with its pauses; throws on failure. */
@@ -63,7 +77,8 @@ export class ConsumerSupervisor {
   private readonly clock: SupervisorClock;
   private readonly options: ConsumerSupervisorOptions;
   private phase: Phase = 'running';
-  private failure: { error: Error; since: number } | undefined;
+  /** Since when the consumer is down, the latest error, and whether every error was retriable. */
+  private failure: { error: Error; since: number; transient: boolean } | undefined;
   /** Failures in a row since the consumer last was healthy: the exponent of the backoff. */
   private streak = 0;
   private failures = 0;
@@ -110,11 +125,19 @@ export class ConsumerSupervisor {
     if (this.phase === 'recovering') this.recovered();
   }
 
+  /**
+   * `failed` while the consumer is down, unless every failure since it went down was retriable
+   * and it has been down for less than the grace.
+   */
   health(): ConsumerHealth {
-    if (this.phase === 'running' || !this.failure) {
+    const failure = this.failure;
+    if (this.phase === 'running' || !failure) {
       return { state: 'running', failures: this.failures };
     }
-    return { state: 'failed', failures: this.failures, ...this.failure };
+    if (failure.transient && this.clock.now() - failure.since < this.policy.transientGraceMs) {
+      return { state: 'running', failures: this.failures };
+    }
+    return { state: 'failed', failures: this.failures, error: failure.error, since: failure.since };
   }
 
   /** No more restarts (the channel is closing). */
@@ -131,7 +154,11 @@ export class ConsumerSupervisor {
     this.failures += 1;
     this.cancelHealthy?.();
     this.cancelHealthy = undefined;
-    this.failure = { error, since: this.failure?.since ?? this.clock.now() };
+    this.failure = {
+      error,
+      since: this.failure?.since ?? this.clock.now(),
+      transient: (this.failure?.transient ?? true) && isRetriable(error),
+    };
     this.phase = 'failed';
     if (this.cancelRestart) return; // one restart is already due; it reads the latest state
     const delay = Math.min(

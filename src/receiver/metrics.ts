@@ -1,9 +1,11 @@
 // The receiver's Prometheus metrics. Labels are bounded by configuration: cube, partition,
 // reason, state, route; never offsets or ids.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerBuildInfo } from '../observability/metrics.ts';
 
 export function createReceiverMetrics(registry = new Registry()) {
   collectDefaultMetrics({ register: registry });
+  registerBuildInfo(registry, 'receiver');
   const r = [registry];
   return {
     registry,

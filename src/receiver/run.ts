@@ -2,6 +2,7 @@
 // (flush, checkpoint, close consumers).
 import { once } from 'node:events';
 import { createLogger } from '../observability/logger.ts';
+import { TokenFile } from '../protocol/token-file.ts';
 import { parseReceiverConfig } from './config.ts';
 import { createReceiverMetrics } from './metrics.ts';
 import { Receiver } from './receiver.ts';
@@ -13,8 +14,13 @@ export async function runReceiver(argv: string[]): Promise<number> {
     receiver: config.id,
     replicaSet: config.replicaSet,
   });
+  const adminToken = new TokenFile(config.adminTokenFile, {
+    graceMs: config.adminTokenGraceMs,
+    onError: (error) =>
+      logger.warn('admin token file unusable; the current token stays', { error }),
+  });
   const receiver = new Receiver(config, createReceiverMetrics(), logger);
-  const server = createReceiverServer(receiver, logger);
+  const server = createReceiverServer(receiver, logger, adminToken.tokens);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   const address = server.address();
@@ -28,6 +34,7 @@ export async function runReceiver(argv: string[]): Promise<number> {
   const signal = await Promise.race([once(process, 'SIGTERM'), once(process, 'SIGINT')]);
   logger.info('shutting down', { signal: String(signal) });
   server.close();
+  adminToken.close();
   await receiver.stop();
   logger.info('stopped');
   return 0;

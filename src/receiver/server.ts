@@ -12,6 +12,7 @@ import {
   cubeName,
 } from '../protocol/admin-api.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
+import type { BearerTokens } from '../protocol/token-file.ts';
 import { ChannelError } from './cube-channel.ts';
 import type { Receiver } from './receiver.ts';
 
@@ -129,15 +130,24 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-function authorized(req: IncomingMessage, token: string): 401 | 403 | true {
+function authorized(req: IncomingMessage, tokens: readonly string[]): 401 | 403 | true {
   const header = req.headers.authorization;
   if (!header?.startsWith('Bearer ')) return 401;
   const given = Buffer.from(header.slice('Bearer '.length));
-  const expected = Buffer.from(token);
-  return given.length === expected.length && timingSafeEqual(given, expected) ? true : 403;
+  return tokens.some((token) => {
+    const expected = Buffer.from(token);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  })
+    ? true
+    : 403;
 }
 
-export function createReceiverServer(receiver: Receiver, logger: Logger): Server {
+/** `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old). */
+export function createReceiverServer(
+  receiver: Receiver,
+  logger: Logger,
+  adminTokens: BearerTokens,
+): Server {
   const { metrics } = receiver;
   return createServer((req, res) => {
     const started = process.hrtime.bigint();
@@ -168,7 +178,7 @@ export function createReceiverServer(receiver: Receiver, logger: Logger): Server
         }
         if (!url.pathname.startsWith('/v1/'))
           return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-        const auth = authorized(req, receiver.config.adminToken);
+        const auth = authorized(req, adminTokens());
         if (auth !== true) {
           routeName = '/v1 (unauthorized)';
           return send(

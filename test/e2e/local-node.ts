@@ -17,6 +17,7 @@ import { importImages } from '../../src/local/node/node.ts';
 import { say, step } from '../../src/local/progress.ts';
 import { runCommand } from '../../src/local/processes.ts';
 import { recycleReleasedVolumes } from '../../src/local/node/storage.ts';
+import { runLocalDemoOnNode } from './local-demo-node.ts';
 
 const namespace = process.env.STREAMCUBE_E2E_NAMESPACE || 'streamcube-e2e';
 
@@ -59,7 +60,20 @@ async function main(): Promise<number> {
   try {
     // Imported only now: the scenario reads its settings from the environment when it loads.
     const { runScenario } = await import('./scenario.ts');
-    return await runScenario();
+    const failed = await runScenario();
+    if (failed !== 0) return failed;
+    // Then `streamcube local --node` on the same environment, as a user runs the demo there.
+    const started = Date.now();
+    const problems = await runLocalDemoOnNode(env.dir).catch((error: Error) => [error.message]);
+    const took = `(${((Date.now() - started) / 1000).toFixed(1)}s)`;
+    if (problems.length > 0) {
+      console.log(`[e2e] FAIL streamcube local --node ${took}\n  ${problems.join('\n  ')}`);
+      return 1;
+    }
+    console.log(
+      `[e2e] ok   streamcube local --node: installs, answers every event, Ctrl-C ${took}`,
+    );
+    return 0;
   } finally {
     if (owned && process.env.STREAMCUBE_KEEP_ENV !== 'true') await stopEnvironment(env, true);
     say(`test:e2e took ${((Date.now() - t0) / 1000).toFixed(1)}s`);

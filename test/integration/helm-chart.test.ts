@@ -1,14 +1,43 @@
-// The Helm chart: lints, refuses unknown values, carries the generated CRD, and installs against
-// the real API server (objects created and valid; no kubelet runs, so pods stay Pending).
+// The Helm chart: lints, refuses unknown values, carries the generated CRD, renders every value
+// where it belongs, and installs against the real API server (objects created and valid; no
+// kubelet runs, so pods stay Pending).
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { AppsV1Api, CoreV1Api, PolicyV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  NetworkingV1Api,
+  PolicyV1Api,
+  RbacAuthorizationV1Api,
+  type KubernetesObject,
+  type V1Container,
+  type V1PodTemplateSpec,
+} from '@kubernetes/client-node';
+import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { applyCrd, createNamespace } from '../support/cluster.ts';
+import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
+import { prometheusOperatorCrds } from '../support/prometheus-operator-crds.ts';
 
 const chart = 'deploy/helm/streamcube';
+
+/** The parts of a CustomResourceDefinition the CRD upgrade test reads and edits. */
+interface CustomResourceDefinition {
+  metadata: { name: string };
+  spec: {
+    versions: {
+      additionalPrinterColumns?: { name: string }[];
+      schema: {
+        openAPIV3Schema: { properties: { spec: { properties: Record<string, unknown> } } };
+      };
+    }[];
+  };
+}
 const kc = adminKubeConfig();
 
 async function helm(...args: string[]): Promise<{ stdout: string; stderr: string }> {
@@ -18,6 +47,43 @@ async function helm(...args: string[]): Promise<{ stdout: string; stderr: string
     env: { ...process.env, KUBECONFIG: testEnvironment().kube.kubeconfig },
   });
 }
+
+type Rendered = KubernetesObject & { spec?: Record<string, unknown> };
+
+/** `helm template` with `--set` pairs, as objects. */
+async function render(...sets: string[]): Promise<Rendered[]> {
+  const args = sets.flatMap((set) => ['--set', set]);
+  const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', ...args);
+  return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
+}
+
+function find(objects: Rendered[], kind: string, name: string): Rendered {
+  const found = objects.find((o) => o.kind === kind && o.metadata?.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} rendered`);
+  return found;
+}
+
+function podTemplate(workload: Rendered): V1PodTemplateSpec {
+  return (workload.spec as { template: V1PodTemplateSpec }).template;
+}
+
+function container(workload: Rendered): V1Container {
+  return podTemplate(workload).spec!.containers[0]!;
+}
+
+/** Whether `selector`'s matchLabels all hold in `labels` (the API server's rule for matchLabels). */
+function selects(selector: { matchLabels?: Record<string, string> }, labels = {}): boolean {
+  const have = labels as Record<string, string>;
+  const want = Object.entries(selector.matchLabels ?? {});
+  return want.length > 0 && want.every(([k, v]) => have[k] === v);
+}
+
+/** The receivers' and the operator's workloads of a default render (release `t`). */
+const workloads = (objects: Rendered[]): Rendered[] => [
+  find(objects, 'Deployment', 't-operator'),
+  find(objects, 'StatefulSet', 't-rs-a'),
+  find(objects, 'StatefulSet', 't-rs-b'),
+];
 
 test('the chart carries the CRD generated from src/api', () => {
   expect(readFileSync(helmCrdFile, 'utf8')).toBe(readFileSync(crdFile, 'utf8'));
@@ -31,6 +97,329 @@ test('helm lint passes and a misspelt value is refused by values.schema.json', a
   await expect(
     helm('template', 't', chart, '--set', 'receivers.replicaSets[0].name=Bad_Name'),
   ).rejects.toThrow(/name/);
+});
+
+test("values.schema.json accepts a parent chart's global values and refuses unknown or bad ones", async () => {
+  await render('global.imageRegistry=registry.example', 'global.anything.nested=1');
+  for (const [set, message] of [
+    ['networkPolicy.enable=true', /additional properties 'enable' not allowed/],
+    ['metrics.serviceMonitor.intervall=1m', /additional properties 'intervall' not allowed/],
+    ['operator.nodeSelctor.disk=ssd', /additional properties 'nodeSelctor' not allowed/],
+    ['adminToken.existingSecretName=x', /additional properties 'existingSecretName' not allowed/],
+    ['operator.logLevel=verbose', /logLevel/],
+    ['image.digest=latest', /digest/],
+    ['receivers.extraArgs[0]=oops', /extraArgs/],
+    ['operator.extraEnv[0].value=x', /name/],
+    ['imagePullSecrets[0].nam=x', /additional properties 'nam' not allowed/],
+  ] as const) {
+    await expect(render(set)).rejects.toThrow(message);
+  }
+});
+
+test('image: registry, repository, tag (default: appVersion), digest, pull policy and pull secrets on every pod', async () => {
+  const appVersion = /appVersion: '?([^'\n]+)/.exec(
+    readFileSync(`${chart}/Chart.yaml`, 'utf8'),
+  )![1];
+  for (const w of workloads(await render('image.repository=sc/streamcube'))) {
+    expect(container(w).image).toBe(`sc/streamcube:${appVersion}`);
+    expect(podTemplate(w).spec?.imagePullSecrets).toBeUndefined();
+  }
+  const digest = `sha256:${'ab'.repeat(32)}`;
+  const objects = await render(
+    'image.registry=registry.example:5000',
+    'image.repository=sc/streamcube',
+    'image.tag=1.2.3',
+    `image.digest=${digest}`,
+    'image.pullPolicy=Always',
+    'imagePullSecrets[0].name=pull-me',
+  );
+  for (const w of workloads(objects)) {
+    expect(container(w).image).toBe(`registry.example:5000/sc/streamcube:1.2.3@${digest}`);
+    expect(container(w).imagePullPolicy).toBe('Always');
+    expect(podTemplate(w).spec?.imagePullSecrets).toEqual([{ name: 'pull-me' }]);
+  }
+});
+
+test('scheduling values reach the operator and every replica set; a spread without a labelSelector selects its own pods', async () => {
+  const sets = (component: string): string[] => [
+    `${component}.nodeSelector.disk=ssd`,
+    `${component}.tolerations[0].key=dedicated`,
+    `${component}.tolerations[0].operator=Exists`,
+    `${component}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=zone`,
+    `${component}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists`,
+    `${component}.priorityClassName=${component}-priority`,
+    `${component}.topologySpreadConstraints[0].maxSkew=1`,
+    `${component}.topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname`,
+    `${component}.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway`,
+    `${component}.topologySpreadConstraints[1].maxSkew=2`,
+    `${component}.topologySpreadConstraints[1].topologyKey=zone`,
+    `${component}.topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule`,
+    `${component}.topologySpreadConstraints[1].labelSelector.matchLabels.mine=yes`,
+  ];
+  const objects = await render(...sets('operator'), ...sets('receivers'));
+  const others = workloads(objects);
+  for (const w of others) {
+    const component = w.kind === 'Deployment' ? 'operator' : 'receivers';
+    const spec = podTemplate(w).spec!;
+    expect(spec.nodeSelector).toEqual({ disk: 'ssd' });
+    expect(spec.tolerations).toEqual([{ key: 'dedicated', operator: 'Exists' }]);
+    expect(
+      spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution
+        ?.nodeSelectorTerms[0]?.matchExpressions,
+    ).toEqual([{ key: 'zone', operator: 'Exists' }]);
+    expect(spec.priorityClassName).toBe(`${component}-priority`);
+    const [own, given] = spec.topologySpreadConstraints!;
+    // The filled-in selector is the workload's own: its pods and no other workload's.
+    expect(own!.labelSelector).toEqual({
+      matchLabels: (w.spec as { selector: { matchLabels: Record<string, string> } }).selector
+        .matchLabels,
+    });
+    for (const other of others)
+      expect(selects(own!.labelSelector!, podTemplate(other).metadata?.labels)).toBe(other === w);
+    expect(given).toMatchObject({ maxSkew: 2, labelSelector: { matchLabels: { mine: 'yes' } } });
+  }
+  // None of it by default.
+  for (const w of workloads(await render())) {
+    const spec = podTemplate(w).spec!;
+    for (const field of [
+      'nodeSelector',
+      'tolerations',
+      'affinity',
+      'priorityClassName',
+      'topologySpreadConstraints',
+    ] as const)
+      expect(spec[field]).toBeUndefined();
+  }
+});
+
+test("log level, extraEnv and extraArgs reach both processes, whose parsers take the chart's flags", async () => {
+  const objects = await render(
+    'operator.logLevel=debug',
+    'receivers.logLevel=warn',
+    'operator.extraEnv[0].name=EXTRA',
+    'operator.extraEnv[0].value=op',
+    'receivers.extraEnv[0].name=EXTRA',
+    'receivers.extraEnv[0].valueFrom.fieldRef.fieldPath=spec.nodeName',
+    'operator.extraArgs[0]=--workers=9',
+    'receivers.extraArgs[0]=--flush-interval=5s',
+    'operator.metricsPort=9100',
+  );
+  const operator = container(find(objects, 'Deployment', 't-operator'));
+  expect(operator.env).toEqual(
+    expect.arrayContaining([
+      { name: 'STREAMCUBE_LOG_LEVEL', value: 'debug' },
+      { name: 'EXTRA', value: 'op' },
+    ]),
+  );
+  const [command, ...flags] = operator.args!;
+  expect(command).toBe('operator');
+  const operatorConfig = parseOperatorConfig(flags, {});
+  expect(operatorConfig).toMatchObject({
+    workers: 9,
+    port: 9100,
+    namespace: 'chart-ns',
+    receiverTokenFile: '/var/run/streamcube/token',
+    receiverTokenGraceMs: 120_000,
+  });
+  expect(operator.ports).toEqual([{ name: 'metrics', containerPort: 9100 }]);
+  for (const name of ['t-rs-a', 't-rs-b']) {
+    const receiver = container(find(objects, 'StatefulSet', name));
+    expect(receiver.env).toEqual(
+      expect.arrayContaining([
+        { name: 'STREAMCUBE_LOG_LEVEL', value: 'warn' },
+        { name: 'EXTRA', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      ]),
+    );
+    const [cmd, ...receiverFlags] = receiver.args!;
+    expect(cmd).toBe('receiver');
+    // A later flag wins: extraArgs override the chart's own.
+    expect(parseReceiverConfig(receiverFlags, {})).toMatchObject({
+      replicaSet: name.slice(2),
+      flushIntervalMs: 5000,
+      adminTokenFile: '/var/run/streamcube/token',
+      adminTokenGraceMs: 120_000,
+    });
+  }
+});
+
+test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' port", async () => {
+  const objects = await render();
+  const policy = find(objects, 'NetworkPolicy', 't-receivers').spec as {
+    podSelector: { matchLabels: Record<string, string> };
+    policyTypes: string[];
+    ingress: {
+      from: { podSelector?: { matchLabels: Record<string, string> } }[];
+      ports: unknown[];
+    }[];
+  };
+  const [operator, ...receivers] = workloads(objects);
+  for (const r of receivers)
+    expect(selects(policy.podSelector, podTemplate(r).metadata?.labels)).toBe(true);
+  expect(selects(policy.podSelector, podTemplate(operator!).metadata?.labels)).toBe(false);
+  expect(policy.policyTypes).toEqual(['Ingress']);
+  expect(policy.ingress).toHaveLength(1);
+  const [rule] = policy.ingress;
+  expect(rule!.ports).toEqual([{ protocol: 'TCP', port: 8080 }]);
+  expect(rule!.from).toHaveLength(1);
+  expect(selects(rule!.from[0]!.podSelector!, podTemplate(operator!).metadata?.labels)).toBe(true);
+  for (const r of receivers)
+    expect(selects(rule!.from[0]!.podSelector!, podTemplate(r).metadata?.labels)).toBe(false);
+  // The receivers' container port is the one the policy opens.
+  for (const r of receivers)
+    expect(container(r).ports).toEqual([{ name: 'admin', containerPort: 8080 }]);
+
+  const opened = await render(
+    'receivers.port=9000',
+    'networkPolicy.extraIngressFrom[0].namespaceSelector.matchLabels.team=monitoring',
+  );
+  const openedRule = (find(opened, 'NetworkPolicy', 't-receivers').spec as typeof policy)
+    .ingress[0]!;
+  expect(openedRule.ports).toEqual([{ protocol: 'TCP', port: 9000 }]);
+  expect(openedRule.from[1]).toEqual({
+    namespaceSelector: { matchLabels: { team: 'monitoring' } },
+  });
+
+  const off = await render('networkPolicy.enabled=false');
+  expect(off.some((o) => o.kind === 'NetworkPolicy')).toBe(false);
+});
+
+test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors only when enabled, selecting what serves /metrics", async () => {
+  const plain = await render();
+  const service = find(plain, 'Service', 't-operator-metrics');
+  const operator = find(plain, 'Deployment', 't-operator');
+  expect(
+    selects(
+      { matchLabels: (service.spec as { selector: Record<string, string> }).selector },
+      podTemplate(operator).metadata?.labels,
+    ),
+  ).toBe(true);
+  expect(service.spec?.ports).toEqual([{ name: 'metrics', port: 8081, targetPort: 'metrics' }]);
+  expect(plain.some((o) => o.apiVersion === 'monitoring.coreos.com/v1')).toBe(false);
+  for (const w of workloads(plain).slice(1))
+    expect(podTemplate(w).metadata?.annotations).toEqual({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '8080',
+    });
+
+  const withServiceMonitors = await render(
+    'metrics.serviceMonitor.enabled=true',
+    'metrics.serviceMonitor.labels.release=prom',
+  );
+  expect(withServiceMonitors.filter((o) => o.kind === 'PodMonitor')).toEqual([]);
+  const services = withServiceMonitors.filter((o) => o.kind === 'Service');
+  for (const [name, port, serving] of [
+    ['t-operator', 'metrics', ['t-operator-metrics']],
+    ['t-receivers', 'admin', ['t-rs-a', 't-rs-b']],
+  ] as const) {
+    const monitor = find(withServiceMonitors, 'ServiceMonitor', name);
+    expect(monitor.metadata?.labels).toMatchObject({ release: 'prom' });
+    const spec = monitor.spec as {
+      selector: { matchLabels: Record<string, string> };
+      endpoints: { port: string; path: string; interval: string }[];
+    };
+    expect(
+      services
+        .filter((s) => selects(spec.selector, s.metadata?.labels))
+        .map((s) => s.metadata?.name),
+    ).toEqual(serving);
+    expect(spec.endpoints).toEqual([{ port, path: '/metrics', interval: '30s' }]);
+    for (const s of serving)
+      expect(
+        (find(services, 'Service', s).spec as { ports: { name: string }[] }).ports.map(
+          (p) => p.name,
+        ),
+      ).toContain(port);
+  }
+
+  const withPodMonitors = await render('metrics.podMonitor.enabled=true');
+  expect(withPodMonitors.filter((o) => o.kind === 'ServiceMonitor')).toEqual([]);
+  const pods = workloads(withPodMonitors);
+  for (const [name, port, serving] of [
+    ['t-operator', 'metrics', ['t-operator']],
+    ['t-receivers', 'admin', ['t-rs-a', 't-rs-b']],
+  ] as const) {
+    const spec = find(withPodMonitors, 'PodMonitor', name).spec as {
+      selector: { matchLabels: Record<string, string> };
+      podMetricsEndpoints: { port: string }[];
+    };
+    expect(
+      pods
+        .filter((w) => selects(spec.selector, podTemplate(w).metadata?.labels))
+        .map((w) => w.metadata?.name),
+    ).toEqual(serving);
+    expect(spec.podMetricsEndpoints).toEqual([{ port, path: '/metrics', interval: '30s' }]);
+  }
+
+  await expect(
+    render('metrics.serviceMonitor.enabled=true', 'metrics.podMonitor.enabled=true'),
+  ).rejects.toThrow(/serviceMonitor or podMonitor, not both/);
+});
+
+test('Leases: a Role and RoleBinding in the release namespace, also when the operator watches every namespace', async () => {
+  for (const watchReleaseNamespace of [true, false]) {
+    const objects = await render(`operator.watchReleaseNamespace=${watchReleaseNamespace}`);
+    const main = find(objects, watchReleaseNamespace ? 'Role' : 'ClusterRole', 't-operator') as {
+      rules?: { apiGroups: string[] }[];
+    };
+    expect(main.rules?.some((r) => r.apiGroups.includes('coordination.k8s.io'))).toBe(false);
+    const leases = find(objects, 'Role', 't-operator-leases') as Rendered & {
+      rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    };
+    expect(leases.metadata?.namespace).toBe('chart-ns');
+    expect(leases.rules).toEqual([
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['get', 'create', 'update'],
+      },
+    ]);
+    const binding = find(objects, 'RoleBinding', 't-operator-leases') as Rendered & {
+      roleRef: { kind: string; name: string };
+      subjects: { name: string; namespace: string }[];
+    };
+    expect(binding.metadata?.namespace).toBe('chart-ns');
+    expect(binding.roleRef).toMatchObject({ kind: 'Role', name: 't-operator-leases' });
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: 't-operator', namespace: 'chart-ns' },
+    ]);
+    expect(
+      objects.some((o) => o.kind === 'ClusterRole' && o.metadata?.name === 't-operator-leases'),
+    ).toBe(false);
+  }
+});
+
+test('adminToken.existingSecret: no Secret rendered; every pod mounts the named key as the token file', async () => {
+  const objects = await render(
+    'adminToken.existingSecret=from-vault',
+    'adminToken.existingSecretKey=admin',
+  );
+  expect(objects.some((o) => o.kind === 'Secret')).toBe(false);
+  for (const w of workloads(objects)) {
+    const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
+    expect(volume?.secret).toEqual({
+      secretName: 'from-vault',
+      items: [{ key: 'admin', path: 'token' }],
+    });
+    expect(container(w).volumeMounts).toContainEqual({
+      name: 'token',
+      mountPath: '/var/run/streamcube',
+      readOnly: true,
+    });
+  }
+  // The default: the chart's own Secret, key `token`, mounted as a directory so updates reach it.
+  // Without a cluster to look it up in, each `helm template` makes a new token.
+  const [one, two] = await Promise.all([render(), render()]);
+  const tokenOf = (objects: Rendered[]): unknown =>
+    (find(objects, 'Secret', 't-admin-token') as { data?: { token?: string } }).data?.token;
+  expect(tokenOf(one)).not.toEqual(tokenOf(two));
+  for (const w of workloads(one)) {
+    const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
+    expect(volume?.secret).toEqual({
+      secretName: 't-admin-token',
+      items: [{ key: 'token', path: 'token' }],
+    });
+    expect(container(w).volumeMounts?.find((m) => m.name === 'token')?.subPath).toBeUndefined();
+  }
 });
 
 test('the operator can run under a ServiceAccount made elsewhere', async () => {
@@ -48,20 +437,115 @@ test('the operator can run under a ServiceAccount made elsewhere', async () => {
   expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: made-elsewhere/);
 });
 
-test('helm install creates the operator, RBAC, token and one StatefulSet per replica set', async () => {
+/** The values of the install test: every option of the chart set to something. */
+const everyOption = {
+  imagePullSecrets: [{ name: 'pull-me' }],
+  operator: {
+    logLevel: 'debug',
+    extraArgs: ['--workers=2'],
+    extraEnv: [{ name: 'EXTRA', value: 'yes' }],
+    nodeSelector: { 'kubernetes.io/os': 'linux' },
+    tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }],
+    affinity: {
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 1,
+            podAffinityTerm: {
+              topologyKey: 'kubernetes.io/hostname',
+              labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'operator' } },
+            },
+          },
+        ],
+      },
+    },
+    topologySpreadConstraints: [
+      { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway' },
+    ],
+    priorityClassName: 'system-cluster-critical',
+  },
+  receivers: {
+    replicaSets: [{ name: 'rs-x', replicas: 3 }],
+    logLevel: 'warn',
+    extraArgs: ['--flush-interval=2s'],
+    extraEnv: [{ name: 'EXTRA', value: 'yes' }],
+    nodeSelector: { 'kubernetes.io/os': 'linux' },
+    topologySpreadConstraints: [
+      { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule' },
+    ],
+  },
+  networkPolicy: {
+    extraIngressFrom: [
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+    ],
+  },
+  metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } },
+};
+
+test('helm install creates the operator, RBAC, token, policy, monitors and one StatefulSet per replica set', async () => {
   await applyCrd();
-  const namespace = await createNamespace(kc, 'helm');
-  await helm(
-    'install',
-    'sc',
-    chart,
-    '--namespace',
-    namespace,
-    '--set',
-    'receivers.replicaSets[0].name=rs-x',
-    '--set',
-    'receivers.replicaSets[0].replicas=3',
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-helm-'));
+  const file = (name: string, text: string): string => {
+    writeFileSync(join(dir, name), text);
+    return join(dir, name);
+  };
+  await kubectl(
+    'apply',
+    '--server-side',
+    '-f',
+    file(
+      'monitoring-crds.json',
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: prometheusOperatorCrds }),
+    ),
   );
+  await kubectl(
+    'wait',
+    '--for=condition=Established',
+    'crd/servicemonitors.monitoring.coreos.com',
+    'crd/podmonitors.monitoring.coreos.com',
+  );
+  const namespace = await createNamespace(kc, 'helm');
+  const values = file('values.yaml', dump(everyOption));
+  /** `helm <verb> sc <chart>` in the namespace with the values above, then `more`. */
+  const release = (verb: string, ...more: string[]): ReturnType<typeof helm> =>
+    helm(verb, 'sc', chart, '--namespace', namespace, '-f', values, ...more);
+
+  // Every rendered object passes the API server's strict field validation (no unknown field).
+  const rendered = await release('template');
+  const createStrictly = (name: string, text: string): Promise<string> =>
+    kubectl(
+      'create',
+      '--dry-run=server',
+      '--validate=strict',
+      '-n',
+      namespace,
+      '-f',
+      file(name, text),
+    );
+  const dryRun = await createStrictly('rendered.yaml', rendered.stdout);
+  expect(dryRun).toContain('networkpolicy.networking.k8s.io/sc-receivers created (server dry run)');
+  expect(dryRun).toContain(
+    'servicemonitor.monitoring.coreos.com/sc-receivers created (server dry run)',
+  );
+  // ...which does refuse one, in a core object and in a monitor.
+  const misspelt = rendered.stdout
+    .replace('policyTypes: [Ingress]', 'policyTypes: [Ingress]\n  ingres: []')
+    .replace('- { port: admin, path: /metrics', '- { prot: admin, path: /metrics');
+  const refused = createStrictly('misspelt.yaml', misspelt);
+  await expect(refused).rejects.toThrow(/unknown field "spec.ingres"/);
+  await expect(refused).rejects.toThrow(/unknown field "spec.endpoints\[0\].prot"/);
+
+  const installed = await release('install');
+  // NOTES.txt: the next steps, with this release's names.
+  for (const step of [
+    `kubectl -n ${namespace} get cube`,
+    `kubectl -n ${namespace} describe cube <name>`,
+    `kubectl -n ${namespace} get secret sc-admin-token -o jsonpath='{.data.token}' | base64 -d`,
+    `kubectl -n ${namespace} port-forward pod/sc-rs-x-0 8080:8080`,
+    'curl -s -H "Authorization: Bearer $TOKEN" -X POST localhost:8080/v1/cubes/<name>/query',
+    'kubectl apply --server-side',
+  ])
+    expect(installed.stdout).toContain(step);
   const apps = kc.makeApiClient(AppsV1Api);
   const sets = await apps.listNamespacedStatefulSet({ namespace });
   expect(
@@ -71,6 +555,11 @@ test('helm install creates the operator, RBAC, token and one StatefulSet per rep
       s.spec?.template.metadata?.labels?.['streamcube.io/replica-set'],
     ]),
   ).toEqual([['sc-rs-x', 3, 'rs-x']]);
+  expect(sets.items[0]?.spec?.template.spec?.topologySpreadConstraints?.[0]?.labelSelector).toEqual(
+    {
+      matchLabels: { 'app.kubernetes.io/instance': 'sc', 'streamcube.io/replica-set': 'rs-x' },
+    },
+  );
   // One budget per replica set, and one for the operators (two replicas by default).
   const budgets = await kc
     .makeApiClient(PolicyV1Api)
@@ -83,29 +572,104 @@ test('helm install creates the operator, RBAC, token and one StatefulSet per rep
   ]);
   const operator = await apps.readNamespacedDeployment({ name: 'sc-operator', namespace });
   expect(operator.spec?.template.spec?.containers[0]?.args).toContain(`--namespace=${namespace}`);
+  expect(operator.spec?.template.spec?.priorityClassName).toBe('system-cluster-critical');
   const secret = await kc
     .makeApiClient(CoreV1Api)
     .readNamespacedSecret({ name: 'sc-admin-token', namespace });
   const token = Buffer.from(secret.data?.token ?? '', 'base64').toString();
   expect(token).toHaveLength(40);
-  const role = await kc
-    .makeApiClient(RbacAuthorizationV1Api)
-    .readNamespacedRole({ name: 'sc-operator', namespace });
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const role = await rbac.readNamespacedRole({ name: 'sc-operator', namespace });
   expect(role.rules?.some((r) => r.resources?.includes('cubeassignments/status'))).toBe(true);
+  const leases = await rbac.readNamespacedRole({ name: 'sc-operator-leases', namespace });
+  expect(leases.rules?.[0]?.resources).toEqual(['leases']);
+  await rbac.readNamespacedRoleBinding({ name: 'sc-operator-leases', namespace });
+  const policy = await kc
+    .makeApiClient(NetworkingV1Api)
+    .readNamespacedNetworkPolicy({ name: 'sc-receivers', namespace });
+  expect(policy.spec?.ingress?.[0]?._from).toHaveLength(2);
+  await kc
+    .makeApiClient(CoreV1Api)
+    .readNamespacedService({ name: 'sc-operator-metrics', namespace });
+  const monitors = async (): Promise<string> =>
+    kubectl('get', 'servicemonitors,podmonitors', '--namespace', namespace, '-o', 'name');
+  expect((await monitors()).split('\n').filter(Boolean).sort()).toEqual([
+    'servicemonitor.monitoring.coreos.com/sc-operator',
+    'servicemonitor.monitoring.coreos.com/sc-receivers',
+  ]);
 
-  // An upgrade keeps the token (lookup), so running receivers keep theirs.
-  await helm(
+  // Rendering against the cluster (what `helm upgrade` does) looks the token up instead of
+  // generating one, so running pods keep theirs.
+  const againstCluster = await release(
+    'template',
+    '--dry-run=server',
+    '--show-only',
+    'templates/admin-token.yaml',
+  );
+  expect(againstCluster.stdout).toContain(`token: ${secret.data?.token}`);
+
+  // An upgrade keeps the token (lookup); switching to PodMonitors removes the ServiceMonitors.
+  await release(
     'upgrade',
-    'sc',
-    chart,
-    '--namespace',
-    namespace,
     '--set',
-    'receivers.replicaSets[0].name=rs-x',
+    'metrics.serviceMonitor.enabled=false',
+    '--set',
+    'metrics.podMonitor.enabled=true',
   );
   const after = await kc
     .makeApiClient(CoreV1Api)
     .readNamespacedSecret({ name: 'sc-admin-token', namespace });
   expect(Buffer.from(after.data?.token ?? '', 'base64').toString()).toBe(token);
+  expect((await monitors()).split('\n').filter(Boolean).sort()).toEqual([
+    'podmonitor.monitoring.coreos.com/sc-operator',
+    'podmonitor.monitoring.coreos.com/sc-receivers',
+  ]);
   await helm('uninstall', 'sc', '--namespace', namespace);
+  // The Secret outlives the release (helm.sh/resource-policy: keep): a reinstall keeps the token.
+  const kept = await kc
+    .makeApiClient(CoreV1Api)
+    .readNamespacedSecret({ name: 'sc-admin-token', namespace });
+  expect(kept.data?.token).toBe(secret.data?.token);
+});
+
+test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a CRD that helm created', async () => {
+  // A copy of the chart's CRD under a group of its own, so the CRD other suites use stays as is.
+  const group = `upgrade-${Date.now().toString(36)}.streamcube.test`;
+  const current = load(
+    readFileSync(helmCrdFile, 'utf8').replaceAll('streamcube.io', group),
+  ) as CustomResourceDefinition;
+  const name = current.metadata.name;
+  // The release before: one printer column and one spec field fewer.
+  const previous = structuredClone(current);
+  const version = previous.spec.versions[0]!;
+  version.additionalPrinterColumns = version.additionalPrinterColumns!.filter(
+    (c) => c.name !== 'Strategy',
+  );
+  delete version.schema.openAPIV3Schema.properties.spec.properties.rejectedEventsThreshold;
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-upgrade-'));
+  const write = (file: string, crd: CustomResourceDefinition): string => {
+    writeFileSync(join(dir, file), JSON.stringify(crd));
+    return join(dir, file);
+  };
+  // What `helm install` does with crds/: create it (helm is its field manager).
+  await kubectl('create', '--field-manager=helm', '-f', write('previous.json', previous));
+  const upgraded = write('current.json', current);
+  try {
+    const served = async (): Promise<CustomResourceDefinition> =>
+      JSON.parse(await kubectl('get', 'crd', name, '-o', 'json')) as CustomResourceDefinition;
+    const columns = async (): Promise<string[]> =>
+      (await served()).spec.versions[0]!.additionalPrinterColumns!.map((c) => c.name);
+    expect(await columns()).not.toContain('Strategy');
+    // Without --force-conflicts the fields helm owns and the new file changes are conflicts.
+    await expect(kubectl('apply', '--server-side', '-f', upgraded)).rejects.toThrow(/conflict/i);
+    await kubectl('apply', '--server-side', '--force-conflicts', '-f', upgraded);
+    expect(await columns()).toContain('Strategy');
+    expect(
+      (await served()).spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties,
+    ).toHaveProperty('rejectedEventsThreshold');
+    // Applying the same file again changes nothing and needs no force.
+    await kubectl('apply', '--server-side', '-f', upgraded);
+  } finally {
+    await kubectl('delete', 'crd', name, '--wait=false');
+  }
 });

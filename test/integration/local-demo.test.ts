@@ -3,12 +3,12 @@
 // pyarrow), answers every event its demo producer wrote, nothing was rejected and the cube is
 // Ready. Ctrl-C (SIGINT to its process group, as a terminal sends it) stops every process it started.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ReceiverClient } from '../../src/protocol/client.ts';
-import { isAlive, tailOf } from '../../src/local/processes.ts';
+import { isAlive } from '../../src/local/processes.ts';
 import { cubeApi } from '../../src/local/cluster.ts';
 import type { LocalStackInfo } from '../../src/local/stack.ts';
 import {
@@ -21,6 +21,7 @@ import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
+import { waitForStackFile } from '../support/local-stack.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 const runFor = 120_000;
@@ -77,19 +78,7 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
   });
   closeSync(log);
   const stackFile = join(stateDir, 'local', 'stack.json');
-  const info = await waitFor(
-    'streamcube local to start',
-    () => {
-      if (local?.exitCode !== null) throw new Error(`local exited:\n${tailOf(logFile)}`);
-      return Promise.resolve(
-        existsSync(stackFile)
-          ? (JSON.parse(readFileSync(stackFile, 'utf8')) as LocalStackInfo)
-          : undefined,
-      );
-    },
-    180_000,
-    500,
-  );
+  const info = await waitForStackFile<LocalStackInfo>(local, stackFile, logFile, 180_000);
   const t0 = Date.now();
   started = descendantsOf(local.pid!);
   expect(info.environmentPids?.every((pid) => started.includes(pid))).toBe(true);

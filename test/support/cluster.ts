@@ -177,7 +177,8 @@ export class OperatorProcess {
   readonly identity = `op-${randomBytes(3).toString('hex')}`;
   child: ChildProcess | undefined;
   port = 0;
-  private readonly tokenFile: string;
+  /** The file the operator reads the receivers' token from; rewrite it to rotate the token. */
+  readonly tokenFile: string;
 
   constructor(options: OperatorProcessOptions) {
     this.options = options;

@@ -32,7 +32,7 @@ function loopbackAddress(): string {
 export function useOperatorStack(options: {
   name: string;
   replicaSets: string[];
-  receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval'>;
+  receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env'>;
 }): OperatorStack {
   const env = testEnvironment();
   const stack = {

@@ -44,7 +44,8 @@ export class ReceiverProcess {
   port = 0;
   child: ChildProcess | undefined;
   client!: ReceiverClient;
-  private readonly tokenFile: string;
+  /** The file the receiver reads its admin token from; rewrite it to rotate the token. */
+  readonly tokenFile: string;
 
   constructor(options: ReceiverProcessOptions) {
     this.options = options;

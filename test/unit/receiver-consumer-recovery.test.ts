@@ -232,6 +232,48 @@ test('pause, resume and drain while the consumer is down are kept and applied by
   expect(states(channel.status())).toEqual({ 0: 'paused', 1: 'stopped', 2: 'consuming' });
 });
 
+/** An error kafkajs marks retriable, as a group join meets it while the coordinator loads. */
+function coordinatorLoading(): Error {
+  const error = new Error('The coordinator is loading') as Error & { retriable: boolean };
+  error.name = 'KafkaJSProtocolError';
+  error.retriable = true;
+  return error;
+}
+
+test('retriable failures are restarted and counted, and reported failed only after 5 s down', async () => {
+  consumer.failingStarts = 2;
+  consumer.startError = coordinatorLoading();
+  consumer.sink.onCrash(coordinatorLoading());
+  expect(channel.status().consumer).toEqual({ state: 'running', failures: 1 });
+  expect(states(channel.status())).toEqual({ 0: 'consuming', 1: 'consuming', 2: 'paused' });
+  clock.advance(1_000); // the first restart fails, retriable again
+  await settle();
+  expect(channel.status().consumer).toEqual({ state: 'running', failures: 2 });
+  clock.advance(2_000); // so does the second
+  await settle();
+  expect(consumer.starts.length).toBeGreaterThanOrEqual(3);
+  expect(channel.status().consumer.state).toBe('running');
+  clock.advance(2_000); // down for 5 s: now it is reported, from when it went down
+  expect(channel.status().consumer).toMatchObject({
+    state: 'failed',
+    failures: 3,
+    error: { name: 'KafkaJSProtocolError', message: 'The coordinator is loading' },
+    failedSince: new Date(T0).toISOString(),
+  });
+  expect(states(channel.status())).toEqual({ 0: 'failed', 1: 'failed', 2: 'paused' });
+  expect(await metric('streamcube_receiver_consumer_failures_total')).toBe(3);
+});
+
+test('a failure that is not retriable, after retriable ones, is reported at once', () => {
+  consumer.sink.onCrash(coordinatorLoading());
+  expect(channel.status().consumer.state).toBe('running');
+  consumer.sink.onCrash(notImplemented('LZ4 compression not implemented'));
+  expect(channel.status().consumer).toMatchObject({
+    state: 'failed',
+    error: { name: 'KafkaJSNotImplemented' },
+  });
+});
+
 test('a receiver that cannot start its consumer at all keeps answering and retries', async () => {
   consumer.failingStarts = 1;
   consumer.startError = notImplemented('ZSTD compression not implemented');

@@ -264,3 +264,34 @@ test('stop takes no more keys, aborts the signal and waits for the reconcile in 
   expect(h.calls).toEqual(['busy']); // 'queued' was not taken
   expect(h.queue.isShuttingDown()).toBe(true);
 });
+
+test('a programming error counts as a panic (and an error) and is retried; max concurrent reconciles is the worker count', async () => {
+  let calls = 0;
+  const h = harness(() => {
+    calls += 1;
+    if (calls === 1)
+      return Promise.reject(new TypeError("Cannot read properties of undefined (reading 'spec')"));
+    if (calls === 2) return Promise.reject(new Error('connect ECONNREFUSED'));
+    return Promise.resolve();
+  }, 3);
+  h.controller.start();
+  h.queue.add('ns/a');
+  await settle();
+  h.clock.advance(1_000);
+  await settle();
+  h.clock.advance(1_000);
+  await settle();
+  expect(calls).toBe(3);
+  expect(
+    await metric(h.registry, 'controller_runtime_reconcile_panics_total', { controller: 'cubes' }),
+  ).toBe(1);
+  expect(
+    await metric(h.registry, 'controller_runtime_reconcile_errors_total', { controller: 'cubes' }),
+  ).toBe(2);
+  expect(
+    await metric(h.registry, 'controller_runtime_max_concurrent_reconciles', {
+      controller: 'cubes',
+    }),
+  ).toBe(3);
+  await h.controller.stop();
+});

@@ -268,3 +268,44 @@ test('metrics: depth counts waiting keys, durations are observed per key', async
   expect(await metricValue(registry, 'workqueue_depth', { name: 'other' })).toBe(1);
   expect(await metricValue(registry, 'workqueue_depth', { name: 'test' })).toBe(1);
 });
+
+test('unfinished work and the longest-running processor are measured while keys are processed', async () => {
+  const { queue, clock, registry } = newQueue();
+  const gauge = async (name: string): Promise<number> =>
+    metricValue(registry, name, { name: 'test', controller: 'test' });
+  expect(await gauge('workqueue_unfinished_work_seconds')).toBe(0);
+  queue.add('a');
+  queue.add('b');
+  await queue.get();
+  clock.advance(3_000);
+  await queue.get();
+  clock.advance(1_000);
+  // a: 4 s, b: 1 s in progress
+  expect(await gauge('workqueue_unfinished_work_seconds')).toBe(5);
+  expect(await gauge('workqueue_longest_running_processor_seconds')).toBe(4);
+  queue.done('a');
+  expect(await gauge('workqueue_longest_running_processor_seconds')).toBe(1);
+  queue.done('b');
+  expect(await gauge('workqueue_unfinished_work_seconds')).toBe(0);
+  expect(await gauge('workqueue_longest_running_processor_seconds')).toBe(0);
+});
+
+test('two queues on one registry share the metric families, told apart by name and controller', async () => {
+  const clock = new ManualClock();
+  const registry = new Registry();
+  const a = new WorkQueue({ name: 'a', controller: 'ctl-a', registry, clock });
+  const b = new WorkQueue({ name: 'b', controller: 'ctl-b', registry, clock });
+  a.add('x');
+  b.add('y');
+  await b.get();
+  clock.advance(2_000);
+  expect(await metricValue(registry, 'workqueue_depth', { name: 'a', controller: 'ctl-a' })).toBe(
+    1,
+  );
+  expect(
+    await metricValue(registry, 'workqueue_unfinished_work_seconds', { controller: 'ctl-b' }),
+  ).toBe(2);
+  expect(
+    await metricValue(registry, 'workqueue_unfinished_work_seconds', { controller: 'ctl-a' }),
+  ).toBe(0);
+});

@@ -20,6 +20,19 @@ export interface ReconcileResult {
  */
 export type Reconciler = (key: string, signal: AbortSignal) => Promise<ReconcileResult | void>;
 
+/**
+ * A programming error: what controller-runtime counts as a recovered panic. Like any error it is
+ * logged and retried with backoff, and counted in `controller_runtime_reconcile_panics_total`.
+ */
+export function isPanic(error: unknown): boolean {
+  return (
+    error instanceof TypeError ||
+    error instanceof ReferenceError ||
+    error instanceof RangeError ||
+    error instanceof SyntaxError
+  );
+}
+
 /** An error that retrying cannot fix (bad input, a missing reference): logged, never retried. */
 export class TerminalError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -61,6 +74,7 @@ export class Controller {
     total: Counter<'controller' | 'result'>;
     errors: Counter<'controller'>;
     terminalErrors: Counter<'controller'>;
+    panics: Counter<'controller'>;
     time: Histogram<'controller'>;
     activeWorkers: Gauge<'controller'>;
   };
@@ -92,6 +106,11 @@ export class Controller {
         help: 'Total number of terminal reconciliation errors per controller',
         labelNames: ['controller'],
       }),
+      panics: sharedCounter(registry, {
+        name: 'controller_runtime_reconcile_panics_total',
+        help: 'Total number of reconciliation panics per controller',
+        labelNames: ['controller'],
+      }),
       time: sharedHistogram(registry, {
         name: 'controller_runtime_reconcile_time_seconds',
         help: 'Length of time per reconciliation per controller',
@@ -109,7 +128,13 @@ export class Controller {
     }
     this.metrics.errors.inc({ controller: this.name }, 0);
     this.metrics.terminalErrors.inc({ controller: this.name }, 0);
+    this.metrics.panics.inc({ controller: this.name }, 0);
     this.metrics.activeWorkers.set({ controller: this.name }, 0);
+    sharedGauge(registry, {
+      name: 'controller_runtime_max_concurrent_reconciles',
+      help: 'Maximum number of concurrent reconciles per controller',
+      labelNames: ['controller'],
+    }).set({ controller: this.name }, this.workers);
   }
 
   /** Starts the workers; they run until `stop()`. */
@@ -161,6 +186,7 @@ export class Controller {
     } catch (error) {
       outcome = 'error';
       this.metrics.errors.inc({ controller: this.name });
+      if (isPanic(error)) this.metrics.panics.inc({ controller: this.name });
       if (error instanceof TerminalError) {
         this.metrics.terminalErrors.inc({ controller: this.name });
         this.queue.forget(key);

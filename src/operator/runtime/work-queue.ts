@@ -9,6 +9,8 @@ import { defaultControllerRateLimiter, type RateLimiter } from './rate-limiter.t
 export interface WorkQueueOptions {
   /** The `name` label of the queue's metrics. */
   name: string;
+  /** Their `controller` label (controller-runtime sets both): the controller's name; default `name`. */
+  controller?: string;
   registry: Registry;
   clock?: Clock;
   /** Defaults to client-go's DefaultControllerRateLimiter (5 ms → 1000 s per key, 10 qps / 100 burst). */
@@ -17,6 +19,11 @@ export interface WorkQueueOptions {
 
 // client-go's workqueue buckets: 10 ns … 1000 s, a decade apart.
 const durationBuckets = Array.from({ length: 12 }, (_, i) => 1e-8 * 10 ** i);
+
+type QueueLabels = 'name' | 'controller';
+
+/** The queues of each registry, for the gauges computed when scraped. */
+const queuesOf = new WeakMap<Registry, Set<WorkQueue>>();
 
 export class WorkQueue {
   readonly name: string;
@@ -35,56 +42,84 @@ export class WorkQueue {
 
   private readonly addedAt = new Map<string, number>();
   private readonly startedAt = new Map<string, number>();
+  private readonly labels: Record<QueueLabels, string>;
   private readonly metrics: {
-    depth: Gauge<'name'>;
-    adds: Counter<'name'>;
-    retries: Counter<'name'>;
-    queueDuration: Histogram<'name'>;
-    workDuration: Histogram<'name'>;
+    depth: Gauge<QueueLabels>;
+    adds: Counter<QueueLabels>;
+    retries: Counter<QueueLabels>;
+    queueDuration: Histogram<QueueLabels>;
+    workDuration: Histogram<QueueLabels>;
   };
 
   constructor(options: WorkQueueOptions) {
     this.name = options.name;
     this.clock = options.clock ?? systemClock;
     this.rateLimiter = options.rateLimiter ?? defaultControllerRateLimiter(this.clock);
+    this.labels = { name: this.name, controller: options.controller ?? this.name };
     const { registry } = options;
+    const queues = queuesOf.get(registry) ?? new Set<WorkQueue>();
+    queuesOf.set(registry, queues.add(this));
+    // client-go's two gauges of work in progress, computed from the keys processing when scraped.
+    const inProgress = (
+      name: string,
+      help: string,
+      of: (queue: WorkQueue) => number,
+    ): Gauge<QueueLabels> =>
+      sharedGauge(registry, {
+        name,
+        help,
+        labelNames: ['name', 'controller'],
+        collect(this: Gauge<QueueLabels>) {
+          for (const queue of queues) this.set(queue.labels, of(queue));
+        },
+      });
+    inProgress(
+      'workqueue_unfinished_work_seconds',
+      'How many seconds of work has been done that is in progress and has not been observed by work_duration. Large values indicate stuck threads.',
+      (q) => q.runningSeconds().reduce((a, b) => a + b, 0),
+    );
+    inProgress(
+      'workqueue_longest_running_processor_seconds',
+      'How many seconds has the longest running processor for workqueue been running.',
+      (q) => Math.max(0, ...q.runningSeconds()),
+    );
     this.metrics = {
       depth: sharedGauge(registry, {
         name: 'workqueue_depth',
         help: 'Current depth of workqueue',
-        labelNames: ['name'],
+        labelNames: ['name', 'controller'],
       }),
       adds: sharedCounter(registry, {
         name: 'workqueue_adds_total',
         help: 'Total number of adds handled by workqueue',
-        labelNames: ['name'],
+        labelNames: ['name', 'controller'],
       }),
       retries: sharedCounter(registry, {
         name: 'workqueue_retries_total',
         help: 'Total number of retries handled by workqueue',
-        labelNames: ['name'],
+        labelNames: ['name', 'controller'],
       }),
       queueDuration: sharedHistogram(registry, {
         name: 'workqueue_queue_duration_seconds',
         help: 'How long in seconds an item stays in workqueue before being requested',
-        labelNames: ['name'],
+        labelNames: ['name', 'controller'],
         buckets: durationBuckets,
       }),
       workDuration: sharedHistogram(registry, {
         name: 'workqueue_work_duration_seconds',
         help: 'How long in seconds processing an item from workqueue takes',
-        labelNames: ['name'],
+        labelNames: ['name', 'controller'],
         buckets: durationBuckets,
       }),
     };
-    this.metrics.depth.set({ name: this.name }, 0);
+    this.metrics.depth.set(this.labels, 0);
   }
 
   /** Marks `key` as needing processing. A key already waiting is not queued twice. */
   add(key: string): void {
     if (this.shuttingDown || this.dirty.has(key)) return;
     this.dirty.add(key);
-    this.metrics.adds.inc({ name: this.name });
+    this.metrics.adds.inc(this.labels);
     if (!this.addedAt.has(key)) this.addedAt.set(key, this.clock.now());
     this.updateDepth();
     // Processing now: it goes back into the queue when the worker calls done().
@@ -99,7 +134,7 @@ export class WorkQueue {
    */
   addAfter(key: string, delayMs: number): void {
     if (this.shuttingDown) return;
-    this.metrics.retries.inc({ name: this.name });
+    this.metrics.retries.inc(this.labels);
     if (delayMs <= 0) {
       this.add(key);
       return;
@@ -142,13 +177,19 @@ export class WorkQueue {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
+  /** Seconds each key being processed has been processing for. */
+  private runningSeconds(): number[] {
+    const now = this.clock.now();
+    return [...this.startedAt.values()].map((started) => (now - started) / 1000);
+  }
+
   /** Ends processing of `key`; if it was added meanwhile, it is queued again. */
   done(key: string): void {
     if (!this.processing.delete(key)) return;
     const started = this.startedAt.get(key);
     this.startedAt.delete(key);
     if (started !== undefined) {
-      this.metrics.workDuration.observe({ name: this.name }, (this.clock.now() - started) / 1000);
+      this.metrics.workDuration.observe(this.labels, (this.clock.now() - started) / 1000);
     }
     if (this.dirty.has(key)) {
       this.queue.push(key);
@@ -196,7 +237,7 @@ export class WorkQueue {
     const added = this.addedAt.get(key);
     this.addedAt.delete(key);
     if (added !== undefined) {
-      this.metrics.queueDuration.observe({ name: this.name }, (now - added) / 1000);
+      this.metrics.queueDuration.observe(this.labels, (now - added) / 1000);
     }
     this.startedAt.set(key, now);
     this.updateDepth();
@@ -215,6 +256,6 @@ export class WorkQueue {
   }
 
   private updateDepth(): void {
-    this.metrics.depth.set({ name: this.name }, this.dirty.size);
+    this.metrics.depth.set(this.labels, this.dirty.size);
   }
 }

@@ -5,8 +5,17 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{- /* The operator pods' selector: the Deployment, its PDB, Service, monitors and the receivers' NetworkPolicy. */}}
+{{- define "streamcube.operatorSelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- /* [<registry>/]<repository>:<tag or appVersion>[@<digest>] */}}
 {{- define "streamcube.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- with .Values.image -}}
+{{ with .registry }}{{ . }}/{{ end }}{{ .repository }}:{{ .tag | default $.Chart.AppVersion }}{{ with .digest }}@{{ . }}{{ end }}
+{{- end }}
 {{- end }}
 
 {{- define "streamcube.tokenSecret" -}}
@@ -19,4 +28,50 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{- define "streamcube.operatorServiceAccount" -}}
 {{ .Values.operator.serviceAccount.name | default (printf "%s-operator" .Release.Name) }}
+{{- end }}
+
+{{- /* The admin-token volume: the Secret's key becomes the file `token`, whatever the key is called. */}}
+{{- define "streamcube.tokenVolume" -}}
+- name: token
+  secret:
+    secretName: {{ include "streamcube.tokenSecret" . }}
+    items:
+      - key: {{ if .Values.adminToken.existingSecret }}{{ .Values.adminToken.existingSecretKey }}{{ else }}token{{ end }}
+        path: token
+{{- end }}
+
+{{- /*
+Pod-spec scheduling fields of one component. Called with (dict "values" <component values>
+"selector" <its pods' matchLabels>); a topologySpreadConstraint without a labelSelector gets the selector.
+*/}}
+{{- define "streamcube.scheduling" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $constraints := list }}
+{{- range .values.topologySpreadConstraints }}
+{{- $constraint := deepCopy . }}
+{{- if not $constraint.labelSelector }}
+{{- $_ := set $constraint "labelSelector" (dict "matchLabels" $.selector) }}
+{{- end }}
+{{- $constraints = append $constraints $constraint }}
+{{- end }}
+{{- with $constraints }}
+topologySpreadConstraints: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "streamcube.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}

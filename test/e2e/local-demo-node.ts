@@ -1,0 +1,148 @@
+// `streamcube local --node` as a user runs it, on the test environment's node: it installs the
+// chart, the demo cube becomes Ready and its producer writes; the query, asked the way the command
+// prints (kubectl port-forward to each receiver pod, curl with the Secret's token), answers every
+// event the producer wrote, tiled; Ctrl-C removes the cube, the release and the namespace, and
+// leaves the environment running.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DemoLedger } from '../../src/local/demo-data.ts';
+import type { NodeStackInfo } from '../../src/local/node-stack.ts';
+import { freePort, runCommand, tailOf } from '../../src/local/processes.ts';
+import type { QueryResponse } from '../../src/protocol/admin-api.ts';
+import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
+import { waitFor } from '../support/wait.ts';
+import { waitForStackFile } from '../support/local-stack.ts';
+
+const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
+
+/** A port-forward to `pod`'s admin port, as the command prints it; stopped by the returned function. */
+async function portForward(info: NodeStackInfo, pod: string): Promise<[number, () => void]> {
+  const port = await freePort();
+  const child = spawn(
+    info.kubectl,
+    [
+      '--kubeconfig',
+      info.kubeconfig,
+      '-n',
+      info.namespace,
+      'port-forward',
+      `pod/${pod}`,
+      `${port}:8080`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  await waitFor(
+    `port-forward to ${pod}`,
+    () => {
+      if (child.exitCode !== null) throw new Error(`port-forward exited: ${output}`);
+      return Promise.resolve(output.includes('Forwarding from'));
+    },
+    30_000,
+  );
+  return [port, () => child.kill()];
+}
+
+async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[]> {
+  const answers: QueryResponse[] = [];
+  for (const pod of info.receiverPods) {
+    const [port, stop] = await portForward(info, pod);
+    try {
+      const response = await fetch(`http://127.0.0.1:${port}/v1/cubes/${info.cube}/query`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ groupBy: ['country'] }),
+      });
+      if (!response.ok) throw new Error(`${pod}: ${response.status} ${await response.text()}`);
+      answers.push((await response.json()) as QueryResponse);
+    } finally {
+      stop();
+    }
+  }
+  return answers;
+}
+
+/** Runs the check; returns the problems found (none: passed). */
+export async function runLocalDemoOnNode(envDir: string): Promise<string[]> {
+  const logFile = join(envDir, 'local-node-demo.log');
+  const log = openSync(logFile, 'a');
+  const t0 = Date.now();
+  const local: ChildProcess = spawn(process.execPath, [cliPath, 'local', '--node'], {
+    env: { ...process.env, STREAMCUBE_ENV_DIR: envDir },
+    stdio: ['ignore', log, log],
+    detached: true,
+  });
+  closeSync(log);
+  const stackFile = join(envDir, 'local', 'stack.json');
+  try {
+    const info = await waitForStackFile<NodeStackInfo>(local, stackFile, logFile, 300_000);
+    console.log(`[e2e] local --node started in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+    const token = Buffer.from(
+      await runCommand(info.kubectl, [
+        '--kubeconfig',
+        info.kubeconfig,
+        '-n',
+        info.namespace,
+        'get',
+        'secret',
+        info.tokenSecret,
+        '-o',
+        'jsonpath={.data.token}',
+      ]),
+      'base64',
+    ).toString('utf8');
+    await sleep(20_000);
+    const before = JSON.parse(readFileSync(info.ledgerFile, 'utf8')) as DemoLedger;
+    await sleep(5_000);
+    const answers = await query(info, token);
+
+    const problems: string[] = [];
+    let answered = 0;
+    let covered = 0n;
+    for (const a of answers) for (const row of a.rows) answered += Number(row[1]);
+    for (const [p, part] of Object.entries(before.partitions)) {
+      const ranges = answers.flatMap((a) => rangesFromJson(a.offsetRanges[p] ?? []));
+      const first = BigInt(part.firstOffset ?? '0');
+      const end = ranges.reduce((m, r) => (r.to > m ? r.to : m), first);
+      for (const x of tilingProblems(ranges, first, end))
+        problems.push(`partition ${p}: ${x.kind} [${x.from}, ${x.to})`);
+      if (end - first < BigInt(part.produced))
+        problems.push(`partition ${p}: answers ${end - first} of ${part.produced} events`);
+      covered += end - first;
+    }
+    if (BigInt(answered) !== covered)
+      problems.push(`the query counts ${answered} events over ${covered} offsets`);
+    if (before.produced < 100) problems.push(`the demo wrote only ${before.produced} events`);
+    console.log(
+      `[e2e] local --node: ${before.produced} events produced 5 s before the query, ${answered} answered`,
+    );
+
+    // Ctrl-C: SIGINT to its process group, as a terminal sends it.
+    process.kill(-local.pid!, 'SIGINT');
+    const code = await waitFor(
+      'streamcube local --node to stop',
+      () => Promise.resolve(local.exitCode ?? undefined),
+      240_000,
+      500,
+    );
+    if (code !== 0) problems.push(`local --node exited with ${code}:\n${tailOf(logFile)}`);
+    const left = await runCommand(info.kubectl, [
+      '--kubeconfig',
+      info.kubeconfig,
+      'get',
+      'namespace',
+      info.namespace,
+      '--ignore-not-found',
+      '-o',
+      'name',
+    ]);
+    if (left.trim() !== '') problems.push(`after Ctrl-C the namespace is still there: ${left}`);
+    return problems;
+  } finally {
+    if (local.exitCode === null) process.kill(-local.pid!, 'SIGKILL');
+  }
+}

@@ -1,0 +1,98 @@
+// Stand-ins for the Prometheus Operator's ServiceMonitor and PodMonitor CRDs (monitoring.coreos.com/v1),
+// so the chart's monitors can be created in the test API server. Only the fields the chart writes
+// (and their neighbours) are in the schema, with the upstream names and types; creating with
+// strict field validation refuses anything else, as the real CRDs would.
+
+const labelSelector = {
+  type: 'object',
+  properties: {
+    matchLabels: { type: 'object', additionalProperties: { type: 'string' } },
+    matchExpressions: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['key', 'operator'],
+        properties: {
+          key: { type: 'string' },
+          operator: { type: 'string' },
+          values: { type: 'array', items: { type: 'string' } },
+        },
+      },
+    },
+  },
+};
+
+/** Prometheus durations as the upstream CRDs check them. */
+const duration = {
+  type: 'string',
+  pattern:
+    '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$',
+};
+
+const endpoint = {
+  type: 'object',
+  properties: {
+    port: { type: 'string' },
+    path: { type: 'string' },
+    interval: duration,
+    scrapeTimeout: duration,
+    scheme: { type: 'string', enum: ['http', 'https'] },
+  },
+};
+
+const namespaceSelector = {
+  type: 'object',
+  properties: {
+    any: { type: 'boolean' },
+    matchNames: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+function monitorCrd(kind: string, plural: string, spec: Record<string, unknown>) {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.monitoring.coreos.com` },
+    spec: {
+      group: 'monitoring.coreos.com',
+      scope: 'Namespaced',
+      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              properties: {
+                spec: {
+                  type: 'object',
+                  required: ['selector'],
+                  properties: {
+                    selector: labelSelector,
+                    namespaceSelector,
+                    jobLabel: { type: 'string' },
+                    ...spec,
+                  },
+                },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+export const prometheusOperatorCrds = [
+  monitorCrd('ServiceMonitor', 'servicemonitors', {
+    endpoints: { type: 'array', items: endpoint },
+    targetLabels: { type: 'array', items: { type: 'string' } },
+    podTargetLabels: { type: 'array', items: { type: 'string' } },
+  }),
+  monitorCrd('PodMonitor', 'podmonitors', {
+    podMetricsEndpoints: { type: 'array', items: endpoint },
+    podTargetLabels: { type: 'array', items: { type: 'string' } },
+  }),
+];
