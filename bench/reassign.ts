@@ -12,7 +12,7 @@
 // under steady load T's first event also waits for the next produced batch (one --tick-ms at most).
 // The operator's phase timestamps (JSON log lines) tell where the time goes.
 import { randomBytes } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
@@ -24,6 +24,7 @@ import { ReceiverApiError } from '../src/protocol/client.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
 import { freePort } from '../src/local/processes.ts';
 import { benchEnvironment, benchFlags, positive, say } from './environment.ts';
+import { phaseOrder, phaseSpans, phaseTimes } from './operator-log.ts';
 import {
   OperatorProcess,
   applyCrd,
@@ -283,8 +284,6 @@ async function watchMove(
 
 // ---- the operator's log ---------------------------------------------------------------------
 
-const phaseOrder = ['Planned', 'Pausing', 'Draining', 'Starting', 'Sealing', 'Done'] as const;
-
 /** What each span of the operator's log holds (src/operator/reassign.ts, reconciler.ts). */
 const phaseContents: Record<string, string> = {
   react: 'spec change → informer → plan → journal written (Planned)',
@@ -295,24 +294,6 @@ const phaseContents: Record<string, string> = {
   Sealing: 'seal + hand-off + unassign on emptied sources + status write (assignment, epochs)',
   Done: 'journal cleared + Event',
 };
-
-/** First log time of each phase of one reassign, plus `end` ('reassign done'). */
-function phaseTimes(logFile: string, reassignId: string): Map<string, number> {
-  const times = new Map<string, number>();
-  for (const line of readFileSync(logFile, 'utf8').split('\n')) {
-    if (!line.startsWith('{') || !line.includes(reassignId)) continue;
-    const entry = JSON.parse(line) as {
-      message?: string;
-      reassignId?: string;
-      phase?: string;
-      timestamp?: string;
-    };
-    if (entry.reassignId !== reassignId || !entry.timestamp) continue;
-    const key = entry.message === 'reassign done' ? 'end' : entry.phase;
-    if (key && !times.has(key)) times.set(key, Date.parse(entry.timestamp));
-  }
-  return times;
-}
 
 // ---- the run --------------------------------------------------------------------------------
 
@@ -490,11 +471,7 @@ async function main(): Promise<void> {
       const phases = new Map<string, number>();
       const planned = times.get('Planned');
       if (planned !== undefined) phases.set('react', planned - started);
-      for (let k = 0; k < phaseOrder.length; k++) {
-        const from = times.get(phaseOrder[k]!);
-        const to = times.get(phaseOrder[k + 1] ?? 'end');
-        if (from !== undefined && to !== undefined) phases.set(phaseOrder[k]!, to - from);
-      }
+      for (const [phase, ms] of phaseSpans(operator.logFile, journal.id)) phases.set(phase, ms);
       const pausing = times.get('Pausing');
       const sealing = times.get('Sealing');
       const epochsAfter = observations.at(-1)?.cube.status?.epochs ?? {};

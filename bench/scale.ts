@@ -17,6 +17,7 @@ import { group, plural, version, type CubeAssignment } from '../src/api/cube-ass
 import { createKafka } from '../src/kafka/client.ts';
 import { freePort } from '../src/local/processes.ts';
 import { benchEnvironment, benchFlags, positive, say } from './environment.ts';
+import { phaseOrder, phaseSpans, reassignIds } from './operator-log.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
 import {
   OperatorProcess,
@@ -358,6 +359,20 @@ async function main(): Promise<void> {
     say(
       `| probe reassign, median (idle → ${cubeCount} stable) | ${seconds(median(idleMoves))} → ${seconds(median(loadedMoves))} (×${ratio.toFixed(2)}) | within ×${goals.reassignRatio}: ${mark(ratio <= goals.reassignRatio)} |`,
     );
+    // Where the probe's time went, idle and loaded: the first reassign assigned it, then each
+    // round of moves made `moves` rounded up to even reassigns.
+    const perRound = moves + (moves % 2);
+    const ids = reassignIds(operator.logFile, probe);
+    const spansOf = (from: number): Map<string, number>[] =>
+      ids.slice(from, from + moves).map((id) => phaseSpans(operator!.logFile, id));
+    const [idleSpans, loadedSpans] = [spansOf(1), spansOf(1 + perRound)];
+    say('');
+    say('probe reassign by phase, median ms (operator log), idle → loaded:');
+    for (const phase of phaseOrder) {
+      const of = (spans: Map<string, number>[]): number =>
+        median(spans.flatMap((m) => (m.has(phase) ? [m.get(phase)!] : [])));
+      say(`  ${phase.padEnd(9)} ${of(idleSpans)} → ${of(loadedSpans)}`);
+    }
     ok = true;
   } finally {
     watch.stop();
