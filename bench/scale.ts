@@ -11,7 +11,13 @@ import { readFileSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CustomObjectsApi, PatchStrategy, Watch, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { type Admin, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
 import { createKafka } from '../src/kafka/client.ts';
@@ -97,48 +103,70 @@ const isReady = (c: CubeAssignment): boolean =>
   c.status?.conditions?.find((k) => k.type === 'Ready')?.status === 'True';
 
 /**
- * Every version of every CubeAssignment and Event of the namespace, from watches: the API writes
- * the operator makes (nobody else writes there once the cubes exist).
+ * Every new version of a CubeAssignment and every Event written in the namespace while it runs,
+ * from watches: the API writes the operator makes (nobody else writes there once the cubes
+ * exist). A watch the server ends early makes the count worthless: `ended` says so.
  */
-class NamespaceWatch {
-  readonly cubes = new Map<string, CubeAssignment>();
+class WriteCounter {
   cubeWrites = 0;
   eventWrites = 0;
+  ended: string | undefined;
   private readonly controllers: AbortController[] = [];
+  private stopped = false;
 
   async start(kc: ReturnType<typeof adminKubeConfig>, namespace: string): Promise<void> {
     const watch = new Watch(kc);
+    const done = (what: string) => (error: unknown) => {
+      if (!this.stopped) this.ended ??= `${what} watch ended: ${String(error)}`;
+    };
+    // From now: listed first, so the watch starts at the list's version.
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const cubes = (await custom.listNamespacedCustomObject({
+      group,
+      version,
+      namespace,
+      plural,
+    })) as {
+      metadata?: { resourceVersion?: string };
+    };
+    const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace });
     this.controllers.push(
       await watch.watch(
         `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
-        {},
-        (type: string, object: CubeAssignment) => {
-          if (type === 'DELETED') this.cubes.delete(object.metadata.name ?? '');
-          else this.cubes.set(object.metadata.name ?? '', object);
+        { resourceVersion: cubes.metadata?.resourceVersion },
+        (type: string) => {
           if (type === 'MODIFIED') this.cubeWrites += 1;
         },
-        () => undefined,
+        done('CubeAssignment'),
       ),
       await watch.watch(
         `/api/v1/namespaces/${namespace}/events`,
-        {},
+        { resourceVersion: events.metadata?.resourceVersion },
         (type: string) => {
           if (type === 'ADDED' || type === 'MODIFIED') this.eventWrites += 1;
         },
-        () => undefined,
+        done('Event'),
       ),
     );
   }
 
-  ready(prefix: string): number {
-    let n = 0;
-    for (const [name, c] of this.cubes) if (name.startsWith(prefix) && isReady(c)) n += 1;
-    return n;
-  }
-
   stop(): void {
+    this.stopped = true;
     for (const c of this.controllers) c.abort();
   }
+}
+
+/** The cubes of the namespace, listed. */
+async function listCubes(
+  kc: ReturnType<typeof adminKubeConfig>,
+  namespace: string,
+): Promise<CubeAssignment[]> {
+  const list = (await kc
+    .makeApiClient(CustomObjectsApi)
+    .listNamespacedCustomObject({ group, version, namespace, plural })) as {
+    items: CubeAssignment[];
+  };
+  return list.items;
 }
 
 async function inBatches<T>(items: T[], concurrency: number, run: (item: T) => Promise<unknown>) {
@@ -181,7 +209,7 @@ async function main(): Promise<void> {
   const token = randomBytes(24).toString('hex');
   const receivers: ReceiverProcess[] = [];
   const topics: string[] = [];
-  const watch = new NamespaceWatch();
+  const writes = new WriteCounter();
   let operator: OperatorProcess | undefined;
   let namespace: string | undefined;
   let ok = false;
@@ -223,7 +251,6 @@ async function main(): Promise<void> {
     });
     await operator.start();
     const metricsUrl = `http://127.0.0.1:${operator.port}/metrics`;
-    await watch.start(kc, ns);
 
     const topicCount = Math.ceil(cubeCount / cubesPerTopic) + 1;
     for (let t = 0; t < topicCount; t++) topics.push(await createTopic(admin, partitions));
@@ -284,16 +311,17 @@ async function main(): Promise<void> {
     let lastReport = 0;
     await waitFor(
       `${cubeCount} cubes Ready`,
-      () => {
-        const ready = watch.ready('c-');
+      async () => {
+        const cubes = await listCubes(kc, ns);
+        const ready = cubes.filter((c) => c.metadata.name?.startsWith('c-') && isReady(c)).length;
         if (performance.now() - lastReport > 10_000) {
           lastReport = performance.now();
           say(`  ${seconds(performance.now() - created)}: ${ready} / ${cubeCount} Ready`);
         }
-        return Promise.resolve(ready === cubeCount);
+        return ready === cubeCount;
       },
       30 * 60_000,
-      200,
+      1_000,
     );
     const allReadyMs = performance.now() - created;
     const atReady = memoryOf(operator.child?.pid);
@@ -307,10 +335,9 @@ async function main(): Promise<void> {
     // ---- stable ----
     // The first resync after Ready writes positions once; measured after it.
     await sleep(Math.max(15_000, 1.5 * Number.parseFloat(values.resync) * 1000));
+    await writes.start(kc, ns);
     const before = {
       reconciles: await counterSum(metricsUrl, 'controller_runtime_reconcile_total'),
-      cubeWrites: watch.cubeWrites,
-      eventWrites: watch.eventWrites,
       reads: await statusReads(receivers),
     };
     const stableStarted = performance.now();
@@ -319,8 +346,10 @@ async function main(): Promise<void> {
     const reconcilesPerMin =
       ((await counterSum(metricsUrl, 'controller_runtime_reconcile_total')) - before.reconciles) /
       stableMinutes;
-    const cubeWritesPerMin = (watch.cubeWrites - before.cubeWrites) / stableMinutes;
-    const eventWritesPerMin = (watch.eventWrites - before.eventWrites) / stableMinutes;
+    writes.stop();
+    if (writes.ended) throw new Error(`API writes not counted: ${writes.ended}`);
+    const cubeWritesPerMin = writes.cubeWrites / stableMinutes;
+    const eventWritesPerMin = writes.eventWrites / stableMinutes;
     const reads = await statusReads(receivers);
     const readsPerMin = {
       all: (reads.all - before.reads.all) / stableMinutes,
@@ -375,7 +404,7 @@ async function main(): Promise<void> {
     }
     ok = true;
   } finally {
-    watch.stop();
+    writes.stop();
     if (!ok) {
       if (operator) say(`operator log: ${operator.logFile}`);
       for (const r of receivers) say(`${r.options.id} log: ${r.logFile}`);
@@ -385,7 +414,7 @@ async function main(): Promise<void> {
       // No operator is left to run the finalizers: they are dropped so the objects can go.
       const custom = kc.makeApiClient(CustomObjectsApi);
       const ns = namespace;
-      const names = [...watch.cubes.keys()];
+      const names = (await listCubes(kc, ns).catch(() => [])).map((c) => c.metadata.name ?? '');
       await inBatches(names, 16, (name) =>
         custom
           .patchNamespacedCustomObject(
