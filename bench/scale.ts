@@ -105,21 +105,18 @@ const isReady = (c: CubeAssignment): boolean =>
 /**
  * Every new version of a CubeAssignment and every Event written in the namespace while it runs,
  * from watches: the API writes the operator makes (nobody else writes there once the cubes
- * exist). A watch the server ends early makes the count worthless: `ended` says so.
+ * exist). client-node ends a quiet watch after a while: it is opened again from the last version
+ * it saw (bookmarks keep that current), so nothing is missed; one the server refuses (410) makes
+ * the count worthless, and `ended` says so.
  */
 class WriteCounter {
   cubeWrites = 0;
   eventWrites = 0;
   ended: string | undefined;
-  private readonly controllers: AbortController[] = [];
+  private readonly controllers = new Set<AbortController>();
   private stopped = false;
 
   async start(kc: ReturnType<typeof adminKubeConfig>, namespace: string): Promise<void> {
-    const watch = new Watch(kc);
-    const done = (what: string) => (error: unknown) => {
-      if (!this.stopped) this.ended ??= `${what} watch ended: ${String(error)}`;
-    };
-    // From now: listed first, so the watch starts at the list's version.
     const custom = kc.makeApiClient(CustomObjectsApi);
     const cubes = (await custom.listNamespacedCustomObject({
       group,
@@ -130,24 +127,49 @@ class WriteCounter {
       metadata?: { resourceVersion?: string };
     };
     const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace });
-    this.controllers.push(
-      await watch.watch(
-        `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
-        { resourceVersion: cubes.metadata?.resourceVersion },
-        (type: string) => {
-          if (type === 'MODIFIED') this.cubeWrites += 1;
-        },
-        done('CubeAssignment'),
-      ),
-      await watch.watch(
-        `/api/v1/namespaces/${namespace}/events`,
-        { resourceVersion: events.metadata?.resourceVersion },
-        (type: string) => {
-          if (type === 'ADDED' || type === 'MODIFIED') this.eventWrites += 1;
-        },
-        done('Event'),
-      ),
+    await this.follow(
+      kc,
+      `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
+      cubes.metadata?.resourceVersion,
+      (type) => {
+        if (type === 'MODIFIED') this.cubeWrites += 1;
+      },
     );
+    await this.follow(
+      kc,
+      `/api/v1/namespaces/${namespace}/events`,
+      events.metadata?.resourceVersion,
+      (type) => {
+        if (type === 'ADDED' || type === 'MODIFIED') this.eventWrites += 1;
+      },
+    );
+  }
+
+  private async follow(
+    kc: ReturnType<typeof adminKubeConfig>,
+    path: string,
+    from: string | undefined,
+    count: (type: string) => void,
+  ): Promise<void> {
+    let resourceVersion = from;
+    const open = async (): Promise<void> => {
+      const controller: AbortController = await new Watch(kc).watch(
+        path,
+        { resourceVersion, allowWatchBookmarks: true },
+        (type: string, object: { metadata?: { resourceVersion?: string } }) => {
+          resourceVersion = object.metadata?.resourceVersion ?? resourceVersion;
+          if (type === 'ERROR') this.ended ??= `${path}: ${JSON.stringify(object)}`;
+          else if (type !== 'BOOKMARK') count(type);
+        },
+        () => {
+          this.controllers.delete(controller);
+          if (!this.stopped && !this.ended)
+            void open().catch((e: unknown) => (this.ended ??= String(e)));
+        },
+      );
+      this.controllers.add(controller);
+    };
+    await open();
   }
 
   stop(): void {
