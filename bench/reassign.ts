@@ -12,11 +12,9 @@
 // under steady load T's first event also waits for the next produced batch (one --tick-ms at most).
 // The operator's phase timestamps (JSON log lines) tell where the time goes.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
@@ -24,15 +22,9 @@ import { createKafka } from '../src/kafka/client.ts';
 import type { CubeStatus } from '../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../src/protocol/client.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
-import {
-  type TestEnvironment,
-  environmentVariables,
-  findRunningEnvironment,
-  startEnvironment,
-  stopEnvironment,
-} from '../src/local/environment.ts';
 import { freePort } from '../src/local/processes.ts';
-import { settings } from '../src/local/settings.ts';
+import { benchEnvironment, benchFlags, positive, say } from './environment.ts';
+import { phaseOrder, phaseSpans, phaseTimes } from './operator-log.ts';
 import {
   OperatorProcess,
   applyCrd,
@@ -63,9 +55,6 @@ type ReplicaSet = (typeof replicaSets)[number];
 const hosts: Record<ReplicaSet, string> = { 'rs-a': '127.0.0.41', 'rs-b': '127.0.0.42' };
 const goals = { doneP99Ms: 5_000, gapP99Ms: 1_000 };
 
-const say = (text: string): void => {
-  process.stdout.write(`${text}\n`);
-};
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
 function percentile(values: number[], q: number): number {
@@ -295,8 +284,6 @@ async function watchMove(
 
 // ---- the operator's log ---------------------------------------------------------------------
 
-const phaseOrder = ['Planned', 'Pausing', 'Draining', 'Starting', 'Sealing', 'Done'] as const;
-
 /** What each span of the operator's log holds (src/operator/reassign.ts, reconciler.ts). */
 const phaseContents: Record<string, string> = {
   react: 'spec change → informer → plan → journal written (Planned)',
@@ -307,24 +294,6 @@ const phaseContents: Record<string, string> = {
   Sealing: 'seal + hand-off + unassign on emptied sources + status write (assignment, epochs)',
   Done: 'journal cleared + Event',
 };
-
-/** First log time of each phase of one reassign, plus `end` ('reassign done'). */
-function phaseTimes(logFile: string, reassignId: string): Map<string, number> {
-  const times = new Map<string, number>();
-  for (const line of readFileSync(logFile, 'utf8').split('\n')) {
-    if (!line.startsWith('{') || !line.includes(reassignId)) continue;
-    const entry = JSON.parse(line) as {
-      message?: string;
-      reassignId?: string;
-      phase?: string;
-      timestamp?: string;
-    };
-    if (entry.reassignId !== reassignId || !entry.timestamp) continue;
-    const key = entry.message === 'reassign done' ? 'end' : entry.phase;
-    if (key && !times.has(key)) times.set(key, Date.parse(entry.timestamp));
-  }
-  return times;
-}
 
 // ---- the run --------------------------------------------------------------------------------
 
@@ -342,30 +311,17 @@ interface MoveResult {
   logGapMs: number | undefined;
 }
 
-function positive(name: string, text: string): number {
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer`);
-  return n;
-}
-
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      moves: { type: 'string' },
-      mode: { type: 'string', default: 'all' },
-      partitions: { type: 'string', default: '32' },
-      rate: { type: 'string', default: '3200' },
-      'tick-ms': { type: 'string', default: '50' },
-      'poll-ms': { type: 'string', default: '50' },
-      'settle-ms': { type: 'string', default: '1000' },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
+  const values = benchFlags(usage, {
+    moves: undefined,
+    mode: 'all',
+    partitions: '32',
+    rate: '3200',
+    'tick-ms': '50',
+    'poll-ms': '50',
+    'settle-ms': '1000',
   });
-  if (values.help) {
-    say(usage);
-    return;
-  }
+  if (!values) return;
   const moves = positive('moves', values.moves ?? process.env.BENCH_MOVES ?? '10');
   const mode = values.mode;
   if (mode !== 'all' && mode !== 'half') throw new Error('--mode must be all or half');
@@ -378,16 +334,7 @@ async function main(): Promise<void> {
   const settleMs = positive('settle-ms', values['settle-ms']);
   const perTick = Math.max(1, Math.round((rate * tickMs) / 1000 / partitions));
 
-  let env: TestEnvironment | undefined = findRunningEnvironment(settings.stateDir);
-  let ownEnv: TestEnvironment | undefined;
-  if (env) {
-    say(`using the running environment in ${settings.stateDir}`);
-  } else {
-    say('no running environment: starting one for this run (stopped at the end)');
-    env = ownEnv = await startEnvironment(mkdtempSync(join(tmpdir(), 'streamcube-bench-env-')));
-  }
-  // The test helpers find the environment through these variables.
-  Object.assign(process.env, environmentVariables(env));
+  const { env, stop: stopEnv } = await benchEnvironment();
   const kc = adminKubeConfig();
   const kafka = createKafka({
     clientId: 'bench-reassign',
@@ -524,11 +471,7 @@ async function main(): Promise<void> {
       const phases = new Map<string, number>();
       const planned = times.get('Planned');
       if (planned !== undefined) phases.set('react', planned - started);
-      for (let k = 0; k < phaseOrder.length; k++) {
-        const from = times.get(phaseOrder[k]!);
-        const to = times.get(phaseOrder[k + 1] ?? 'end');
-        if (from !== undefined && to !== undefined) phases.set(phaseOrder[k]!, to - from);
-      }
+      for (const [phase, ms] of phaseSpans(operator.logFile, journal.id)) phases.set(phase, ms);
       const pausing = times.get('Pausing');
       const sealing = times.get('Sealing');
       const epochsAfter = observations.at(-1)?.cube.status?.epochs ?? {};
@@ -657,7 +600,7 @@ async function main(): Promise<void> {
       ])
         rmSync(dir, { recursive: true, force: true });
     }
-    if (ownEnv) await stopEnvironment(ownEnv, true);
+    await stopEnv();
   }
 }
 

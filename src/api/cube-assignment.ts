@@ -5,7 +5,10 @@ import { z } from 'zod';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { cubeSchema, identifier, kafkaSource, measure } from './cube.ts';
 import { condition } from './conditions.ts';
+import { offset, partitionKey, partitionNumber } from './kafka-numbers.ts';
 import { kubernetes } from './structural-schema.ts';
+
+export { offset, partitionKey, partitionNumber };
 
 export const group = 'streamcube.io';
 export const version = 'v1alpha1';
@@ -48,23 +51,6 @@ export const secretName = z
   .string()
   .max(253)
   .regex(dnsSubdomainPattern, 'must be the name of a Secret in the same namespace');
-
-/** A Kafka partition number (int32, never negative). */
-export const partitionNumber = z.int().min(0).max(2_147_483_647);
-
-/** A partition number as a map key (JSON object keys are strings). */
-export const partitionKey = z
-  .string()
-  .max(10)
-  .regex(/^(0|[1-9][0-9]*)$/, 'must be a partition number');
-
-const int64Max = 2n ** 63n - 1n;
-/** Offsets, high watermarks and lag: int64 as a decimal string, never a lossy number. */
-export const offset = z
-  .string()
-  .max(19)
-  .regex(/^(0|[1-9][0-9]*)$/, 'must be a non-negative integer as a string')
-  .refine((s) => BigInt(s) <= int64Max, 'must fit in int64');
 
 export const timestamp = z.iso.datetime();
 
@@ -298,17 +284,6 @@ export const partitionMove = z.object({
 });
 export type PartitionMove = z.infer<typeof partitionMove>;
 
-/** One receiver finished one phase; what it reported is kept so a restart need not ask again. */
-export const receiverProgress = z.object({
-  phase: z.enum(reassignPhases),
-  receiver: z.string().min(1).max(253).describe('Pod name of the receiver.'),
-  replicaSet: replicaSetName,
-  completedAt: timestamp,
-  /** Positions (next offset to consume) the receiver reported, e.g. when it paused. */
-  positions: z.record(partitionKey, offset).optional(),
-});
-export type ReceiverProgress = z.infer<typeof receiverProgress>;
-
 /** The journal of the move in flight; every phase is persisted before the next begins. */
 export const reassignJournal = z.object({
   id: z.string().min(1).max(63),
@@ -324,14 +299,11 @@ export const reassignJournal = z.object({
   startedAt: timestamp,
   /** When the current phase began: its deadline counts from here. */
   phaseStartedAt: timestamp.optional(),
-  progress: z
-    .array(receiverProgress)
-    .meta(kubernetes({ listType: 'map', listMapKeys: ['phase', 'receiver'] }))
-    .optional(),
 });
 export type ReassignJournal = z.infer<typeof reassignJournal>;
 
-export const partitionStatus = z.object({
+/** What the operator observed of one partition, for users (status.partitions). */
+export const observedPartition = z.object({
   partition: partitionNumber,
   replicaSet: replicaSetName,
   /** Next offset to consume. */
@@ -339,7 +311,7 @@ export const partitionStatus = z.object({
   highWatermark: offset.optional(),
   lag: offset.optional(),
 });
-export type PartitionStatus = z.infer<typeof partitionStatus>;
+export type ObservedPartition = z.infer<typeof observedPartition>;
 
 export const segmentCounts = z.object({
   active: z.int().min(0),
@@ -359,7 +331,7 @@ export const cubeAssignmentStatus = z.object({
   /** Present only while a move is in flight. */
   reassign: reassignJournal.optional(),
   partitions: z
-    .array(partitionStatus)
+    .array(observedPartition)
     .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))
     .optional(),
   /** Sum of the partitions' lag, for the Lag printer column. */

@@ -20,10 +20,13 @@ import type { ReceiverEndpoint } from './discovery.ts';
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
 export class PhaseBlocked extends Error {
   readonly reason: string;
-  constructor(reason: string, message: string, options?: ErrorOptions) {
+  /** The Event's text when the message carries figures that change with every poll. */
+  readonly event: string | undefined;
+  constructor(reason: string, message: string, options?: ErrorOptions & { event?: string }) {
     super(message, options);
     this.name = 'PhaseBlocked';
     this.reason = reason;
+    this.event = options?.event;
   }
 
   /** The HTTP status of the receiver's answer that blocked the phase, if one answered. */
@@ -80,6 +83,11 @@ export interface ReassignContext {
   handOffTimeoutMs: number;
   /** How long one drain call may wait on a receiver before answering `done: false`. */
   drainPollMs: number;
+  /**
+   * How long one seal call may wait for the hand-off before answering with segments pending: the
+   * receiver answers as soon as they are handed off, so Sealing ends then, not at the next poll.
+   */
+  sealPollMs: number;
   now: () => Date;
   /** Aborts when the lease is lost or the process shuts down: no receiver call starts after. */
   signal: AbortSignal;
@@ -88,14 +96,15 @@ export interface ReassignContext {
 /**
  * When the reconciler runs the cube again after each outcome. Between two phases there is nothing
  * to wait for (the reconciler reads its own write back, even before the informer has it): the
- * short delay only hands the worker back, so other cubes' keys run in between.
+ * next phase runs at once, behind the keys already queued, so other cubes' keys run in between
+ * but no timer adds to every phase.
  */
 export const requeueDelayMs = {
-  advanced: 20,
+  advanced: 1,
   /** A drain under way: the poll itself waited up to `drainPollMs` on the receiver. */
-  drainPending: 50,
-  /** A hand-off under way: the seal answers at once (the receiver retries every 100 ms). */
-  handOffPending: 100,
+  drainPending: 1,
+  /** A hand-off under way: the seal itself waited up to `sealPollMs` (the receiver retries). */
+  handOffPending: 1,
   /** Reported as Degraded; retried. */
   blocked: 2_000,
   /** Done or rolled back: the next reconcile observes the receivers. */
@@ -295,9 +304,11 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
       );
       if (!answer.done) {
         const behind = answer.partitions.filter((p) => p.state !== 'stopped');
-        const message = `receiver ${endpoint.name} has not reached the stop offsets of partitions ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
+        const lead = `receiver ${endpoint.name} has not reached the stop offsets of partitions`;
+        const message = `${lead} ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
         if (inPhaseMs(ctx, journal) > ctx.drainTimeoutMs || overDeadline(ctx, journal)) {
-          throw new PhaseBlocked('DrainIncomplete', message);
+          const event = `${lead} ${behind.map((p) => p.partition).join(', ')}`;
+          throw new PhaseBlocked('DrainIncomplete', message, { event });
         }
         return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
       }
@@ -365,7 +376,7 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
 
 /**
  * A source left without any partition of the cube seals and hands off, then drops it. The seal
- * answers at once; replicas are taken in order and a pass ends at the first whose hand-off is
+ * waits briefly for the hand-off; replicas are taken in order and a pass ends at the first whose hand-off is
  * still pending, re-checked on the next reconcile.
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
@@ -376,7 +387,7 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
       let status: CubeStatus;
       try {
         status = await call(ctx, endpoint, 'seal', 'SealFailed', (c) =>
-          c.seal(ctx.cube, 0, ctx.signal),
+          c.seal(ctx.cube, ctx.sealPollMs, ctx.signal),
         );
       } catch (error) {
         if (isGone(error)) continue; // unassigned already
@@ -527,7 +538,7 @@ async function rollBack(
   ctx.event(
     'Warning',
     'ReassignRolledBack',
-    `reassign ${journal.id} rolled back in phase ${journal.phase} after ${ctx.phaseTimeoutMs / 1000}s: ${cause.message}`,
+    `reassign ${journal.id} rolled back in phase ${journal.phase} after ${ctx.phaseTimeoutMs / 1000}s: ${cause.event ?? cause.message}`,
   );
   const error = new PhaseBlocked(
     'ReassignRolledBack',

@@ -17,12 +17,12 @@ import {
   version,
   type CubeAssignment,
   type CubeAssignmentStatusPatch,
-  type PartitionStatus,
+  type ObservedPartition,
   type ReassignJournal,
 } from '../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
-import type { CubeStatus } from '../protocol/admin-api.ts';
+import { cubeSummaryOf, type CubeSummary } from '../protocol/admin-api.ts';
 import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -30,7 +30,9 @@ import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
-import { OwnWrites } from './own-writes.ts';
+import type { OwnWrites } from './own-writes.ts';
+import { SharedReads } from './shared-reads.ts';
+import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import {
   PhaseEntries,
@@ -70,10 +72,17 @@ export interface ReconcilerDeps {
   receiverTimeoutMs: number;
   /** How far back the share of rejected records is measured (spec.rejectedEventsThreshold). */
   rejectedEventsWindowMs: number;
+  /**
+   * The reconciler's own writes, shared with the informer's event handler so that their watch
+   * events do not requeue the cube.
+   */
+  ownWrites: OwnWrites<CubeAssignment>;
 }
 
 /** How long one drain call waits on a receiver; a drain not done by then is polled again. */
 const drainPollMs = 250;
+/** How long one seal call waits for the hand-off; one not done by then is polled again. */
+const sealPollMs = 250;
 /** How long a hand-off may stay pending in Sealing before it is reported (HandOffPending). */
 const handOffTimeoutMs = 30_000;
 
@@ -96,27 +105,47 @@ function mergePatch(signal?: AbortSignal) {
 
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
-  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => {
-    let c = clients.get(endpoint.baseUrl);
+  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => clientAt(endpoint.baseUrl);
+  const clientAt = (baseUrl: string): ReceiverClient => {
+    let c = clients.get(baseUrl);
     if (!c) {
-      c = new ReceiverClient(endpoint.baseUrl, deps.receiverToken, deps.receiverTimeoutMs);
-      clients.set(endpoint.baseUrl, c);
+      c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
+        onMutation: () => receiverCubes.invalidate(baseUrl),
+      });
+      clients.set(baseUrl, c);
     }
     return c;
   };
+  /** One GET /v1/cubes per receiver per resync, shared by all its cubes: cube → summary. */
+  const receiverCubes = new SharedReads<Map<string, CubeSummary>>({
+    fetch: async (baseUrl) =>
+      new Map((await clientAt(baseUrl).cubes()).cubes.map((c) => [c.cube, c])),
+    maxAgeMs: deps.resyncMs,
+  });
+  /** The cube as the receiver last reported it; undefined when the receiver does not hold it. */
+  const cubeOn = async (
+    endpoint: ReceiverEndpoint,
+    cube: string,
+    signal: AbortSignal,
+  ): Promise<CubeSummary | undefined> =>
+    (await receiverCubes.get(endpoint.baseUrl, signal)).get(cube);
+  /** Per cube key, when live positions were last written to status (Date.now()). */
+  const positionsWrittenAt = new Map<string, number>();
   /** Receivers' record counters over the last minutes, per cube key and receiver. */
   const rejections = new RejectedEventsWindow(deps.rejectedEventsWindowMs);
   /** Per cube key, the text of the last Degraded Event, to record the next only when it changes. */
   const degradedEvents = new Map<string, string>();
 
   // The informer may not have this reconciler's last write yet when the cube runs again.
-  const ownWrites = new OwnWrites<CubeAssignment>();
+  const { ownWrites } = deps;
 
+  /** Writes status when the patch changes it; a patch that changes nothing is not sent. */
   async function patchStatus(
     object: CubeAssignment,
     status: CubeAssignmentStatusPatch,
     signal?: AbortSignal,
   ): Promise<CubeAssignment> {
+    if (!mergePatchChanges(object.status, status)) return object;
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
     const updated = (await deps.custom.patchNamespacedCustomObjectStatus(
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
@@ -245,8 +274,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       ...object.spec.replicaSets,
       ...targets,
     ]);
-    // The seal answers at once; a receiver whose hand-off is still pending is asked again on the
-    // next reconcile instead of holding a worker until it is done.
+    // The seal waits briefly for the hand-off; a receiver whose hand-off is still pending is asked
+    // again on the next reconcile instead of holding a worker until it is done.
     let handOffPending = false;
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
@@ -256,7 +285,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             .filter((p) => p.state !== 'released')
             .map((p) => p.partition);
           if (held.length > 0) await client.release(cube, held, signal);
-          const sealed = await client.seal(cube, 0, signal);
+          const sealed = await client.seal(cube, sealPollMs, signal);
           if (sealed.segments.some((s) => s.state !== 'HANDED_OFF')) {
             handOffPending = true;
             continue;
@@ -289,7 +318,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   function consumerFailed(
     receiver: string,
     replicaSet: string,
-    status: CubeStatus,
+    status: CubeSummary,
     owned: number[],
   ): Problem | undefined {
     const { consumer } = status;
@@ -329,14 +358,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const problems: Problem[] = [];
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
-        const client = clientFor(endpoint);
         try {
-          const status = await client.cubeStatus(cube, signal);
+          const status = await cubeOn(endpoint, cube, signal);
+          if (status === undefined) continue; // holds none of it
           if (status.specDigest !== wanted)
-            await client.assign(cube, assignRequest(object, rs, []), signal);
+            await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
           signal.throwIfAborted();
-          if (error instanceof ReceiverApiError && error.status === 404) continue; // holds none of it
           problems.push({
             reason: 'SpecNotRolledOut',
             message: `receiver ${endpoint.name} (${rs}) does not run generation ${object.metadata?.generation ?? 0} of the spec yet: ${(error as Error).message}`,
@@ -354,6 +382,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     partitions: number[] | undefined,
     /** cubeSpecDigest of the spec: a receiver reporting another one is brought to it. */
     specDigest: string,
+    signal: AbortSignal,
   ): Promise<{
     status: CubeAssignmentStatusPatch;
     unowned: number[];
@@ -364,7 +393,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   }> {
     const assignment = object.status?.assignment ?? {};
     const key = `${object.metadata?.namespace ?? 'default'}/${cube}`;
-    const partitionRows: PartitionStatus[] = [];
+    const partitionRows: ObservedPartition[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
     const failed: Problem[] = [];
@@ -375,14 +404,23 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const [rs, owned] of Object.entries(assignment)) {
       if (owned.length === 0) continue;
       // Every replica's report counts for failures and rejections; one replica's for positions.
-      const reports: { receiver: string; status: CubeStatus }[] = [];
+      const reports: { receiver: string; status: CubeSummary }[] = [];
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
-          let status = await client.cubeStatus(cube);
+          let status = await cubeOn(endpoint, cube, signal);
+          if (status === undefined) {
+            problems.push({
+              reason: 'CubeNotOnReceiver',
+              message: `receiver ${endpoint.name} (${rs}) does not hold the cube, though partitions ${owned.join(', ')} are assigned to its replica set`,
+            });
+            continue;
+          }
           // Repair: a receiver that restarted from an older checkpoint runs an older source.
           if (status.specDigest !== specDigest)
-            status = await client.assign(cube, assignRequest(object, rs, []));
+            status = cubeSummaryOf(
+              await client.assign(cube, assignRequest(object, rs, []), signal),
+            );
           // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
           const paused = status.partitions.filter(
             (p) => p.state === 'paused' && owned.includes(p.partition),
@@ -391,6 +429,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             const answer = await client.resume(
               cube,
               paused.map((p) => p.partition),
+              signal,
             );
             // Report the resumed states, or the cube would read as not consumed (a Warning) once.
             const resumed = new Map(answer.partitions.map((p) => [p.partition, p]));
@@ -401,6 +440,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           }
           reports.push({ receiver: endpoint.name, status });
         } catch (error) {
+          signal.throwIfAborted();
           problems.push({
             reason: 'ReceiverUnreachable',
             message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
@@ -440,11 +480,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         if (p.lag !== null)
           deps.metrics.lag.set({ cube, partition: String(p.partition) }, Number(p.lag));
       }
-      for (const s of report.segments) {
-        if (s.state === 'ACTIVE') segments.active += 1;
-        else if (s.state === 'IMMUTABLE') segments.immutable += 1;
-        else segments.handedOff += 1;
-      }
+      segments.active += report.segments.active;
+      segments.immutable += report.segments.immutable;
+      segments.handedOff += report.segments.handedOff;
     }
     rejections.retain(key, observedReceivers);
     const unowned = (partitions ?? []).filter((p) => !consuming.has(p));
@@ -473,6 +511,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (!cached) {
       rejections.forget(`${namespace}/${name}`);
       degradedEvents.delete(`${namespace}/${name}`);
+      positionsWrittenAt.delete(`${namespace}/${name}`);
       return;
     }
     let object = structuredClone(cached);
@@ -514,6 +553,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       drainTimeoutMs: deps.drainTimeoutMs,
       handOffTimeoutMs,
       drainPollMs,
+      sealPollMs,
       now: () => new Date(),
       signal,
     });
@@ -535,7 +575,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         base,
         {
           conditions: conditionsWith(base, [
-            degraded(base, [{ reason: error.reason, message: error.message }]),
+            degraded(base, [
+              {
+                reason: error.reason,
+                message: error.message,
+                ...(error.event === undefined ? {} : { event: error.event }),
+              },
+            ]),
             { type: 'Ready', status: 'False', reason: error.reason, message: error.message },
           ]),
         },
@@ -693,7 +739,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     signal.throwIfAborted();
-    const observed = await observe(object, cube, receivers, partitions, specDigest);
+    const observed = await observe(object, cube, receivers, partitions, specDigest, signal);
     signal.throwIfAborted();
     // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
     // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
@@ -714,9 +760,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // Late or bad data is worth a Degraded condition, but the cube is consumed: still Ready.
     const notReady = problems.filter((p) => !p.keepsReady);
     const ready = notReady.length === 0;
-    await patchStatus(object, {
+    // Live positions move with every record: written when a lag changes magnitude, the rows
+    // change shape, or once per resync; not on every observation.
+    const { partitions: rows, totalLag, segments } = observed.status;
+    const writtenAt = positionsWrittenAt.get(key);
+    const positionsDue =
+      writtenAt === undefined ||
+      Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
+      partitionRowsMoved(object.status?.partitions, rows ?? []);
+    const written = await patchStatus(object, {
       observedGeneration: object.metadata?.generation,
-      ...observed.status,
+      ...(positionsDue ? { partitions: rows, totalLag } : {}),
+      segments,
       conditions: conditionsWith(object, [
         ready
           ? {
@@ -740,6 +795,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         degraded(object, problems),
       ]),
     });
+    if (positionsDue && written !== object) positionsWrittenAt.set(key, Date.now());
     return {
       requeueAfterMs: problems.length === 0 ? deps.resyncMs : Math.min(deps.resyncMs, 5_000),
     };

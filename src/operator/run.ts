@@ -22,6 +22,7 @@ import { parseOperatorConfig } from './config.ts';
 import { replicaSetLabel } from './discovery.ts';
 import { EventRecorder } from './events.ts';
 import { createOperatorMetrics } from './metrics.ts';
+import { OwnWrites } from './own-writes.ts';
 import { createCubeReconciler } from './reconciler.ts';
 import { TopicMetadata } from './topic-metadata.ts';
 
@@ -72,8 +73,10 @@ export async function runOperator(argv: string[]): Promise<number> {
   cubes.start();
   pods.start();
 
-  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`);
+  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`, config.resyncMs);
+  const ownWrites = new OwnWrites<CubeAssignment>();
   const reconcile = createCubeReconciler({
+    ownWrites,
     custom,
     getCube: (ns, name) => cubes.get(name, ns),
     listPods: (ns) => pods.list(ns),
@@ -107,7 +110,11 @@ export async function runOperator(argv: string[]): Promise<number> {
     };
     cubes.addEventHandler({
       add: (o) => queue.add(objectKey(o)),
-      update: (o) => queue.add(objectKey(o)),
+      // The reconciler's own writes bring it nothing new: they would make every busy cube
+      // reconcile again at once, and a status write wake the cube that wrote it.
+      update: (o) => {
+        if (!ownWrites.isOwnWrite(o)) queue.add(objectKey(o));
+      },
       delete: (o) => queue.add(objectKey(o)),
     });
     pods.addEventHandler({

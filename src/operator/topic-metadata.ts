@@ -1,7 +1,9 @@
-// What the operator asks Kafka: the topic's partitions and the offsets new partitions start from.
-// One admin client per broker list, shared by every cube on those brokers.
+// What the operator asks Kafka: the topics' partitions and the offsets new partitions start from.
+// One admin client per broker list, shared by every cube on those brokers; the metadata of all
+// topics of a cluster is read once per period for every cube reading it, not once per cube.
 import type { Admin, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
+import { SharedReads } from './shared-reads.ts';
 
 export interface TopicSource {
   brokers: string[];
@@ -9,12 +11,22 @@ export interface TopicSource {
   startingOffsets: 'earliest' | 'latest';
 }
 
+/** A topic missing from the last answer is asked for again at most this often (just created?). */
+const missingTopicRecheckMs = 1_000;
+
 export class TopicMetadata {
   private readonly admins = new Map<string, Promise<Admin>>();
   private readonly clientId: string;
+  /** By broker list: topic → its partition numbers, sorted. */
+  private readonly topics: SharedReads<Map<string, number[]>>;
 
-  constructor(clientId: string) {
+  /** `maxAgeMs`: how long the partitions of a topic are reused (the resync period). */
+  constructor(clientId: string, maxAgeMs: number) {
     this.clientId = clientId;
+    this.topics = new SharedReads({
+      fetch: (brokers) => this.allTopics(brokers.split(',')),
+      maxAgeMs,
+    });
   }
 
   private admin(brokers: string[]): Promise<Admin> {
@@ -30,13 +42,24 @@ export class TopicMetadata {
     return admin;
   }
 
+  private async allTopics(brokers: string[]): Promise<Map<string, number[]>> {
+    const admin = await this.admin(brokers);
+    // No topics named: every topic of the cluster.
+    const metadata = await admin.fetchTopicMetadata();
+    return new Map(
+      metadata.topics.map((t) => [
+        t.name,
+        t.partitions.map((p) => p.partitionId).sort((a, b) => a - b),
+      ]),
+    );
+  }
+
   /** The topic's partition numbers, or undefined when the topic does not exist. */
   async partitions(source: TopicSource): Promise<number[] | undefined> {
-    const admin = await this.admin(source.brokers);
-    const topics = await admin.listTopics();
-    if (!topics.includes(source.topic)) return undefined;
-    const metadata = await admin.fetchTopicMetadata({ topics: [source.topic] });
-    return (metadata.topics[0]?.partitions ?? []).map((p) => p.partitionId).sort((a, b) => a - b);
+    const key = source.brokers.join(',');
+    const known = (await this.topics.get(key)).get(source.topic);
+    if (known) return known;
+    return (await this.topics.get(key, undefined, missingTopicRecheckMs)).get(source.topic);
   }
 
   /** Where partitions without a previous owner start: the log start (earliest) or its end (latest). */

@@ -1,17 +1,15 @@
 // The receiver's admin API: every request and response body as one zod definition, from which
-// come the TypeScript types, the server's validation and the client's types. Paths are versioned.
+// come the TypeScript types, the server's validation of requests and the client's validation of
+// answers. Paths are versioned.
 import { z } from 'zod';
 import { cubeName, cubeSchema, identifier, kafkaSource } from '../api/cube.ts';
+import { segmentCounts } from '../api/cube-assignment.ts';
+import { offset, partitionKey, partitionNumber } from '../api/kafka-numbers.ts';
 
-/** Kafka offsets travel as decimal strings: int64 does not fit a JSON number. */
-export const offset = z
-  .string()
-  .regex(/^(0|[1-9][0-9]{0,18})$/, 'must be a non-negative int64 as a decimal string');
-export const partitionId = z.number().int().min(0).max(1_000_000);
 export const epoch = z.number().int().min(0);
 
 export const partitionStart = z.object({
-  partition: partitionId,
+  partition: partitionNumber,
   /** Next offset to consume. */
   position: offset,
   epoch,
@@ -27,12 +25,12 @@ export const assignCubeRequest = z.object({
 });
 export type AssignCubeRequest = z.input<typeof assignCubeRequest>;
 
-export const partitionsRequest = z.object({ partitions: z.array(partitionId).min(1) });
+export const partitionsRequest = z.object({ partitions: z.array(partitionNumber).min(1) });
 export type PartitionsRequest = z.infer<typeof partitionsRequest>;
 
 export const drainRequest = z.object({
   /** partition → stop offset: consume up to, not including, this offset and stop. */
-  stopOffsets: z.record(z.string().regex(/^[0-9]+$/, 'keys must be partition numbers'), offset),
+  stopOffsets: z.record(partitionKey, offset),
   timeoutMs: z.number().int().min(0).max(600_000).default(30_000),
 });
 export type DrainRequest = z.input<typeof drainRequest>;
@@ -61,93 +59,155 @@ export type PartitionStateName = (typeof partitionStates)[number];
  * draining but the cube's Kafka consumer is down (it resumes as `intendedState` once the
  * consumer is back).
  */
-export type ReportedPartitionState = PartitionStateName | 'failed';
+export const reportedPartitionStates = [...partitionStates, 'failed'] as const;
+export type ReportedPartitionState = (typeof reportedPartitionStates)[number];
 
-export interface PartitionStatus {
-  partition: number;
-  state: ReportedPartitionState;
+/** One partition of a cube as a receiver reports it. */
+export const partitionStatus = z.object({
+  partition: partitionNumber,
+  state: z.enum(reportedPartitionStates),
   /** While `failed`: the state the partition returns to when its consumer recovers. */
-  intendedState?: 'consuming' | 'draining';
+  intendedState: z.enum(['consuming', 'draining']).optional(),
   /** While `failed`: the consumer's last error. */
-  error?: string;
-  epoch: number;
+  error: z.string().optional(),
+  epoch,
   /** Next offset to consume. */
-  position: string;
-  highWatermark: string | null;
+  position: offset,
+  highWatermark: offset.nullable(),
   /** highWatermark − position: 0 when caught up. */
-  lag: string | null;
-  stopOffset: string | null;
-  watermark: number | null;
-}
+  lag: offset.nullable(),
+  stopOffset: offset.nullable(),
+  watermark: z.int().nullable(),
+});
+export type PartitionStatus = z.infer<typeof partitionStatus>;
 
-export interface SegmentStatus {
-  windowStart: number;
-  windowEnd: number;
-  state: 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
-  rowCount: number;
+const offsetRanges = z.record(partitionKey, z.array(z.tuple([offset, offset])));
+
+export const segmentStates = ['ACTIVE', 'IMMUTABLE', 'HANDED_OFF'] as const;
+
+export const segmentStatus = z.object({
+  windowStart: z.int(),
+  windowEnd: z.int(),
+  state: z.enum(segmentStates),
+  rowCount: z.int().min(0),
   /** partition → [[from, to), ...] offsets accounted to this segment. */
-  offsetRanges: Record<string, [string, string][]>;
-  epochs: Record<string, number>;
-  handOff?: { path?: string; attempts: number; lastError?: string };
-}
-
-export interface CubeStatus {
-  cube: string;
-  replicaSet: string;
-  receiver: string;
-  topic: string;
-  /** cubeSpecDigest of the source and schema the receiver runs for this cube. */
-  specDigest: string;
-  partitions: PartitionStatus[];
-  /** Every ACTIVE and IMMUTABLE segment, and the latest handed-off ones, in window order. */
-  segments: SegmentStatus[];
-  /** Every segment held, by state: older handed-off ones are counted here, not listed. */
-  segmentCounts?: Record<SegmentStatus['state'], number>;
-  /** Events aggregated into segments since the cube was assigned here (kept across restarts). */
-  ingested: number;
-  /** Records skipped, by reason, since the cube was assigned here (kept across restarts). */
-  rejected: Record<string, number>;
-  consumer: ConsumerStatus;
-}
+  offsetRanges,
+  epochs: z.record(partitionKey, epoch),
+  handOff: z
+    .object({
+      path: z.string().optional(),
+      attempts: z.int().min(0),
+      lastError: z.string().optional(),
+    })
+    .optional(),
+});
+export type SegmentStatus = z.infer<typeof segmentStatus>;
 
 /**
  * The cube's Kafka consumer. `failed` from a crash or a failed start until a restarted consumer
  * has delivered records or stayed up for a while; restarts back off exponentially meanwhile.
  */
-export interface ConsumerStatus {
-  state: 'running' | 'failed';
+export const consumerStatus = z.object({
+  state: z.enum(['running', 'failed']),
   /** Crashes and failed starts since the receiver opened the cube. */
-  failures: number;
+  failures: z.int().min(0),
   /** While failed: the last error, as the Kafka client named it. */
-  error?: { name: string; message: string };
+  error: z.object({ name: z.string(), message: z.string() }).optional(),
   /** While failed: when the consumer first failed (ISO-8601), through the restarts since. */
-  failedSince?: string;
+  failedSince: z.string().optional(),
+});
+export type ConsumerStatus = z.infer<typeof consumerStatus>;
+
+/** What every status of a cube says, with or without its segments. */
+const cubeStatusBase = z.object({
+  cube: cubeName,
+  replicaSet: z.string(),
+  receiver: z.string(),
+  topic: z.string(),
+  /** cubeSpecDigest of the source and schema the receiver runs for this cube. */
+  specDigest: z.string(),
+  partitions: z.array(partitionStatus),
+  /** Events aggregated into segments since the cube was assigned here (kept across restarts). */
+  ingested: z.int().min(0),
+  /** Records skipped, by reason, since the cube was assigned here (kept across restarts). */
+  rejected: z.record(z.string(), z.int().min(0)),
+  consumer: consumerStatus,
+});
+
+export const cubeStatus = cubeStatusBase.extend({
+  /** Every ACTIVE and IMMUTABLE segment, and the latest handed-off ones, in window order. */
+  segments: z.array(segmentStatus),
+  /** Every segment held, by state: older handed-off ones are counted here, not listed. */
+  segmentCounts: z.partialRecord(z.enum(segmentStates), z.int().min(0)).optional(),
+});
+export type CubeStatus = z.infer<typeof cubeStatus>;
+
+/** A cube's status with its segments counted by state, not listed: what the operator reads. */
+export const cubeSummary = cubeStatusBase.extend({ segments: segmentCounts });
+export type CubeSummary = z.infer<typeof cubeSummary>;
+
+/** The summary of a full cube status: its segments counted by state. */
+export function cubeSummaryOf(status: CubeStatus): CubeSummary {
+  const { segmentCounts: counts, ...rest } = status;
+  if (counts) {
+    const segments = {
+      active: counts.ACTIVE ?? 0,
+      immutable: counts.IMMUTABLE ?? 0,
+      handedOff: counts.HANDED_OFF ?? 0,
+    };
+    return { ...rest, segments };
+  }
+  const segments = { active: 0, immutable: 0, handedOff: 0 };
+  for (const s of status.segments) {
+    if (s.state === 'ACTIVE') segments.active += 1;
+    else if (s.state === 'IMMUTABLE') segments.immutable += 1;
+    else segments.handedOff += 1;
+  }
+  return { ...rest, segments };
 }
 
-export interface ReceiverStatus {
-  receiver: string;
-  replicaSet: string;
-  cubes: CubeStatus[];
-}
+/** GET /v1/cubes: every cube of the receiver, summarised; one call covers them all. */
+export const cubeSummaries = z.object({
+  receiver: z.string(),
+  replicaSet: z.string(),
+  cubes: z.array(cubeSummary),
+});
+export type CubeSummaries = z.infer<typeof cubeSummaries>;
 
-export interface DrainResponse {
-  done: boolean;
-  partitions: PartitionStatus[];
-}
+export const receiverStatus = z.object({
+  receiver: z.string(),
+  replicaSet: z.string(),
+  cubes: z.array(cubeStatus),
+});
+export type ReceiverStatus = z.infer<typeof receiverStatus>;
 
-export interface QueryResponse {
-  columns: string[];
-  rows: (string | number)[][];
+export const partitionsResponse = z.object({ partitions: z.array(partitionStatus) });
+export type PartitionsResponse = z.infer<typeof partitionsResponse>;
+
+export const drainResponse = z.object({
+  done: z.boolean(),
+  partitions: z.array(partitionStatus),
+});
+export type DrainResponse = z.infer<typeof drainResponse>;
+
+export const unassignResponse = z.object({ cube: cubeName, unassigned: z.literal(true) });
+export type UnassignResponse = z.infer<typeof unassignResponse>;
+
+export const queryResponse = z.object({
+  columns: z.array(z.string()),
+  rows: z.array(z.array(z.union([z.string(), z.number()]))),
   /** partition → offset ranges the answer covers. */
-  offsetRanges: Record<string, [string, string][]>;
-  segments: number;
-}
+  offsetRanges,
+  segments: z.int().min(0),
+});
+export type QueryResponse = z.infer<typeof queryResponse>;
 
-export interface ErrorResponse {
-  error: string;
+export const errorResponse = z.object({
+  error: z.string(),
   /** The request field at fault, as a dotted path, when there is one. */
-  field?: string;
-  reason: string;
-}
+  field: z.string().optional(),
+  reason: z.string(),
+});
+export type ErrorResponse = z.infer<typeof errorResponse>;
 
 export { cubeName };

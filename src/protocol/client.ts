@@ -1,16 +1,28 @@
 // Typed client of the receiver admin API, for the operator and for tests. Failures throw
-// ReceiverApiError carrying the status and the receiver's reason. Every call takes an optional
+// ReceiverApiError carrying the status and the receiver's reason; an answer that does not match
+// its zod definition throws InvalidReceiverResponse naming the field. Every call takes an optional
 // AbortSignal (the operator's: lease lost, shutdown), combined with the call's own timeout.
-import type {
-  AssignCubeRequest,
-  CubeStatus,
-  DrainRequest,
-  DrainResponse,
-  ErrorResponse,
-  PartitionStatus,
-  QueryRequest,
-  QueryResponse,
-  ReceiverStatus,
+import type { z } from 'zod';
+import {
+  cubeStatus,
+  cubeSummaries,
+  drainResponse,
+  errorResponse,
+  partitionsResponse,
+  queryResponse,
+  receiverStatus,
+  unassignResponse,
+  type AssignCubeRequest,
+  type CubeStatus,
+  type CubeSummaries,
+  type DrainRequest,
+  type DrainResponse,
+  type ErrorResponse,
+  type PartitionsResponse,
+  type QueryRequest,
+  type QueryResponse,
+  type ReceiverStatus,
+  type UnassignResponse,
 } from './admin-api.ts';
 import type { BearerTokens } from './token-file.ts';
 
@@ -24,29 +36,53 @@ export class ReceiverApiError extends Error {
   }
 }
 
+/** The receiver answered 2xx with a body its admin API does not define (a wrong version, a bug). */
+export class InvalidReceiverResponse extends Error {
+  /** The dotted path of the first field at fault ('' for the whole body). */
+  readonly field: string;
+  constructor(message: string, field: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'InvalidReceiverResponse';
+    this.field = field;
+  }
+}
+
+export interface ReceiverClientOptions {
+  /** Called after every call that may change the receiver's state (not GET, not query). */
+  onMutation?: () => void;
+}
+
 export class ReceiverClient {
   readonly baseUrl: string;
   private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
+  private readonly onMutation: (() => void) | undefined;
 
   /**
    * `token`: one token, or the tokens valid now, newest first; a call the receiver refuses (403)
    * with the newest is made again with the next, for a receiver that has not seen a rotation yet.
    */
-  constructor(baseUrl: string, token: string | BearerTokens, timeoutMs = 60_000) {
+  constructor(
+    baseUrl: string,
+    token: string | BearerTokens,
+    timeoutMs = 60_000,
+    options?: ReceiverClientOptions,
+  ) {
     this.baseUrl = baseUrl.replace(/\/$/, '');
     this.tokens = typeof token === 'string' ? () => [token] : token;
     this.timeoutMs = timeoutMs;
+    this.onMutation = options?.onMutation;
   }
 
   private async call<T>(
     method: string,
     path: string,
-    body?: unknown,
-    signal?: AbortSignal,
-    timeoutMs = this.timeoutMs,
+    schema: z.ZodType<T>,
+    options: { body?: unknown; signal?: AbortSignal; timeoutMs?: number; mutates?: boolean } = {},
   ): Promise<T> {
+    const { body, signal, timeoutMs = this.timeoutMs, mutates = method !== 'GET' } = options;
     const timeout = AbortSignal.timeout(timeoutMs);
+    const where = `${method} ${this.baseUrl}${path}`;
     const send = (token: string | undefined): Promise<Response> =>
       fetch(`${this.baseUrl}${path}`, {
         method,
@@ -57,62 +93,96 @@ export class ReceiverClient {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
-    const [newest, ...older] = this.tokens();
-    let response = await send(newest);
-    for (const token of older) {
-      if (response.status !== 403) break;
-      await response.body?.cancel();
-      response = await send(token);
+    let response: Response;
+    try {
+      const [newest, ...older] = this.tokens();
+      response = await send(newest);
+      for (const token of older) {
+        if (response.status !== 403) break;
+        await response.body?.cancel();
+        response = await send(token);
+      }
+    } finally {
+      // Sent or not, the receiver may have acted on it: what was read of it before is stale.
+      if (mutates) this.onMutation?.();
     }
     const text = await response.text();
-    const parsed: unknown =
-      text.length > 0 && response.headers.get('content-type')?.includes('json')
-        ? JSON.parse(text)
-        : text;
+    let parsed: unknown = text;
+    if (text.length > 0 && response.headers.get('content-type')?.includes('json')) {
+      try {
+        parsed = JSON.parse(text);
+      } catch (error) {
+        throw new InvalidReceiverResponse(`${where}: the answer is not valid JSON`, '', {
+          cause: error,
+        });
+      }
+    }
     if (!response.ok) {
-      const err = parsed as ErrorResponse;
+      const err = errorResponse.safeParse(parsed);
+      const reason = err.success ? err.data.reason : text;
+      const field = err.success && err.data.field ? ` (field ${err.data.field})` : '';
       throw new ReceiverApiError(
         response.status,
-        `${method} ${this.baseUrl}${path}: ${response.status} ${err.reason ?? text}${err.field ? ` (field ${err.field})` : ''}`,
-        err,
+        `${where}: ${response.status} ${reason}${field}`,
+        err.success ? err.data : undefined,
       );
     }
-    return parsed as T;
+    const answer = schema.safeParse(parsed);
+    if (!answer.success) {
+      const issue = answer.error.issues[0];
+      const field = issue?.path.join('.') ?? '';
+      throw new InvalidReceiverResponse(
+        `${where}: the receiver's answer does not match the admin API: ${field || 'body'}: ${issue?.message ?? 'invalid'}`,
+        field,
+        { cause: answer.error },
+      );
+    }
+    return answer.data;
   }
 
   status = (signal?: AbortSignal): Promise<ReceiverStatus> =>
-    this.call('GET', '/v1/status', undefined, signal);
+    this.call('GET', '/v1/status', receiverStatus, { signal });
+  /** Every cube of the receiver, summarised (segments counted by state): one call for all. */
+  cubes = (signal?: AbortSignal): Promise<CubeSummaries> =>
+    this.call('GET', '/v1/cubes', cubeSummaries, { signal });
   cubeStatus = (cube: string, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('GET', `/v1/cubes/${cube}`, undefined, signal);
+    this.call('GET', `/v1/cubes/${cube}`, cubeStatus, { signal });
   assign = (cube: string, request: AssignCubeRequest, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('PUT', `/v1/cubes/${cube}`, request, signal);
+    this.call('PUT', `/v1/cubes/${cube}`, cubeStatus, { body: request, signal });
   /** POST /v1/cubes/:cube/<action> with a list of partitions; answers their states. */
   private partitionsCall =
     (action: 'pause' | 'resume' | 'release') =>
-    (
-      cube: string,
-      partitions: number[],
-      signal?: AbortSignal,
-    ): Promise<{ partitions: PartitionStatus[] }> =>
-      this.call('POST', `/v1/cubes/${cube}/${action}`, { partitions }, signal);
+    (cube: string, partitions: number[], signal?: AbortSignal): Promise<PartitionsResponse> =>
+      this.call('POST', `/v1/cubes/${cube}/${action}`, partitionsResponse, {
+        body: { partitions },
+        signal,
+      });
 
   pause = this.partitionsCall('pause');
   resume = this.partitionsCall('resume');
   release = this.partitionsCall('release');
   /** Long-polls up to `request.timeoutMs`; `done: false` with the positions when not finished. */
   drain = (cube: string, request: DrainRequest, signal?: AbortSignal): Promise<DrainResponse> =>
-    this.call(
-      'POST',
-      `/v1/cubes/${cube}/drain`,
-      request,
+    this.call('POST', `/v1/cubes/${cube}/drain`, drainResponse, {
+      body: request,
       signal,
-      (request.timeoutMs ?? 30_000) + this.timeoutMs,
-    );
+      timeoutMs: (request.timeoutMs ?? 30_000) + this.timeoutMs,
+    });
   /** Seals and starts the hand-off; waits for it up to `waitMs` (0: answers at once). */
   seal = (cube: string, waitMs = 0, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('POST', `/v1/cubes/${cube}/seal`, { waitMs }, signal, waitMs + this.timeoutMs);
-  unassign = (cube: string, force = false, signal?: AbortSignal): Promise<unknown> =>
-    this.call('DELETE', `/v1/cubes/${cube}${force ? '?force=true' : ''}`, undefined, signal);
+    this.call('POST', `/v1/cubes/${cube}/seal`, cubeStatus, {
+      body: { waitMs },
+      signal,
+      timeoutMs: waitMs + this.timeoutMs,
+    });
+  unassign = (cube: string, force = false, signal?: AbortSignal): Promise<UnassignResponse> =>
+    this.call('DELETE', `/v1/cubes/${cube}${force ? '?force=true' : ''}`, unassignResponse, {
+      signal,
+    });
   query = (cube: string, request: QueryRequest, signal?: AbortSignal): Promise<QueryResponse> =>
-    this.call('POST', `/v1/cubes/${cube}/query`, request, signal);
+    this.call('POST', `/v1/cubes/${cube}/query`, queryResponse, {
+      body: request,
+      signal,
+      mutates: false,
+    });
 }

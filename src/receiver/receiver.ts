@@ -6,8 +6,13 @@ import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import type { Logger } from '../observability/logger.ts';
-import type { AssignCubeRequest, CubeStatus, ReceiverStatus } from '../protocol/admin-api.ts';
-import { assignCubeRequest } from '../protocol/admin-api.ts';
+import type {
+  AssignCubeRequest,
+  CubeStatus,
+  CubeSummaries,
+  ReceiverStatus,
+} from '../protocol/admin-api.ts';
+import { assignCubeRequest, cubeSummaryOf } from '../protocol/admin-api.ts';
 import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
@@ -229,6 +234,15 @@ export class Receiver {
       receiver: this.config.id,
       replicaSet: this.config.replicaSet,
       cubes: [...this.cubes.values()].map((c) => c.status()),
+    };
+  }
+
+  /** Every cube with its segments counted by state: what the operator needs, whatever their number. */
+  summaries(): CubeSummaries {
+    return {
+      receiver: this.config.id,
+      replicaSet: this.config.replicaSet,
+      cubes: [...this.cubes.values()].map((c) => cubeSummaryOf(c.status())),
     };
   }
 

@@ -37,6 +37,7 @@ const cubePath = (suffix = ''): RegExp => new RegExp(`^/v1/cubes/([^/]+)${suffix
 
 const routes: Route[] = [
   { method: 'GET', pattern: /^\/v1\/status$/, name: '/v1/status', handle: (r) => r.status() },
+  { method: 'GET', pattern: /^\/v1\/cubes$/, name: '/v1/cubes', handle: (r) => r.summaries() },
   {
     method: 'PUT',
     pattern: cubePath(),

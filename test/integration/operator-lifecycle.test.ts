@@ -320,6 +320,13 @@ test('deleting the cube in the middle of a reassign also hands off the replica s
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort });
   await operator.start({ STREAMCUBE_FAULT: 'reassign-Sealing:2' });
   await createCube(cube, topic, ['rs-a'], { 'rs-a': [0, 1, 2, 3] });
+  // Ready says rs-a consumes, not that it has read anything yet: it must hold data of its own
+  // before the move, or rs-b starts from offset 0 and rs-a has nothing to hand off.
+  await waitFor('rs-a to have consumed every partition', async () =>
+    (await receivers['rs-a']!.client.cubeStatus(cube)).partitions.every(
+      (p) => BigInt(p.position) > 0n,
+    ),
+  );
   await cubeApi(kc).patchSpec(namespace, cube, { replicaSets: ['rs-b'] });
   await operator.waitForExit(60_000);
   const stranded = await cubeApi(kc).get(namespace, cube);

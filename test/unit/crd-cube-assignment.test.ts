@@ -41,15 +41,6 @@ const status = {
     stopOffsets: { '2': '18234' },
     startedAt: '2026-11-30T10:00:00Z',
     phaseStartedAt: '2026-11-30T10:00:02Z',
-    progress: [
-      {
-        phase: 'Pausing',
-        receiver: 'rs-a-0',
-        replicaSet: 'rs-a',
-        completedAt: '2026-11-30T10:00:01Z',
-        positions: { '2': '18234' },
-      },
-    ],
   },
   partitions: [
     {

@@ -47,3 +47,25 @@ describe('OwnWrites.read', () => {
     expect(writes.read('shop/returns', other)).toBe(other);
   });
 });
+
+describe('OwnWrites.isOwnWrite: the watch event of an own write does not requeue the object', () => {
+  test.each<[string, Versioned, boolean]>([
+    ['the first write', at('2'), true],
+    ['the last write', at('3'), true],
+    ['the version it read, written by someone else', at('1'), false],
+    ['a later version (someone else wrote after)', at('7'), false],
+    [
+      'the same version of another object',
+      { metadata: { namespace: 'shop', name: 'returns', resourceVersion: '3' }, phase: '' },
+      false,
+    ],
+  ])('%s', (_, event, own) => {
+    expect(afterTwoWrites().isOwnWrite(event)).toBe(own);
+  });
+
+  test('an object gone from the cache forgets its writes', () => {
+    const writes = afterTwoWrites();
+    writes.read('shop/orders', undefined);
+    expect(writes.isOwnWrite(at('3'))).toBe(false);
+  });
+});

@@ -67,17 +67,6 @@ export function splitObjectKey(key: string): { namespace: string | undefined; na
     : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
 }
 
-/** Handlers that enqueue the key of every object that is added, updated or deleted. */
-export function enqueueObjectKeys<T extends KubernetesObject>(queue: {
-  add(key: string): void;
-}): InformerEventHandlers<T> {
-  return {
-    add: (obj) => queue.add(objectKey(obj)),
-    update: (obj) => queue.add(objectKey(obj)),
-    delete: (obj) => queue.add(objectKey(obj)),
-  };
-}
-
 /**
  * client-node's Watch with two changes: it asks for bookmarks (they keep the resourceVersion
  * fresh and prove the server alive), and it reports what it hears from the server. It also turns

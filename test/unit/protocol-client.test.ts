@@ -1,0 +1,96 @@
+// ReceiverClient checks every answer against the admin API's zod definition: a receiver that
+// answers garbage is an error naming the field, not a cast that fails later somewhere else. It
+// tells the operator of every call that may have changed the receiver.
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InvalidReceiverResponse, ReceiverClient } from '../../src/protocol/client.ts';
+
+/** A receiver that answers every request with `answers[path]` (JSON, 200). */
+async function fakeReceiver(answers: Record<string, unknown>): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0]!;
+    const body = JSON.stringify(answers[path] ?? { error: 'not found', reason: `no ${path}` });
+    res.writeHead(path in answers ? 200 : 404, { 'content-type': 'application/json' });
+    res.end(body);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return server;
+}
+
+const partition = {
+  partition: 0,
+  state: 'consuming',
+  epoch: 1,
+  position: '42',
+  highWatermark: '50',
+  lag: '8',
+  stopOffset: null,
+  watermark: null,
+};
+const summary = {
+  cube: 'orders',
+  replicaSet: 'rs-a',
+  receiver: 'rs-a-0',
+  topic: 'orders',
+  specDigest: 'abc',
+  partitions: [partition],
+  segments: { active: 1, immutable: 0, handedOff: 2 },
+  ingested: 10,
+  rejected: {},
+  consumer: { state: 'running', failures: 0 },
+};
+
+let server: Server;
+let client: ReceiverClient;
+const mutations: string[] = [];
+beforeAll(async () => {
+  server = await fakeReceiver({
+    '/v1/cubes': { receiver: 'rs-a-0', replicaSet: 'rs-a', cubes: [summary] },
+    '/v1/cubes/orders/pause': { partitions: [{ ...partition, position: 42 }] },
+    '/v1/cubes/orders/resume': { partitions: [{ ...partition, state: 'resting' }] },
+    '/v1/cubes/orders/release': { partitions: [partition] },
+    '/v1/cubes/orders/query': { columns: [], rows: [], offsetRanges: {}, segments: 0 },
+  });
+  const { port } = server.address() as AddressInfo;
+  client = new ReceiverClient(`http://127.0.0.1:${port}`, 'token', 5_000, {
+    onMutation: () => mutations.push('changed'),
+  });
+});
+afterAll(() => server.close());
+beforeEach(() => mutations.splice(0));
+
+test('a valid answer is returned as parsed', async () => {
+  expect((await client.cubes()).cubes[0]?.partitions[0]?.position).toBe('42');
+});
+
+test.each<[string, () => Promise<unknown>, string, string]>([
+  [
+    'an offset as a JSON number',
+    () => client.pause('orders', [0]),
+    'partitions.0.position',
+    'Invalid input: expected string, received number',
+  ],
+  [
+    'a state the API does not define',
+    () => client.resume('orders', [0]),
+    'partitions.0.state',
+    'Invalid option',
+  ],
+])('%s: InvalidReceiverResponse naming the field', async (_, call, field, text) => {
+  const error = await call().catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(InvalidReceiverResponse);
+  expect((error as InvalidReceiverResponse).field).toBe(field);
+  expect((error as Error).message).toContain(`${field}: ${text}`);
+  expect((error as Error).message).toContain('/v1/cubes/orders/');
+});
+
+test('mutating calls are reported, reads and queries are not', async () => {
+  await client.cubes();
+  await client.query('orders', {});
+  expect(mutations).toEqual([]);
+  await client.release('orders', [0]);
+  await client.pause('orders', [0]).catch(() => undefined);
+  expect(mutations).toEqual(['changed', 'changed']);
+});
