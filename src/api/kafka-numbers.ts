@@ -17,4 +17,5 @@ export const offset = z
   .string()
   .max(19)
   .regex(/^(0|[1-9][0-9]*)$/, 'must be a non-negative integer as a string')
-  .refine((s) => BigInt(s) <= int64Max, 'must fit in int64');
+  // zod runs this check after a failed regex too: only a string of digits goes to BigInt.
+  .refine((s) => !/^[0-9]+$/.test(s) || BigInt(s) <= int64Max, 'must fit in int64');
