@@ -1,6 +1,8 @@
 // Admin requests that overlap (an operator retrying, or working on several partitions at once)
 // leave one consumer that follows the last word: assigns at once both succeed, and a pause or
 // resume that comes while the consumer restarts for another partition holds.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { logLevel, type Admin, type Producer } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { testEnvironment } from '../env/connection.ts';
@@ -150,4 +152,27 @@ test('assigns at once, first of a new cube and then with a changed source, open 
   expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(1000);
   const status = await receiver.client.status();
   expect(status.cubes.filter((c) => c.cube === cube)).toHaveLength(1);
+});
+
+test('a restart with one cube that cannot be restored brings the others back; that cube answers 404', async () => {
+  const topic = await createTopic(admin, 1);
+  const events = makeEvents(0, 100, T0);
+  await produce(producer, topic, 0, events);
+  const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
+    { partition: 0, position: '0' },
+  ]);
+  for (const cube of ['restored', 'unreadable']) await receiver.client.assign(cube, request);
+  for (const cube of ['restored', 'unreadable'])
+    await waitForPositions(receiver.client, cube, { 0: 100n });
+
+  await receiver.kill('SIGKILL');
+  writeFileSync(join(receiver.dataDir, 'cubes', 'unreadable', 'checkpoint.json'), '{"version":');
+  await receiver.start();
+  await waitForPositions(receiver.client, 'restored', { 0: 100n });
+  expectTotals(totalsFromQuery(await receiver.client.query('restored', {})), totalsOf(events));
+  await expect(receiver.client.cubeStatus('unreadable')).rejects.toMatchObject({ status: 404 });
+  const logged = readFileSync(receiver.logFile, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('cannot restore a cube'));
+  expect(logged.some((line) => line.includes('"cube":"unreadable"'))).toBe(true);
 });
