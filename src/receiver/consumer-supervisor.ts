@@ -140,6 +140,14 @@ export class ConsumerSupervisor {
     return { state: 'failed', failures: this.failures, error: failure.error, since: failure.since };
   }
 
+  /**
+   * Whether the consumer works now: not failed, not restarted and unproven. Silence while it does
+   * not work says nothing about the topic, so no partition counts as idle meanwhile.
+   */
+  isUp(): boolean {
+    return this.phase === 'running';
+  }
+
   /** No more restarts (the channel is closing). */
   stop(): void {
     this.stopped = true;

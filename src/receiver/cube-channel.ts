@@ -192,6 +192,9 @@ export class CubeChannel {
         });
       },
       onRecovered: (downMs) => {
+        // Silence is counted from when the consumer works again, not across the outage.
+        const now = Date.now();
+        for (const ps of this.partitions.values()) ps.lastRecordAt = now;
         options.metrics.consumerUp.set(metricLabels, 1);
         this.log.info('kafka consumer recovered', { cube: this.cube, downMs });
       },
@@ -400,9 +403,11 @@ export class CubeChannel {
       .map((p) => p.partition);
     if (owned.length === 0) return;
     const now = Date.now();
+    // A consumer that is down or just restarted delivers nothing: its partitions are not silent.
+    const consumerUp = this.supervisor.isUp();
     const idle = (p: number): boolean => {
       const ps = this.partitions.get(p);
-      return !ps || isIdle(ps, now, this.options.idleTimeoutMs);
+      return !ps || (consumerUp && isIdle(ps, now, this.options.idleTimeoutMs));
     };
     for (const segment of this.segments.sealableWindows(owned, idle)) {
       this.segments.seal(segment);

@@ -88,3 +88,13 @@ test('a partition behind its high watermark is never idle, however long it is si
   }
   expect(stateOf(T0)).toBe('ACTIVE');
 });
+
+test('a consumer that is down makes no partition idle: the window stays open through the outage', async () => {
+  consumer.produce(0, T0);
+  consumer.produce(1, T0);
+  consumer.sink.onCrash(new Error('broker gone'));
+  consumer.failingStarts = 100; // every restart fails: the consumer stays down
+  await jest.advanceTimersByTimeAsync(90 * SECOND);
+  expect(stateOf(T0)).toBe('ACTIVE');
+  expect(channel.status().consumer.state).toBe('failed');
+});
