@@ -126,16 +126,23 @@ export class ConsumerSupervisor {
   }
 
   /**
-   * `failed` while the consumer is down, unless every failure since it went down was retriable
-   * and it has been down for less than the grace.
+   * `failed` while the consumer is down or restarted and unproven, unless every failure since it
+   * went down was retriable and either it has been down for less than the grace or one restart
+   * brought it back.
    */
   health(): ConsumerHealth {
     const failure = this.failure;
     if (this.phase === 'running' || !failure) {
       return { state: 'running', failures: this.failures };
     }
-    if (failure.transient && this.clock.now() - failure.since < this.policy.transientGraceMs) {
-      return { state: 'running', failures: this.failures };
+    if (failure.transient) {
+      const withinGrace = this.clock.now() - failure.since < this.policy.transientGraceMs;
+      // Restarted after one retriable failure, and the restart joined its group and committed:
+      // what failed (a coordinator that was loading, a dropped connection) is cured. On a quiet
+      // topic it proves nothing more until healthyAfterMs, but it is not down. A restart that
+      // failed again, or crashed again, did not cure it.
+      const curedByOneRestart = this.phase === 'recovering' && this.streak <= 1;
+      if (withinGrace || curedByOneRestart) return { state: 'running', failures: this.failures };
     }
     return { state: 'failed', failures: this.failures, error: failure.error, since: failure.since };
   }

@@ -207,6 +207,35 @@ test('retriable failures are restarted and counted, and reported failed only aft
   expect(await metric('streamcube_receiver_consumer_failures_total')).toBe(3);
 });
 
+test('one retriable failure cured by one restart is not reported, on a quiet topic too', async () => {
+  consumer.sink.onCrash(coordinatorLoading());
+  clock.advance(1_000); // the restart joins and commits; no record arrives (a quiet topic)
+  await settle();
+  for (const after of [4_000, 3_000]) {
+    clock.advance(after); // 5 s, then 8 s after the failure: still short of healthyAfterMs
+    expect(channel.status().consumer).toEqual({ state: 'running', failures: 1 });
+    expect(states(channel.status())).toEqual({ 0: 'consuming', 1: 'consuming', 2: 'paused' });
+  }
+});
+
+test('retriable failures that come back after a restart are reported once past the grace', async () => {
+  consumer.sink.onCrash(coordinatorLoading());
+  clock.advance(1_000); // the restart works…
+  await settle();
+  consumer.sink.onCrash(coordinatorLoading()); // …and crashes again
+  clock.advance(2_000); // the second restart works too
+  await settle();
+  expect(channel.status().consumer.state).toBe('running'); // 3 s down: within the grace
+  clock.advance(2_000); // 5 s since it went down, and one restart did not cure it
+  expect(channel.status().consumer).toMatchObject({
+    state: 'failed',
+    failures: 2,
+    failedSince: new Date(T0).toISOString(),
+  });
+  clock.advance(10_000); // up for healthyAfterMs: it works again
+  expect(channel.status().consumer).toEqual({ state: 'running', failures: 2 });
+});
+
 test('a failure that is not retriable, after retriable ones, is reported at once', () => {
   consumer.sink.onCrash(coordinatorLoading());
   expect(channel.status().consumer.state).toBe('running');
