@@ -36,6 +36,7 @@ import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { HandOffScheduler } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
 import type { ReceiverMetrics } from './metrics.ts';
+import { ChannelMetrics } from './channel-metrics.ts';
 import {
   type PartitionEffect,
   type PartitionEvent,
@@ -46,13 +47,7 @@ import {
 } from './partition-state.ts';
 import { type CubeQuery, querySegments } from './query.ts';
 import { SegmentManager } from './segments.ts';
-import {
-  consumerStatus,
-  partitionStatus,
-  publishGauges,
-  segmentStatus,
-  segmentsView,
-} from './status-view.ts';
+import { consumerStatus, partitionStatus, segmentStatus, segmentsView } from './status-view.ts';
 import { join } from 'node:path';
 
 export interface CubeSpec {
@@ -62,6 +57,11 @@ export interface CubeSpec {
 
 export interface ChannelOptions {
   cube: string;
+  /**
+   * The cube's Kubernetes namespace, for the `namespace` label of its metrics; '' (the label left
+   * out) while receivers know cubes by name only.
+   */
+  namespace?: string;
   spec: CubeSpec;
   replicaSet: string;
   receiverId: string;
@@ -115,6 +115,7 @@ export class CubeChannel {
   private readonly supervisor: ConsumerSupervisor;
   private readonly ingest: IngestPipeline;
   private readonly handOffs: HandOffScheduler;
+  private readonly metrics: ChannelMetrics;
   private readonly segmentFragments = new Map<number, string[]>();
   private fragmentSeq = 0;
   private dirty = false;
@@ -132,13 +133,18 @@ export class CubeChannel {
     this.segments = new SegmentManager(options.spec.schema);
     this.specDigest = cubeSpecDigest(options.spec);
     this.store = new CubeStore(options.dataDir, options.cube);
+    this.metrics = new ChannelMetrics(options.metrics, {
+      namespace: options.namespace ?? '',
+      cube: options.cube,
+      topic: options.spec.source.topic,
+    });
     this.ingest = new IngestPipeline({
       cube: options.cube,
       schema: options.spec.schema,
       partitions: this.partitions,
       segments: this.segments,
       consumer: () => this.consumer,
-      metrics: options.metrics,
+      metrics: this.metrics,
       logger: options.logger,
       delivered: () => this.supervisor.delivered(),
       onProgress: (ps) => this.afterProgress(ps),
@@ -152,7 +158,7 @@ export class CubeChannel {
         schema: options.spec.schema,
       },
       segments: this.segments,
-      metrics: options.metrics,
+      metrics: this.metrics,
       logger: options.logger,
       retentionMs: options.handedOffRetentionMs ?? defaultHandedOffRetentionMs,
       // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
@@ -176,14 +182,12 @@ export class CubeChannel {
         groupPrefix: `streamcube.${options.receiverId}.${options.cube}`,
         sink,
       });
-    const metricLabels = { cube: options.cube };
     this.supervisor = new ConsumerSupervisor({
       start: () => this.startConsumer(),
       ...(options.consumerRestart ? { policy: options.consumerRestart } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
       onFailure: (error, restartInMs) => {
-        options.metrics.consumerFailures.inc(metricLabels);
-        options.metrics.consumerUp.set(metricLabels, 0);
+        this.metrics.consumerFailed();
         this.log.error('kafka consumer failed; restarting it from the positions held', {
           cube: this.cube,
           error: error.message,
@@ -195,12 +199,10 @@ export class CubeChannel {
         // Silence is counted from when the consumer works again, not across the outage.
         const now = Date.now();
         for (const ps of this.partitions.values()) ps.lastRecordAt = now;
-        options.metrics.consumerUp.set(metricLabels, 1);
+        this.metrics.consumerRecovered();
         this.log.info('kafka consumer recovered', { cube: this.cube, downMs });
       },
     });
-    options.metrics.consumerFailures.inc(metricLabels, 0);
-    options.metrics.consumerUp.set(metricLabels, 1);
   }
 
   private get log(): Logger {
@@ -432,7 +434,7 @@ export class CubeChannel {
   /** Writes fragments for changed segments and a checkpoint naming them with the positions. */
   flush(): void {
     if (!this.dirty && !this.ingest.dirty) return;
-    const end = this.options.metrics.flushSeconds.startTimer({ cube: this.cube });
+    const end = this.metrics.flushTimer();
     for (const segment of this.segments.segments.values()) {
       if (segment.delta.size === 0) continue;
       this.fragmentSeq += 1;
@@ -447,7 +449,7 @@ export class CubeChannel {
     this.dirty = false;
     this.ingest.dirty = false;
     end();
-    publishGauges(this.options.metrics, this.cube, this.partitions.values(), counts);
+    this.metrics.publish(this.partitions.values(), (p) => this.segments.clock(p).watermark, counts);
     void this.consumer
       .commit(
         new Map(
@@ -613,9 +615,10 @@ export class CubeChannel {
     return [...this.partitions.values()].some((p) => p.state !== 'released');
   }
 
-  /** Removes the cube's local state after close(). */
+  /** Removes the cube's local state and its metric series after close(). */
   removeLocalData(): void {
     this.store.removeAll();
+    this.metrics.removeAll();
   }
 
   // ---- reading ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
-import type { ReceiverMetrics } from './metrics.ts';
+import type { ChannelMetrics } from './channel-metrics.ts';
 import type { Segment, SegmentManager } from './segments.ts';
 
 export interface HandOffReport {
@@ -16,7 +16,7 @@ export interface HandOffReport {
 export interface HandOffSchedulerOptions {
   target: HandOffTarget;
   segments: SegmentManager;
-  metrics: ReceiverMetrics;
+  metrics: ChannelMetrics;
   logger: Logger;
   /** How long a handed-off segment stays held (in memory and the checkpoint) after its hand-off. */
   retentionMs: number;
@@ -66,7 +66,7 @@ export class HandOffScheduler {
     try {
       for (const segment of this.options.segments.segments.values()) {
         if (segment.state !== 'IMMUTABLE') continue;
-        const end = this.options.metrics.handOffSeconds.startTimer({ cube: this.cube });
+        const end = this.options.metrics.handOffTimer();
         try {
           const path = handOffSegment(this.options.target, segment);
           faultPoint('after-hand-off');
@@ -85,7 +85,7 @@ export class HandOffScheduler {
           e.attempts += 1;
           e.lastError = (error as Error).message;
           this.handOffErrors.set(segment.windowStart, e);
-          this.options.metrics.handOffFailures.inc({ cube: this.cube });
+          this.options.metrics.handOffFailed();
           this.options.logger.warn('hand-off failed; will retry', {
             cube: this.cube,
             windowStart: segment.windowStart,

@@ -6,7 +6,7 @@ import type { ConsumedRecords, PartitionConsumer } from '../kafka/partition-cons
 import type { Logger } from '../observability/logger.ts';
 import { BatchParser, InlineBatchParser, type ParsedBatch } from './batch-parser.ts';
 import { type RejectReason, rejectReasons } from './event.ts';
-import type { ReceiverMetrics } from './metrics.ts';
+import type { ChannelMetrics } from './channel-metrics.ts';
 import { type PartitionState, isLive } from './partition-state.ts';
 import type { SegmentManager } from './segments.ts';
 
@@ -26,7 +26,7 @@ export interface IngestOptions {
   segments: SegmentManager;
   /** The consumer, to read a partition again from its position after a failed batch. */
   consumer: () => Pick<PartitionConsumer, 'resume'>;
-  metrics: ReceiverMetrics;
+  metrics: ChannelMetrics;
   logger: Logger;
   /** Records were delivered: the consumer works. */
   delivered: () => void;
@@ -180,7 +180,7 @@ export class IngestPipeline {
     }
     if (ingested > 0) {
       this.ingested += ingested;
-      this.options.metrics.ingested.inc({ cube: this.cube }, ingested);
+      this.options.metrics.ingested(ingested);
     }
     this.dirty = true;
     this.afterProgress(ps);
@@ -231,7 +231,7 @@ export class IngestPipeline {
 
   private reject(reason: RejectReason, count = 1): void {
     this.rejected.set(reason, (this.rejected.get(reason) ?? 0) + count);
-    this.options.metrics.rejected.inc({ cube: this.cube, reason }, count);
+    this.options.metrics.rejected(reason, count);
   }
 
   private afterProgress(ps: PartitionState): void {

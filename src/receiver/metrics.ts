@@ -1,5 +1,6 @@
-// The receiver's Prometheus metrics. Labels are bounded by configuration: cube, partition,
-// reason, state, route; never offsets or ids.
+// The receiver's Prometheus metrics. Labels are bounded by configuration: namespace, cube, topic,
+// partition, reason, state, route; never offsets or ids. One cube's series are set and removed
+// through its ChannelMetrics (channel-metrics.ts).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { registerBuildInfo } from '../observability/metrics.ts';
 
@@ -12,69 +13,75 @@ export function createReceiverMetrics(registry = new Registry()) {
     position: new Gauge({
       name: 'streamcube_receiver_partition_position',
       help: 'Next offset to consume, per cube partition',
-      labelNames: ['cube', 'partition'],
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
       registers: r,
     }),
     highWatermark: new Gauge({
       name: 'streamcube_receiver_partition_high_watermark',
       help: 'High watermark of the partition as last seen',
-      labelNames: ['cube', 'partition'],
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
       registers: r,
     }),
     lag: new Gauge({
       name: 'streamcube_receiver_partition_lag',
       help: 'High watermark minus position (0 when caught up)',
-      labelNames: ['cube', 'partition'],
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
+      registers: r,
+    }),
+    newestEventTime: new Gauge({
+      name: 'streamcube_receiver_newest_event_timestamp_seconds',
+      help: 'Event time of the newest event accepted from the partition (freshness: time() minus this)',
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
       registers: r,
     }),
     ingested: new Counter({
       name: 'streamcube_receiver_events_ingested_total',
       help: 'Events aggregated into segments',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     rejected: new Counter({
       name: 'streamcube_receiver_events_rejected_total',
       help: 'Records skipped, by reason',
-      labelNames: ['cube', 'reason'],
+      labelNames: ['namespace', 'cube', 'reason'],
       registers: r,
     }),
     segments: new Gauge({
       name: 'streamcube_receiver_segments',
       help: 'Segments held, by state',
-      labelNames: ['cube', 'state'],
+      labelNames: ['namespace', 'cube', 'state'],
       registers: r,
     }),
     flushSeconds: new Histogram({
       name: 'streamcube_receiver_flush_duration_seconds',
       help: 'Time to write fragments and the checkpoint',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
       registers: r,
     }),
     handOffSeconds: new Histogram({
       name: 'streamcube_receiver_handoff_duration_seconds',
       help: 'Time to write a sealed segment to deep storage',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
       registers: r,
     }),
     handOffFailures: new Counter({
       name: 'streamcube_receiver_handoff_failures_total',
       help: 'Hand-off attempts that failed (retried)',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     consumerFailures: new Counter({
       name: 'streamcube_receiver_consumer_failures_total',
       help: 'Crashes and failed starts of the Kafka consumer of a cube (each restarted with backoff)',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     consumerUp: new Gauge({
       name: 'streamcube_receiver_consumer_up',
       help: 'Whether the Kafka consumer of a cube runs (1) or has failed and waits for a restart (0)',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     adminSeconds: new Histogram({

@@ -1,10 +1,10 @@
-// What a cube on this receiver shows of itself: the admin API's status (partitions, segments,
-// consumer) and the Prometheus gauges. Pure views of the channel's state; old handed-off segments
-// are counted, not listed, so that a status stays small however long the cube runs.
+// What a cube on this receiver shows of itself in the admin API's status: partitions, segments,
+// consumer (its Prometheus series are in channel-metrics.ts). Pure views of the channel's state;
+// old handed-off segments are counted, not listed, so that a status stays small however long the
+// cube runs.
 import type { ConsumerStatus, PartitionStatus, SegmentStatus } from '../protocol/admin-api.ts';
 import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
-import type { ReceiverMetrics } from './metrics.ts';
 import { rangeMapToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
 import { type Segment, type SegmentState, epochsToJson } from './segments.ts';
@@ -74,22 +74,4 @@ export function segmentsView(
   let skip = Math.max(0, counts.HANDED_OFF - handedOff);
   const listed = sorted.filter((s) => s.state !== 'HANDED_OFF' || skip-- <= 0);
   return { listed, counts };
-}
-
-export function publishGauges(
-  metrics: ReceiverMetrics,
-  cube: string,
-  partitions: Iterable<PartitionState>,
-  segmentCounts: Record<SegmentState, number>,
-): void {
-  for (const ps of partitions) {
-    const labels = { cube, partition: String(ps.partition) };
-    metrics.position.set(labels, Number(ps.position));
-    const lag = lagOf(ps);
-    if (ps.highWatermark !== null && lag !== null) {
-      metrics.highWatermark.set(labels, Number(ps.highWatermark));
-      metrics.lag.set(labels, Number(lag));
-    }
-  }
-  for (const [state, n] of Object.entries(segmentCounts)) metrics.segments.set({ cube, state }, n);
 }
