@@ -1,53 +1,132 @@
 // The operator's own Prometheus metrics (the controller runtime adds reconcile, work-queue,
-// informer and leader-election families to the same registry).
+// informer and leader-election families to the same registry). Per cube they carry
+// {namespace, cube}, per partition also {topic, partition}; a cube's series go when the cube goes,
+// a partition's when no replica set reports it any more.
 import type { Registry } from 'prom-client';
 import { sharedCounter, sharedGauge, sharedHistogram } from '../observability/metrics.ts';
 import { reassignPhases } from '../api/cube-assignment.ts';
+
+/** A cube as its metric labels name it. */
+export interface CubeLabels {
+  namespace: string;
+  cube: string;
+}
+
+const segmentStates = ['active', 'immutable', 'handedOff'] as const;
+const reassignResults = ['completed', 'rolled_back'] as const;
 
 export function createOperatorMetrics(registry: Registry) {
   return {
     reassignSeconds: sharedHistogram(registry, {
       name: 'streamcube_reassign_duration_seconds',
       help: 'Time from planning a reassign to Done',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300],
     }),
     reassignsTotal: sharedCounter(registry, {
       name: 'streamcube_reassigns_total',
       help: 'Reassigns finished, by result (completed, rolled_back)',
-      labelNames: ['cube', 'result'],
+      labelNames: ['namespace', 'cube', 'result'],
     }),
     reassignPhase: sharedGauge(registry, {
       name: 'streamcube_reassign_phase',
       help: '1 for the phase a cube reassign is in, 0 for the others',
-      labelNames: ['cube', 'phase'],
+      labelNames: ['namespace', 'cube', 'phase'],
     }),
     partitionsUnassigned: sharedGauge(registry, {
       name: 'streamcube_partitions_unassigned',
       help: 'Partitions of the topic without a consuming owner',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
     }),
     position: sharedGauge(registry, {
       name: 'streamcube_partition_position',
       help: 'Next offset to consume, as reported by one receiver of the owning replica set',
-      labelNames: ['cube', 'partition'],
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
     }),
     lag: sharedGauge(registry, {
       name: 'streamcube_partition_lag',
       help: 'High watermark minus position',
-      labelNames: ['cube', 'partition'],
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
     }),
     segments: sharedGauge(registry, {
       name: 'streamcube_segments',
       help: 'Segments of the cube by state (one replica per replica set counted)',
-      labelNames: ['cube', 'state'],
+      labelNames: ['namespace', 'cube', 'state'],
     }),
+    /** Partition series set per cube (`namespace/cube`), with their topic: what to remove later. */
+    published: new Map<string, { topic: string; partitions: Set<number> }>(),
   };
 }
 
 export type OperatorMetrics = ReturnType<typeof createOperatorMetrics>;
 
-export function setPhase(metrics: OperatorMetrics, cube: string, phase: string | undefined): void {
+export function setPhase(
+  metrics: OperatorMetrics,
+  labels: CubeLabels,
+  phase: string | undefined,
+): void {
   for (const p of reassignPhases)
-    metrics.reassignPhase.set({ cube, phase: p }, p === phase ? 1 : 0);
+    metrics.reassignPhase.set({ ...labels, phase: p }, p === phase ? 1 : 0);
+}
+
+/** Counters of finished reassigns exist at zero once a cube is seen, for rate() and alerts. */
+export function initCube(metrics: OperatorMetrics, labels: CubeLabels): void {
+  for (const result of reassignResults) metrics.reassignsTotal.inc({ ...labels, result }, 0);
+}
+
+export interface PartitionReading {
+  partition: number;
+  position: string;
+  lag?: string;
+}
+
+/**
+ * Sets the position and lag of every partition read this time; a partition published before and
+ * missing now (no owner reports it: unassigned, or the topic's owner gone) loses its series.
+ */
+export function publishPartitions(
+  metrics: OperatorMetrics,
+  labels: CubeLabels & { topic: string },
+  readings: PartitionReading[],
+): void {
+  const key = `${labels.namespace}/${labels.cube}`;
+  const previous = metrics.published.get(key);
+  const now = new Set(readings.map((r) => r.partition));
+  if (previous) {
+    for (const p of previous.partitions)
+      if (!now.has(p) || previous.topic !== labels.topic)
+        removePartition(metrics, { ...labels, topic: previous.topic }, p);
+  }
+  for (const r of readings) {
+    const series = { ...labels, partition: String(r.partition) };
+    metrics.position.set(series, Number(r.position));
+    if (r.lag !== undefined) metrics.lag.set(series, Number(r.lag));
+    else metrics.lag.remove(series);
+  }
+  metrics.published.set(key, { topic: labels.topic, partitions: now });
+}
+
+function removePartition(
+  metrics: OperatorMetrics,
+  labels: CubeLabels & { topic: string },
+  partition: number,
+): void {
+  const series = { ...labels, partition: String(partition) };
+  metrics.position.remove(series);
+  metrics.lag.remove(series);
+}
+
+/** Removes every series of a cube that is gone. */
+export function forgetCube(metrics: OperatorMetrics, labels: CubeLabels): void {
+  const key = `${labels.namespace}/${labels.cube}`;
+  const published = metrics.published.get(key);
+  if (published)
+    for (const p of published.partitions)
+      removePartition(metrics, { ...labels, topic: published.topic }, p);
+  metrics.published.delete(key);
+  for (const phase of reassignPhases) metrics.reassignPhase.remove({ ...labels, phase });
+  for (const result of reassignResults) metrics.reassignsTotal.remove({ ...labels, result });
+  for (const state of segmentStates) metrics.segments.remove({ ...labels, state });
+  metrics.reassignSeconds.remove(labels);
+  metrics.partitionsUnassigned.remove(labels);
 }

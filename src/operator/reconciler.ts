@@ -46,7 +46,14 @@ import {
 } from './reassign.ts';
 import type { TopicMetadata } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
-import { type OperatorMetrics, setPhase } from './metrics.ts';
+import {
+  type OperatorMetrics,
+  type PartitionReading,
+  forgetCube,
+  initCube,
+  publishPartitions,
+  setPhase,
+} from './metrics.ts';
 import {
   RejectedEventsWindow,
   rejectedEventsProblem,
@@ -393,7 +400,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   }> {
     const assignment = object.status?.assignment ?? {};
     const key = `${object.metadata?.namespace ?? 'default'}/${cube}`;
+    const labels = { namespace: object.metadata?.namespace ?? 'default', cube };
     const partitionRows: ObservedPartition[] = [];
+    const readings: PartitionReading[] = [];
     const segments = { active: 0, immutable: 0, handedOff: 0 };
     const problems: Problem[] = [];
     const failed: Problem[] = [];
@@ -476,9 +485,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           ...(p.lag === null ? {} : { lag: p.lag }),
         });
         if (p.lag !== null) totalLag += BigInt(p.lag);
-        deps.metrics.position.set({ cube, partition: String(p.partition) }, Number(p.position));
-        if (p.lag !== null)
-          deps.metrics.lag.set({ cube, partition: String(p.partition) }, Number(p.lag));
+        readings.push({
+          partition: p.partition,
+          position: p.position,
+          ...(p.lag === null ? {} : { lag: p.lag }),
+        });
       }
       segments.active += report.segments.active;
       segments.immutable += report.segments.immutable;
@@ -486,9 +497,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
     rejections.retain(key, observedReceivers);
     const unowned = (partitions ?? []).filter((p) => !consuming.has(p));
-    deps.metrics.partitionsUnassigned.set({ cube }, unowned.length);
+    publishPartitions(deps.metrics, { ...labels, topic: object.spec.source.topic }, readings);
+    deps.metrics.partitionsUnassigned.set(labels, unowned.length);
     for (const [state, n] of Object.entries(segments))
-      deps.metrics.segments.set({ cube, state }, n);
+      deps.metrics.segments.set({ ...labels, state }, n);
     partitionRows.sort((a, b) => a.partition - b.partition);
     return {
       status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
@@ -512,11 +524,14 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       rejections.forget(`${namespace}/${name}`);
       degradedEvents.delete(`${namespace}/${name}`);
       positionsWrittenAt.delete(`${namespace}/${name}`);
+      forgetCube(deps.metrics, { namespace, cube: name });
       return;
     }
     let object = structuredClone(cached);
     const cube = name;
     const log = deps.logger.child({ cube, namespace });
+    const labels = { namespace, cube };
+    initCube(deps.metrics, labels);
     const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
 
     if (object.metadata?.deletionTimestamp) {
@@ -533,6 +548,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     const journal = object.status?.reassign;
+    // From the journal, so that an operator that took over reports the phase it resumes.
+    setPhase(deps.metrics, labels, journal?.phase);
     const reassignContext = (obj: CubeAssignment): ReassignContext => ({
       cube,
       object: obj,
@@ -544,7 +561,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       event: (type: 'Normal' | 'Warning', reason: string, message: string) =>
         deps.events.record(object, type, reason, message),
       onPhase: (phase, j) => {
-        setPhase(deps.metrics, cube, phase);
+        setPhase(deps.metrics, labels, phase);
         log.info('reassign phase', { reassignId: j.id, phase });
         faultPoint(`reassign-${phase}`);
       },
@@ -609,16 +626,16 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         case 'blocked':
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'rolledBack':
-          deps.metrics.reassignsTotal.inc({ cube, result: 'rolled_back' });
-          setPhase(deps.metrics, cube, undefined);
+          deps.metrics.reassignsTotal.inc({ ...labels, result: 'rolled_back' });
+          setPhase(deps.metrics, labels, undefined);
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
           deps.metrics.reassignSeconds.observe(
-            { cube },
+            labels,
             (Date.now() - Date.parse(j.startedAt)) / 1000,
           );
-          deps.metrics.reassignsTotal.inc({ cube, result: 'completed' });
-          setPhase(deps.metrics, cube, undefined);
+          deps.metrics.reassignsTotal.inc({ ...labels, result: 'completed' });
+          setPhase(deps.metrics, labels, undefined);
           log.info('reassign done', { reassignId: j.id, moves: describeMoves(j) });
           return { requeueAfterMs: outcome.requeueAfterMs };
       }

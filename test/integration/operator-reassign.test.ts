@@ -29,6 +29,7 @@ import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
 import {
   expectTiling,
   expectTotals,
+  metricValue,
   rangesOf,
   totalsFromQuery,
   waitForPositions,
@@ -165,7 +166,11 @@ test('assign, move one partition under load, move every partition: exact and til
   expect(table).toMatch(/True/);
   const described = await kubectl('describe', 'cubeassignment', cube, '-n', namespace);
   expect(described).toContain('ReassignCompleted');
-  expect(await operator.metrics()).toMatch(
-    /streamcube_reassigns_total\{cube="orders",result="completed"\} 3/,
-  );
+  expect(
+    metricValue(await operator.metrics(), 'streamcube_reassigns_total', {
+      namespace,
+      cube,
+      result: 'completed',
+    }),
+  ).toBe(3);
 });

@@ -1,0 +1,66 @@
+// The operator's per-cube series: labelled with the cube's namespace and topic, a partition's
+// removed once no owner reports it, and every series of a cube removed when the cube is gone.
+import { Registry } from 'prom-client';
+import {
+  createOperatorMetrics,
+  forgetCube,
+  initCube,
+  publishPartitions,
+  setPhase,
+} from '../../src/operator/metrics.ts';
+
+const orders = { namespace: 'shop', cube: 'orders' };
+const ordersB = { namespace: 'team-b', cube: 'orders' };
+
+function lines(text: string, name: string): string[] {
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`))
+    .sort();
+}
+
+test('partition series carry namespace and topic; one no owner reports any more is removed', async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  publishPartitions(metrics, { ...orders, topic: 'orders-v1' }, [
+    { partition: 0, position: '10', lag: '2' },
+    { partition: 1, position: '7' },
+  ]);
+  publishPartitions(metrics, { ...ordersB, topic: 'b' }, [{ partition: 0, position: '1' }]);
+  expect(lines(await registry.metrics(), 'streamcube_partition_position')).toEqual([
+    'streamcube_partition_position{namespace="shop",cube="orders",topic="orders-v1",partition="0"} 10',
+    'streamcube_partition_position{namespace="shop",cube="orders",topic="orders-v1",partition="1"} 7',
+    'streamcube_partition_position{namespace="team-b",cube="orders",topic="b",partition="0"} 1',
+  ]);
+  expect(lines(await registry.metrics(), 'streamcube_partition_lag')).toEqual([
+    'streamcube_partition_lag{namespace="shop",cube="orders",topic="orders-v1",partition="0"} 2',
+  ]);
+  publishPartitions(metrics, { ...orders, topic: 'orders-v1' }, [{ partition: 1, position: '8' }]);
+  expect(lines(await registry.metrics(), 'streamcube_partition_position')).toEqual([
+    'streamcube_partition_position{namespace="shop",cube="orders",topic="orders-v1",partition="1"} 8',
+    'streamcube_partition_position{namespace="team-b",cube="orders",topic="b",partition="0"} 1',
+  ]);
+  expect(lines(await registry.metrics(), 'streamcube_partition_lag')).toEqual([]);
+});
+
+test('a cube that is gone loses every series; the same name in another namespace keeps its own', async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  for (const labels of [orders, ordersB]) {
+    initCube(metrics, labels);
+    setPhase(metrics, labels, 'Draining');
+    metrics.partitionsUnassigned.set(labels, 0);
+    metrics.segments.set({ ...labels, state: 'active' }, 1);
+    metrics.reassignSeconds.observe(labels, 1.5);
+    publishPartitions(metrics, { ...labels, topic: 't' }, [{ partition: 0, position: '1' }]);
+  }
+  const before = await registry.metrics();
+  expect(before).toContain('namespace="shop",cube="orders"');
+  forgetCube(metrics, orders);
+  const after = await registry.metrics();
+  expect(after).not.toContain('namespace="shop"');
+  const ofB = (text: string): string[] =>
+    text.split('\n').filter((l) => l.includes('namespace="team-b"'));
+  expect(ofB(after)).toEqual(ofB(before));
+  expect(ofB(after).length).toBeGreaterThan(10);
+});
