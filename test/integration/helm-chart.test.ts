@@ -355,6 +355,40 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   ).rejects.toThrow(/serviceMonitor or podMonitor, not both/);
 });
 
+test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made of the files in the chart', async () => {
+  const plain = await render();
+  expect(plain.filter((o) => o.kind === 'PrometheusRule' || o.kind === 'ConfigMap')).toEqual([]);
+  const rendered = await render(
+    'metrics.prometheusRule.enabled=true',
+    'metrics.prometheusRule.labels.release=prom',
+    'metrics.dashboards.enabled=true',
+    'metrics.dashboards.namespace=monitoring',
+  );
+  const rule = find(rendered, 'PrometheusRule', 't-alerts');
+  expect(rule.metadata?.labels).toMatchObject({ release: 'prom' });
+  expect(rule.spec).toEqual(load(readFileSync(`${chart}/files/prometheus-rules.yaml`, 'utf8')));
+  const alerts = (rule.spec as { groups: { rules: { alert: string }[] }[] }).groups.flatMap((g) =>
+    g.rules.map((r) => r.alert),
+  );
+  for (const alert of [
+    'StreamcubePartitionLagHigh',
+    'StreamcubeDataStale',
+    'StreamcubeReassignStuck',
+    'StreamcubeHandOffFailing',
+    'StreamcubeConsumerDown',
+    'StreamcubeEventsRejected',
+    'StreamcubeReconcileErrors',
+  ])
+    expect(alerts).toContain(alert);
+  const dashboard = find(rendered, 'ConfigMap', 't-dashboard');
+  expect(dashboard.metadata?.namespace).toBe('monitoring');
+  expect(dashboard.metadata?.labels).toMatchObject({ grafana_dashboard: '1' });
+  const json = (dashboard as { data?: Record<string, string> }).data?.['streamcube.json'] ?? '';
+  expect(JSON.parse(json)).toEqual(
+    JSON.parse(readFileSync(`${chart}/files/dashboard.json`, 'utf8')),
+  );
+});
+
 test('Leases: a Role and RoleBinding in the release namespace, also when the operator watches every namespace', async () => {
   for (const watchReleaseNamespace of [true, false]) {
     const objects = await render(`operator.watchReleaseNamespace=${watchReleaseNamespace}`);
@@ -479,7 +513,11 @@ const everyOption = {
       { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
     ],
   },
-  metrics: { serviceMonitor: { enabled: true, labels: { release: 'prom' } } },
+  metrics: {
+    serviceMonitor: { enabled: true, labels: { release: 'prom' } },
+    prometheusRule: { enabled: true, labels: { release: 'prom' } },
+    dashboards: { enabled: true, annotations: { grafana_folder: 'streamcube' } },
+  },
 };
 
 test('helm install creates the operator, RBAC, token, policy, monitors and one StatefulSet per replica set', async () => {
@@ -503,6 +541,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     '--for=condition=Established',
     'crd/servicemonitors.monitoring.coreos.com',
     'crd/podmonitors.monitoring.coreos.com',
+    'crd/prometheusrules.monitoring.coreos.com',
   );
   const namespace = await createNamespace(kc, 'helm');
   const values = file('values.yaml', dump(everyOption));
@@ -527,6 +566,10 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(dryRun).toContain(
     'servicemonitor.monitoring.coreos.com/sc-receivers created (server dry run)',
   );
+  expect(dryRun).toContain(
+    'prometheusrule.monitoring.coreos.com/sc-alerts created (server dry run)',
+  );
+  expect(dryRun).toContain('configmap/sc-dashboard created (server dry run)');
   // ...which does refuse one, in a core object and in a monitor.
   const misspelt = rendered.stdout
     .replace('policyTypes: [Ingress]', 'policyTypes: [Ingress]\n  ingres: []')

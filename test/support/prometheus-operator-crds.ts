@@ -1,5 +1,5 @@
-// Stand-ins for the Prometheus Operator's ServiceMonitor and PodMonitor CRDs (monitoring.coreos.com/v1),
-// so the chart's monitors can be created in the test API server. Only the fields the chart writes
+// Stand-ins for the Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs
+// (monitoring.coreos.com/v1), so the chart's monitors and rules can be created in the test API server. Only the fields the chart writes
 // (and their neighbours) are in the schema, with the upstream names and types; creating with
 // strict field validation refuses anything else, as the real CRDs would.
 
@@ -49,6 +49,55 @@ const namespaceSelector = {
 };
 
 function monitorCrd(kind: string, plural: string, spec: Record<string, unknown>) {
+  return monitoringCrd(kind, plural, {
+    type: 'object',
+    required: ['selector'],
+    properties: {
+      selector: labelSelector,
+      namespaceSelector,
+      jobLabel: { type: 'string' },
+      ...spec,
+    },
+  });
+}
+
+const stringMap = { type: 'object', additionalProperties: { type: 'string' } };
+
+/** PrometheusRule's spec as upstream defines it: groups of alerting and recording rules. */
+const prometheusRuleSpec = {
+  type: 'object',
+  properties: {
+    groups: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          interval: duration,
+          rules: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['expr'],
+              properties: {
+                alert: { type: 'string' },
+                record: { type: 'string' },
+                expr: { 'x-kubernetes-int-or-string': true },
+                for: duration,
+                keep_firing_for: duration,
+                labels: stringMap,
+                annotations: stringMap,
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+function monitoringCrd(kind: string, plural: string, spec: Record<string, unknown>) {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -65,18 +114,7 @@ function monitorCrd(kind: string, plural: string, spec: Record<string, unknown>)
           schema: {
             openAPIV3Schema: {
               type: 'object',
-              properties: {
-                spec: {
-                  type: 'object',
-                  required: ['selector'],
-                  properties: {
-                    selector: labelSelector,
-                    namespaceSelector,
-                    jobLabel: { type: 'string' },
-                    ...spec,
-                  },
-                },
-              },
+              properties: { spec },
             },
           },
         },
@@ -95,4 +133,5 @@ export const prometheusOperatorCrds = [
     podMetricsEndpoints: { type: 'array', items: endpoint },
     podTargetLabels: { type: 'array', items: { type: 'string' } },
   }),
+  monitoringCrd('PrometheusRule', 'prometheusrules', prometheusRuleSpec),
 ];
