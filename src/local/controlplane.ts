@@ -1,7 +1,7 @@
 // A real Kubernetes control plane without containers, as envtest runs one: etcd and
 // kube-apiserver built from the Go module proxy (wrapper module in ./controlplane), started on
 // loopback with TLS, RBAC authorization, a token-file admin and service-account signing keys.
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -132,6 +132,47 @@ export async function ensureHelm(): Promise<string> {
     { env: { GOBIN: dir } },
   );
   return helm;
+}
+
+export interface PrometheusBinaries {
+  prometheus: string;
+  promtool: string;
+}
+
+/**
+ * Builds prometheus and promtool (once per version) from the Go module proxy, for the suite that
+ * checks the chart's alerts and dashboard; several minutes on 2 cores. Without the web UI (its
+ * assets are not in the module), which the suite does not need: the HTTP API is all there.
+ */
+export async function ensurePrometheus(): Promise<PrometheusBinaries> {
+  const version = settings.prometheusVersion;
+  const dir = join(settings.cacheDir, 'bin', `prometheus-${version}`);
+  const bins = { prometheus: join(dir, 'prometheus'), promtool: join(dir, 'promtool') };
+  if (existsSync(bins.prometheus) && existsSync(bins.promtool)) return bins;
+  // Into a directory of its own first: a build cut short leaves no binary that counts.
+  const building = `${dir}.building-${process.pid}`;
+  mkdirSync(building, { recursive: true });
+  // 0.316.0 -> 3.16.0, the release the module version stands for.
+  const release = version.replace(/^v0\.3(\d\d)\.(\d+)$/, (_, minor: string, patch: string) =>
+    [3, Number(minor), patch].join('.'),
+  );
+  await goBuild(
+    `building prometheus and promtool ${version} with Go; the first build takes several minutes`,
+    [
+      'install',
+      '-trimpath',
+      '-ldflags',
+      `-s -w -X github.com/prometheus/common/version.Version=${release}`,
+      `github.com/prometheus/prometheus/cmd/prometheus@${version}`,
+      `github.com/prometheus/prometheus/cmd/promtool@${version}`,
+    ],
+    { env: { GOBIN: building } },
+  );
+  mkdirSync(dir, { recursive: true });
+  renameSync(join(building, 'promtool'), bins.promtool);
+  renameSync(join(building, 'prometheus'), bins.prometheus);
+  rmSync(building, { recursive: true, force: true });
+  return bins;
 }
 
 async function openssl(args: string[], cwd: string): Promise<void> {

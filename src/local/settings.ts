@@ -19,6 +19,11 @@ export const settings = {
   /** Must match go.etcd.io/etcd/server/v3 in src/local/controlplane/go.mod. */
   etcdVersion: 'v3.6.5',
   helmVersion: process.env.STREAMCUBE_HELM_VERSION || 'v3.20.2',
+  /**
+   * Prometheus and promtool (github.com/prometheus/prometheus, Go module v0.3xx.y = Prometheus
+   * 3.xx.y) for the `dashboards` suite: the chart's alerts and dashboard queries checked for real.
+   */
+  prometheusVersion: process.env.STREAMCUBE_PROMETHEUS_VERSION || 'v0.316.0',
   /** The Go wrapper module that builds etcd, kube-apiserver, kubectl and the node's binaries. */
   controlPlaneModule: resolve(here, 'controlplane'),
   /** containerd (github.com/containerd/containerd/v2) built for the node. */

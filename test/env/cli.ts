@@ -9,7 +9,7 @@ import {
   startEnvironment,
   stopEnvironment,
 } from '../../src/local/environment.ts';
-import { ensureHelm } from '../../src/local/controlplane.ts';
+import { ensureHelm, ensurePrometheus } from '../../src/local/controlplane.ts';
 import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { ensureControlPlaneBinaries } from '../../src/local/controlplane.ts';
 import { prepareNode } from '../../src/local/node/node.ts';
@@ -70,6 +70,7 @@ async function main(command: string | undefined, flags: Set<string>): Promise<nu
       // Build and download everything, start nothing: what CI runs before the tests.
       await Promise.all([resolveKafkaClasspath(), ensureControlPlaneBinaries()]);
       await ensureHelm();
+      await ensurePrometheus();
       if (flags.has('--node')) await prepareNode();
       console.log(`cached under ${settings.cacheDir}`);
       return 0;

@@ -13,7 +13,7 @@ import {
   startEnvironment,
 } from '../../src/local/environment.ts';
 import { say } from '../../src/local/progress.ts';
-import { ensureHelm } from '../../src/local/controlplane.ts';
+import { ensureHelm, ensurePrometheus } from '../../src/local/controlplane.ts';
 
 /** The env:up environment, if there is one and it runs the Kafka version this run asks for. */
 function reusableEnvironment(): TestEnvironment | undefined {
@@ -38,6 +38,10 @@ export default async function globalSetup(): Promise<void> {
   }
   // The chart tests and the e2e suite drive helm; build it once per version (cached).
   process.env.STREAMCUBE_HELM = await ensureHelm();
+  // The dashboards suite runs Prometheus and promtool; built once per version (cached).
+  const prometheus = await ensurePrometheus();
+  process.env.STREAMCUBE_PROMETHEUS = prometheus.prometheus;
+  process.env.STREAMCUBE_PROMTOOL = prometheus.promtool;
   Object.assign(process.env, environmentVariables(env));
   say(`test environment:\n${describeEnvironment(env)}`);
 }
