@@ -127,6 +127,7 @@ async function startPrometheus(ruleFile: string): Promise<void> {
       scrape_configs: [
         {
           job_name: 'streamcube-operator',
+          honor_labels: true, // as the chart's monitors scrape it
           static_configs: [{ targets: [`127.0.0.1:${stack.operator.port}`] }],
         },
         {

@@ -37,6 +37,7 @@ const endpoint = {
     interval: duration,
     scrapeTimeout: duration,
     scheme: { type: 'string', enum: ['http', 'https'] },
+    honorLabels: { type: 'boolean' },
   },
 };
 
