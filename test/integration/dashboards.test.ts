@@ -280,7 +280,16 @@ test('after a reassign, a receiver exports only the partitions it owns; every da
   const positions = await seriesOf(`streamcube_receiver_partition_position{cube="${cube}"}`);
   expect(positions.length).toBe(partitions);
   for (const s of positions) expect(Object.keys(s)).toEqual(expect.arrayContaining(['topic']));
-  const operatorLag = await seriesOf(`streamcube_partition_lag{cube="${cube}"}`);
+  // The operator's carry the cube's namespace (its lag waits for a high watermark: polled).
+  const operatorLag = await waitFor(
+    'the operator exporting the lag of every partition',
+    async () => {
+      const series = await seriesOf(`streamcube_partition_lag{cube="${cube}"}`);
+      return series.length === partitions ? series : undefined;
+    },
+    30_000,
+    500,
+  );
   expect(operatorLag.map((s) => s.namespace)).toEqual(
     Array.from({ length: partitions }, () => stack.namespace),
   );
