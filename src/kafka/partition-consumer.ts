@@ -303,8 +303,15 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async highWatermarks(): Promise<Map<number, bigint>> {
-    const admin = await this.adminClient();
-    const offsets = await admin.fetchTopicOffsets(this.options.topic);
+    let offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
+    if (this.partitions.some((p) => !offsets.some((o) => o.partition === p))) {
+      // kafkajs's admin keeps a topic's metadata for five minutes: partitions added to the topic
+      // since are missing from its answer until a fresh client reads them.
+      const stale = this.admin;
+      this.admin = undefined;
+      await stale?.disconnect();
+      offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
+    }
     return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
   }
 

@@ -44,7 +44,7 @@ import {
   type PhaseBlocked,
   type ReassignContext,
 } from './reassign.ts';
-import type { TopicMetadata } from './topic-metadata.ts';
+import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
 import {
@@ -538,7 +538,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       object: obj,
       receivers,
       client: clientFor,
-      startingOffsets: (ps: number[]) => deps.topics.startingOffsets(obj.spec.source, ps),
+      startingOffsets: (ps: number[]) =>
+        deps.topics.startingOffsets(
+          obj.spec.source,
+          startingOffsetRules(obj.spec.source.startingOffsets, ps, obj.status?.epochs),
+        ),
       persist: async (status: CubeAssignmentStatusPatch) =>
         (object = await patchStatus(object, status, signal)),
       event: (type: 'Normal' | 'Warning', reason: string, message: string) =>
