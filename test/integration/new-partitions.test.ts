@@ -17,7 +17,7 @@ import {
   totalsOf,
 } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
-import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { conditionOf, cubeApi, waitForCube, waitForSettled } from '../support/cluster.ts';
 import { heldByReplica } from '../support/cube-audit.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
@@ -68,11 +68,24 @@ test.each(['latest', 'earliest'] as const)(
     load.start(Date.UTC(2026, 0, 1, 0, 10));
     await waitFor('load under way', () => Promise.resolve(load.rounds >= 5 || undefined));
 
-    // Two partitions more, written to at once by the load: their first events are there before
-    // the operator can plan them.
+    // Two partitions more, written to by the load before the operator can plan them: the cube is
+    // suspended meanwhile (at the default resync of 10 s, a topic gains events that long anyway).
+    await api.patchSpec(namespace, cube, { suspend: true });
+    await waitForCube(
+      kc,
+      namespace,
+      cube,
+      'suspended',
+      (c) => conditionOf(c, 'Ready')?.reason === 'Suspended',
+    );
     await admin.createPartitions({ topicPartitions: [{ topic, count: 4 }] });
     await waitFor('partitions added', async () => (await highWatermarks(kafka, topic)).size === 4);
     load.grow(4, await connectedProducer());
+    await waitFor('events on the new partitions', async () => {
+      const hw = await highWatermarks(kafka, topic);
+      return (hw.get(2) ?? 0n) > 0n && (hw.get(3) ?? 0n) > 0n;
+    });
+    await api.patchSpec(namespace, cube, { suspend: false });
 
     const settled = await waitForSettled(
       kc,
