@@ -8,6 +8,9 @@ import { offset, partitionKey, partitionNumber } from '../api/kafka-numbers.ts';
 
 export const epoch = z.number().int().min(0);
 
+/** Lost ranges a partition's status lists at most, the latest ones; `lostOffsets` counts all. */
+export const maxListedLostRanges = 10;
+
 export const partitionStart = z.object({
   partition: partitionNumber,
   /** Next offset to consume. */
@@ -78,6 +81,16 @@ export const partitionStatus = z.object({
   lag: offset.nullable(),
   stopOffset: offset.nullable(),
   watermark: z.int().nullable(),
+  /**
+   * Offsets Kafka deleted (retention) before this receiver read them, in all since the cube was
+   * assigned here; absent when none was.
+   */
+  lostOffsets: offset.optional(),
+  /** The latest of those ranges [from, to), oldest first. */
+  lostRanges: z
+    .array(z.tuple([offset, offset]))
+    .max(maxListedLostRanges)
+    .optional(),
 });
 export type PartitionStatus = z.infer<typeof partitionStatus>;
 

@@ -35,6 +35,7 @@ import {
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { HandOffScheduler } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
+import { LostOffsets } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import {
   type PartitionEffect,
@@ -116,6 +117,8 @@ export class CubeChannel {
   private readonly ingest: IngestPipeline;
   private readonly handOffs: HandOffScheduler;
   private readonly segmentFragments = new Map<number, string[]>();
+  /** Offsets Kafka deleted before they were read, per partition. */
+  private readonly lost = new LostOffsets();
   private fragmentSeq = 0;
   private dirty = false;
   private timer: NodeJS.Timeout | undefined;
@@ -142,6 +145,7 @@ export class CubeChannel {
       logger: options.logger,
       delivered: () => this.supervisor.delivered(),
       onProgress: (ps) => this.afterProgress(ps),
+      onOffsetsLost: (ps, from, to) => this.offsetsLost(ps, from, to),
     });
     this.handOffs = new HandOffScheduler({
       target: {
@@ -246,6 +250,7 @@ export class CubeChannel {
       const { state, clock } = restoredPartition(p, now);
       this.partitions.set(p.partition, state);
       this.segments.restoreClock(p.partition, clock);
+      this.countLost(p.partition, 0n);
     }
     this.segments.restorePurgedBelow(c.purgedBelow ?? null);
     for (const s of c.segments) {
@@ -256,6 +261,7 @@ export class CubeChannel {
       if (s.handOffPath) this.handOffs.restorePath(s.windowStart, s.handOffPath);
     }
     this.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
+    this.lost.restore(c.lost);
     this.fragmentSeq = c.fragmentSeq;
     this.log.info('restored from checkpoint', {
       partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
@@ -358,6 +364,26 @@ export class CubeChannel {
       stopOffset: ps.stopOffset?.toString(),
     });
     this.wakeDrainWaiters();
+  }
+
+  /** Reported, counted and checkpointed; no segment covers them, so none says they were read. */
+  private offsetsLost(ps: PartitionState, from: bigint, to: bigint): void {
+    const count = this.lost.record(ps.partition, from, to);
+    this.countLost(ps.partition, count);
+    this.dirty = true;
+    this.log.warn('offsets deleted by Kafka before they were read; consuming from the log start', {
+      cube: this.cube,
+      partition: ps.partition,
+      epoch: ps.epoch,
+      lostFrom: from.toString(),
+      lostTo: to.toString(),
+      lost: count.toString(),
+    });
+  }
+
+  private countLost(partition: number, count: bigint): void {
+    const labels = { cube: this.cube, partition: String(partition) };
+    this.options.metrics.offsetsLost.inc(labels, Number(count));
   }
 
   private wakeDrainWaiters(): void {
@@ -472,6 +498,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       fragmentSeq: this.fragmentSeq,
       purgedBelow: this.segments.firstUnpurgedWindow,
+      lost: this.lost.toJson(),
     };
   }
 
@@ -515,6 +542,7 @@ export class CubeChannel {
     const fresh = starts.filter((_, i) => outcomes[i]!.effects.includes('restartConsumer'));
     for (const s of fresh) {
       this.segments.raiseWatermark(s.partition, s.watermark);
+      this.countLost(s.partition, 0n); // the series exists from the start, at zero
       this.log.info('partition assigned', {
         cube: this.cube,
         partition: s.partition,
@@ -625,6 +653,7 @@ export class CubeChannel {
       ps,
       this.segments.clock(ps.partition).watermark,
       this.supervisor.health(),
+      this.lost.of(ps.partition),
     );
   }
 

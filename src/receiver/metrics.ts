@@ -39,6 +39,12 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['cube', 'reason'],
       registers: r,
     }),
+    offsetsLost: new Counter({
+      name: 'streamcube_receiver_offsets_lost_total',
+      help: 'Offsets Kafka deleted (retention) before they were read: skipped, never consumed',
+      labelNames: ['cube', 'partition'],
+      registers: r,
+    }),
     segments: new Gauge({
       name: 'streamcube_receiver_segments',
       help: 'Segments held, by state',

@@ -4,6 +4,7 @@
 import type { ConsumerStatus, PartitionStatus, SegmentStatus } from '../protocol/admin-api.ts';
 import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
+import type { LostOffsetsJson } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import { rangeMapToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
@@ -16,6 +17,7 @@ export function partitionStatus(
   ps: PartitionState,
   watermark: number | null,
   health: ConsumerHealth,
+  lost?: LostOffsetsJson,
 ): PartitionStatus {
   const reported = reportedState(ps.state, health.state === 'failed');
   const lag = lagOf(ps);
@@ -31,6 +33,7 @@ export function partitionStatus(
     lag: lag?.toString() ?? null,
     stopOffset: ps.stopOffset?.toString() ?? null,
     watermark,
+    ...(lost ? { lostOffsets: lost.total, lostRanges: lost.ranges } : {}),
   };
 }
 
