@@ -45,6 +45,7 @@ import {
   type ReassignContext,
 } from './reassign.ts';
 import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
+import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';
 import type { EventRecorder } from './events.ts';
 import { type OperatorMetrics, setPhase } from './metrics.ts';
 import {
@@ -468,12 +469,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       if (!report) continue;
       for (const p of report.partitions) {
         if (!owned.includes(p.partition)) continue;
+        // Every replica's losses: one that was down longer than the others may have lost more.
+        const lost = mergeLostOffsets(
+          reports.flatMap((r) => r.status.partitions.filter((q) => q.partition === p.partition)),
+        );
         partitionRows.push({
           partition: p.partition,
           replicaSet: rs,
           position: p.position,
           ...(p.highWatermark === null ? {} : { highWatermark: p.highWatermark }),
           ...(p.lag === null ? {} : { lag: p.lag }),
+          ...lost,
         });
         if (p.lag !== null) totalLag += BigInt(p.lag);
         deps.metrics.position.set({ cube, partition: String(p.partition) }, Number(p.position));
@@ -767,8 +773,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // Live positions move with every record: written when a lag changes magnitude, the rows
     // change shape, or once per resync; not on every observation.
     const { partitions: rows, totalLag, segments } = observed.status;
+    // Each range once: the status written before names the ranges already told.
+    const lost = newlyLostRanges(object.status?.partitions, rows ?? []);
+    for (const l of lost)
+      deps.events.record(object, 'Warning', 'OffsetsLost', offsetsLostMessage(l));
     const writtenAt = positionsWrittenAt.get(key);
     const positionsDue =
+      lost.length > 0 ||
       writtenAt === undefined ||
       Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
       partitionRowsMoved(object.status?.partitions, rows ?? []);
