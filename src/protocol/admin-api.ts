@@ -105,6 +105,11 @@ export const segmentStatus = z.object({
   rowCount: z.int().min(0),
   /** partition → [[from, to), ...] offsets accounted to this segment. */
   offsetRanges,
+  /**
+   * partition → offsets Kafka deleted before they were read, right before a range of this
+   * segment (reading went on from their end); with `offsetRanges` they tile the log. Absent: none.
+   */
+  lostRanges: offsetRanges.optional(),
   epochs: z.record(partitionKey, epoch),
   handOff: z
     .object({

@@ -159,6 +159,7 @@ export class CubeChannel {
       metrics: options.metrics,
       logger: options.logger,
       retentionMs: options.handedOffRetentionMs ?? defaultHandedOffRetentionMs,
+      lostBefore: (segment) => this.lost.before(segment.ranges),
       // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
       // record yet is found done when it is repeated after a crash.
       onHandedOff: (segment) => {
@@ -669,7 +670,12 @@ export class CubeChannel {
         .sort((a, b) => a.partition - b.partition)
         .map((ps) => this.partitionStatus(ps)),
       segments: listed.map((s) =>
-        segmentStatus(s, this.segments.rowCount(s), this.handOffs.report(s.windowStart)),
+        segmentStatus(
+          s,
+          this.segments.rowCount(s),
+          this.handOffs.report(s.windowStart),
+          this.lost.before(s.ranges),
+        ),
       ),
       segmentCounts: counts,
       ingested: this.ingest.ingested,

@@ -15,7 +15,7 @@ import {
 } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
 import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
-import { type RangeJson, rangeMapToJson } from './offset-ranges.ts';
+import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-ranges.ts';
 import { type Segment, epochsToJson } from './segments.ts';
 
 export interface HandOffManifest {
@@ -28,6 +28,11 @@ export interface HandOffManifest {
   epochs: Record<string, number>;
   /** partition → offset ranges [from, to) the segment covers. */
   offsetRanges: Record<string, RangeJson[]>;
+  /**
+   * partition → offsets [from, to) Kafka deleted before they were read, right before a range of
+   * this segment; with the offset ranges they tile the log. Absent when there are none.
+   */
+  lostRanges?: Record<string, RangeJson[]>;
   rowCount: number;
   dataFile: string;
   schema: CubeSchema;
@@ -89,7 +94,11 @@ export function segmentTable(schema: CubeSchema, segment: Segment): Table {
 }
 
 /** Writes the segment to deep storage, or finds it already there; returns the directory. */
-export function handOffSegment(target: HandOffTarget, segment: Segment): string {
+export function handOffSegment(
+  target: HandOffTarget,
+  segment: Segment,
+  lost: Map<number, OffsetRange[]> = new Map(),
+): string {
   const dir = handOffDirectory(target, segment);
   const manifestPath = join(dir, 'manifest.json');
   const manifest: HandOffManifest = {
@@ -100,6 +109,7 @@ export function handOffSegment(target: HandOffTarget, segment: Segment): string 
     windowEnd: new Date(segment.windowEnd).toISOString(),
     epochs: epochsToJson(segment.epochs),
     offsetRanges: rangeMapToJson(segment.ranges),
+    ...(lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
     rowCount: segment.rows.size,
     dataFile: 'data.arrow',
     schema: target.schema,

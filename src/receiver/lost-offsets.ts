@@ -12,6 +12,9 @@ export interface LostOffsetsJson {
   ranges: RangeJson[];
 }
 
+/** Ranges kept per partition (checkpointed), for the segments that follow them. */
+const keptLostRanges = 100;
+
 export class LostOffsets {
   private readonly byPartition = new Map<number, { total: bigint; ranges: OffsetRange[] }>();
 
@@ -23,18 +26,45 @@ export class LostOffsets {
     const last = entry.ranges[entry.ranges.length - 1];
     if (last && last.to === from) last.to = to;
     else entry.ranges.push({ from, to });
-    if (entry.ranges.length > maxListedLostRanges) entry.ranges.shift();
+    if (entry.ranges.length > keptLostRanges) entry.ranges.shift();
     entry.total += to - from;
     return to - from;
   }
 
+  /** What a status shows: the total and the latest ranges. */
   of(partition: number): LostOffsetsJson | undefined {
     const entry = this.byPartition.get(partition);
-    return entry && { total: entry.total.toString(), ranges: rangesToJson(entry.ranges) };
+    return (
+      entry && {
+        total: entry.total.toString(),
+        ranges: rangesToJson(entry.ranges.slice(-maxListedLostRanges)),
+      }
+    );
+  }
+
+  /**
+   * The lost ranges a segment's offset ranges continue from: reading went on at a lost range's
+   * end, so the segment holding that offset names the range, and the ranges of the segments with
+   * theirs tile the log.
+   */
+  before(segmentRanges: ReadonlyMap<number, readonly OffsetRange[]>): Map<number, OffsetRange[]> {
+    const found = new Map<number, OffsetRange[]>();
+    for (const [p, ranges] of segmentRanges) {
+      const lost = (this.byPartition.get(p)?.ranges ?? []).filter((l) =>
+        ranges.some((r) => r.from <= l.to && l.to < r.to),
+      );
+      if (lost.length > 0) found.set(p, lost);
+    }
+    return found;
   }
 
   toJson(): Record<string, LostOffsetsJson> {
-    return Object.fromEntries([...this.byPartition.keys()].map((p) => [String(p), this.of(p)!]));
+    return Object.fromEntries(
+      [...this.byPartition].map(([p, e]) => [
+        String(p),
+        { total: e.total.toString(), ranges: rangesToJson(e.ranges) },
+      ]),
+    );
   }
 
   restore(json: Record<string, LostOffsetsJson> | undefined): void {

@@ -6,7 +6,7 @@ import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
 import type { LostOffsetsJson } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
-import { rangeMapToJson } from './offset-ranges.ts';
+import { type OffsetRange, rangeMapToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
 import { type Segment, type SegmentState, epochsToJson } from './segments.ts';
 
@@ -51,6 +51,7 @@ export function segmentStatus(
   s: Segment,
   rowCount: number,
   handOff: HandOffReport | undefined,
+  lost: Map<number, OffsetRange[]>,
 ): SegmentStatus {
   return {
     windowStart: s.windowStart,
@@ -58,6 +59,7 @@ export function segmentStatus(
     state: s.state,
     rowCount,
     offsetRanges: rangeMapToJson(s.ranges),
+    ...(lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
     epochs: epochsToJson(s.epochs),
     ...(handOff ? { handOff } : {}),
   };

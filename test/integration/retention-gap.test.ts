@@ -15,6 +15,7 @@ import {
 } from '../support/events.ts';
 import { applyCrd, conditionOf, cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
 import { heldByReplica } from '../support/cube-audit.ts';
+import { handOffs } from '../support/hand-offs.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { expectTotals, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
@@ -120,6 +121,26 @@ test('offsets deleted while the receiver is down are reported lost, once, and no
     expect(tilingProblems(withLost, 0n, hw.get(0)!)).toEqual([]);
     expect(tilingProblems(held.ranges.get(1)!, 0n, hw.get(1)!)).toEqual([]);
     expectTotals(held.totals, totalsOf(kept));
+    const segments = (await receiver.client.cubeStatus(cube)).segments;
+    expect(segments.flatMap((s) => s.lostRanges?.['0'] ?? [])).toEqual([['100', '250']]);
+
+    // Deleted, the cube is handed off: the manifests say the same, to a reader of deep storage.
+    await api.delete(namespace, cube);
+    await waitFor('the cube handed off and gone', () =>
+      api.get(namespace, cube).then(
+        () => undefined,
+        (error: unknown) => (error as { code?: number }).code === 404 || undefined,
+      ),
+    );
+    const manifests = handOffs(stack.deepStorageDir, cube).map((h) => h.manifest);
+    expect(manifests.length).toBeGreaterThan(0);
+    const inDeepStorage = (key: 'offsetRanges' | 'lostRanges', p: number) =>
+      manifests.flatMap((m) => rangesFromJson(m[key]?.[String(p)] ?? []));
+    expect(inDeepStorage('lostRanges', 0)).toEqual(rangesFromJson([['100', '250']]));
+    for (const p of [0, 1]) {
+      const tiles = [...inDeepStorage('offsetRanges', p), ...inDeepStorage('lostRanges', p)];
+      expect(tilingProblems(tiles, 0n, hw.get(p)!)).toEqual([]);
+    }
   } finally {
     await producer.disconnect();
   }

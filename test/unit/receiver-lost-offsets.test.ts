@@ -3,12 +3,13 @@
 // reported in the partition's status, checkpointed — and no segment covers it, while a gap the
 // fetch read over (transaction markers, compaction) stays consumed.
 import { jest } from '@jest/globals';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { maxListedLostRanges } from '../../src/protocol/admin-api.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
+import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
 import { LostOffsets } from '../../src/receiver/lost-offsets.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import {
@@ -68,6 +69,8 @@ test('a fetch from past the position: the offsets between are lost, not consumed
     ['0', '5'],
     ['20', '25'],
   ]);
+  // The segment that reading went on in names the range: with its offsets they tile the log.
+  expect(channel.status().segments.map((s) => s.lostRanges)).toEqual([{ '0': [['5', '20']] }]);
   expect(await lostCounter()).toBe(15);
 });
 
@@ -77,6 +80,7 @@ test('a gap the fetch read over (markers, compaction) is consumed, not lost', as
   expect(partition0()).toMatchObject({ position: '10' });
   expect(partition0().lostOffsets).toBeUndefined();
   expect(ranges0()).toEqual([['0', '10']]);
+  expect(channel.status().segments[0]!.lostRanges).toBeUndefined();
   expect(await lostCounter()).toBe(0);
 });
 
@@ -100,6 +104,24 @@ test('lost offsets survive a restart (checkpointed)', async () => {
     lostOffsets: '95',
     lostRanges: [['5', '100']],
   });
+});
+
+test('a sealed segment hands off with the lost ranges before its own in its manifest', async () => {
+  consumer.deliver(0, 0, 5, T0);
+  consumer.deliver(0, 40, 5, T0 + 5, 40);
+  await channel.seal(5_000);
+  const [handOff] = channel.status().segments;
+  expect(handOff).toMatchObject({ state: 'HANDED_OFF', lostRanges: { '0': [['5', '40']] } });
+  const manifest = JSON.parse(
+    readFileSync(join(handOff!.handOff!.path!, 'manifest.json'), 'utf8'),
+  ) as HandOffManifest;
+  expect(manifest.offsetRanges).toEqual({
+    '0': [
+      ['0', '5'],
+      ['40', '45'],
+    ],
+  });
+  expect(manifest.lostRanges).toEqual({ '0': [['5', '40']] });
 });
 
 test('the status lists the latest ranges; the total counts every one', () => {
