@@ -26,6 +26,7 @@ import { freePort } from '../../src/local/processes.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
+import { operatorNodeOptions } from '../../src/operator/node-options.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -168,6 +169,8 @@ export interface OperatorProcessOptions {
   leaseName?: string;
   /** More flags, after the defaults (a later flag wins). */
   args?: string[];
+  /** The CLI to run: src/cli.ts (default), or a compiled dist/cli.js as the image runs it. */
+  cli?: string;
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
@@ -194,7 +197,8 @@ export class OperatorProcess {
     this.child = spawn(
       process.execPath,
       [
-        cliPath,
+        ...operatorNodeOptions,
+        this.options.cli ?? cliPath,
         'operator',
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
         `--namespace=${this.options.namespace}`,
