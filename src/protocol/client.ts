@@ -73,6 +73,12 @@ export interface ReceiverClientOptions {
   onStaleLeader?: (error: StaleLeaderError) => void;
 }
 
+/** fetch failed because the peer closed the connection before answering (not a refusal). */
+function closedByPeer(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET';
+}
+
 export class ReceiverClient {
   readonly baseUrl: string;
   private readonly tokens: BearerTokens;
@@ -123,7 +129,13 @@ export class ReceiverClient {
     let response: Response;
     try {
       const [newest, ...older] = this.tokens();
-      response = await send(newest);
+      response = await send(newest).catch((error: unknown) => {
+        // A kept-alive connection the receiver closed while idle (its keep-alive ran out while
+        // this process was paused or busy) fails the first request written on it. Every admin
+        // call is idempotent: it is sent once more, on a new connection.
+        if (signal?.aborted || timeout.aborted || !closedByPeer(error)) throw error;
+        return send(newest);
+      });
       for (const token of older) {
         if (response.status !== 403) break;
         await response.body?.cancel();

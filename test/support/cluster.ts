@@ -269,6 +269,15 @@ export class OperatorProcess {
     return (await fetch(`http://127.0.0.1:${this.port}/metrics`)).text();
   }
 
+  /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
+  get stopped(): boolean {
+    const pid = this.child?.pid;
+    if (pid === undefined || !this.alive) return false;
+    // /proc/<pid>/stat: "pid (comm) state ...": T is stopped by a signal.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+  }
+
   /** True while the process has neither exited nor been killed. */
   get alive(): boolean {
     return (
