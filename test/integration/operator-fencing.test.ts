@@ -4,66 +4,37 @@
 // old leader goes on where it stopped — a drain of a partition that is live again on that replica
 // set — and every receiver refuses it (409 StaleLeader, counted); it stops leading and exits, the
 // cube keeps its placement and consumes on, and the data is exact: nothing lost, nothing twice.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
+import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { createKafka } from '../../src/kafka/client.ts';
-import { freePort } from '../../src/local/processes.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import {
-  OperatorProcess,
-  applyCrd,
-  createNamespace,
-  cubeApi,
-  leaseHolder,
-  startReceiverPod,
-  waitForSettled,
-} from '../support/cluster.ts';
+import { cubeApi, leaseHolder, waitForSettled, type OperatorProcess } from '../support/cluster.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import type { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-fencing-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
 const cube = 'orders';
 const lease = 'streamcube-operator';
-const token = `fencing-token-${Date.now()}`;
-const replicaSets = ['rs-a', 'rs-b'] as const;
-type ReplicaSet = (typeof replicaSets)[number];
+// The first leader freezes when it enters Draining the second time: the first is the initial
+// assignment's, the second the move of partition 2 off rs-b.
+const stack = useOperatorStack({
+  name: 'op-fencing',
+  replicaSets: ['rs-a', 'rs-b'],
+  replicas: 2,
+  operatorEnv: { STREAMCUBE_FAULT: 'reassign-Draining:2', STREAMCUBE_FAULT_SIGNAL: 'SIGSTOP' },
+});
 
-let admin: Admin;
 let producer: Producer;
-let namespace: string;
-let receiverPort: number;
 let load: SteadyLoad;
 let topic: string;
-const deep = tempDir('fencing-deep');
-const receivers: Record<ReplicaSet, ReceiverProcess[]> = { 'rs-a': [], 'rs-b': [] };
-const operators: OperatorProcess[] = [];
-
-const newOperator = (): OperatorProcess => {
-  const op = new OperatorProcess({
-    namespace,
-    receiverToken: token,
-    receiverPort,
-    leaseName: lease,
-  });
-  operators.push(op);
-  return op;
-};
 
 const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
   JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
 
-const allReceivers = (): ReceiverProcess[] => [...receivers['rs-a'], ...receivers['rs-b']];
+const allReceivers = (): ReceiverProcess[] => Object.values(stack.replicas).flat();
 
 /** One metric of the cube on every receiver, summed. */
 async function receiverMetric(name: string): Promise<number> {
@@ -96,55 +67,31 @@ async function states(r: ReceiverProcess): Promise<Record<number, string> | 'abs
 }
 
 beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op-fencing');
-  receiverPort = await freePort();
-  let host = 61;
-  for (const rs of replicaSets) {
-    for (const i of [0, 1]) {
-      receivers[rs].push(
-        await startReceiverPod(kc, namespace, {
-          name: `${rs}-${i}`,
-          replicaSet: rs,
-          ip: `127.0.1.${host++}`,
-          port: receiverPort,
-          token,
-          deepStorageDir: deep,
-        }),
-      );
-    }
-  }
-  topic = await createTopic(admin, 4);
+  producer = stack.kafka.producer();
+  await producer.connect();
+  topic = await createTopic(stack.admin, 4);
   load = new SteadyLoad(producer, topic, 4, 10, 100);
 });
 
 afterAll(async () => {
   await load?.stop();
-  // SIGKILL ends a stopped process too.
-  for (const op of operators) await op.kill('SIGKILL');
-  for (const r of allReceivers()) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+  await producer?.disconnect();
 });
 
 test('a leader frozen mid-move past its lease is refused by every receiver once thawed; the new leader moves away and back; data exact', async () => {
-  // The first leader freezes when it enters Draining the second time: the first is the initial
-  // assignment's, the second the move of partition 2 off rs-b.
-  const old = newOperator();
-  await old.start({ STREAMCUBE_FAULT: 'reassign-Draining:2', STREAMCUBE_FAULT_SIGNAL: 'SIGSTOP' });
+  const { kc, namespace } = stack;
+  const old = stack.operator;
   await waitFor('the first operator to lead', async () =>
     (await leaseHolder(kc, namespace, lease)) === old.identity ? true : undefined,
   );
-  const successor = newOperator();
-  await successor.start();
+  const successor = await stack.startOperator();
 
   load.start(Date.UTC(2026, 1, 1));
   const api = cubeApi(kc);
   await api.create(namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: testSchema,
-    replicaSets: [...replicaSets],
+    replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
   });
   await waitForSettled(kc, namespace, cube, (c) => assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }));
@@ -195,13 +142,13 @@ test('a leader frozen mid-move past its lease is refused by every receiver once 
 
   // Nothing it started took effect: partition 2 consumes on both replicas of rs-b, still owned
   // there, and the successor keeps leading.
-  for (const r of receivers['rs-b']) {
+  for (const r of stack.replicas['rs-b']!) {
     expect([r.options.id, await states(r)]).toEqual([
       r.options.id,
       { 2: 'consuming', 3: 'consuming' },
     ]);
   }
-  for (const r of receivers['rs-a']) {
+  for (const r of stack.replicas['rs-a']!) {
     const held = await states(r);
     expect([r.options.id, held]).toEqual([
       r.options.id,
@@ -214,15 +161,15 @@ test('a leader frozen mid-move past its lease is refused by every receiver once 
   expect(await leaseHolder(kc, namespace, lease)).toBe(successor.identity);
 
   await load.stop();
-  const hw = await highWatermarks(kafka, topic);
+  const hw = await highWatermarks(stack.kafka, topic);
   for (const r of allReceivers()) {
     const owned = r.options.replicaSet === 'rs-a' ? [0, 1] : [2, 3];
     await waitForPositions(r.client, cube, Object.fromEntries(owned.map((p) => [p, hw.get(p)!])));
   }
   await expectExactAndTiled({
     cube,
-    deepStorageDir: deep,
-    replicaSets: receivers,
+    deepStorageDir: stack.deepStorageDir,
+    replicaSets: stack.replicas,
     highWatermarks: hw,
     expected: totalsOf(load.all()),
   });

@@ -235,7 +235,10 @@ export class OperatorProcess {
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     const exited = this.exited();
+    const stopped = this.stopped;
     this.child?.kill(signal);
+    // A stopped process acts on any signal but SIGKILL only once continued.
+    if (stopped && signal !== 'SIGKILL') this.child?.kill('SIGCONT');
     await exited;
   }
 
