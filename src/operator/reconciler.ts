@@ -670,7 +670,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           if (partitions.length > 0)
             await clientFor(endpoint)
               .pause(cube, partitions, signal)
-              .catch(() => undefined);
+              .catch((error: unknown) => {
+                // Best effort, but a deposed leader goes no further.
+                if (isStaleLeader(error)) throw error;
+              });
         }
       }
       signal.throwIfAborted();
