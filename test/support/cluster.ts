@@ -239,7 +239,10 @@ export class OperatorProcess {
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     const exited = this.exited();
+    const stopped = this.stopped;
     this.child?.kill(signal);
+    // A stopped process acts on any signal but SIGKILL only once continued.
+    if (stopped && signal !== 'SIGKILL') this.child?.kill('SIGCONT');
     await exited;
   }
 
@@ -271,6 +274,15 @@ export class OperatorProcess {
 
   async metrics(): Promise<string> {
     return (await fetch(`http://127.0.0.1:${this.port}/metrics`)).text();
+  }
+
+  /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
+  get stopped(): boolean {
+    const pid = this.child?.pid;
+    if (pid === undefined || !this.alive) return false;
+    // /proc/<pid>/stat: "pid (comm) state ...": T is stopped by a signal.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
   }
 
   /** True while the process has neither exited nor been killed. */
