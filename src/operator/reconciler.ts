@@ -23,7 +23,12 @@ import {
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import { cubeSummaryOf, type CubeSummary } from '../protocol/admin-api.ts';
-import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
+import {
+  ReceiverApiError,
+  ReceiverClient,
+  isStaleLeader,
+  type StaleLeaderError,
+} from '../protocol/client.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
@@ -78,6 +83,10 @@ export interface ReconcilerDeps {
    * events do not requeue the cube.
    */
   ownWrites: OwnWrites<CubeAssignment>;
+  /** This process's leader term, sent with every mutating receiver call (undefined: none). */
+  leaderTerm?: () => number | undefined;
+  /** A receiver refused a call as coming from a stale leader: this process must stop leading. */
+  onStaleLeader?: (error: StaleLeaderError) => void;
 }
 
 /** How long one drain call waits on a receiver; a drain not done by then is polled again. */
@@ -112,6 +121,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (!c) {
       c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
         onMutation: () => receiverCubes.invalidate(baseUrl),
+        ...(deps.leaderTerm ? { term: deps.leaderTerm } : {}),
+        ...(deps.onStaleLeader ? { onStaleLeader: deps.onStaleLeader } : {}),
       });
       clients.set(baseUrl, c);
     }
@@ -366,6 +377,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
           signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
           problems.push({
             reason: 'SpecNotRolledOut',
             message: `receiver ${endpoint.name} (${rs}) does not run generation ${object.metadata?.generation ?? 0} of the spec yet: ${(error as Error).message}`,
@@ -442,6 +454,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           reports.push({ receiver: endpoint.name, status });
         } catch (error) {
           signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
           problems.push({
             reason: 'ReceiverUnreachable',
             message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
@@ -667,7 +680,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           if (partitions.length > 0)
             await clientFor(endpoint)
               .pause(cube, partitions, signal)
-              .catch(() => undefined);
+              .catch((error: unknown) => {
+                // Best effort, but a deposed leader goes no further.
+                if (isStaleLeader(error)) throw error;
+              });
         }
       }
       signal.throwIfAborted();

@@ -11,6 +11,19 @@ export const epoch = z.number().int().min(0);
 /** Lost ranges a partition's status lists at most, the latest ones; `lostOffsets` counts all. */
 export const maxListedLostRanges = 10;
 
+/**
+ * The header carrying the leader term of the operator making a mutating call (PUT, DELETE, and
+ * every POST but query): a decimal integer ≥ 0, the Lease's leaseTransitions when the operator
+ * took it. A call without it is a call at term 0. Receivers keep the highest term seen per cube
+ * and refuse a lower one with 409 and reason `StaleLeader`.
+ */
+export const leaderTermHeader = 'x-streamcube-term';
+export const leaderTerm = z
+  .string()
+  .regex(/^[0-9]{1,15}$/, 'the leader term must be a decimal integer ≥ 0')
+  .transform(Number);
+export const staleLeaderReason = 'StaleLeader';
+
 export const partitionStart = z.object({
   partition: partitionNumber,
   /** Next offset to consume. */
@@ -224,7 +237,10 @@ export const errorResponse = z.object({
   error: z.string(),
   /** The request field at fault, as a dotted path, when there is one. */
   field: z.string().optional(),
+  /** What went wrong, for a person; `StaleLeader` (a 409) for a call from a deposed operator. */
   reason: z.string(),
+  /** With a machine-readable `reason` (`StaleLeader`): the text for a person. */
+  message: z.string().optional(),
 });
 export type ErrorResponse = z.infer<typeof errorResponse>;
 

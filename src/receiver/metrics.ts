@@ -83,6 +83,18 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['cube'],
       registers: r,
     }),
+    staleLeaderRequests: new Counter({
+      name: 'streamcube_receiver_stale_leader_requests_total',
+      help: 'Mutating admin calls refused (409 StaleLeader) because they carried a leader term lower than one already seen for the cube',
+      labelNames: ['cube'],
+      registers: r,
+    }),
+    leaderTerm: new Gauge({
+      name: 'streamcube_receiver_leader_term',
+      help: 'The highest leader term a mutating admin call carried for the cube',
+      labelNames: ['cube'],
+      registers: r,
+    }),
     adminSeconds: new Histogram({
       name: 'streamcube_receiver_admin_request_duration_seconds',
       help: 'Admin API requests by route and status',
