@@ -8,7 +8,8 @@
 // (status, finalizer) and every Event written (created or its count bumped).
 import { randomBytes } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -45,6 +46,8 @@ const usage = `Usage: npm run bench:scale -- [options]
   --moves N          reassigns of the probe cube, idle and loaded each  [default 3]
   --create-concurrency N  creates in flight at once                     [default 16]
   --workers N        the operator's --workers (cubes reconciled at once)  [default 16]
+  --operator KIND    compiled: dist/cli.js, built first, as the image runs it; source:
+                     src/cli.ts through Node's type stripping (about 30 MiB more)  [default compiled]
 `;
 
 const partitions = 16;
@@ -209,6 +212,7 @@ async function main(): Promise<void> {
     moves: '3',
     'create-concurrency': '16',
     workers: '16',
+    operator: 'compiled',
   });
   if (!values) return;
   const cubeCount = positive('cubes', values.cubes);
@@ -217,6 +221,16 @@ async function main(): Promise<void> {
   const moves = positive('moves', values.moves);
   const concurrency = positive('create-concurrency', values['create-concurrency']);
   const workers = positive('workers', values.workers);
+  if (values.operator !== 'compiled' && values.operator !== 'source') {
+    throw new Error(`--operator is compiled or source, not ${values.operator}`);
+  }
+  let operatorCli: string | undefined;
+  if (values.operator === 'compiled') {
+    say('building dist/ (npm run build): the operator runs as the image runs it');
+    const root = resolve(import.meta.dirname, '..');
+    execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit', cwd: root });
+    operatorCli = resolve(root, 'dist/cli.js');
+  }
 
   const { env, stop: stopEnv } = await benchEnvironment();
   const kc = adminKubeConfig();
@@ -258,6 +272,7 @@ async function main(): Promise<void> {
     for (const [i, rs] of replicaSets.entries())
       await receiverPod(kc, ns, `${rs}-0`, rs, hosts[i]!);
     operator = new OperatorProcess({
+      ...(operatorCli ? { cli: operatorCli } : {}),
       namespace: ns,
       receiverToken: token,
       receiverPort: port,
@@ -271,7 +286,11 @@ async function main(): Promise<void> {
         '--retry-period=2s',
       ],
     });
-    await operator.start();
+    await operator.start(
+      process.env.BENCH_OPERATOR_NODE_OPTIONS
+        ? { NODE_OPTIONS: process.env.BENCH_OPERATOR_NODE_OPTIONS }
+        : {},
+    );
     const metricsUrl = `http://127.0.0.1:${operator.port}/metrics`;
 
     const topicCount = Math.ceil(cubeCount / cubesPerTopic) + 1;
@@ -385,6 +404,21 @@ async function main(): Promise<void> {
     const operatorMemory = memoryOf(operator.child?.pid);
     const operatorHeapMb =
       (await counterSum(metricsUrl, 'nodejs_heap_size_used_bytes')) / 1024 / 1024;
+    const mib = async (name: string): Promise<string> =>
+      ((await counterSum(metricsUrl, name)) / 1024 / 1024).toFixed(0);
+    say(
+      `operator memory: V8 heap total ${await mib('nodejs_heap_size_total_bytes')} MiB, ` +
+        `external ${await mib('nodejs_external_memory_bytes')} MiB, ` +
+        `RSS ${operatorMemory.rssMb.toFixed(0)} MiB (peak ${operatorMemory.peakMb.toFixed(0)})`,
+    );
+    const spaces = await (await fetch(metricsUrl)).text();
+    say(
+      `operator V8 spaces (total MiB): ${[
+        ...spaces.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"[^}]*\} (\S+)$/gm),
+      ]
+        .map(([, space, bytes]) => `${space} ${(Number(bytes) / 1024 / 1024).toFixed(0)}`)
+        .join(', ')}`,
+    );
     const receiverMemory = receivers.map((r) => memoryOf(r.child?.pid));
     const ratio = median(loadedMoves) / median(idleMoves);
     const mark = (met: boolean): string => (met ? 'met' : 'NOT met');

@@ -310,6 +310,16 @@ export const observedPartition = z.object({
   position: offset.optional(),
   highWatermark: offset.optional(),
   lag: offset.optional(),
+  /**
+   * Offsets Kafka deleted (retention) before the replica set read them, in all, as its receivers
+   * report them; absent when none was. They are in no segment.
+   */
+  lostOffsets: offset.optional(),
+  /** The latest of those ranges [from, to), oldest first. */
+  lostRanges: z
+    .array(z.object({ from: offset, to: offset }))
+    .max(10)
+    .optional(),
 });
 export type ObservedPartition = z.infer<typeof observedPartition>;
 

@@ -23,6 +23,12 @@ export interface ConsumedRecords {
   offsets: Float64Array;
   /** values[i] belongs to offsets[i]. */
   values: (Buffer | null)[];
+  /**
+   * The offset the fetch read from: the partition's position, unless the client had to move it
+   * because the broker no longer holds that offset (deleted by retention), to the log start.
+   * Absent when the client does not say.
+   */
+  fetchOffset?: number;
 }
 
 /** Offsets a record can have as a number without losing a digit. */
@@ -115,7 +121,7 @@ export interface KafkajsConsumerOptions {
 }
 
 /** Columns of kafkajs messages: one number per offset string, no BigInt per record. */
-function recordsOf(messages: readonly KafkaMessage[]): ConsumedRecords {
+function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): ConsumedRecords {
   const count = messages.length;
   const offsets = new Float64Array(count);
   const values = new Array<Buffer | null>(count);
@@ -128,7 +134,7 @@ function recordsOf(messages: readonly KafkaMessage[]): ConsumedRecords {
   if (count > 0 && !isExactOffset(offsets[count - 1]!)) {
     throw new OffsetRangeError(messages[count - 1]!.offset);
   }
-  return { offsets, values };
+  return { offsets, values, fetchOffset: Number(fetchOffset) };
 }
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
@@ -237,7 +243,9 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         const fault = injectedFault('consumer-fetch');
         // Fails as a batch that cannot be decoded fails inside kafkajs: the consumer crashes.
         if (fault) throw new NotImplemented(fault.message);
-        const records = recordsOf(batch.messages);
+        // kafkajs's Batch keeps the offset it fetched from; its type declaration leaves it out.
+        const { fetchedOffset } = batch as unknown as { fetchedOffset: string };
+        const records = recordsOf(batch.messages, fetchedOffset);
         const highWatermark = BigInt(batch.highWatermark);
         const done = sink.onRecords(batch.partition, records, highWatermark);
         if (done) await done;
@@ -303,8 +311,15 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async highWatermarks(): Promise<Map<number, bigint>> {
-    const admin = await this.adminClient();
-    const offsets = await admin.fetchTopicOffsets(this.options.topic);
+    let offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
+    if (this.partitions.some((p) => !offsets.some((o) => o.partition === p))) {
+      // kafkajs's admin keeps a topic's metadata for five minutes: partitions added to the topic
+      // since are missing from its answer until a fresh client reads them.
+      const stale = this.admin;
+      this.admin = undefined;
+      await stale?.disconnect();
+      offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
+    }
     return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
   }
 

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 
 /**
  * Test hook for crash tests: with STREAMCUBE_FAULT=<point>[:<n>] the process kills itself with
- * SIGKILL the n-th time (default first) it reaches `point`. Inert when the variable is unset.
+ * SIGKILL the n-th time (default first) it reaches `point`. With STREAMCUBE_FAULT_SIGNAL=SIGSTOP
+ * it stops itself there instead, and goes on from that very point when sent SIGCONT (a process
+ * frozen mid-step, as a paused VM or a long GC pause leaves it). Inert when the variable is unset.
  */
 const faultCounts = new Map<string, number>();
 export function faultPoint(point: string): void {
@@ -15,7 +17,9 @@ export function faultPoint(point: string): void {
   if (name !== point) return;
   const count = (faultCounts.get(point) ?? 0) + 1;
   faultCounts.set(point, count);
-  if (count >= Number(nth ?? '1')) process.kill(process.pid, 'SIGKILL');
+  if (count !== Number(nth ?? '1')) return;
+  const stop = process.env.STREAMCUBE_FAULT_SIGNAL === 'SIGSTOP';
+  process.kill(process.pid, stop ? 'SIGSTOP' : 'SIGKILL');
 }
 
 /**

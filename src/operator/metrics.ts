@@ -48,6 +48,10 @@ export function createOperatorMetrics(registry: Registry) {
       help: 'High watermark minus position',
       labelNames: ['namespace', 'cube', 'topic', 'partition'],
     }),
+    staleLeaderRefusals: sharedCounter(registry, {
+      name: 'streamcube_operator_stale_leader_refusals_total',
+      help: 'Receiver calls refused as coming from a stale leader term (the operator then stops leading)',
+    }),
     segments: sharedGauge(registry, {
       name: 'streamcube_segments',
       help: 'Segments of the cube by state (one replica per replica set counted)',

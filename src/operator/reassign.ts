@@ -13,7 +13,7 @@ import type {
   ReassignPhase,
 } from '../api/cube-assignment.ts';
 import type { AssignCubeRequest, CubeStatus } from '../protocol/admin-api.ts';
-import { ReceiverApiError, type ReceiverClient } from '../protocol/client.ts';
+import { ReceiverApiError, isStaleLeader, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
 
@@ -207,8 +207,10 @@ async function call<T>(
   try {
     return await fn(ctx.client(endpoint));
   } catch (error) {
-    // Aborted (lease lost, shutdown): not a problem of the phase, nothing to report.
+    // Aborted (lease lost, shutdown), or refused as from a deposed leader: not a problem of the
+    // phase, nothing to report; this process stops leading.
     ctx.signal.throwIfAborted();
+    if (isStaleLeader(error)) throw error;
     // fetch() says only "fetch failed"; the reason a person can act on (ECONNREFUSED, a DNS or
     // TLS error) is in its cause.
     const failure = error instanceof Error ? error : new Error(String(error));
@@ -265,6 +267,33 @@ function inPhaseMs(ctx: ReassignContext, journal: ReassignJournal): number {
 const overDeadline = (ctx: ReassignContext, journal: ReassignJournal): boolean =>
   inPhaseMs(ctx, journal) > ctx.phaseTimeoutMs;
 
+/**
+ * Where new partitions start, as the brokers say. A Kafka error (brokers down, a partition whose
+ * leader is not elected yet) blocks the phase, reported as Degraded and retried at the blocked
+ * pace like a receiver's failure, not left to the controller's growing backoff.
+ */
+async function startingOffsetsOf(
+  ctx: ReassignContext,
+  partitions: number[],
+): Promise<Map<number, bigint>> {
+  ctx.signal.throwIfAborted();
+  try {
+    const offsets = await ctx.startingOffsets(partitions);
+    const missing = partitions.filter((p) => !offsets.has(p));
+    if (missing.length > 0) throw new Error(`no offsets reported for ${missing.join(', ')}`);
+    return offsets;
+  } catch (error) {
+    ctx.signal.throwIfAborted();
+    const { topic, brokers } = ctx.object.spec.source;
+    const cause = error instanceof Error ? error : new Error(String(error));
+    throw new PhaseBlocked(
+      'SourceUnavailable',
+      `cannot read the offsets of partition${partitions.length > 1 ? 's' : ''} ${partitions.join(', ')} of topic ${topic} from brokers ${brokers.join(', ')}: ${cause.message}`,
+      { cause },
+    );
+  }
+}
+
 /** Pause the moving partitions on every replica of each source; stop = max position. */
 async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const stop = new Map<number, bigint>();
@@ -282,7 +311,7 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   }
   const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
   if (fresh.length > 0) {
-    for (const [p, o] of await ctx.startingOffsets(fresh)) stop.set(p, o);
+    for (const [p, o] of await startingOffsetsOf(ctx, fresh)) stop.set(p, o);
   }
   const stopOffsets = Object.fromEntries([...stop].map(([p, o]) => [String(p), o.toString()]));
   return finished({ stopOffsets });

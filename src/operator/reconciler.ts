@@ -23,7 +23,12 @@ import {
 import { cubeSpecDigest } from '../api/cube.ts';
 import { setCondition, type Condition } from '../api/conditions.ts';
 import { cubeSummaryOf, type CubeSummary } from '../protocol/admin-api.ts';
-import { ReceiverApiError, ReceiverClient } from '../protocol/client.ts';
+import {
+  ReceiverApiError,
+  ReceiverClient,
+  isStaleLeader,
+  type StaleLeaderError,
+} from '../protocol/client.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
@@ -44,7 +49,8 @@ import {
   type PhaseBlocked,
   type ReassignContext,
 } from './reassign.ts';
-import type { TopicMetadata } from './topic-metadata.ts';
+import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
+import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';
 import type { EventRecorder } from './events.ts';
 import {
   type OperatorMetrics,
@@ -84,6 +90,10 @@ export interface ReconcilerDeps {
    * events do not requeue the cube.
    */
   ownWrites: OwnWrites<CubeAssignment>;
+  /** This process's leader term, sent with every mutating receiver call (undefined: none). */
+  leaderTerm?: () => number | undefined;
+  /** A receiver refused a call as coming from a stale leader: this process must stop leading. */
+  onStaleLeader?: (error: StaleLeaderError) => void;
 }
 
 /** How long one drain call waits on a receiver; a drain not done by then is polled again. */
@@ -118,6 +128,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (!c) {
       c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
         onMutation: () => receiverCubes.invalidate(baseUrl),
+        ...(deps.leaderTerm ? { term: deps.leaderTerm } : {}),
+        ...(deps.onStaleLeader ? { onStaleLeader: deps.onStaleLeader } : {}),
       });
       clients.set(baseUrl, c);
     }
@@ -372,6 +384,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
           signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
           problems.push({
             reason: 'SpecNotRolledOut',
             message: `receiver ${endpoint.name} (${rs}) does not run generation ${object.metadata?.generation ?? 0} of the spec yet: ${(error as Error).message}`,
@@ -450,6 +463,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           reports.push({ receiver: endpoint.name, status });
         } catch (error) {
           signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
           problems.push({
             reason: 'ReceiverUnreachable',
             message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
@@ -477,12 +491,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       if (!report) continue;
       for (const p of report.partitions) {
         if (!owned.includes(p.partition)) continue;
+        // Every replica's losses: one that was down longer than the others may have lost more.
+        const lost = mergeLostOffsets(
+          reports.flatMap((r) => r.status.partitions.filter((q) => q.partition === p.partition)),
+        );
         partitionRows.push({
           partition: p.partition,
           replicaSet: rs,
           position: p.position,
           ...(p.highWatermark === null ? {} : { highWatermark: p.highWatermark }),
           ...(p.lag === null ? {} : { lag: p.lag }),
+          ...lost,
         });
         if (p.lag !== null) totalLag += BigInt(p.lag);
         readings.push({
@@ -555,7 +574,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       object: obj,
       receivers,
       client: clientFor,
-      startingOffsets: (ps: number[]) => deps.topics.startingOffsets(obj.spec.source, ps),
+      startingOffsets: (ps: number[]) =>
+        deps.topics.startingOffsets(
+          obj.spec.source,
+          startingOffsetRules(obj.spec.source.startingOffsets, ps, obj.status?.epochs),
+        ),
       persist: async (status: CubeAssignmentStatusPatch) =>
         (object = await patchStatus(object, status, signal)),
       event: (type: 'Normal' | 'Warning', reason: string, message: string) =>
@@ -674,7 +697,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           if (partitions.length > 0)
             await clientFor(endpoint)
               .pause(cube, partitions, signal)
-              .catch(() => undefined);
+              .catch((error: unknown) => {
+                // Best effort, but a deposed leader goes no further.
+                if (isStaleLeader(error)) throw error;
+              });
         }
       }
       signal.throwIfAborted();
@@ -780,8 +806,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // Live positions move with every record: written when a lag changes magnitude, the rows
     // change shape, or once per resync; not on every observation.
     const { partitions: rows, totalLag, segments } = observed.status;
+    // Each range once: the status written before names the ranges already told.
+    const lost = newlyLostRanges(object.status?.partitions, rows ?? []);
+    for (const l of lost)
+      deps.events.record(object, 'Warning', 'OffsetsLost', offsetsLostMessage(l));
     const writtenAt = positionsWrittenAt.get(key);
     const positionsDue =
+      lost.length > 0 ||
       writtenAt === undefined ||
       Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
       partitionRowsMoved(object.status?.partitions, rows ?? []);

@@ -73,6 +73,9 @@ export async function runOperator(argv: string[]): Promise<number> {
   cubes.start();
   pods.start();
 
+  /** The leader term of this process (leaseTransitions when it took the Lease); set while leading. */
+  let term: number | undefined;
+  const metrics = createOperatorMetrics(registry);
   const topics = new TopicMetadata(`streamcube-operator-${config.identity}`, config.resyncMs);
   const ownWrites = new OwnWrites<CubeAssignment>();
   const reconcile = createCubeReconciler({
@@ -84,8 +87,19 @@ export async function runOperator(argv: string[]): Promise<number> {
     receiverPort: config.receiverPort,
     topics,
     events: new EventRecorder(core, 'streamcube-operator', logger),
-    metrics: createOperatorMetrics(registry),
+    metrics,
     logger,
+    leaderTerm: () => term,
+    // A receiver has seen a later leader's term: this process no longer leads, whatever its
+    // lease renewals say. It stops at once; the lost leadership ends the process.
+    onStaleLeader: (error) => {
+      metrics.staleLeaderRefusals.inc();
+      logger.error('a receiver refused a call as coming from a stale leader; stopping', {
+        term,
+        error: error.message,
+      });
+      void elector.stop({ release: false });
+    },
     phaseTimeoutMs: config.phaseTimeoutMs,
     drainTimeoutMs: config.drainTimeoutMs,
     resyncMs: config.resyncMs,
@@ -94,7 +108,8 @@ export async function runOperator(argv: string[]): Promise<number> {
   });
 
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
-  const lead = async (signal: AbortSignal): Promise<void> => {
+  const lead = async (signal: AbortSignal, leaderTerm: number): Promise<void> => {
+    term = leaderTerm;
     const controllerName = 'cubeassignment';
     const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({
@@ -125,7 +140,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     await Promise.all([cubes.waitForSync(signal), pods.waitForSync(signal)]);
     for (const cube of cubes.list()) queue.add(objectKey(cube));
     controller.start();
-    logger.info('leading: reconciling cube assignments');
+    logger.info('leading: reconciling cube assignments', { term: leaderTerm });
     await new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );

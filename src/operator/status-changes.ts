@@ -43,7 +43,8 @@ export function partitionRowsMoved(
       before.replicaSet !== row.replicaSet ||
       (before.position === undefined) !== (row.position === undefined) ||
       (before.highWatermark === undefined) !== (row.highWatermark === undefined) ||
-      lagBucket(before.lag) !== lagBucket(row.lag)
+      lagBucket(before.lag) !== lagBucket(row.lag) ||
+      before.lostOffsets !== row.lostOffsets
     );
   });
 }

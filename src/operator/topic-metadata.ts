@@ -5,10 +5,30 @@ import type { Admin, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import { SharedReads } from './shared-reads.ts';
 
+export type StartingOffsets = 'earliest' | 'latest';
+
 export interface TopicSource {
   brokers: string[];
   topic: string;
-  startingOffsets: 'earliest' | 'latest';
+  startingOffsets: StartingOffsets;
+}
+
+/**
+ * Where each partition without a previous owner starts. `startingOffsets` applies to the
+ * partitions the topic had when the cube was first assigned (it holds no epoch yet); a partition
+ * added to the topic later starts from its log start whatever the spec says, as Kafka consumers
+ * treat partitions created after they started: its first events were written before any receiver
+ * could read them, and `latest` would skip them (KYLIN-4683).
+ */
+export function startingOffsetRules(
+  spec: StartingOffsets,
+  fresh: number[],
+  epochs: Record<string, number> | undefined,
+): Map<number, StartingOffsets> {
+  const cubeStarted = Object.keys(epochs ?? {}).length > 0;
+  return new Map(
+    fresh.map((p) => [p, cubeStarted && epochs?.[String(p)] === undefined ? 'earliest' : spec]),
+  );
 }
 
 /** A topic missing from the last answer is asked for again at most this often (just created?). */
@@ -62,16 +82,42 @@ export class TopicMetadata {
     return (await this.topics.get(key, undefined, missingTopicRecheckMs)).get(source.topic);
   }
 
-  /** Where partitions without a previous owner start: the log start (earliest) or its end (latest). */
-  async startingOffsets(source: TopicSource, partitions: number[]): Promise<Map<number, bigint>> {
+  /**
+   * Where partitions without a previous owner start: the log start (earliest) or its end (latest),
+   * each by its own rule (see `startingOffsetRules`).
+   */
+  async startingOffsets(
+    source: Pick<TopicSource, 'brokers' | 'topic'>,
+    rules: Map<number, StartingOffsets>,
+  ): Promise<Map<number, bigint>> {
+    let offsets = await this.topicOffsets(source);
+    if ([...rules.keys()].some((p) => !offsets.has(p))) {
+      // kafkajs's admin keeps the metadata of a topic for five minutes, so partitions added to it
+      // since are missing from its answer; a fresh client reads them.
+      await this.dropAdmin(source.brokers);
+      offsets = await this.topicOffsets(source);
+    }
+    const starts = new Map<number, bigint>();
+    for (const [p, rule] of rules) {
+      const o = offsets.get(p);
+      if (o) starts.set(p, rule === 'earliest' ? o.low : o.high);
+    }
+    return starts;
+  }
+
+  private async topicOffsets(
+    source: Pick<TopicSource, 'brokers' | 'topic'>,
+  ): Promise<Map<number, { low: bigint; high: bigint }>> {
     const admin = await this.admin(source.brokers);
     const offsets = await admin.fetchTopicOffsets(source.topic);
-    const wanted = new Set(partitions);
-    return new Map(
-      offsets
-        .filter((o) => wanted.has(o.partition))
-        .map((o) => [o.partition, BigInt(source.startingOffsets === 'earliest' ? o.low : o.high)]),
-    );
+    return new Map(offsets.map((o) => [o.partition, { low: BigInt(o.low), high: BigInt(o.high) }]));
+  }
+
+  private async dropAdmin(brokers: string[]): Promise<void> {
+    const key = brokers.join(',');
+    const admin = this.admins.get(key);
+    this.admins.delete(key);
+    await (await admin?.catch(() => undefined))?.disconnect();
   }
 
   async close(): Promise<void> {

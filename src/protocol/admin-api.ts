@@ -8,6 +8,22 @@ import { offset, partitionKey, partitionNumber } from '../api/kafka-numbers.ts';
 
 export const epoch = z.number().int().min(0);
 
+/** Lost ranges a partition's status lists at most, the latest ones; `lostOffsets` counts all. */
+export const maxListedLostRanges = 10;
+
+/**
+ * The header carrying the leader term of the operator making a mutating call (PUT, DELETE, and
+ * every POST but query): a decimal integer ≥ 0, the Lease's leaseTransitions when the operator
+ * took it. A call without it is a call at term 0. Receivers keep the highest term seen per cube
+ * and refuse a lower one with 409 and reason `StaleLeader`.
+ */
+export const leaderTermHeader = 'x-streamcube-term';
+export const leaderTerm = z
+  .string()
+  .regex(/^[0-9]{1,15}$/, 'the leader term must be a decimal integer ≥ 0')
+  .transform(Number);
+export const staleLeaderReason = 'StaleLeader';
+
 export const partitionStart = z.object({
   partition: partitionNumber,
   /** Next offset to consume. */
@@ -78,6 +94,16 @@ export const partitionStatus = z.object({
   lag: offset.nullable(),
   stopOffset: offset.nullable(),
   watermark: z.int().nullable(),
+  /**
+   * Offsets Kafka deleted (retention) before this receiver read them, in all since the cube was
+   * assigned here; absent when none was.
+   */
+  lostOffsets: offset.optional(),
+  /** The latest of those ranges [from, to), oldest first. */
+  lostRanges: z
+    .array(z.tuple([offset, offset]))
+    .max(maxListedLostRanges)
+    .optional(),
 });
 export type PartitionStatus = z.infer<typeof partitionStatus>;
 
@@ -92,6 +118,11 @@ export const segmentStatus = z.object({
   rowCount: z.int().min(0),
   /** partition → [[from, to), ...] offsets accounted to this segment. */
   offsetRanges,
+  /**
+   * partition → offsets Kafka deleted before they were read, right before a range of this
+   * segment (reading went on from their end); with `offsetRanges` they tile the log. Absent: none.
+   */
+  lostRanges: offsetRanges.optional(),
   epochs: z.record(partitionKey, epoch),
   handOff: z
     .object({
@@ -206,7 +237,10 @@ export const errorResponse = z.object({
   error: z.string(),
   /** The request field at fault, as a dotted path, when there is one. */
   field: z.string().optional(),
+  /** What went wrong, for a person; `StaleLeader` (a 409) for a call from a deposed operator. */
   reason: z.string(),
+  /** With a machine-readable `reason` (`StaleLeader`): the text for a person. */
+  message: z.string().optional(),
 });
 export type ErrorResponse = z.infer<typeof errorResponse>;
 

@@ -8,6 +8,7 @@ import {
   cubeSummaries,
   drainResponse,
   errorResponse,
+  leaderTermHeader,
   partitionsResponse,
   queryResponse,
   receiverStatus,
@@ -23,6 +24,7 @@ import {
   type QueryResponse,
   type ReceiverStatus,
   type UnassignResponse,
+  staleLeaderReason,
 } from './admin-api.ts';
 import type { BearerTokens } from './token-file.ts';
 
@@ -35,6 +37,18 @@ export class ReceiverApiError extends Error {
     this.body = body;
   }
 }
+
+/**
+ * The receiver refused a mutating call (409 StaleLeader): it has seen a higher leader term for the
+ * cube, so the operator that made the call is no longer the leader and must stop acting.
+ */
+export class StaleLeaderError extends ReceiverApiError {
+  override readonly name = 'StaleLeaderError';
+}
+
+export const isStaleLeader = (error: unknown): error is StaleLeaderError =>
+  error instanceof StaleLeaderError ||
+  (error instanceof Error && error.cause !== undefined && isStaleLeader(error.cause));
 
 /** The receiver answered 2xx with a body its admin API does not define (a wrong version, a bug). */
 export class InvalidReceiverResponse extends Error {
@@ -50,6 +64,19 @@ export class InvalidReceiverResponse extends Error {
 export interface ReceiverClientOptions {
   /** Called after every call that may change the receiver's state (not GET, not query). */
   onMutation?: () => void;
+  /**
+   * The caller's leader term, sent with every mutating call (header x-streamcube-term);
+   * undefined sends none (a call at term 0, as before fencing).
+   */
+  term?: () => number | undefined;
+  /** Called when a receiver refuses a call as coming from a stale leader (before it throws). */
+  onStaleLeader?: (error: StaleLeaderError) => void;
+}
+
+/** fetch failed because the peer closed the connection before answering (not a refusal). */
+function closedByPeer(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET';
 }
 
 export class ReceiverClient {
@@ -57,6 +84,8 @@ export class ReceiverClient {
   private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
   private readonly onMutation: (() => void) | undefined;
+  private readonly term: (() => number | undefined) | undefined;
+  private readonly onStaleLeader: ((error: StaleLeaderError) => void) | undefined;
 
   /**
    * `token`: one token, or the tokens valid now, newest first; a call the receiver refuses (403)
@@ -72,6 +101,8 @@ export class ReceiverClient {
     this.tokens = typeof token === 'string' ? () => [token] : token;
     this.timeoutMs = timeoutMs;
     this.onMutation = options?.onMutation;
+    this.term = options?.term;
+    this.onStaleLeader = options?.onStaleLeader;
   }
 
   private async call<T>(
@@ -83,12 +114,14 @@ export class ReceiverClient {
     const { body, signal, timeoutMs = this.timeoutMs, mutates = method !== 'GET' } = options;
     const timeout = AbortSignal.timeout(timeoutMs);
     const where = `${method} ${this.baseUrl}${path}`;
+    const term = mutates ? this.term?.() : undefined;
     const send = (token: string | undefined): Promise<Response> =>
       fetch(`${this.baseUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${token}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(term === undefined ? {} : { [leaderTermHeader]: String(term) }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
@@ -96,7 +129,13 @@ export class ReceiverClient {
     let response: Response;
     try {
       const [newest, ...older] = this.tokens();
-      response = await send(newest);
+      response = await send(newest).catch((error: unknown) => {
+        // A kept-alive connection the receiver closed while idle (its keep-alive ran out while
+        // this process was paused or busy) fails the first request written on it. Every admin
+        // call is idempotent: it is sent once more, on a new connection.
+        if (signal?.aborted || timeout.aborted || !closedByPeer(error)) throw error;
+        return send(newest);
+      });
       for (const token of older) {
         if (response.status !== 403) break;
         await response.body?.cancel();
@@ -120,12 +159,15 @@ export class ReceiverClient {
     if (!response.ok) {
       const err = errorResponse.safeParse(parsed);
       const reason = err.success ? err.data.reason : text;
+      const message = err.success && err.data.message ? `: ${err.data.message}` : '';
       const field = err.success && err.data.field ? ` (field ${err.data.field})` : '';
-      throw new ReceiverApiError(
-        response.status,
-        `${where}: ${response.status} ${reason}${field}`,
-        err.success ? err.data : undefined,
-      );
+      const description = `${where}: ${response.status} ${reason}${message}${field}`;
+      if (response.status === 409 && err.success && err.data.reason === staleLeaderReason) {
+        const stale = new StaleLeaderError(response.status, description, err.data);
+        this.onStaleLeader?.(stale);
+        throw stale;
+      }
+      throw new ReceiverApiError(response.status, description, err.success ? err.data : undefined);
     }
     const answer = schema.safeParse(parsed);
     if (!answer.success) {

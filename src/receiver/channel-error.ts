@@ -9,7 +9,9 @@ export type ChannelErrorReason =
   /** The request itself is wrong (an unknown dimension, a body that is not JSON, …). */
   | 'Invalid'
   /** The request body is larger than the receiver accepts. */
-  | 'TooLarge';
+  | 'TooLarge'
+  /** The call carries a leader term lower than one already seen for the cube (leader-terms.ts). */
+  | 'StaleLeader';
 
 export class ChannelError extends Error {
   override readonly name = 'ChannelError';

@@ -73,6 +73,12 @@ export class ChannelMetrics {
     return () => void end();
   }
 
+  /** Offsets of a partition Kafka deleted before they were read. */
+  offsetsLost(partition: number, count: bigint): void {
+    this.published.add(partition);
+    this.metrics.offsetsLost.inc(this.partitionLabels(partition), Number(count));
+  }
+
   handOffFailed(): void {
     this.metrics.handOffFailures.inc(this.cubeLabels);
   }
@@ -111,13 +117,14 @@ export class ChannelMetrics {
   removePartition(partition: number): void {
     if (!this.published.delete(partition)) return;
     const labels = this.partitionLabels(partition);
-    for (const gauge of [
+    for (const series of [
       this.metrics.position,
       this.metrics.highWatermark,
       this.metrics.lag,
       this.metrics.newestEventTime,
+      this.metrics.offsetsLost,
     ])
-      gauge.remove(labels);
+      series.remove(labels);
   }
 
   /** Removes every series of the cube: it left this receiver. */

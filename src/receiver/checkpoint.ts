@@ -11,6 +11,7 @@ import {
   rangesFromJson,
   rangesToJson,
 } from './offset-ranges.ts';
+import type { LostOffsetsJson } from './lost-offsets.ts';
 import type { PartitionState } from './partition-state.ts';
 import { type PartitionClock, type Segment, type SegmentState, epochsToJson } from './segments.ts';
 
@@ -54,6 +55,8 @@ export interface CheckpointHeader {
   fragmentSeq: number;
   /** Windows before this one were handed off and purged; absent when none was. */
   purgedBelow?: number | null;
+  /** partition → offsets Kafka deleted before they were read; absent when none was. */
+  lost?: Record<string, LostOffsetsJson>;
 }
 
 /** A checkpoint as read back, whatever its version: every segment with its record. */

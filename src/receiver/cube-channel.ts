@@ -35,6 +35,7 @@ import {
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { HandOffScheduler } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
+import { LostOffsets } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import { ChannelMetrics } from './channel-metrics.ts';
 import {
@@ -117,6 +118,8 @@ export class CubeChannel {
   private readonly handOffs: HandOffScheduler;
   private readonly metrics: ChannelMetrics;
   private readonly segmentFragments = new Map<number, string[]>();
+  /** Offsets Kafka deleted before they were read, per partition. */
+  private readonly lost = new LostOffsets();
   private fragmentSeq = 0;
   private dirty = false;
   private timer: NodeJS.Timeout | undefined;
@@ -148,6 +151,7 @@ export class CubeChannel {
       logger: options.logger,
       delivered: () => this.supervisor.delivered(),
       onProgress: (ps) => this.afterProgress(ps),
+      onOffsetsLost: (ps, from, to) => this.offsetsLost(ps, from, to),
     });
     this.handOffs = new HandOffScheduler({
       target: {
@@ -161,6 +165,7 @@ export class CubeChannel {
       metrics: this.metrics,
       logger: options.logger,
       retentionMs: options.handedOffRetentionMs ?? defaultHandedOffRetentionMs,
+      lostBefore: (segment) => this.lost.before(segment.ranges),
       // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
       // record yet is found done when it is repeated after a crash.
       onHandedOff: (segment) => {
@@ -248,6 +253,7 @@ export class CubeChannel {
       const { state, clock } = restoredPartition(p, now);
       this.partitions.set(p.partition, state);
       this.segments.restoreClock(p.partition, clock);
+      this.countLost(p.partition, 0n);
     }
     this.segments.restorePurgedBelow(c.purgedBelow ?? null);
     for (const s of c.segments) {
@@ -258,6 +264,7 @@ export class CubeChannel {
       if (s.handOffPath) this.handOffs.restorePath(s.windowStart, s.handOffPath);
     }
     this.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
+    this.lost.restore(c.lost);
     this.fragmentSeq = c.fragmentSeq;
     this.log.info('restored from checkpoint', {
       partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
@@ -360,6 +367,25 @@ export class CubeChannel {
       stopOffset: ps.stopOffset?.toString(),
     });
     this.wakeDrainWaiters();
+  }
+
+  /** Reported, counted and checkpointed; no segment covers them, so none says they were read. */
+  private offsetsLost(ps: PartitionState, from: bigint, to: bigint): void {
+    const count = this.lost.record(ps.partition, from, to);
+    this.countLost(ps.partition, count);
+    this.dirty = true;
+    this.log.warn('offsets deleted by Kafka before they were read; consuming from the log start', {
+      cube: this.cube,
+      partition: ps.partition,
+      epoch: ps.epoch,
+      lostFrom: from.toString(),
+      lostTo: to.toString(),
+      lost: count.toString(),
+    });
+  }
+
+  private countLost(partition: number, count: bigint): void {
+    this.metrics.offsetsLost(partition, count);
   }
 
   private wakeDrainWaiters(): void {
@@ -474,6 +500,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       fragmentSeq: this.fragmentSeq,
       purgedBelow: this.segments.firstUnpurgedWindow,
+      lost: this.lost.toJson(),
     };
   }
 
@@ -517,6 +544,7 @@ export class CubeChannel {
     const fresh = starts.filter((_, i) => outcomes[i]!.effects.includes('restartConsumer'));
     for (const s of fresh) {
       this.segments.raiseWatermark(s.partition, s.watermark);
+      this.countLost(s.partition, 0n); // the series exists from the start, at zero
       this.log.info('partition assigned', {
         cube: this.cube,
         partition: s.partition,
@@ -628,6 +656,7 @@ export class CubeChannel {
       ps,
       this.segments.clock(ps.partition).watermark,
       this.supervisor.health(),
+      this.lost.of(ps.partition),
     );
   }
 
@@ -643,7 +672,12 @@ export class CubeChannel {
         .sort((a, b) => a.partition - b.partition)
         .map((ps) => this.partitionStatus(ps)),
       segments: listed.map((s) =>
-        segmentStatus(s, this.segments.rowCount(s), this.handOffs.report(s.windowStart)),
+        segmentStatus(
+          s,
+          this.segments.rowCount(s),
+          this.handOffs.report(s.windowStart),
+          this.lost.before(s.ranges),
+        ),
       ),
       segmentCounts: counts,
       ingested: this.ingest.ingested,

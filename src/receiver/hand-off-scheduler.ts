@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
+import type { OffsetRange } from './offset-ranges.ts';
 import type { Segment, SegmentManager } from './segments.ts';
 
 export interface HandOffReport {
@@ -20,6 +21,8 @@ export interface HandOffSchedulerOptions {
   logger: Logger;
   /** How long a handed-off segment stays held (in memory and the checkpoint) after its hand-off. */
   retentionMs: number;
+  /** Offsets lost right before the segment's ranges, for its manifest. */
+  lostBefore: (segment: Segment) => Map<number, OffsetRange[]>;
   /** Called after each hand-off; the channel records it in its next checkpoint. */
   onHandedOff: (segment: Segment) => void;
 }
@@ -68,7 +71,11 @@ export class HandOffScheduler {
         if (segment.state !== 'IMMUTABLE') continue;
         const end = this.options.metrics.handOffTimer();
         try {
-          const path = handOffSegment(this.options.target, segment);
+          const path = handOffSegment(
+            this.options.target,
+            segment,
+            this.options.lostBefore(segment),
+          );
           faultPoint('after-hand-off');
           this.options.segments.markHandedOff(segment, Date.now());
           this.handOffPaths.set(segment.windowStart, path);

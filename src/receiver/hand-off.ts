@@ -1,6 +1,7 @@
 // Hand-off of a sealed segment to deep storage: its rows as an Arrow IPC file (readable by
 // pyarrow, DuckDB, Polars, …) and a manifest saying what it covers. Written under a temporary name
 // and renamed, so a reader never sees half a hand-off; a repeated hand-off finds it done.
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -15,7 +16,7 @@ import {
 } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
 import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
-import { type RangeJson, rangeMapToJson } from './offset-ranges.ts';
+import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-ranges.ts';
 import { type Segment, epochsToJson } from './segments.ts';
 
 export interface HandOffManifest {
@@ -28,6 +29,11 @@ export interface HandOffManifest {
   epochs: Record<string, number>;
   /** partition → offset ranges [from, to) the segment covers. */
   offsetRanges: Record<string, RangeJson[]>;
+  /**
+   * partition → offsets [from, to) Kafka deleted before they were read, right before a range of
+   * this segment; with the offset ranges they tile the log. Absent when there are none.
+   */
+  lostRanges?: Record<string, RangeJson[]>;
   rowCount: number;
   dataFile: string;
   schema: CubeSchema;
@@ -42,20 +48,33 @@ export interface HandOffTarget {
 }
 
 /**
- * Where a segment's hand-off lives. A receiver that gets partitions of a cube back after a move
- * holds a new segment of the same window under a higher epoch, so the epoch is part of the name.
+ * Where a segment's hand-off lives: one directory per (window, replica set, receiver) and per
+ * content. A receiver that gets partitions of a cube back after a move holds a new segment of the
+ * same window, under the partition's new epoch but not always under a new highest epoch (another
+ * partition of the old segment may have had a higher one), so the name carries a digest of what
+ * the segment covers — its partitions' epochs and offset ranges — beside the highest epoch. A
+ * sealed segment's ranges never change, so a repeated hand-off of it finds its own directory.
  */
 export function handOffDirectory(
   t: HandOffTarget,
-  segment: Pick<Segment, 'windowStart' | 'epochs'>,
+  segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges'>,
 ): string {
   const epoch = Math.max(0, ...segment.epochs.values());
+  const covers = createHash('sha256')
+    .update(
+      JSON.stringify({
+        epochs: epochsToJson(segment.epochs),
+        ranges: rangeMapToJson(segment.ranges),
+      }),
+    )
+    .digest('hex')
+    .slice(0, 12);
   return join(
     t.deepStorageDir,
     t.cube,
     `window=${segment.windowStart}`,
     `replicaSet=${t.replicaSet}`,
-    `${t.receiver}.e${epoch}`,
+    `${t.receiver}.e${epoch}.${covers}`,
   );
 }
 
@@ -89,7 +108,11 @@ export function segmentTable(schema: CubeSchema, segment: Segment): Table {
 }
 
 /** Writes the segment to deep storage, or finds it already there; returns the directory. */
-export function handOffSegment(target: HandOffTarget, segment: Segment): string {
+export function handOffSegment(
+  target: HandOffTarget,
+  segment: Segment,
+  lost: Map<number, OffsetRange[]> = new Map(),
+): string {
   const dir = handOffDirectory(target, segment);
   const manifestPath = join(dir, 'manifest.json');
   const manifest: HandOffManifest = {
@@ -100,6 +123,7 @@ export function handOffSegment(target: HandOffTarget, segment: Segment): string 
     windowEnd: new Date(segment.windowEnd).toISOString(),
     epochs: epochsToJson(segment.epochs),
     offsetRanges: rangeMapToJson(segment.ranges),
+    ...(lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
     rowCount: segment.rows.size,
     dataFile: 'data.arrow',
     schema: target.schema,

@@ -32,6 +32,11 @@ export interface IngestOptions {
   delivered: () => void;
   /** A partition's position moved: it may have reached its stop offset. */
   onProgress: (ps: PartitionState) => void;
+  /**
+   * The client read a batch from past the partition's position: Kafka no longer held
+   * [from, to) (retention). The position moves on to `to` here; the offsets are not consumed.
+   */
+  onOffsetsLost: (ps: PartitionState, from: bigint, to: bigint) => void;
 }
 
 export class IngestPipeline {
@@ -118,7 +123,7 @@ export class IngestPipeline {
     // Behind a batch still on the worker, even a small one waits its turn.
     if (this.inFlight === 0 && (count < minWorkerBatch || !this.parser.available)) {
       ps.highWatermark = highWatermark;
-      this.applyRecords(ps, records.offsets, this.parseHere(records));
+      this.applyRecords(ps, records, this.parseHere(records));
       return;
     }
     const generation = ps.generation;
@@ -133,7 +138,7 @@ export class IngestPipeline {
         (batch) => {
           if (!current()) return;
           ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records.offsets, batch);
+          this.applyRecords(ps, records, batch);
         },
         (error: unknown) => {
           this.log.warn('batch parser failed; parsing on the main thread', {
@@ -142,7 +147,7 @@ export class IngestPipeline {
           });
           if (!current()) return;
           ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records.offsets, this.parseHere(records));
+          this.applyRecords(ps, records, this.parseHere(records));
         },
       )
       .catch((error: unknown) => {
@@ -165,13 +170,14 @@ export class IngestPipeline {
   }
 
   /** Applies a parsed batch in order: the same positions, skips and rejects on either path. */
-  private applyRecords(ps: PartitionState, offsets: Float64Array, batch: ParsedBatch): void {
+  private applyRecords(ps: PartitionState, records: ConsumedRecords, batch: ParsedBatch): void {
+    this.skipLostOffsets(ps, records.fetchOffset);
     const { position, ingested, rejected } = this.segments.ingest(
       ps.partition,
       ps.epoch,
       ps.position,
       ps.stopOffset,
-      offsets,
+      records.offsets,
       batch,
     );
     ps.position = position;
@@ -184,6 +190,23 @@ export class IngestPipeline {
     }
     this.dirty = true;
     this.afterProgress(ps);
+  }
+
+  /**
+   * Batches apply in delivery order, each from where the one before ended: a fetch from past the
+   * position is the client's jump to the log start after the broker answered that the position
+   * is out of range (its offsets deleted). Gaps inside a batch (transaction markers, compaction)
+   * are fetched over, not jumped: they stay consumed offsets.
+   */
+  private skipLostOffsets(ps: PartitionState, fetchOffset: number | undefined): void {
+    if (fetchOffset === undefined || fetchOffset <= Number(ps.position)) return;
+    let to = BigInt(fetchOffset);
+    if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
+    if (to <= ps.position) return;
+    const from = ps.position;
+    ps.position = to;
+    this.dirty = true;
+    this.options.onOffsetsLost(ps, from, to);
   }
 
   onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void {

@@ -46,6 +46,12 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['namespace', 'cube', 'reason'],
       registers: r,
     }),
+    offsetsLost: new Counter({
+      name: 'streamcube_receiver_offsets_lost_total',
+      help: 'Offsets Kafka deleted (retention) before they were read: skipped, never consumed',
+      labelNames: ['namespace', 'cube', 'topic', 'partition'],
+      registers: r,
+    }),
     segments: new Gauge({
       name: 'streamcube_receiver_segments',
       help: 'Segments held, by state',
@@ -82,6 +88,18 @@ export function createReceiverMetrics(registry = new Registry()) {
       name: 'streamcube_receiver_consumer_up',
       help: 'Whether the Kafka consumer of a cube runs (1) or has failed and waits for a restart (0)',
       labelNames: ['namespace', 'cube'],
+      registers: r,
+    }),
+    staleLeaderRequests: new Counter({
+      name: 'streamcube_receiver_stale_leader_requests_total',
+      help: 'Mutating admin calls refused (409 StaleLeader) because they carried a leader term lower than one already seen for the cube',
+      labelNames: ['cube'],
+      registers: r,
+    }),
+    leaderTerm: new Gauge({
+      name: 'streamcube_receiver_leader_term',
+      help: 'The highest leader term a mutating admin call carried for the cube',
+      labelNames: ['cube'],
       registers: r,
     }),
     adminSeconds: new Histogram({

@@ -16,11 +16,14 @@ import { assignCubeRequest, cubeSummaryOf } from '../protocol/admin-api.ts';
 import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
+import { LeaderTerms } from './leader-terms.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
 export class Receiver {
   readonly config: ReceiverConfig;
   readonly metrics: ReceiverMetrics;
+  /** The highest leader term seen per cube: calls from a deposed operator are refused. */
+  readonly leaderTerms: LeaderTerms;
   private readonly logger: Logger;
   private readonly cubes = new Map<string, CubeChannel>();
   /** The last assign or unassign of each cube, which the next one waits for (see `exclusively`). */
@@ -34,6 +37,17 @@ export class Receiver {
     this.config = config;
     this.metrics = metrics;
     this.logger = logger;
+    this.leaderTerms = new LeaderTerms({
+      dataDir: config.dataDir,
+      onStale: (cube) => {
+        metrics.staleLeaderRequests.inc({ cube });
+        logger.warn('refused a call from a stale leader term', { cube });
+      },
+      onTerm: (cube, term) => {
+        metrics.leaderTerm.set({ cube }, term);
+        metrics.staleLeaderRequests.inc({ cube }, 0);
+      },
+    });
   }
 
   isReady(): boolean {

@@ -6,9 +6,12 @@ import { z } from 'zod';
 import type { Logger } from '../observability/logger.ts';
 import {
   drainRequest,
+  leaderTerm,
+  leaderTermHeader,
   partitionsRequest,
   queryRequest,
   sealRequest,
+  staleLeaderReason,
   cubeName,
 } from '../protocol/admin-api.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
@@ -24,12 +27,15 @@ const httpOf: Record<ChannelErrorReason, { status: number; error: string }> = {
   Conflict: { status: 409, error: 'conflict' },
   Invalid: { status: 400, error: 'invalid request' },
   TooLarge: { status: 413, error: 'invalid request' },
+  StaleLeader: { status: 409, error: 'stale leader' },
 };
 
 interface Route {
   method: string;
   pattern: RegExp;
   name: string;
+  /** Changes the receiver's state: fenced by the caller's leader term (every one but reads). */
+  mutates?: boolean;
   handle: (receiver: Receiver, params: string[], body: unknown, url: URL) => unknown;
 }
 
@@ -42,6 +48,7 @@ const routes: Route[] = [
     method: 'PUT',
     pattern: cubePath(),
     name: '/v1/cubes/:cube',
+    mutates: true,
     handle: (r, [cube], body) => r.assign(cube!, body as never),
   },
   {
@@ -54,6 +61,7 @@ const routes: Route[] = [
     method: 'DELETE',
     pattern: cubePath(),
     name: '/v1/cubes/:cube',
+    mutates: true,
     handle: async (r, [cube], _body, url) => {
       await r.unassign(cube!, url.searchParams.get('force') === 'true');
       return { cube, unassigned: true };
@@ -63,6 +71,7 @@ const routes: Route[] = [
     method: 'POST',
     pattern: cubePath('/pause'),
     name: '/v1/cubes/:cube/pause',
+    mutates: true,
     handle: (r, [cube], body) => ({
       partitions: r.get(cube!).pause(partitionsRequest.parse(body).partitions),
     }),
@@ -71,6 +80,7 @@ const routes: Route[] = [
     method: 'POST',
     pattern: cubePath('/resume'),
     name: '/v1/cubes/:cube/resume',
+    mutates: true,
     handle: (r, [cube], body) => ({
       partitions: r.get(cube!).resume(partitionsRequest.parse(body).partitions),
     }),
@@ -79,6 +89,7 @@ const routes: Route[] = [
     method: 'POST',
     pattern: cubePath('/release'),
     name: '/v1/cubes/:cube/release',
+    mutates: true,
     handle: (r, [cube], body) => ({
       partitions: r.get(cube!).release(partitionsRequest.parse(body).partitions),
     }),
@@ -87,6 +98,7 @@ const routes: Route[] = [
     method: 'POST',
     pattern: cubePath('/drain'),
     name: '/v1/cubes/:cube/drain',
+    mutates: true,
     handle: (r, [cube], body) => {
       const req = drainRequest.parse(body);
       return r.get(cube!).drain(req.stopOffsets, req.timeoutMs);
@@ -96,6 +108,7 @@ const routes: Route[] = [
     method: 'POST',
     pattern: cubePath('/seal'),
     name: '/v1/cubes/:cube/seal',
+    mutates: true,
     handle: (r, [cube], body) => r.get(cube!).seal(sealRequest.parse(body ?? {}).waitMs),
   },
   {
@@ -224,6 +237,18 @@ export function createReceiverServer(
             errorBody('invalid request', `cube name '${cube}' must be a DNS label`, 'cube'),
           );
         }
+        if (route.mutates && cube !== undefined) {
+          const header = req.headers[leaderTermHeader];
+          const term = header === undefined ? 0 : leaderTerm.safeParse(header);
+          if (typeof term !== 'number' && !term.success) {
+            return send(
+              res,
+              400,
+              errorBody('invalid request', `${leaderTermHeader} must be a decimal integer ≥ 0`),
+            );
+          }
+          receiver.leaderTerms.admit(cube, typeof term === 'number' ? term : term.data);
+        }
         const body =
           req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
         const result = await route.handle(receiver, params, body, url);
@@ -240,6 +265,14 @@ export function createReceiverServer(
               issue?.path.join('.') || undefined,
             ),
           );
+        }
+        if (error instanceof ChannelError && error.reason === 'StaleLeader') {
+          const { status, error: word } = httpOf.StaleLeader;
+          return send(res, status, {
+            error: word,
+            reason: staleLeaderReason,
+            message: error.message,
+          });
         }
         if (error instanceof ChannelError) {
           const { status, error: word } = httpOf[error.reason];

@@ -5,7 +5,8 @@
 import type { ConsumerStatus, PartitionStatus, SegmentStatus } from '../protocol/admin-api.ts';
 import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
-import { rangeMapToJson } from './offset-ranges.ts';
+import type { LostOffsetsJson } from './lost-offsets.ts';
+import { type OffsetRange, rangeMapToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
 import { type Segment, type SegmentState, epochsToJson } from './segments.ts';
 
@@ -16,6 +17,7 @@ export function partitionStatus(
   ps: PartitionState,
   watermark: number | null,
   health: ConsumerHealth,
+  lost?: LostOffsetsJson,
 ): PartitionStatus {
   const reported = reportedState(ps.state, health.state === 'failed');
   const lag = lagOf(ps);
@@ -31,6 +33,7 @@ export function partitionStatus(
     lag: lag?.toString() ?? null,
     stopOffset: ps.stopOffset?.toString() ?? null,
     watermark,
+    ...(lost ? { lostOffsets: lost.total, lostRanges: lost.ranges } : {}),
   };
 }
 
@@ -48,6 +51,7 @@ export function segmentStatus(
   s: Segment,
   rowCount: number,
   handOff: HandOffReport | undefined,
+  lost: Map<number, OffsetRange[]>,
 ): SegmentStatus {
   return {
     windowStart: s.windowStart,
@@ -55,6 +59,7 @@ export function segmentStatus(
     state: s.state,
     rowCount,
     offsetRanges: rangeMapToJson(s.ranges),
+    ...(lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
     epochs: epochsToJson(s.epochs),
     ...(handOff ? { handOff } : {}),
   };

@@ -19,6 +19,7 @@ import {
 import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -240,6 +241,18 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
       adminTokenGraceMs: 120_000,
     });
   }
+});
+
+test('the operator runs with the V8 flags of src/operator/node-options.ts, unless nodeOptions says otherwise; receivers with none', async () => {
+  const nodeOptionsOf = (objects: Rendered[], kind: string, name: string): string | undefined =>
+    container(find(objects, kind, name)).env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+  const defaults = await render();
+  expect(nodeOptionsOf(defaults, 'Deployment', 't-operator')).toBe(operatorNodeOptions.join(' '));
+  expect(nodeOptionsOf(defaults, 'StatefulSet', 't-rs-a')).toBeUndefined();
+  const none = await render('operator.nodeOptions=');
+  expect(nodeOptionsOf(none, 'Deployment', 't-operator')).toBeUndefined();
+  const own = await render('operator.nodeOptions=--max-old-space-size=200');
+  expect(nodeOptionsOf(own, 'Deployment', 't-operator')).toBe('--max-old-space-size=200');
 });
 
 test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' port", async () => {

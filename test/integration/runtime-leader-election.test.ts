@@ -1,6 +1,7 @@
 // Leader election on a real Lease: of two candidates one leads; a leader that stops releases the
 // lease and its successor takes over at once; a leader that vanishes is succeeded only after the
-// lease duration; a leader whose lease is taken stops leading within its renew deadline.
+// lease duration; a leader whose lease is taken stops leading at its next renewal. Each leader
+// is handed its term, the Lease's leaseTransitions, which grows with every change of holder.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -78,8 +79,9 @@ function candidate(lease: string, identity: string, timings: Timings, journal: J
     ...timings,
     logger: journal.logger(identity),
     callbacks: {
-      onStartedLeading: (signal) => {
+      onStartedLeading: (signal, term) => {
         journal.record(identity, 'started leading');
+        journal.record(identity, `term ${term}`);
         journal.leading.add(identity);
         journal.maxLeaders = Math.max(journal.maxLeaders, journal.leading.size);
         // The leader's work: runs until the signal aborts.
@@ -195,6 +197,10 @@ test('a leader that stops releases the lease after its work ended; the other tak
     const taken = await readLease(lease);
     expect(taken.spec?.holderIdentity).toBe('b');
     expect(taken.spec?.leaseTransitions).toBe((afterRelease.spec?.leaseTransitions ?? 0) + 1);
+    // Each leader's term is leaseTransitions as it took the lease: the successor's is higher.
+    expect(journal.when('a', 'term 0')).toBeDefined();
+    expect(journal.when('b', 'term 1')).toBeDefined();
+    expect(taken.spec?.leaseTransitions).toBe(1);
     expect(await masterStatus(a, lease)).toBe(0);
     expect(await masterStatus(b, lease)).toBe(1);
   });
@@ -223,10 +229,12 @@ test('a leader that vanishes without releasing is succeeded after the lease dura
   });
 }, 60_000);
 
-test('a leader whose lease is taken over stops leading within its renew deadline', async () => {
+test('a leader whose lease is taken over stops leading at its next renewal, not at its renew deadline', async () => {
   const lease = `taken-${randomUUID().slice(0, 8)}`;
   const journal = new Journal();
-  const a = candidate(lease, 'a', short, journal);
+  // A long renew deadline: a leader that kept retrying until it would still lead long after.
+  const timings = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 500 };
+  const a = candidate(lease, 'a', timings, journal);
   await withCandidates(journal, async () => {
     await waitFor('a to lead', () => a.elector.isLeader());
     // Another party writes itself into the lease (its resourceVersion changes under a). A renewal
@@ -253,7 +261,9 @@ test('a leader whose lease is taken over stops leading within its renew deadline
     await a.running; // the elector ends once leadership is lost
     const stopped = journal.when('a', 'stopped leading') as number;
     expect(journal.when('a', 'work ended')).toBeDefined();
-    expect(stopped - takenAt).toBeLessThan(short.renewDeadlineMs + short.retryPeriodMs + 5_000);
+    // It saw another holder at its next renewal (every retry period): nothing gives the lease
+    // back, so it stops then, far from the 10 s renew deadline.
+    expect(stopped - takenAt).toBeLessThan(timings.renewDeadlineMs / 2);
     expect(a.elector.isLeader()).toBe(false);
     expect(a.elector.leader()).toBe('intruder');
     expect((await readLease(lease)).spec?.holderIdentity).toBe('intruder');

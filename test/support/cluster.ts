@@ -26,6 +26,7 @@ import { freePort } from '../../src/local/processes.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
+import { operatorNodeOptions } from '../../src/operator/node-options.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -168,6 +169,8 @@ export interface OperatorProcessOptions {
   leaseName?: string;
   /** More flags, after the defaults (a later flag wins). */
   args?: string[];
+  /** The CLI to run: src/cli.ts (default), or a compiled dist/cli.js as the image runs it. */
+  cli?: string;
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
@@ -194,7 +197,8 @@ export class OperatorProcess {
     this.child = spawn(
       process.execPath,
       [
-        cliPath,
+        ...operatorNodeOptions,
+        this.options.cli ?? cliPath,
         'operator',
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
         `--namespace=${this.options.namespace}`,
@@ -235,7 +239,10 @@ export class OperatorProcess {
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     const exited = this.exited();
+    const stopped = this.stopped;
     this.child?.kill(signal);
+    // A stopped process acts on any signal but SIGKILL only once continued.
+    if (stopped && signal !== 'SIGKILL') this.child?.kill('SIGCONT');
     await exited;
   }
 
@@ -267,6 +274,15 @@ export class OperatorProcess {
 
   async metrics(): Promise<string> {
     return (await fetch(`http://127.0.0.1:${this.port}/metrics`)).text();
+  }
+
+  /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
+  get stopped(): boolean {
+    const pid = this.child?.pid;
+    if (pid === undefined || !this.alive) return false;
+    // /proc/<pid>/stat: "pid (comm) state ...": T is stopped by a signal.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
   }
 
   /** True while the process has neither exited nor been killed. */

@@ -58,19 +58,27 @@ export class FakePartitionConsumer implements PartitionConsumer {
     return Promise.resolve();
   }
 
-  /** Delivers `count` events to `partition` from offset `from`, event times `firstTs` + i. */
-  deliver(partition: number, from: number, count: number, firstTs: number): void {
+  /**
+   * Delivers `count` events to `partition` from offset `from`, event times `firstTs` + i, as a
+   * fetch from `fetchOffset` would (a client that jumped to the log start fetched past the
+   * position it was given).
+   */
+  deliver(
+    partition: number,
+    from: number,
+    count: number,
+    firstTs: number,
+    fetchOffset?: number,
+  ): void {
     const records = Array.from({ length: count }, (_, i) => ({
       offset: BigInt(from + i),
       value: Buffer.from(JSON.stringify({ ts: firstTs + i, country: 'de', price: 1 })),
     }));
     const end = BigInt(from + count);
     if ((this.highWatermark.get(partition) ?? 0n) < end) this.highWatermark.set(partition, end);
-    void this.sink.onRecords(
-      partition,
-      consumedRecords(records),
-      this.highWatermark.get(partition)!,
-    );
+    const batch = consumedRecords(records);
+    if (fetchOffset !== undefined) batch.fetchOffset = fetchOffset;
+    void this.sink.onRecords(partition, batch, this.highWatermark.get(partition)!);
   }
 
   /** Appends one event at the end of the partition's log and delivers it. */

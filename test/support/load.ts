@@ -9,9 +9,9 @@ export class SteadyLoad {
   private loop: Promise<void> | undefined;
   private round = 0;
 
-  private readonly producer: Producer;
+  private producer: Producer;
   private readonly topic: string;
-  private readonly partitions: number;
+  private partitions: number;
   private readonly perRound: number;
   private readonly pauseMs: number;
 
@@ -44,6 +44,20 @@ export class SteadyLoad {
         await new Promise((r) => setTimeout(r, this.pauseMs));
       }
     })();
+  }
+
+  /**
+   * From the next round on, also writes to partitions added to the topic, through `producer`: a
+   * client that read the topic's metadata after they were added (kafkajs keeps it for minutes).
+   */
+  grow(partitions: number, producer: Producer): void {
+    this.producer = producer;
+    this.partitions = partitions;
+  }
+
+  /** Rounds written so far. */
+  get rounds(): number {
+    return this.round;
   }
 
   async stop(): Promise<void> {

@@ -1,6 +1,7 @@
-// A fixture for operator suites: a namespace of its own, one receiver process per replica set made
-// visible as a Ready pod on a loopback address allocated for the suite, and the operator — started
-// in beforeAll, stopped in afterAll. The fields are set once beforeAll has run.
+// A fixture for operator suites: a namespace of its own, receiver processes (one per replica set,
+// or `replicas` each) made visible as Ready pods on loopback addresses allocated for the suite, and
+// the operator — started in beforeAll, stopped in afterAll with any other operator the suite
+// started on the same Lease. The fields are set once beforeAll has run.
 import { randomInt } from 'node:crypto';
 import { logLevel, type Admin, type Kafka } from 'kafkajs';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -22,6 +23,10 @@ export interface OperatorStack {
   operator: OperatorProcess;
   /** Receiver `<rs>-0` of each replica set, by replica set. */
   receivers: Record<string, ReceiverProcess>;
+  /** Every receiver `<rs>-<i>` of each replica set, in replica order, by replica set. */
+  replicas: Record<string, ReceiverProcess[]>;
+  /** Starts one more operator on the same Lease (a candidate for leader); stopped in afterAll. */
+  startOperator(env?: NodeJS.ProcessEnv): Promise<OperatorProcess>;
 }
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
@@ -32,7 +37,11 @@ function loopbackAddress(): string {
 export function useOperatorStack(options: {
   name: string;
   replicaSets: string[];
+  /** Receivers per replica set; default 1. */
+  replicas?: number;
   receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env'>;
+  /** Environment of the operator started in beforeAll (a fault point, say). */
+  operatorEnv?: NodeJS.ProcessEnv;
 }): OperatorStack {
   const env = testEnvironment();
   const stack = {
@@ -46,35 +55,49 @@ export function useOperatorStack(options: {
     token: `${options.name}-${Date.now()}-receiver-token`,
     deepStorageDir: tempDir(`${options.name}-deep`),
     receivers: {},
+    replicas: {},
   } as OperatorStack;
+  const operators: OperatorProcess[] = [];
+  let receiverPort = 0;
+  stack.startOperator = async (env = {}) => {
+    const operator = new OperatorProcess({
+      namespace: stack.namespace,
+      receiverToken: stack.token,
+      receiverPort,
+    });
+    operators.push(operator);
+    await operator.start(env);
+    return operator;
+  };
 
   beforeAll(async () => {
     stack.admin = stack.kafka.admin();
     await Promise.all([stack.admin.connect(), applyCrd()]);
     stack.namespace = await createNamespace(stack.kc, options.name);
-    const port = await freePort();
+    receiverPort = await freePort();
     for (const rs of options.replicaSets) {
-      stack.receivers[rs] = await startReceiverPod(stack.kc, stack.namespace, {
-        name: `${rs}-0`,
-        replicaSet: rs,
-        ip: loopbackAddress(),
-        port,
-        token: stack.token,
-        deepStorageDir: stack.deepStorageDir,
-        ...options.receiver,
-      });
+      const replicas: ReceiverProcess[] = (stack.replicas[rs] = []);
+      for (let i = 0; i < (options.replicas ?? 1); i++) {
+        replicas.push(
+          await startReceiverPod(stack.kc, stack.namespace, {
+            name: `${rs}-${i}`,
+            replicaSet: rs,
+            ip: loopbackAddress(),
+            port: receiverPort,
+            token: stack.token,
+            deepStorageDir: stack.deepStorageDir,
+            ...options.receiver,
+          }),
+        );
+      }
+      stack.receivers[rs] = replicas[0]!;
     }
-    stack.operator = new OperatorProcess({
-      namespace: stack.namespace,
-      receiverToken: stack.token,
-      receiverPort: port,
-    });
-    await stack.operator.start();
+    stack.operator = await stack.startOperator(options.operatorEnv);
   });
 
   afterAll(async () => {
-    await stack.operator?.kill('SIGTERM');
-    for (const r of Object.values(stack.receivers)) await r.stop();
+    for (const operator of operators) await operator.kill('SIGTERM');
+    for (const r of Object.values(stack.replicas).flat()) await r.stop();
     await stack.admin?.disconnect();
   });
 

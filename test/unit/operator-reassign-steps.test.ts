@@ -17,7 +17,7 @@ import type {
   PartitionStatus,
   SegmentStatus,
 } from '../../src/protocol/admin-api.ts';
-import { ReceiverApiError } from '../../src/protocol/client.ts';
+import { ReceiverApiError, StaleLeaderError } from '../../src/protocol/client.ts';
 import type { ReceiverEndpoint } from '../../src/operator/discovery.ts';
 import {
   PhaseBlocked,
@@ -40,6 +40,8 @@ type Fault =
   | 'unreachable'
   | 404
   | 409
+  /** 409 StaleLeader: the receiver has seen a later leader's term */
+  | 'staleLeader'
   /** drain answers done: false */
   | 'draining'
   /** seal answers with a segment not handed off yet */
@@ -87,6 +89,13 @@ function partitionStatus(
 function failure(fault: Fault, what: string): Error {
   if (fault === 404) return new ReceiverApiError(404, `${what}: 404 cube orders not found`);
   if (fault === 409) return new ReceiverApiError(409, `${what}: 409 partition 0 was released`);
+  if (fault === 'staleLeader') {
+    return new StaleLeaderError(409, `${what}: 409 StaleLeader`, {
+      error: 'stale leader',
+      reason: 'StaleLeader',
+      message: 'cube orders takes calls from leader term 3 on; this call carries term 2',
+    });
+  }
   return new TypeError('fetch failed', {
     cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
   });
@@ -110,7 +119,7 @@ function fakeReceiver(
     await Promise.resolve();
     signal?.throwIfAborted();
     const fault = scenario.faults?.[`${name} ${method}`];
-    if (fault === 'unreachable' || fault === 404 || fault === 409)
+    if (fault === 'unreachable' || fault === 404 || fault === 409 || fault === 'staleLeader')
       throw failure(fault, `POST http://${name}/v1/cubes/orders/${method}`);
     return ok(fault);
   };
@@ -745,5 +754,58 @@ describe('stepReassign: the abort signal', () => {
     await expect(stepReassign(h.ctx, journalAt('Pausing'))).rejects.toThrow('shutting down');
     expect(h.log).toEqual(paused.slice(0, 1));
     expect(h.object().status?.reassign?.phase).toBe('Pausing');
+  });
+});
+
+describe('stepReassign: fencing and Kafka errors', () => {
+  test.each(['Pausing', 'Draining', 'Starting', 'Sealing'] as const)(
+    'a receiver refusing the call as from a stale leader in %s: the step throws it, nothing is written or reported',
+    async (phase) => {
+      const method = { Pausing: 'pause', Draining: 'drain', Starting: 'release', Sealing: 'seal' }[
+        phase
+      ];
+      const h = harness(journalAt(phase), { faults: { [`rs-a-0 ${method}`]: 'staleLeader' } });
+      // Past the deadline, a blocked Pausing or Draining would roll back: a deposed leader must not.
+      h.clock.ms += late;
+      await expect(stepReassign(h.ctx, journalAt(phase))).rejects.toBeInstanceOf(StaleLeaderError);
+      expect(h.log).toHaveLength(1);
+      expect(h.log[0]).toMatch(new RegExp(`^rs-a-0 ${method}`));
+      expect(h.events).toEqual([]);
+      expect(h.object().status?.reassign?.phase).toBe(phase);
+    },
+  );
+
+  test('Pausing, the brokers failing to give a new partition its starting offset: blocked as SourceUnavailable with the broker message, at the blocked pace', async () => {
+    const j = journalAt('Pausing', { moves: [{ partition: 2, to: 'rs-b' }, ...moves] });
+    const h = harness(j);
+    h.ctx.startingOffsets = () =>
+      Promise.reject(new Error('This server does not host this topic-partition'));
+    const outcome = await stepReassign(h.ctx, j);
+    if (outcome.kind !== 'blocked') throw new Error(`expected blocked, got ${outcome.kind}`);
+    expect(outcome.error.reason).toBe('SourceUnavailable');
+    expect(outcome.error.message).toBe(
+      'cannot read the offsets of partition 2 of topic orders from brokers kafka:9092: This server does not host this topic-partition',
+    );
+    expect(outcome.requeueAfterMs).toBe(requeueDelayMs.blocked);
+    expect(h.log).toEqual(paused);
+  });
+
+  test('Pausing, the brokers answering without a new partition: blocked, not started from offset 0', async () => {
+    const j = journalAt('Pausing', { moves: [{ partition: 2, to: 'rs-b' }] });
+    const h = harness(j);
+    h.ctx.startingOffsets = () => Promise.resolve(new Map<number, bigint>());
+    const outcome = await stepReassign(h.ctx, j);
+    if (outcome.kind !== 'blocked') throw new Error(`expected blocked, got ${outcome.kind}`);
+    expect(outcome.error.message).toMatch(/: no offsets reported for 2$/);
+    expect(h.log).toEqual([]);
+  });
+
+  test('Pausing blocked by Kafka past the phase deadline rolls back: the sources resume', async () => {
+    const j = journalAt('Pausing', { moves: [{ partition: 2, to: 'rs-b' }, ...moves] });
+    const h = harness(j, { inPhaseMs: late });
+    h.ctx.startingOffsets = () => Promise.reject(new Error('connect ECONNREFUSED'));
+    const outcome = await stepReassign(h.ctx, j);
+    expect(outcome.kind).toBe('rolledBack');
+    expect(h.log).toEqual([...paused, ...resumed, 'persist cleared']);
   });
 });

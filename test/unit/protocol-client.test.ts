@@ -1,10 +1,17 @@
 // ReceiverClient checks every answer against the admin API's zod definition: a receiver that
 // answers garbage is an error naming the field, not a cast that fails later somewhere else. It
-// tells the operator of every call that may have changed the receiver.
+// tells the operator of every call that may have changed the receiver, sends its leader term with
+// each, and makes a call once more when a kept-alive connection was closed under it.
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { InvalidReceiverResponse, ReceiverClient } from '../../src/protocol/client.ts';
+import {
+  InvalidReceiverResponse,
+  ReceiverApiError,
+  ReceiverClient,
+  StaleLeaderError,
+  isStaleLeader,
+} from '../../src/protocol/client.ts';
 
 /** A receiver that answers every request with `answers[path]` (JSON, 200). */
 async function fakeReceiver(answers: Record<string, unknown>): Promise<Server> {
@@ -93,4 +100,88 @@ test('mutating calls are reported, reads and queries are not', async () => {
   await client.release('orders', [0]);
   await client.pause('orders', [0]).catch(() => undefined);
   expect(mutations).toEqual(['changed', 'changed']);
+});
+
+test('every mutating call carries the term header, reads do not; a 409 StaleLeader is thrown as StaleLeaderError and reported', async () => {
+  const seen: string[] = [];
+  const fencing = createServer((req, res) => {
+    const term = String(req.headers['x-streamcube-term'] ?? '-');
+    seen.push(`${req.method} ${req.url} ${term}`);
+    const stale = req.method !== 'GET' && term === '2';
+    res.writeHead(stale ? 409 : 200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify(
+        stale
+          ? { error: 'stale leader', reason: 'StaleLeader', message: 'term 3 seen; this is 2' }
+          : req.method === 'GET'
+            ? { receiver: 'rs-a-0', replicaSet: 'rs-a', cubes: [] }
+            : { partitions: [partition] },
+      ),
+    );
+  });
+  fencing.listen(0, '127.0.0.1');
+  await once(fencing, 'listening');
+  const { port } = fencing.address() as AddressInfo;
+  let term = 3;
+  const refusals: string[] = [];
+  const fenced = new ReceiverClient(`http://127.0.0.1:${port}`, 'token', 5_000, {
+    term: () => term,
+    onStaleLeader: (e) => refusals.push(e.message),
+  });
+  try {
+    await fenced.cubes();
+    await fenced.release('orders', [0]);
+    term = 2;
+    const error = await fenced.pause('orders', [0]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StaleLeaderError);
+    expect(error).toBeInstanceOf(ReceiverApiError);
+    expect(isStaleLeader(new Error('wrapped', { cause: error }))).toBe(true);
+    expect(refusals).toEqual([
+      `POST http://127.0.0.1:${port}/v1/cubes/orders/pause: 409 StaleLeader: term 3 seen; this is 2`,
+    ]);
+    expect(seen).toEqual([
+      'GET /v1/cubes -',
+      'POST /v1/cubes/orders/release 3',
+      'POST /v1/cubes/orders/pause 2',
+    ]);
+  } finally {
+    fencing.closeAllConnections();
+    fencing.close();
+  }
+});
+
+test('a kept-alive connection the receiver closed without answering: the call is sent once more, on a new connection', async () => {
+  let requests = 0;
+  const flaky = createServer((req, res) => {
+    requests += 1;
+    // The first request meets a connection closed under it, as after an idle keep-alive ran out.
+    if (requests === 1) return req.socket.destroy();
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ partitions: [partition] }));
+  });
+  flaky.listen(0, '127.0.0.1');
+  await once(flaky, 'listening');
+  const { port } = flaky.address() as AddressInfo;
+  try {
+    const answer = await new ReceiverClient(`http://127.0.0.1:${port}`, 'token').release(
+      'orders',
+      [0],
+    );
+    expect(answer.partitions[0]?.position).toBe('42');
+    expect(requests).toBe(2);
+    // Once only: a receiver that keeps closing the connection is an error.
+    requests = 0;
+    const again = createServer((req) => req.socket.destroy());
+    again.listen(0, '127.0.0.1');
+    await once(again, 'listening');
+    const other = (again.address() as AddressInfo).port;
+    const error = await new ReceiverClient(`http://127.0.0.1:${other}`, 'token')
+      .release('orders', [0])
+      .catch((e: unknown) => e);
+    again.close();
+    expect((error as Error).message).toBe('fetch failed');
+  } finally {
+    flaky.closeAllConnections();
+    flaky.close();
+  }
 });

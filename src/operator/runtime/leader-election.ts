@@ -20,9 +20,11 @@ export interface LeaderElectionCallbacks {
   /**
    * This process leads from now on; `signal` aborts when it stops leading (lease lost or
    * `stop()`). Return the promise of the work started here: a graceful `stop()` waits for it
-   * before releasing the lease, so a successor never overlaps with it.
+   * before releasing the lease, so a successor never overlaps with it. `term` is the Lease's
+   * leaseTransitions as this process took it: it grows with every change of holder, so a later
+   * leader's term is higher (receivers fence calls by it).
    */
-  onStartedLeading(signal: AbortSignal): void | Promise<void>;
+  onStartedLeading(signal: AbortSignal, term: number): void | Promise<void>;
   /** Called once after leading ended (not when this process never led). */
   onStoppedLeading?(): void;
   /** The lease holder changed (this process included). */
@@ -175,7 +177,10 @@ export class LeaderElector {
     this.masterStatus.set({ name: this.name }, 1);
     let work: Promise<void> | undefined;
     try {
-      const started = this.callbacks.onStartedLeading(leading.signal);
+      const started = this.callbacks.onStartedLeading(
+        leading.signal,
+        this.observed?.leaseTransitions ?? 0,
+      );
       if (started !== undefined) {
         work = started.catch((error: unknown) => this.logFailure('leader work failed', error));
       }
@@ -212,6 +217,9 @@ export class LeaderElector {
       for (;;) {
         renewed = await this.tryAcquireOrRenew(deadline - this.clock.now());
         if (renewed || this.stopping.signal.aborted) break;
+        // Another holder took the lease (this process was stopped or cut off past the lease):
+        // nothing will give it back, so leading ends now, not at the renew deadline.
+        if (this.observed !== undefined && !this.holdsLease()) break;
         const remaining = deadline - this.clock.now();
         if (remaining <= 0) break;
         await this.sleep(Math.min(this.retryPeriodMs, remaining));

@@ -1,0 +1,186 @@
+// Fencing by leader term on the receiver: the highest term per cube is kept on disk and outlives
+// a restart and an unassign; a lower one is refused. Then through the real HTTP server and client:
+// every mutating call carries the term header, reads and queries are not fenced, a refusal is a
+// 409 StaleLeader that the client throws as StaleLeaderError and reports, and the receiver counts it.
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../src/observability/logger.ts';
+import { ChannelError } from '../../src/receiver/channel-error.ts';
+import { LeaderTerms } from '../../src/receiver/leader-terms.ts';
+import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
+import { Receiver } from '../../src/receiver/receiver.ts';
+import { createReceiverServer } from '../../src/receiver/server.ts';
+import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/protocol/client.ts';
+import { metricValue } from '../support/receiver-checks.ts';
+
+const dataDir = (): string => mkdtempSync(join(tmpdir(), 'streamcube-terms-'));
+
+describe('LeaderTerms', () => {
+  test('a fresh cube is at term 0 and takes calls without a term; a higher term is kept on disk before it acts', () => {
+    const dir = dataDir();
+    const terms = new LeaderTerms({ dataDir: dir });
+    expect(terms.highestFor('clicks')).toBe(0);
+    terms.admit('clicks', 0);
+    expect(existsSync(join(dir, 'leader-terms', 'clicks.json'))).toBe(false);
+    terms.admit('clicks', 3);
+    expect(JSON.parse(readFileSync(join(dir, 'leader-terms', 'clicks.json'), 'utf8'))).toEqual({
+      term: 3,
+    });
+    terms.admit('clicks', 3);
+    expect(terms.highestFor('clicks')).toBe(3);
+  });
+
+  test('a lower term is refused (StaleLeader) and counted, per cube; the refusal survives a restart', () => {
+    const dir = dataDir();
+    const stale: string[] = [];
+    const terms = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube) });
+    terms.admit('clicks', 5);
+    let refused: unknown;
+    try {
+      terms.admit('clicks', 4);
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ChannelError);
+    expect((refused as ChannelError).reason).toBe('StaleLeader');
+    expect((refused as ChannelError).message).toMatch(/term 5 on; this call carries term 4/);
+    // Another cube has its own term.
+    terms.admit('orders', 1);
+    expect(stale).toEqual(['clicks']);
+
+    const restarted = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube) });
+    expect(() => restarted.admit('clicks', 0)).toThrow(ChannelError);
+    expect(restarted.highestFor('orders')).toBe(1);
+    expect(stale).toEqual(['clicks', 'clicks']);
+  });
+});
+
+describe('the admin API fenced by leader term', () => {
+  const token = 'terms-token';
+  let receiver: Receiver;
+  let server: ReturnType<typeof createReceiverServer>;
+  let baseUrl: string;
+
+  beforeAll(async () => {
+    const dir = dataDir();
+    receiver = new Receiver(
+      {
+        id: 'rs-a-0',
+        replicaSet: 'rs-a',
+        host: '127.0.0.1',
+        port: 0,
+        dataDir: dir,
+        deepStorageDir: join(dir, 'deep'),
+        adminTokenFile: '',
+        adminTokenGraceMs: 0,
+        flushIntervalMs: 1_000,
+        idleTimeoutMs: 30_000,
+        handedOffRetentionMs: 60_000,
+      },
+      createReceiverMetrics(),
+      createLogger('receiver', 'error'),
+    );
+    await receiver.start();
+    server = createReceiverServer(receiver, createLogger('receiver', 'error'), () => [token]);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    server.close();
+    await receiver.stop();
+  });
+
+  const clientAt = (term: number | undefined, refusals: string[] = []): ReceiverClient =>
+    new ReceiverClient(baseUrl, token, 5_000, {
+      term: () => term,
+      onStaleLeader: (error) => refusals.push(error.message),
+    });
+
+  /** The call's HTTP status: 404 means it passed the fence and found no such cube. */
+  const statusOf = async (call: Promise<unknown>): Promise<number> => {
+    try {
+      await call;
+      return 200;
+    } catch (error) {
+      if (error instanceof ReceiverApiError) return error.status;
+      throw error;
+    }
+  };
+
+  test('every mutating call at a lower term is refused with 409 StaleLeader; reads and queries are not fenced', async () => {
+    const leader = clientAt(7);
+    expect(await statusOf(leader.pause('clicks', [0]))).toBe(404);
+    expect(receiver.leaderTerms.highestFor('clicks')).toBe(7);
+
+    const refusals: string[] = [];
+    const deposed = clientAt(6, refusals);
+    const calls: [string, () => Promise<unknown>][] = [
+      ['pause', () => deposed.pause('clicks', [0])],
+      ['resume', () => deposed.resume('clicks', [0])],
+      ['release', () => deposed.release('clicks', [0])],
+      ['drain', () => deposed.drain('clicks', { stopOffsets: { '0': '5' }, timeoutMs: 0 })],
+      ['seal', () => deposed.seal('clicks')],
+      ['unassign', () => deposed.unassign('clicks', true)],
+      [
+        'assign',
+        () =>
+          deposed.assign('clicks', {
+            source: { brokers: ['127.0.0.1:1'], topic: 'clicks', startingOffsets: 'earliest' },
+            schema: { timestamp: 'ts', granularity: 'hour', dimensions: [], measures: [] },
+            replicaSet: 'rs-a',
+            partitions: [],
+          } as never),
+      ],
+    ];
+    for (const [name, call] of calls) {
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect([name, error]).toEqual([name, expect.any(StaleLeaderError)]);
+      expect((error as StaleLeaderError).status).toBe(409);
+      expect((error as StaleLeaderError).body?.reason).toBe('StaleLeader');
+    }
+    expect(refusals).toHaveLength(calls.length);
+    expect(refusals[0]).toMatch(/409 StaleLeader: cube clicks takes calls from leader term 7 on/);
+
+    // A call without a term is a call at term 0: refused too, once a term was seen.
+    expect(
+      await clientAt(undefined)
+        .pause('clicks', [0])
+        .catch((e: unknown) => e),
+    ).toBeInstanceOf(StaleLeaderError);
+    // Reads and queries are not fenced: they find no cube.
+    expect(await statusOf(deposed.cubeStatus('clicks'))).toBe(404);
+    expect(await statusOf(deposed.query('clicks', {}))).toBe(404);
+    // Another cube knows no term yet.
+    expect(await statusOf(deposed.pause('orders', [0]))).toBe(404);
+
+    const metrics = await receiver.metrics.registry.metrics();
+    expect(
+      metricValue(metrics, 'streamcube_receiver_stale_leader_requests_total', { cube: 'clicks' }),
+    ).toBe(calls.length + 1);
+    expect(metricValue(metrics, 'streamcube_receiver_leader_term', { cube: 'clicks' })).toBe(7);
+    expect(metricValue(metrics, 'streamcube_receiver_leader_term', { cube: 'orders' })).toBe(6);
+  });
+
+  test('a term header that is not a decimal integer is a 400', async () => {
+    const response = await fetch(`${baseUrl}/v1/cubes/clicks/pause`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'x-streamcube-term': '-1',
+      },
+      body: JSON.stringify({ partitions: [0] }),
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { reason: string }).reason).toMatch(/x-streamcube-term/);
+  });
+});
