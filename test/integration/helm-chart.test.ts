@@ -395,6 +395,7 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
     'StreamcubeHandOffFailing',
     'StreamcubeConsumerDown',
     'StreamcubeEventsRejected',
+    'StreamcubeOffsetsLost',
     'StreamcubeReconcileErrors',
   ])
     expect(alerts).toContain(alert);
