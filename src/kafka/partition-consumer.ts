@@ -150,7 +150,8 @@ function recordsOf(messages: readonly KafkaMessage[]): ConsumedRecords {
   return { offsets, values };
 }
 
-/** Kafka's GROUP_ID_NOT_FOUND. */
+/** Kafka's NON_EMPTY_GROUP and GROUP_ID_NOT_FOUND. */
+const nonEmptyGroup = 68;
 const groupIdNotFound = 69;
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
@@ -161,6 +162,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   private readonly paused = new Set<number>();
   private admin: Admin | undefined;
   private partitions: number[] = [];
+  /**
+   * Whether the group may hold offsets of partitions this consumer no longer reads: at the first
+   * start (a release may have come just before a crash), after a start without a partition the
+   * one before had, and until a check of the group has succeeded. Otherwise a restart after a
+   * crash (the broker away, say) asks the broker nothing more than before.
+   */
+  private purgePending = true;
   private readonly options: KafkajsConsumerOptions;
 
   constructor(options: KafkajsConsumerOptions) {
@@ -179,8 +187,9 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     this.paused.clear();
     await this.stopConsumer();
     const partitions = [...positions.keys()].sort((a, b) => a - b);
+    if (this.partitions.some((p) => !positions.has(p))) this.purgePending = true;
     this.partitions = partitions;
-    await this.purgeLeftPartitions(partitions);
+    if (this.purgePending) await this.purgeLeftPartitions(partitions);
     if (partitions.length === 0) return;
     const { kafka, topic, sink, groupId } = this.options;
     // The same group at every start. The positions held by the caller stay the truth: the start
@@ -345,11 +354,32 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         .filter((p) => BigInt(p.offset) >= 0n && !keep.has(p.partition))
         .map((p) => p.partition)
         .sort((a, b) => a - b);
-      if (left.length === 0) return;
-      await admin.deleteGroups([this.options.groupId]);
-      this.options.onGroupPurged?.(left);
+      if (left.length > 0) {
+        await this.deleteGroupOnceEmpty(admin);
+        this.options.onGroupPurged?.(left);
+      }
+      this.purgePending = false;
     } catch (error) {
       this.options.onGroupPurgeFailed?.(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  /**
+   * Deletes the group, waiting while a member of a killed incarnation keeps it non-empty: that
+   * member goes when its session expires, and this start's join would wait for it anyway.
+   */
+  private async deleteGroupOnceEmpty(admin: Admin): Promise<void> {
+    const deadline = Date.now() + consumerSettings.sessionTimeout + 5_000;
+    for (;;) {
+      try {
+        await admin.deleteGroups([this.options.groupId]);
+        return;
+      } catch (error) {
+        const groups = (error as { groups?: { errorCode?: number }[] }).groups;
+        const nonEmpty = groups?.some((g) => g.errorCode === nonEmptyGroup) === true;
+        if (!nonEmpty || Date.now() > deadline) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
     }
   }
 
@@ -357,7 +387,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     const admin = this.options.kafka.admin();
     await admin.connect();
     try {
-      await admin.deleteGroups([this.options.groupId]);
+      await this.deleteGroupOnceEmpty(admin);
     } catch (error) {
       // A group that does not exist (never joined, or deleted already) is deleted.
       const groups = (error as { groups?: { errorCode?: number }[] }).groups;
