@@ -244,3 +244,26 @@ test('a receiver killed with -9 comes back on its own group, reads on, and gives
   // For the record (not asserted: the machine's load decides): restart to reading again.
   console.info(`receiver restarted after kill -9 read on ${resumedMs} ms after its start`);
 });
+
+test('a cube of another namespace with a name held here is refused, not mixed into it', async () => {
+  const rsB = receivers['rs-b']!;
+  const held = await rsB.client.cubeStatus(cube);
+  const refusal = await rsB.client
+    .assign(cube, {
+      namespace: 'elsewhere',
+      source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+      schema: testSchema,
+      replicaSet: 'rs-b',
+      partitions: [],
+    })
+    .then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+  expect(refusal).toBeInstanceOf(ReceiverApiError);
+  expect((refusal as ReceiverApiError).status).toBe(409);
+  expect((refusal as ReceiverApiError).body).toMatchObject({ field: 'namespace' });
+  const positions = (status: CubeStatus) => status.partitions.map((p) => [p.partition, p.position]);
+  expect(positions(await rsB.client.cubeStatus(cube))).toEqual(positions(held));
+  expect(await listedGroups()).toEqual([groupOf('rs-a-0'), groupOf('rs-b-0')]);
+});
