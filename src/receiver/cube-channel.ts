@@ -152,6 +152,7 @@ export class CubeChannel {
     this.handOffs = new HandOffScheduler({
       target: {
         deepStorageDir: options.deepStorageDir,
+        namespace: options.namespace,
         cube: options.cube,
         replicaSet: options.replicaSet,
         receiver: options.receiverId,

@@ -19,6 +19,8 @@ import { type RangeJson, rangeMapToJson } from './offset-ranges.ts';
 import { type Segment, epochsToJson } from './segments.ts';
 
 export interface HandOffManifest {
+  /** The CubeAssignment's namespace; absent when the receiver did not know it yet. */
+  namespace?: string;
   cube: string;
   replicaSet: string;
   receiver: string;
@@ -35,6 +37,8 @@ export interface HandOffManifest {
 
 export interface HandOffTarget {
   deepStorageDir: string;
+  /** Undefined for a cube restored from a checkpoint written before receivers knew namespaces. */
+  namespace?: string | undefined;
   cube: string;
   replicaSet: string;
   receiver: string;
@@ -42,8 +46,12 @@ export interface HandOffTarget {
 }
 
 /**
- * Where a segment's hand-off lives. A receiver that gets partitions of a cube back after a move
- * holds a new segment of the same window under a higher epoch, so the epoch is part of the name.
+ * Where a segment's hand-off lives: `namespace=<ns>/<cube>/window=…/replicaSet=…/<receiver>.e<epoch>`,
+ * so that cubes of one name in two namespaces stay apart. A cube whose namespace the receiver does
+ * not know yet (restored from a checkpoint of before) keeps the layout of then, `<cube>/window=…`,
+ * where a hand-off repeated after a crash finds the one done before; `=` is in no DNS label, so
+ * the two cannot meet. A receiver that gets partitions of a cube back after a move holds a new
+ * segment of the same window under a higher epoch, so the epoch is part of the name.
  */
 export function handOffDirectory(
   t: HandOffTarget,
@@ -52,6 +60,7 @@ export function handOffDirectory(
   const epoch = Math.max(0, ...segment.epochs.values());
   return join(
     t.deepStorageDir,
+    ...(t.namespace === undefined ? [] : [`namespace=${t.namespace}`]),
     t.cube,
     `window=${segment.windowStart}`,
     `replicaSet=${t.replicaSet}`,
@@ -93,6 +102,7 @@ export function handOffSegment(target: HandOffTarget, segment: Segment): string 
   const dir = handOffDirectory(target, segment);
   const manifestPath = join(dir, 'manifest.json');
   const manifest: HandOffManifest = {
+    ...(target.namespace === undefined ? {} : { namespace: target.namespace }),
     cube: target.cube,
     replicaSet: target.replicaSet,
     receiver: target.receiver,
