@@ -247,13 +247,15 @@ export class CubeChannel {
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
     if (checkpoint) this.restore(checkpoint);
-    // A new cube, or one whose source changed (the same topic through other brokers): the
-    // checkpoint names the spec this channel runs, so a restart comes back with it. One of an
-    // older version is written anew, every segment with it.
+    // A new cube, or one whose source changed (the same topic through other brokers) or whose
+    // namespace was just adopted: the checkpoint names the spec and namespace this channel runs,
+    // so a restart comes back with them. One of an older version is written anew, every segment
+    // with it.
     if (
       !checkpoint ||
       checkpoint.version !== checkpointVersion ||
-      JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source)
+      JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source) ||
+      checkpoint.namespace !== this.options.namespace
     )
       this.writeCheckpoint(true);
     await this.restartConsumer();

@@ -2,7 +2,11 @@
 // (namespace, cube, receiver). After ten moves under load — two of them taking the cube off a
 // replica set altogether — the broker lists only the groups of receivers holding the cube, and
 // each group's committed offsets are that receiver's positions, none for partitions it gave
-// away. A receiver killed with -9 comes back on its own group and reads on.
+// away. A receiver killed with -9 comes back on its own group and reads on. A cube of another
+// namespace under a name held here is refused; one restored from a checkpoint of before
+// namespaces adopts the namespace its next assign names.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
@@ -11,7 +15,7 @@ import { createTopic, highWatermarks, testSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { cubeApi, waitForSettled } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import type { ReceiverProcess } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -266,4 +270,44 @@ test('a cube of another namespace with a name held here is refused, not mixed in
   const positions = (status: CubeStatus) => status.partitions.map((p) => [p.partition, p.position]);
   expect(positions(await rsB.client.cubeStatus(cube))).toEqual(positions(held));
   expect(await listedGroups()).toEqual([groupOf('rs-a-0'), groupOf('rs-b-0')]);
+});
+
+test('a cube restored from a checkpoint of before namespaces adopts the namespace its next assign names, its `default` group goes, and a forced unassign deletes its group', async () => {
+  const receiver = new ReceiverProcess({
+    id: 'legacy-0',
+    replicaSet: 'rs-legacy',
+    deepStorageDir: stack.deepStorageDir,
+  });
+  const request = (namespace?: string) => ({
+    ...(namespace ? { namespace } : {}),
+    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' as const },
+    schema: testSchema,
+    replicaSet: 'rs-legacy',
+    partitions: [{ partition: 0, position: '0', epoch: 1 }],
+  });
+  const allGroups = async () => (await stack.admin.listGroups()).groups.map((g) => g.groupId);
+  const legacyGroup = `streamcube.default.${cube}.legacy-0`;
+  try {
+    await receiver.start();
+    await receiver.client.assign(cube, request());
+    await waitFor(`group ${legacyGroup}`, async () => (await allGroups()).includes(legacyGroup));
+    await receiver.stop();
+    // What a receiver before namespaces wrote: a checkpoint that names none.
+    const file = join(receiver.dataDir, 'cubes', cube, 'checkpoint.json');
+    const manifest = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    delete manifest.namespace;
+    writeFileSync(file, JSON.stringify(manifest));
+    await receiver.start();
+    await receiver.client.assign(cube, request(stack.namespace));
+    await waitFor('the group of the namespace, and no other', async () => {
+      const groups = await allGroups();
+      return groups.includes(groupOf('legacy-0')) && !groups.includes(legacyGroup);
+    });
+    expect(receiver.checkpoint(cube)?.namespace).toBe(stack.namespace);
+    // Unassigned with force, no release first: the unassign alone deletes the group.
+    await receiver.client.unassign(cube, true);
+    expect(await allGroups()).not.toContain(groupOf('legacy-0'));
+  } finally {
+    await receiver.stop();
+  }
 });
