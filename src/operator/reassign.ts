@@ -243,6 +243,7 @@ export function assignRequest(
 ): AssignCubeRequest {
   const { brokers, topic, startingOffsets } = object.spec.source;
   return {
+    namespace: object.metadata?.namespace ?? 'default',
     source: { brokers, topic, startingOffsets },
     schema: object.spec.schema,
     replicaSet,
