@@ -188,11 +188,44 @@ function endpointsOf(ctx: ReassignContext, replicaSet: string, role: string): Re
   const list = ctx.receivers.get(replicaSet) ?? [];
   if (list.length === 0) {
     throw new PhaseBlocked(
-      role === 'target' ? 'TargetReceiverUnavailable' : 'SourceReceiverUnavailable',
+      'TargetReceiverUnavailable',
       `replica set ${replicaSet} (${role} of a move) has no ready receiver`,
     );
   }
   return list;
+}
+
+const plural = (list: unknown[], one: string, many: string): string =>
+  list.length > 1 ? many : one;
+
+/**
+ * The receivers of a source replica set, which a phase must call. A set with none Ready blocks the
+ * phase: never skipped, since its data (drained partitions, segments to seal) is on its volumes and
+ * only its own receivers can release or hand it off. The phase is retried at the blocked pace
+ * until the set is back; Pausing and Draining roll back past their deadline, later phases wait.
+ * (Failing over a set gone for good is not done here.)
+ */
+function sourceEndpoints(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  replicaSet: string,
+): ReceiverEndpoint[] {
+  const list = ctx.receivers.get(replicaSet) ?? [];
+  if (list.length > 0) return list;
+  const partitions = bySource(journal).get(replicaSet) ?? [];
+  const them = `partition${plural(partitions, '', 's')} ${partitions.join(', ')}`;
+  const waits: Record<ReassignPhase, string> = {
+    Planned: '',
+    Pausing: `the reassign waits in Pausing and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
+    Draining: `the reassign waits in Draining and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
+    Starting: `${them}, drained to ${plural(partitions, 'its stop offset', 'their stop offsets')}, cannot be released: ${plural(partitions, 'it waits', 'they wait')} for the set to come back (its data is on its volumes) and ${plural(partitions, 'is', 'are')} not consumed until then`,
+    Sealing: `its segments of ${ctx.cube} cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)`,
+    Done: '',
+  };
+  throw new PhaseBlocked(
+    'SourceReplicaSetUnavailable',
+    `replica set ${replicaSet} (source of ${them}) has no ready receiver; ${waits[journal.phase]}`,
+  );
 }
 
 /** One receiver call: aborted with the context, a failure turned into PhaseBlocked with its cause. */
@@ -298,7 +331,7 @@ async function startingOffsetsOf(
 async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const stop = new Map<number, bigint>();
   for (const [rs, partitions] of bySource(journal)) {
-    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       const answer = await call(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
         c.pause(ctx.cube, partitions, ctx.signal),
       );
@@ -327,7 +360,7 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
     const stops = Object.fromEntries(
       partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
     );
-    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
         c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
       );
@@ -358,8 +391,10 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
 
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  // Every source releases before any target starts: a source set with no ready receiver blocks
+  // the phase here (its partitions are drained and stopped, not lost).
   for (const [rs, partitions] of bySource(journal)) {
-    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       try {
         await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
           c.release(ctx.cube, partitions, ctx.signal),
@@ -410,9 +445,19 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const assignment = finalAssignment(ctx.object, journal);
+  // A source set with no ready receiver blocks Done, after the other sources are sealed.
+  let unavailable: PhaseBlocked | undefined;
   for (const rs of bySource(journal).keys()) {
     if ((assignment[rs] ?? []).length > 0) continue;
-    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+    let endpoints: ReceiverEndpoint[];
+    try {
+      endpoints = sourceEndpoints(ctx, journal, rs);
+    } catch (error) {
+      if (!(error instanceof PhaseBlocked)) throw error;
+      unavailable ??= error;
+      continue;
+    }
+    for (const endpoint of endpoints) {
       let status: CubeStatus;
       try {
         status = await call(ctx, endpoint, 'seal', 'SealFailed', (c) =>
@@ -436,6 +481,7 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
       receiverFinished('Sealing');
     }
   }
+  if (unavailable) throw unavailable;
   const epochs = { ...(ctx.object.status?.epochs ?? {}) };
   for (const m of journal.moves)
     epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;

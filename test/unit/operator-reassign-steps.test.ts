@@ -354,7 +354,17 @@ const cases: Case[] = [
     calls: [],
     kind: 'blocked',
     phase: 'Pausing',
-    reason: 'SourceReceiverUnavailable',
+    reason: 'SourceReplicaSetUnavailable',
+  },
+  {
+    name: 'Pausing, the source replica set away past the deadline: rolled back, nothing to resume',
+    at: 'Pausing',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: ['persist cleared'],
+    kind: 'rolledBack',
+    phase: 'cleared',
+    reason: 'ReassignRolledBack',
   },
   {
     name: 'Pausing, a 404 (cube gone from a source): blocked with the status',
@@ -421,6 +431,15 @@ const cases: Case[] = [
     receiverStatus: 409,
   },
   {
+    name: 'Draining, the source replica set away: blocked before any call',
+    at: 'Draining',
+    away: ['rs-a'],
+    calls: [],
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'SourceReplicaSetUnavailable',
+  },
+  {
     name: 'Draining, a replica unreachable: blocked',
     at: 'Draining',
     faults: { 'rs-a-0 drain': 'unreachable' },
@@ -481,6 +500,37 @@ const cases: Case[] = [
     kind: 'blocked',
     phase: 'Starting',
     reason: 'TargetReceiverUnavailable',
+  },
+  {
+    name: 'Starting, the source replica set away: blocked, no target started (nothing released)',
+    at: 'Starting',
+    away: ['rs-a'],
+    calls: [],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'SourceReplicaSetUnavailable',
+  },
+  {
+    name: 'Starting, the source replica set away past the deadline: still blocked, never rolled back',
+    at: 'Starting',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: [],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'SourceReplicaSetUnavailable',
+    requeueAfterMs: requeueDelayMs.blocked,
+  },
+  {
+    name: 'Sealing, the emptied source replica set away: blocked, Done not reached',
+    at: 'Sealing',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: [],
+    kind: 'blocked',
+    phase: 'Sealing',
+    reason: 'SourceReplicaSetUnavailable',
+    requeueAfterMs: requeueDelayMs.blocked,
   },
   {
     name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; on to Done',
@@ -727,6 +777,73 @@ describe('stepReassign: a whole move, one phase per step', () => {
     h.ctx.entries = new PhaseEntries();
     await stepReassign(h.ctx, journalAt('Starting'));
     expect(h.phases).toEqual(['r-2-abcdef Starting', 'r-2-abcdef Starting']);
+  });
+});
+
+describe('stepReassign: a source replica set that disappears after Draining', () => {
+  test('the blocked reason names the set and what waits, in Starting and in Sealing', async () => {
+    const start = harness(journalAt('Starting'), { away: ['rs-a'] });
+    const started = await stepReassign(start.ctx, journalAt('Starting'));
+    if (started.kind !== 'blocked') throw new Error(`expected blocked, got ${started.kind}`);
+    expect(started.error.message).toBe(
+      'replica set rs-a (source of partitions 0, 1) has no ready receiver; partitions 0, 1, drained to their stop offsets, cannot be released: they wait for the set to come back (its data is on its volumes) and are not consumed until then',
+    );
+    const seal = harness(journalAt('Sealing'), { away: ['rs-a'] });
+    const sealed = await stepReassign(seal.ctx, journalAt('Sealing'));
+    if (sealed.kind !== 'blocked') throw new Error(`expected blocked, got ${sealed.kind}`);
+    expect(sealed.error.message).toBe(
+      'replica set rs-a (source of partitions 0, 1) has no ready receiver; its segments of orders cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)',
+    );
+    expect(seal.object().status).toMatchObject({
+      assignment: { 'rs-a': [0, 1] },
+      epochs: { '0': 1, '1': 1 },
+      reassign: { phase: 'Sealing' },
+    });
+  });
+
+  test('the set away from Starting on, then back: released, started, sealed and handed off, then Done', async () => {
+    const h = harness(journalAt('Starting'), { away: ['rs-a'] });
+    const away = h.ctx.receivers;
+    const all = new Map([
+      ...away,
+      [
+        'rs-a',
+        ['rs-a-0', 'rs-a-1'].map((name) => ({
+          name,
+          replicaSet: 'rs-a',
+          baseUrl: `http://${name}`,
+        })),
+      ],
+    ]);
+    const kinds: string[] = [];
+    const step = async (back: boolean): Promise<void> => {
+      h.ctx.receivers = back ? all : away;
+      h.ctx.object = h.object();
+      const journal = h.object().status?.reassign;
+      if (journal) kinds.push((await stepReassign(h.ctx, journal)).kind);
+    };
+    await step(false);
+    await step(false);
+    await step(true); // Starting
+    await step(false); // Sealing, away again
+    await step(true); // Sealing
+    await step(true); // Done
+    expect(kinds).toEqual(['blocked', 'blocked', 'advanced', 'blocked', 'advanced', 'completed']);
+    expect(h.log).toEqual([
+      ...released,
+      ...assigned,
+      'persist Sealing',
+      'rs-a-0 seal 250ms',
+      'rs-a-0 unassign',
+      'rs-a-1 seal 250ms',
+      'rs-a-1 unassign',
+      'persist Done',
+      'persist cleared',
+    ]);
+    expect(h.object().status).toEqual({
+      assignment: { 'rs-b': [0, 1] },
+      epochs: { '0': 2, '1': 2 },
+    });
   });
 });
 
