@@ -48,6 +48,8 @@ export type ReassignReceiver = Pick<
  */
 export class PhaseEntries {
   private readonly entered = new Map<string, string>();
+  /** What was told once per reassign (a replica lacking the cube), by cube key. */
+  private readonly told = new Map<string, { id: string; told: Set<string> }>();
 
   /** True when `journal`'s phase was not the last one this process started for `key`. */
   enter(key: string, journal: ReassignJournal): boolean {
@@ -57,8 +59,18 @@ export class PhaseEntries {
     return true;
   }
 
+  /** True the first time this process tells `what` about `journal`'s reassign of `key`. */
+  tell(key: string, journal: ReassignJournal, what: string): boolean {
+    let entry = this.told.get(key);
+    if (entry?.id !== journal.id) this.told.set(key, (entry = { id: journal.id, told: new Set() }));
+    if (entry.told.has(what)) return false;
+    entry.told.add(what);
+    return true;
+  }
+
   forget(key: string): void {
     this.entered.delete(key);
+    this.told.delete(key);
   }
 }
 
@@ -72,6 +84,11 @@ export interface ReassignContext {
   /** Writes status (merge patch, resourceVersion precondition); returns the updated object. */
   persist: (status: CubeAssignmentStatusPatch) => Promise<CubeAssignment>;
   event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
+  /**
+   * A source replica answered 404 (it lacks the cube: a replaced volume, a replica added to the
+   * set): it is left out of the move; called once per reassign and replica, to log and count it.
+   */
+  onCubeMissing: (endpoint: ReceiverEndpoint, journal: ReassignJournal) => void;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
   entries: PhaseEntries;
@@ -268,6 +285,50 @@ function receiverFinished(phase: ReassignPhase): void {
 const isGone = (error: unknown): boolean =>
   error instanceof PhaseBlocked && error.receiverStatus === 404;
 
+/**
+ * A source replica that answers 404 does not hold the cube, so none of its data: it has nothing
+ * to pause, drain or release, and its sibling replicas carry the move. Told once per reassign and
+ * replica (Warning Event, log, metric); observe() brings it the cube once no reassign runs.
+ */
+function cubeMissing(ctx: ReassignContext, journal: ReassignJournal, endpoint: ReceiverEndpoint) {
+  const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
+  if (!ctx.entries.tell(`${namespace}/${name}`, journal, endpoint.name)) return;
+  const partitions = bySource(journal).get(endpoint.replicaSet) ?? [];
+  ctx.event(
+    'Warning',
+    'CubeNotOnReceiver',
+    `receiver ${endpoint.name} (${endpoint.replicaSet}) does not hold the cube: it has no data of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, so reassign ${journal.id} goes on without it; the other replicas of ${endpoint.replicaSet} carry the move`,
+  );
+  ctx.onCubeMissing(endpoint, journal);
+}
+
+/**
+ * Runs `fn` on every replica of a source set; replicas that lack the cube (404) are left out. When
+ * none of them holds it, the set's data is nowhere to be found: the first 404 blocks the phase.
+ * Returns false when `fn` stopped the pass (a replica still under way).
+ */
+async function onHolders(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  replicaSet: string,
+  fn: (endpoint: ReceiverEndpoint) => Promise<boolean>,
+): Promise<boolean> {
+  const gone: { endpoint: ReceiverEndpoint; error: unknown }[] = [];
+  let held = 0;
+  for (const endpoint of sourceEndpoints(ctx, journal, replicaSet)) {
+    try {
+      if (!(await fn(endpoint))) return false;
+      held += 1;
+    } catch (error) {
+      if (!isGone(error)) throw error;
+      gone.push({ endpoint, error });
+    }
+  }
+  if (held === 0 && gone.length > 0) throw gone[0]!.error;
+  for (const { endpoint } of gone) cubeMissing(ctx, journal, endpoint);
+  return true;
+}
+
 /** The cube as the receivers need it: source and schema from the spec. */
 export function assignRequest(
   object: CubeAssignment,
@@ -331,7 +392,7 @@ async function startingOffsetsOf(
 async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const stop = new Map<number, bigint>();
   for (const [rs, partitions] of bySource(journal)) {
-    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
+    await onHolders(ctx, journal, rs, async (endpoint) => {
       const answer = await call(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
         c.pause(ctx.cube, partitions, ctx.signal),
       );
@@ -340,7 +401,8 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
         const position = BigInt(p.position);
         if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
       }
-    }
+      return true;
+    });
   }
   const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
   if (fresh.length > 0) {
@@ -360,7 +422,8 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
     const stops = Object.fromEntries(
       partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
     );
-    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
+    let pending: string | undefined;
+    const done = await onHolders(ctx, journal, rs, async (endpoint) => {
       const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
         c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
       );
@@ -372,7 +435,8 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
           const event = `${lead} ${behind.map((p) => p.partition).join(', ')}`;
           throw new PhaseBlocked('DrainIncomplete', message, { event });
         }
-        return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
+        pending = message;
+        return false;
       }
       receiverFinished('Draining');
       for (const p of answer.partitions) {
@@ -380,6 +444,11 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
           watermarks.set(p.partition, p.watermark);
         }
       }
+      return true;
+    });
+    if (!done) {
+      const message = pending ?? 'a drain is under way';
+      return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
     }
   }
   return finished(
@@ -401,8 +470,9 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
         );
         receiverFinished('Starting');
       } catch (error) {
-        // A released cube that is gone (404) is released.
+        // A replica without the cube (404) holds nothing to release.
         if (!isGone(error)) throw error;
+        cubeMissing(ctx, journal, endpoint);
       }
     }
   }

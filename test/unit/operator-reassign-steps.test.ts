@@ -219,6 +219,8 @@ interface Harness {
   object: () => CubeAssignment;
   events: string[];
   phases: string[];
+  /** onCubeMissing calls: `<reassign id> <receiver>`. */
+  missing: string[];
   signals: (AbortSignal | undefined)[];
   clock: { ms: number };
   abort: AbortController;
@@ -228,6 +230,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
   const log: Log = [];
   const events: string[] = [];
   const phases: string[] = [];
+  const missing: string[] = [];
   const signals: (AbortSignal | undefined)[] = [];
   const clock = { ms: t0 + (scenario.inPhaseMs ?? 0) };
   const abort = new AbortController();
@@ -270,6 +273,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
       return Promise.resolve(object);
     },
     event: (type, reason, message) => events.push(`${type} ${reason}: ${message}`),
+    onCubeMissing: (e, j) => missing.push(`${j.id} ${e.name}`),
     onPhase: (phase, j) => phases.push(`${j.id} ${phase}`),
     entries: new PhaseEntries(),
     phaseTimeoutMs,
@@ -280,7 +284,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
     now: () => new Date(clock.ms),
     signal: abort.signal,
   };
-  return { ctx, log, object: () => object, events, phases, signals, clock, abort };
+  return { ctx, log, object: () => object, events, phases, missing, signals, clock, abort };
 }
 
 interface Expected {
@@ -367,10 +371,18 @@ const cases: Case[] = [
     reason: 'ReassignRolledBack',
   },
   {
-    name: 'Pausing, a 404 (cube gone from a source): blocked with the status',
+    name: 'Pausing, a replica lacking the cube (404): left out, its sibling carries the move',
     at: 'Pausing',
     faults: { 'rs-a-0 pause': 404 },
-    calls: paused.slice(0, 1),
+    calls: [...paused, 'persist Draining'],
+    kind: 'advanced',
+    phase: 'Draining',
+  },
+  {
+    name: 'Pausing, no replica of the source holding the cube (404): blocked with the status',
+    at: 'Pausing',
+    faults: { 'rs-a-0 pause': 404, 'rs-a-1 pause': 404 },
+    calls: paused,
     kind: 'blocked',
     phase: 'Pausing',
     reason: 'PauseFailed',
@@ -438,6 +450,32 @@ const cases: Case[] = [
     kind: 'blocked',
     phase: 'Draining',
     reason: 'SourceReplicaSetUnavailable',
+  },
+  {
+    name: 'Draining, a replica lacking the cube (404): left out, on to Starting',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404 },
+    calls: [...drains, 'persist Starting'],
+    kind: 'advanced',
+    phase: 'Starting',
+  },
+  {
+    name: 'Draining, a replica lacking the cube and its sibling still draining: wait',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404, 'rs-a-1 drain': 'draining' },
+    calls: drains,
+    kind: 'waiting',
+    phase: 'Draining',
+  },
+  {
+    name: 'Draining, no replica of the source holding the cube (404): blocked with the status',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404, 'rs-a-1 drain': 404 },
+    calls: drains,
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'DrainFailed',
+    receiverStatus: 404,
   },
   {
     name: 'Draining, a replica unreachable: blocked',
@@ -666,7 +704,7 @@ describe('stepReassign: what a step writes', () => {
     ]);
 
     const back = harness(journalAt('Pausing'), {
-      faults: { 'rs-a-0 pause': 404 },
+      faults: { 'rs-a-0 pause': 404, 'rs-a-1 pause': 404 },
       inPhaseMs: late,
     });
     const outcome = await stepReassign(back.ctx, journalAt('Pausing'));
@@ -844,6 +882,42 @@ describe('stepReassign: a source replica set that disappears after Draining', ()
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
     });
+  });
+});
+
+describe('stepReassign: a source replica that lacks the cube', () => {
+  test('its positions do not count: stop = the highest over the replicas that hold the cube', async () => {
+    const h = harness(journalAt('Pausing'), { faults: { 'rs-a-0 pause': 404 } });
+    await stepReassign(h.ctx, journalAt('Pausing'));
+    expect(h.object().status?.reassign?.stopOffsets).toEqual({ '0': '105', '1': '190' });
+  });
+
+  test('told once per reassign and replica (Warning Event, onCubeMissing), whatever the phases and polls', async () => {
+    const faults: Record<string, Fault> = {
+      'rs-a-0 pause': 404,
+      'rs-a-0 drain': 404,
+      'rs-a-0 release': 404,
+      'rs-a-1 drain': 'draining',
+    };
+    const h = harness(journalAt('Pausing'), { faults });
+    const run = async (): Promise<StepOutcome['kind']> => {
+      h.ctx.object = h.object();
+      return (await stepReassign(h.ctx, h.object().status!.reassign!)).kind;
+    };
+    const kinds = [await run(), await run(), await run()];
+    delete faults['rs-a-1 drain'];
+    kinds.push(await run(), await run());
+    expect(kinds).toEqual(['advanced', 'waiting', 'waiting', 'advanced', 'advanced']);
+    expect(h.events).toEqual([
+      'Warning CubeNotOnReceiver: receiver rs-a-0 (rs-a) does not hold the cube: it has no data of partitions 0, 1, so reassign r-2-abcdef goes on without it; the other replicas of rs-a carry the move',
+    ]);
+    expect(h.missing).toEqual(['r-2-abcdef rs-a-0']);
+    expect(h.object().status?.reassign?.phase).toBe('Sealing');
+
+    // Another reassign tells it again.
+    const next = journalAt('Pausing', { id: 'r-3-fedcba' });
+    await stepReassign(h.ctx, next);
+    expect(h.missing).toEqual(['r-2-abcdef rs-a-0', 'r-3-fedcba rs-a-0']);
   });
 });
 
