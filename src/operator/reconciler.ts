@@ -417,6 +417,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         watermark: p.watermark,
       }));
     try {
+      // The shared read may be up to a resync old: ask the receiver itself before giving it the
+      // cube, so that a replica that holds the cube is never reset to its sibling's positions.
+      const held = await clientFor(endpoint)
+        .cubeStatus(cube, signal)
+        .catch((error: unknown) => {
+          if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+          throw error;
+        });
+      if (held) {
+        reports.push({ receiver: endpoint.name, status: cubeSummaryOf(held) });
+        return undefined;
+      }
       const status = cubeSummaryOf(
         await clientFor(endpoint).assign(cube, assignRequest(object, rs, starts), signal),
       );
