@@ -52,6 +52,16 @@ export function createOperatorMetrics(registry: Registry) {
       name: 'streamcube_operator_stale_leader_refusals_total',
       help: 'Receiver calls refused as coming from a stale leader term (the operator then stops leading)',
     }),
+    replicaCubeMissing: sharedCounter(registry, {
+      name: 'streamcube_operator_replica_cube_missing_total',
+      help: 'Source replicas left out of a reassign because they do not hold the cube (404), once per reassign and replica',
+      labelNames: ['cube', 'replica_set'],
+    }),
+    replicaCubeRestored: sharedCounter(registry, {
+      name: 'streamcube_operator_replica_cube_restored_total',
+      help: "Replicas that lacked the cube and were given it at their replica set's positions",
+      labelNames: ['cube', 'replica_set'],
+    }),
     segments: sharedGauge(registry, {
       name: 'streamcube_segments',
       help: 'Segments of the cube by state (one replica per replica set counted)',

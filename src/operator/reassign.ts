@@ -48,6 +48,8 @@ export type ReassignReceiver = Pick<
  */
 export class PhaseEntries {
   private readonly entered = new Map<string, string>();
+  /** What was told once per reassign (a replica lacking the cube), by cube key. */
+  private readonly told = new Map<string, { id: string; told: Set<string> }>();
 
   /** True when `journal`'s phase was not the last one this process started for `key`. */
   enter(key: string, journal: ReassignJournal): boolean {
@@ -57,8 +59,18 @@ export class PhaseEntries {
     return true;
   }
 
+  /** True the first time this process tells `what` about `journal`'s reassign of `key`. */
+  tell(key: string, journal: ReassignJournal, what: string): boolean {
+    let entry = this.told.get(key);
+    if (entry?.id !== journal.id) this.told.set(key, (entry = { id: journal.id, told: new Set() }));
+    if (entry.told.has(what)) return false;
+    entry.told.add(what);
+    return true;
+  }
+
   forget(key: string): void {
     this.entered.delete(key);
+    this.told.delete(key);
   }
 }
 
@@ -72,6 +84,11 @@ export interface ReassignContext {
   /** Writes status (merge patch, resourceVersion precondition); returns the updated object. */
   persist: (status: CubeAssignmentStatusPatch) => Promise<CubeAssignment>;
   event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
+  /**
+   * A source replica answered 404 (it lacks the cube: a replaced volume, a replica added to the
+   * set): it is left out of the move; called once per reassign and replica, to log and count it.
+   */
+  onCubeMissing: (endpoint: ReceiverEndpoint, journal: ReassignJournal) => void;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
   entries: PhaseEntries;
@@ -188,11 +205,44 @@ function endpointsOf(ctx: ReassignContext, replicaSet: string, role: string): Re
   const list = ctx.receivers.get(replicaSet) ?? [];
   if (list.length === 0) {
     throw new PhaseBlocked(
-      role === 'target' ? 'TargetReceiverUnavailable' : 'SourceReceiverUnavailable',
+      'TargetReceiverUnavailable',
       `replica set ${replicaSet} (${role} of a move) has no ready receiver`,
     );
   }
   return list;
+}
+
+const plural = (list: unknown[], one: string, many: string): string =>
+  list.length > 1 ? many : one;
+
+/**
+ * The receivers of a source replica set, which a phase must call. A set with none Ready blocks the
+ * phase: never skipped, since its data (drained partitions, segments to seal) is on its volumes and
+ * only its own receivers can release or hand it off. The phase is retried at the blocked pace
+ * until the set is back; Pausing and Draining roll back past their deadline, later phases wait.
+ * (Failing over a set gone for good is not done here.)
+ */
+function sourceEndpoints(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  replicaSet: string,
+): ReceiverEndpoint[] {
+  const list = ctx.receivers.get(replicaSet) ?? [];
+  if (list.length > 0) return list;
+  const partitions = bySource(journal).get(replicaSet) ?? [];
+  const them = `partition${plural(partitions, '', 's')} ${partitions.join(', ')}`;
+  const waits: Record<ReassignPhase, string> = {
+    Planned: '',
+    Pausing: `the reassign waits in Pausing and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
+    Draining: `the reassign waits in Draining and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
+    Starting: `${them}, drained to ${plural(partitions, 'its stop offset', 'their stop offsets')}, cannot be released: ${plural(partitions, 'it waits', 'they wait')} for the set to come back (its data is on its volumes) and ${plural(partitions, 'is', 'are')} not consumed until then`,
+    Sealing: `its segments of ${ctx.cube} cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)`,
+    Done: '',
+  };
+  throw new PhaseBlocked(
+    'SourceReplicaSetUnavailable',
+    `replica set ${replicaSet} (source of ${them}) has no ready receiver; ${waits[journal.phase]}`,
+  );
 }
 
 /** One receiver call: aborted with the context, a failure turned into PhaseBlocked with its cause. */
@@ -235,6 +285,50 @@ function receiverFinished(phase: ReassignPhase): void {
 const isGone = (error: unknown): boolean =>
   error instanceof PhaseBlocked && error.receiverStatus === 404;
 
+/**
+ * A source replica that answers 404 does not hold the cube, so none of its data: it has nothing
+ * to pause, drain or release, and its sibling replicas carry the move. Told once per reassign and
+ * replica (Warning Event, log, metric); observe() brings it the cube once no reassign runs.
+ */
+function cubeMissing(ctx: ReassignContext, journal: ReassignJournal, endpoint: ReceiverEndpoint) {
+  const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
+  if (!ctx.entries.tell(`${namespace}/${name}`, journal, endpoint.name)) return;
+  const partitions = bySource(journal).get(endpoint.replicaSet) ?? [];
+  ctx.event(
+    'Warning',
+    'CubeNotOnReceiver',
+    `receiver ${endpoint.name} (${endpoint.replicaSet}) does not hold the cube: it has no data of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, so reassign ${journal.id} goes on without it; the other replicas of ${endpoint.replicaSet} carry the move`,
+  );
+  ctx.onCubeMissing(endpoint, journal);
+}
+
+/**
+ * Runs `fn` on every replica of a source set; replicas that lack the cube (404) are left out. When
+ * none of them holds it, the set's data is nowhere to be found: the first 404 blocks the phase.
+ * Returns false when `fn` stopped the pass (a replica still under way).
+ */
+async function onHolders(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  replicaSet: string,
+  fn: (endpoint: ReceiverEndpoint) => Promise<boolean>,
+): Promise<boolean> {
+  const gone: { endpoint: ReceiverEndpoint; error: unknown }[] = [];
+  let held = 0;
+  for (const endpoint of sourceEndpoints(ctx, journal, replicaSet)) {
+    try {
+      if (!(await fn(endpoint))) return false;
+      held += 1;
+    } catch (error) {
+      if (!isGone(error)) throw error;
+      gone.push({ endpoint, error });
+    }
+  }
+  if (held === 0 && gone.length > 0) throw gone[0]!.error;
+  for (const { endpoint } of gone) cubeMissing(ctx, journal, endpoint);
+  return true;
+}
+
 /** The cube as the receivers need it: source and schema from the spec. */
 export function assignRequest(
   object: CubeAssignment,
@@ -243,6 +337,7 @@ export function assignRequest(
 ): AssignCubeRequest {
   const { brokers, topic, startingOffsets } = object.spec.source;
   return {
+    namespace: object.metadata?.namespace ?? 'default',
     source: { brokers, topic, startingOffsets },
     schema: object.spec.schema,
     replicaSet,
@@ -298,7 +393,7 @@ async function startingOffsetsOf(
 async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const stop = new Map<number, bigint>();
   for (const [rs, partitions] of bySource(journal)) {
-    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+    await onHolders(ctx, journal, rs, async (endpoint) => {
       const answer = await call(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
         c.pause(ctx.cube, partitions, ctx.signal),
       );
@@ -307,7 +402,8 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
         const position = BigInt(p.position);
         if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
       }
-    }
+      return true;
+    });
   }
   const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
   if (fresh.length > 0) {
@@ -327,7 +423,8 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
     const stops = Object.fromEntries(
       partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
     );
-    for (const endpoint of endpointsOf(ctx, rs, 'source')) {
+    let pending: string | undefined;
+    const done = await onHolders(ctx, journal, rs, async (endpoint) => {
       const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
         c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
       );
@@ -339,7 +436,8 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
           const event = `${lead} ${behind.map((p) => p.partition).join(', ')}`;
           throw new PhaseBlocked('DrainIncomplete', message, { event });
         }
-        return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
+        pending = message;
+        return false;
       }
       receiverFinished('Draining');
       for (const p of answer.partitions) {
@@ -347,6 +445,11 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
           watermarks.set(p.partition, p.watermark);
         }
       }
+      return true;
+    });
+    if (!done) {
+      const message = pending ?? 'a drain is under way';
+      return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
     }
   }
   return finished(
@@ -358,16 +461,19 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
 
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  // Every source releases before any target starts: a source set with no ready receiver blocks
+  // the phase here (its partitions are drained and stopped, not lost).
   for (const [rs, partitions] of bySource(journal)) {
-    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       try {
         await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
           c.release(ctx.cube, partitions, ctx.signal),
         );
         receiverFinished('Starting');
       } catch (error) {
-        // A released cube that is gone (404) is released.
+        // A replica without the cube (404) holds nothing to release.
         if (!isGone(error)) throw error;
+        cubeMissing(ctx, journal, endpoint);
       }
     }
   }
@@ -410,9 +516,19 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const assignment = finalAssignment(ctx.object, journal);
+  // A source set with no ready receiver blocks Done, after the other sources are sealed.
+  let unavailable: PhaseBlocked | undefined;
   for (const rs of bySource(journal).keys()) {
     if ((assignment[rs] ?? []).length > 0) continue;
-    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+    let endpoints: ReceiverEndpoint[];
+    try {
+      endpoints = sourceEndpoints(ctx, journal, rs);
+    } catch (error) {
+      if (!(error instanceof PhaseBlocked)) throw error;
+      unavailable ??= error;
+      continue;
+    }
+    for (const endpoint of endpoints) {
       let status: CubeStatus;
       try {
         status = await call(ctx, endpoint, 'seal', 'SealFailed', (c) =>
@@ -436,6 +552,7 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
       receiverFinished('Sealing');
     }
   }
+  if (unavailable) throw unavailable;
   const epochs = { ...(ctx.object.status?.epochs ?? {}) };
   for (const m of journal.moves)
     epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;

@@ -395,6 +395,77 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return problems;
   }
 
+  /**
+   * Repair: a replica of a set that does not hold the cube (its volume replaced, a replica added
+   * to the set) gets it as a target of a move would, with the set's partitions at the positions,
+   * epochs and watermarks of a sibling replica whose consumer runs. Its data before those
+   * positions is not re-read: the sibling's copy is the data of that range. No sibling to copy
+   * from, a suspended cube, or a failed call: reported as CubeNotOnReceiver. On success the
+   * replica's report joins `reports`.
+   */
+  async function restoreCube(
+    object: CubeAssignment,
+    cube: string,
+    endpoint: ReceiverEndpoint,
+    owned: number[],
+    reports: { receiver: string; status: CubeSummary }[],
+    signal: AbortSignal,
+  ): Promise<Problem | undefined> {
+    const rs = endpoint.replicaSet;
+    const lacks = `receiver ${endpoint.name} (${rs}) does not hold the cube, though partitions ${owned.join(', ')} are assigned to its replica set`;
+    const sibling = reports.find((r) => r.status.consumer.state === 'running');
+    if (!sibling || object.spec.suspend) return { reason: 'CubeNotOnReceiver', message: lacks };
+    const epochs = object.status?.epochs ?? {};
+    const starts = sibling.status.partitions
+      .filter((p) => owned.includes(p.partition) && p.state !== 'released')
+      .map((p) => ({
+        partition: p.partition,
+        position: p.position,
+        epoch: epochs[String(p.partition)] ?? p.epoch,
+        watermark: p.watermark,
+      }));
+    try {
+      // The shared read may be up to a resync old: ask the receiver itself before giving it the
+      // cube, so that a replica that holds the cube is never reset to its sibling's positions.
+      const held = await clientFor(endpoint)
+        .cubeStatus(cube, signal)
+        .catch((error: unknown) => {
+          if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+          throw error;
+        });
+      if (held) {
+        reports.push({ receiver: endpoint.name, status: cubeSummaryOf(held) });
+        return undefined;
+      }
+      const status = cubeSummaryOf(
+        await clientFor(endpoint).assign(cube, assignRequest(object, rs, starts), signal),
+      );
+      reports.push({ receiver: endpoint.name, status });
+    } catch (error) {
+      signal.throwIfAborted();
+      if (isStaleLeader(error)) throw error;
+      return {
+        reason: 'CubeNotOnReceiver',
+        message: `${lacks}; giving it the cube failed: ${(error as Error).message}`,
+      };
+    }
+    deps.metrics.replicaCubeRestored.inc({ cube, replica_set: rs });
+    const at = starts.map((p) => `${p.partition} at ${p.position}`).join(', ');
+    deps.logger.info('cube restored on a replica', {
+      cube,
+      receiver: endpoint.name,
+      replicaSet: rs,
+      at,
+    });
+    deps.events.record(
+      object,
+      'Normal',
+      'CubeRestoredOnReceiver',
+      `receiver ${endpoint.name} (${rs}) did not hold the cube: given partition${starts.length > 1 ? 's' : ''} ${at}, the positions of ${sibling.receiver}`,
+    );
+    return undefined;
+  }
+
   async function observe(
     object: CubeAssignment,
     cube: string,
@@ -427,15 +498,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       if (owned.length === 0) continue;
       // Every replica's report counts for failures and rejections; one replica's for positions.
       const reports: { receiver: string; status: CubeSummary }[] = [];
+      const missing: ReceiverEndpoint[] = [];
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint);
         try {
           let status = await cubeOn(endpoint, cube, signal);
           if (status === undefined) {
-            problems.push({
-              reason: 'CubeNotOnReceiver',
-              message: `receiver ${endpoint.name} (${rs}) does not hold the cube, though partitions ${owned.join(', ')} are assigned to its replica set`,
-            });
+            missing.push(endpoint);
             continue;
           }
           // Repair: a receiver that restarted from an older checkpoint runs an older source.
@@ -469,6 +538,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             message: `receiver ${endpoint.name} (${rs}) did not answer: ${(error as Error).message}`,
           });
         }
+      }
+      for (const endpoint of missing) {
+        const problem = await restoreCube(object, cube, endpoint, owned, reports, signal);
+        if (problem) problems.push(problem);
       }
       const now = Date.now();
       for (const { receiver, status } of reports) {
@@ -587,6 +660,14 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         setPhase(deps.metrics, labels, phase);
         log.info('reassign phase', { reassignId: j.id, phase });
         faultPoint(`reassign-${phase}`);
+      },
+      onCubeMissing: (endpoint, j) => {
+        deps.metrics.replicaCubeMissing.inc({ cube, replica_set: endpoint.replicaSet });
+        log.warn('source replica lacks the cube; the move goes on without it', {
+          reassignId: j.id,
+          receiver: endpoint.name,
+          replicaSet: endpoint.replicaSet,
+        });
       },
       entries: phaseEntries,
       phaseTimeoutMs: deps.phaseTimeoutMs,

@@ -34,6 +34,11 @@ export const partitionStart = z.object({
 });
 
 export const assignCubeRequest = z.object({
+  /**
+   * The CubeAssignment's namespace (a DNS label), part of the cube's consumer group. Absent from
+   * an operator before namespaces: the cube keeps the namespace it has, or `default`.
+   */
+  namespace: cubeName.optional(),
   source: kafkaSource,
   schema: cubeSchema,
   replicaSet: z.string().min(1).max(63),

@@ -45,6 +45,8 @@ export interface SegmentCheckpoint {
 /** What the manifest says besides its segments. */
 export interface CheckpointHeader {
   cube: string;
+  /** The CubeAssignment's namespace; absent in checkpoints written before receivers knew it. */
+  namespace?: string;
   replicaSet: string;
   source: KafkaSource;
   schema: CubeSchema;

@@ -16,6 +16,7 @@ import {
   type PartitionConsumer,
   type PartitionSink,
 } from '../kafka/partition-consumer.ts';
+import { consumerGroupId, defaultCubeNamespace } from '../kafka/consumer-group.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import { ChannelError } from './channel-error.ts';
 import {
@@ -59,8 +60,9 @@ export interface CubeSpec {
 export interface ChannelOptions {
   cube: string;
   /**
-   * The cube's Kubernetes namespace, for the `namespace` label of its metrics; '' (the label left
-   * out) while receivers know cubes by name only.
+   * The CubeAssignment's namespace; undefined for a cube restored from a checkpoint written
+   * before receivers knew it, until an assign names it. Its consumer group uses `default` then,
+   * and its metrics an empty `namespace` label.
    */
   namespace?: string;
   spec: CubeSpec;
@@ -156,6 +158,7 @@ export class CubeChannel {
     this.handOffs = new HandOffScheduler({
       target: {
         deepStorageDir: options.deepStorageDir,
+        namespace: options.namespace,
         cube: options.cube,
         replicaSet: options.replicaSet,
         receiver: options.receiverId,
@@ -184,8 +187,19 @@ export class CubeChannel {
       new KafkajsPartitionConsumer({
         kafka: options.kafka,
         topic: options.spec.source.topic,
-        groupPrefix: `streamcube.${options.receiverId}.${options.cube}`,
+        groupId: this.consumerGroup,
         sink,
+        onGroupPurged: (partitions) =>
+          this.log.info('consumer group deleted: it held offsets of partitions no longer here', {
+            cube: this.cube,
+            group: this.consumerGroup,
+            partitions: partitions.join(','),
+          }),
+        onGroupPurgeFailed: (error) =>
+          this.log.warn(
+            'cannot delete the consumer group of partitions no longer here; the next start retries',
+            { cube: this.cube, group: this.consumerGroup, error: error.message },
+          ),
       });
     this.supervisor = new ConsumerSupervisor({
       start: () => this.startConsumer(),
@@ -210,6 +224,19 @@ export class CubeChannel {
     });
   }
 
+  get namespace(): string | undefined {
+    return this.options.namespace;
+  }
+
+  /** The Kafka consumer group of this cube on this receiver, the same at every start. */
+  get consumerGroup(): string {
+    return consumerGroupId(
+      this.options.namespace ?? defaultCubeNamespace,
+      this.cube,
+      this.options.receiverId,
+    );
+  }
+
   private get log(): Logger {
     return this.options.logger;
   }
@@ -223,26 +250,32 @@ export class CubeChannel {
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
     if (checkpoint) this.restore(checkpoint);
-    // A new cube, or one whose source changed (the same topic through other brokers): the
-    // checkpoint names the spec this channel runs, so a restart comes back with it. One of an
-    // older version is written anew, every segment with it.
+    // A new cube, or one whose source changed (the same topic through other brokers) or whose
+    // namespace was just adopted: the checkpoint names the spec and namespace this channel runs,
+    // so a restart comes back with them. One of an older version is written anew, every segment
+    // with it.
     if (
       !checkpoint ||
       checkpoint.version !== checkpointVersion ||
-      JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source)
+      JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source) ||
+      checkpoint.namespace !== this.options.namespace
     )
       this.writeCheckpoint(true);
     await this.restartConsumer();
     this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
   }
 
-  static readSpec(dataDir: string, cube: string): (CubeSpec & { replicaSet: string }) | undefined {
+  static readSpec(
+    dataDir: string,
+    cube: string,
+  ): (CubeSpec & { replicaSet: string; namespace?: string }) | undefined {
     const checkpoint = readCubeCheckpoint(join(dataDir, 'cubes', cube));
     return (
       checkpoint && {
         source: checkpoint.source,
         schema: checkpoint.schema,
         replicaSet: checkpoint.replicaSet,
+        ...(checkpoint.namespace ? { namespace: checkpoint.namespace } : {}),
       }
     );
   }
@@ -476,11 +509,13 @@ export class CubeChannel {
     this.ingest.dirty = false;
     end();
     this.metrics.publish(this.partitions.values(), (p) => this.segments.clock(p).watermark, counts);
+    // Every checkpoint's positions become the group's committed offsets, paused and stopped
+    // partitions' too: lag exporters then see what this receiver holds, no more, no less.
     void this.consumer
       .commit(
         new Map(
           [...this.partitions.values()]
-            .filter((p) => isLive(p.state))
+            .filter((p) => p.state !== 'released')
             .map((p) => [p.partition, p.position]),
         ),
       )
@@ -490,6 +525,7 @@ export class CubeChannel {
   private checkpointHeader(): CheckpointHeader {
     return {
       cube: this.cube,
+      ...(this.options.namespace ? { namespace: this.options.namespace } : {}),
       replicaSet: this.options.replicaSet,
       source: this.spec.source,
       schema: this.spec.schema,
@@ -614,6 +650,9 @@ export class CubeChannel {
     if (this.changedAny(outcomes)) {
       this.dirty = true;
       this.flush();
+      // A consumer without the released partitions: its start drops their committed offsets
+      // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
+      void this.restartConsumer();
     }
     return outcomes.map((o) => this.partitionStatus(o.ps));
   }
@@ -647,6 +686,17 @@ export class CubeChannel {
   removeLocalData(): void {
     this.store.removeAll();
     this.metrics.removeAll();
+  }
+
+  /** Removes the cube's series after close(): a channel of another namespace replaces it. */
+  removeMetrics(): void {
+    this.metrics.removeAll();
+  }
+
+  /** Removes the cube's consumer group from the broker after close(): the cube left here. */
+  async deleteConsumerGroup(): Promise<void> {
+    await this.consumer.deleteGroup();
+    this.log.info('consumer group deleted', { cube: this.cube, group: this.consumerGroup });
   }
 
   // ---- reading ---------------------------------------------------------------------------

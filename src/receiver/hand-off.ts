@@ -20,6 +20,8 @@ import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-range
 import { type Segment, epochsToJson } from './segments.ts';
 
 export interface HandOffManifest {
+  /** The CubeAssignment's namespace; absent when the receiver did not know it yet. */
+  namespace?: string;
   cube: string;
   replicaSet: string;
   receiver: string;
@@ -41,6 +43,8 @@ export interface HandOffManifest {
 
 export interface HandOffTarget {
   deepStorageDir: string;
+  /** Undefined for a cube restored from a checkpoint written before receivers knew namespaces. */
+  namespace?: string | undefined;
   cube: string;
   replicaSet: string;
   receiver: string;
@@ -48,12 +52,16 @@ export interface HandOffTarget {
 }
 
 /**
- * Where a segment's hand-off lives: one directory per (window, replica set, receiver) and per
- * content. A receiver that gets partitions of a cube back after a move holds a new segment of the
- * same window, under the partition's new epoch but not always under a new highest epoch (another
- * partition of the old segment may have had a higher one), so the name carries a digest of what
- * the segment covers — its partitions' epochs and offset ranges — beside the highest epoch. A
- * sealed segment's ranges never change, so a repeated hand-off of it finds its own directory.
+ * Where a segment's hand-off lives:
+ * `namespace=<ns>/<cube>/window=…/replicaSet=…/<receiver>.e<epoch>.<digest>`, so that cubes of one
+ * name in two namespaces stay apart. A cube whose namespace the receiver does not know yet
+ * (restored from a checkpoint of before) keeps the layout of then, `<cube>/window=…`; `=` is in no
+ * DNS label, so the two cannot meet. A receiver that gets partitions of a cube back after a move
+ * holds a new segment of the same window, under the partition's new epoch but not always under a
+ * new highest epoch (another partition of the old segment may have had a higher one), so the name
+ * carries a digest of what the segment covers — its partitions' epochs and offset ranges — beside
+ * the highest epoch. A sealed segment's ranges never change, so a repeated hand-off of it finds
+ * its own directory.
  */
 export function handOffDirectory(
   t: HandOffTarget,
@@ -71,6 +79,7 @@ export function handOffDirectory(
     .slice(0, 12);
   return join(
     t.deepStorageDir,
+    ...(t.namespace === undefined ? [] : [`namespace=${t.namespace}`]),
     t.cube,
     `window=${segment.windowStart}`,
     `replicaSet=${t.replicaSet}`,
@@ -116,6 +125,7 @@ export function handOffSegment(
   const dir = handOffDirectory(target, segment);
   const manifestPath = join(dir, 'manifest.json');
   const manifest: HandOffManifest = {
+    ...(target.namespace === undefined ? {} : { namespace: target.namespace }),
     cube: target.cube,
     replicaSet: target.replicaSet,
     receiver: target.receiver,

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
+import { defaultCubeNamespace } from '../kafka/consumer-group.ts';
 import type { Logger } from '../observability/logger.ts';
 import type {
   AssignCubeRequest,
@@ -84,9 +85,10 @@ export class Receiver {
     return socket;
   };
 
-  private channel(cube: string, spec: CubeSpec): CubeChannel {
+  private channel(cube: string, spec: CubeSpec, namespace: string | undefined): CubeChannel {
     return new CubeChannel({
       cube,
+      ...(namespace ? { namespace } : {}),
       spec,
       replicaSet: this.config.replicaSet,
       receiverId: this.config.id,
@@ -137,7 +139,11 @@ export class Receiver {
       return;
     }
     // The channel's spec is compared with later assign requests: source and schema only.
-    const channel = this.channel(cube, { source: spec.source, schema: spec.schema });
+    const channel = this.channel(
+      cube,
+      { source: spec.source, schema: spec.schema },
+      spec.namespace,
+    );
     await channel.open();
     this.cubes.set(cube, channel);
   }
@@ -182,6 +188,19 @@ export class Receiver {
     }
     let channel = this.cubes.get(cube);
     const spec: CubeSpec = { source: request.source, schema: request.schema };
+    const namespace = request.namespace ?? channel?.namespace ?? defaultCubeNamespace;
+    if (channel && channel.namespace !== namespace) {
+      if (channel.namespace !== undefined) {
+        // Cubes are still keyed by name alone here: two namespaces' cubes of one name would mix.
+        throw new ChannelError(
+          'Conflict',
+          `cube ${cube} of namespace ${channel.namespace} is assigned to receiver ${this.config.id}; a cube of namespace ${namespace} cannot have the same name here`,
+          'namespace',
+        );
+      }
+      // Restored from a checkpoint written before receivers knew namespaces: adopt the one named.
+      channel = await this.replaceChannel(cube, channel, channel.spec, namespace);
+    }
     if (channel && JSON.stringify(channel.spec) !== JSON.stringify(spec)) {
       if (
         channel.spec.source.topic !== spec.source.topic ||
@@ -194,10 +213,14 @@ export class Receiver {
           channel.spec.source.topic !== spec.source.topic ? 'source.topic' : 'schema',
         );
       }
-      channel = await this.replaceSource(cube, channel, spec);
+      channel = await this.replaceChannel(cube, channel, spec, namespace);
+      this.logger.info('cube source changed; consuming through the new source', {
+        cube,
+        brokers: spec.source.brokers.join(','),
+      });
     }
     if (!channel) {
-      channel = this.channel(cube, spec);
+      channel = this.channel(cube, spec, namespace);
       await channel.open();
       this.cubes.set(cube, channel);
     }
@@ -205,24 +228,43 @@ export class Receiver {
   }
 
   /**
-   * Another way to the same topic (brokers, starting offsets): the channel is closed — flushed and
-   * checkpointed — and opened again from that checkpoint with a Kafka client for the new source.
-   * Positions, epochs, pauses and segments carry over; nothing is read twice or skipped.
+   * Another way to the same topic (brokers, starting offsets), or a namespace adopted: the channel
+   * is closed — flushed and checkpointed — and opened again from that checkpoint with a Kafka
+   * client for the new source. Positions, epochs, pauses and segments carry over; nothing is read
+   * twice or skipped. A consumer group named after the old namespace is deleted.
    */
-  private async replaceSource(
+  private async replaceChannel(
     cube: string,
     channel: CubeChannel,
     spec: CubeSpec,
+    namespace: string,
   ): Promise<CubeChannel> {
     await channel.close();
-    const next = this.channel(cube, spec);
+    if (channel.namespace !== namespace) {
+      await this.deleteConsumerGroup(channel);
+      // Its series name the old namespace (none): the new channel exports them under the new one.
+      channel.removeMetrics();
+    }
+    const next = this.channel(cube, spec, namespace);
     await next.open();
     this.cubes.set(cube, next);
-    this.logger.info('cube source changed; consuming through the new source', {
-      cube,
-      brokers: spec.source.brokers.join(','),
-    });
     return next;
+  }
+
+  /**
+   * A closed channel's consumer group, deleted from the broker. A failure is logged, not thrown:
+   * the cube is gone from here either way, and its group is then left for an operator to delete.
+   */
+  private async deleteConsumerGroup(channel: CubeChannel): Promise<void> {
+    try {
+      await channel.deleteConsumerGroup();
+    } catch (error) {
+      this.logger.warn('cannot delete the consumer group of a cube that left this receiver', {
+        cube: channel.cube,
+        group: channel.consumerGroup,
+        error: (error as Error).message,
+      });
+    }
   }
 
   /** Drops a cube; refused while it holds data not yet handed off, unless forced. */
@@ -239,6 +281,7 @@ export class Receiver {
       );
     }
     await channel.close();
+    await this.deleteConsumerGroup(channel);
     channel.removeLocalData();
     this.cubes.delete(cube);
   }

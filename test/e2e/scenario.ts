@@ -186,12 +186,15 @@ const steps: Step[] = [
       await kubectl(['delete', 'cubeassignment', config.cube, '--timeout=180s']);
       const deep = await copyDeepStorage();
       try {
-        const files = await readHandOffsWithPyarrow(join(deep.root, config.cube), {
-          timestampField: 'ts',
-          dimensions: [],
-          measures: [{ name: 'events', function: 'count' }],
-          window: '1h',
-        });
+        const files = await readHandOffsWithPyarrow(
+          join(deep.root, `namespace=${config.namespace}`, config.cube),
+          {
+            timestampField: 'ts',
+            dimensions: [],
+            measures: [{ name: 'events', function: 'count' }],
+            window: '1h',
+          },
+        );
         const byReceiver = new Map<string, number>();
         for (const h of files) {
           const events = h.rows.reduce((a, r) => a + Number(r[0]), 0);

@@ -30,6 +30,7 @@ const chart = 'deploy/helm/streamcube';
 const run = promisify(execFile);
 
 let producer: Producer;
+let topic: string;
 let load_: SteadyLoad | undefined;
 let prometheus: ChildProcess | undefined;
 let prometheusUrl = '';
@@ -132,6 +133,7 @@ async function startPrometheus(ruleFile: string): Promise<void> {
         },
         {
           job_name: 'streamcube-receivers',
+          honor_labels: true,
           static_configs: [{ targets: ['rs-a', 'rs-b'].map(receiverTarget) }],
         },
       ],
@@ -183,7 +185,7 @@ async function waitForScrapes(): Promise<void> {
 beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
-  const topic = await createTopic(stack.admin, partitions);
+  topic = await createTopic(stack.admin, partitions);
   // Event time runs ahead of the clock (2 s per round), so one-minute windows seal and hand off.
   load_ = new SteadyLoad(producer, topic, partitions);
   load_.start(Date.now() - 600_000);
@@ -279,7 +281,13 @@ test('after a reassign, a receiver exports only the partitions it owns; every da
   // The partition series carry the labels the dashboard groups by.
   const positions = await seriesOf(`streamcube_receiver_partition_position{cube="${cube}"}`);
   expect(positions.length).toBe(partitions);
-  for (const s of positions) expect(Object.keys(s)).toEqual(expect.arrayContaining(['topic']));
+  for (const s of positions)
+    expect(s).toMatchObject({
+      namespace: stack.namespace,
+      cube,
+      topic,
+      job: 'streamcube-receivers',
+    });
   // The operator's carry the cube's namespace (its lag waits for a high watermark: polled).
   const operatorLag = await waitFor(
     'the operator exporting the lag of every partition',

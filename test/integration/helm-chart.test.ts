@@ -320,11 +320,13 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   );
   expect(withServiceMonitors.filter((o) => o.kind === 'PodMonitor')).toEqual([]);
   const services = withServiceMonitors.filter((o) => o.kind === 'Service');
-  // The operator's series name the cube's namespace themselves; the receivers' do not yet.
-  const endpointOf = (port: string): Record<string, unknown> =>
-    port === 'metrics'
-      ? { port, path: '/metrics', interval: '30s', honorLabels: true }
-      : { port, path: '/metrics', interval: '30s' };
+  // Series name the cube's namespace themselves: honoured, not renamed exported_namespace.
+  const endpointOf = (port: string): Record<string, unknown> => ({
+    port,
+    path: '/metrics',
+    interval: '30s',
+    honorLabels: true,
+  });
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator-metrics']],
     ['t-receivers', 'admin', ['t-rs-a', 't-rs-b']],

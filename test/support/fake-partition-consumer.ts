@@ -1,6 +1,6 @@
 // A PartitionConsumer that stands in for Kafka in unit tests of a CubeChannel: it records what the
-// channel asks of it (starts, pauses, resumes), fails starts when told to, keeps a log end per
-// partition, and delivers the records a test hands it.
+// channel asks of it (starts, pauses, resumes, commits, group deletions), fails starts when told
+// to, keeps a log end per partition, and delivers the records a test hands it.
 import { join } from 'node:path';
 import type { Kafka } from 'kafkajs';
 import { Registry } from 'prom-client';
@@ -48,13 +48,22 @@ export class FakePartitionConsumer implements PartitionConsumer {
     this.resumes.push(Object.fromEntries([...positions].map(([p, o]) => [p, o.toString()])));
     for (const p of positions.keys()) this.paused.delete(p);
   }
-  commit(): Promise<void> {
+  /** Positions of every commit, in order. */
+  readonly commits: Record<number, string>[] = [];
+  commit(positions: Map<number, bigint>): Promise<void> {
+    this.commits.push(Object.fromEntries([...positions].map(([p, o]) => [p, o.toString()])));
     return Promise.resolve();
   }
   highWatermarks(): Promise<Map<number, bigint>> {
     return Promise.resolve(new Map(this.highWatermark));
   }
   stop(): Promise<void> {
+    return Promise.resolve();
+  }
+  /** How many times the channel deleted its consumer group. */
+  groupDeletions = 0;
+  deleteGroup(): Promise<void> {
+    this.groupDeletions += 1;
     return Promise.resolve();
   }
 

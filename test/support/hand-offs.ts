@@ -11,7 +11,8 @@ export interface HandOff {
   manifest: HandOffManifest;
 }
 
-export function handOffs(deepStorageDir: string, cube: string): HandOff[] {
+/** Every hand-off of cubes named `cube` (and of `namespace`, when given), whatever the layout. */
+export function handOffs(deepStorageDir: string, cube: string, namespace?: string): HandOff[] {
   const out: HandOff[] = [];
   const walk = (dir: string): void => {
     if (!existsSync(dir)) return;
@@ -27,8 +28,11 @@ export function handOffs(deepStorageDir: string, cube: string): HandOff[] {
       else walk(path);
     }
   };
-  walk(join(deepStorageDir, cube));
-  return out;
+  walk(deepStorageDir);
+  return out.filter(
+    (h) =>
+      h.manifest.cube === cube && (namespace === undefined || h.manifest.namespace === namespace),
+  );
 }
 
 /** Totals of the test schema's measures over the given hand-offs' Arrow files. */

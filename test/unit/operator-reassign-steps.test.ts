@@ -219,6 +219,8 @@ interface Harness {
   object: () => CubeAssignment;
   events: string[];
   phases: string[];
+  /** onCubeMissing calls: `<reassign id> <receiver>`. */
+  missing: string[];
   signals: (AbortSignal | undefined)[];
   clock: { ms: number };
   abort: AbortController;
@@ -228,6 +230,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
   const log: Log = [];
   const events: string[] = [];
   const phases: string[] = [];
+  const missing: string[] = [];
   const signals: (AbortSignal | undefined)[] = [];
   const clock = { ms: t0 + (scenario.inPhaseMs ?? 0) };
   const abort = new AbortController();
@@ -270,6 +273,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
       return Promise.resolve(object);
     },
     event: (type, reason, message) => events.push(`${type} ${reason}: ${message}`),
+    onCubeMissing: (e, j) => missing.push(`${j.id} ${e.name}`),
     onPhase: (phase, j) => phases.push(`${j.id} ${phase}`),
     entries: new PhaseEntries(),
     phaseTimeoutMs,
@@ -280,7 +284,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
     now: () => new Date(clock.ms),
     signal: abort.signal,
   };
-  return { ctx, log, object: () => object, events, phases, signals, clock, abort };
+  return { ctx, log, object: () => object, events, phases, missing, signals, clock, abort };
 }
 
 interface Expected {
@@ -354,13 +358,31 @@ const cases: Case[] = [
     calls: [],
     kind: 'blocked',
     phase: 'Pausing',
-    reason: 'SourceReceiverUnavailable',
+    reason: 'SourceReplicaSetUnavailable',
   },
   {
-    name: 'Pausing, a 404 (cube gone from a source): blocked with the status',
+    name: 'Pausing, the source replica set away past the deadline: rolled back, nothing to resume',
+    at: 'Pausing',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: ['persist cleared'],
+    kind: 'rolledBack',
+    phase: 'cleared',
+    reason: 'ReassignRolledBack',
+  },
+  {
+    name: 'Pausing, a replica lacking the cube (404): left out, its sibling carries the move',
     at: 'Pausing',
     faults: { 'rs-a-0 pause': 404 },
-    calls: paused.slice(0, 1),
+    calls: [...paused, 'persist Draining'],
+    kind: 'advanced',
+    phase: 'Draining',
+  },
+  {
+    name: 'Pausing, no replica of the source holding the cube (404): blocked with the status',
+    at: 'Pausing',
+    faults: { 'rs-a-0 pause': 404, 'rs-a-1 pause': 404 },
+    calls: paused,
     kind: 'blocked',
     phase: 'Pausing',
     reason: 'PauseFailed',
@@ -419,6 +441,41 @@ const cases: Case[] = [
     phase: 'Draining',
     reason: 'DrainFailed',
     receiverStatus: 409,
+  },
+  {
+    name: 'Draining, the source replica set away: blocked before any call',
+    at: 'Draining',
+    away: ['rs-a'],
+    calls: [],
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'SourceReplicaSetUnavailable',
+  },
+  {
+    name: 'Draining, a replica lacking the cube (404): left out, on to Starting',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404 },
+    calls: [...drains, 'persist Starting'],
+    kind: 'advanced',
+    phase: 'Starting',
+  },
+  {
+    name: 'Draining, a replica lacking the cube and its sibling still draining: wait',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404, 'rs-a-1 drain': 'draining' },
+    calls: drains,
+    kind: 'waiting',
+    phase: 'Draining',
+  },
+  {
+    name: 'Draining, no replica of the source holding the cube (404): blocked with the status',
+    at: 'Draining',
+    faults: { 'rs-a-0 drain': 404, 'rs-a-1 drain': 404 },
+    calls: drains,
+    kind: 'blocked',
+    phase: 'Draining',
+    reason: 'DrainFailed',
+    receiverStatus: 404,
   },
   {
     name: 'Draining, a replica unreachable: blocked',
@@ -481,6 +538,37 @@ const cases: Case[] = [
     kind: 'blocked',
     phase: 'Starting',
     reason: 'TargetReceiverUnavailable',
+  },
+  {
+    name: 'Starting, the source replica set away: blocked, no target started (nothing released)',
+    at: 'Starting',
+    away: ['rs-a'],
+    calls: [],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'SourceReplicaSetUnavailable',
+  },
+  {
+    name: 'Starting, the source replica set away past the deadline: still blocked, never rolled back',
+    at: 'Starting',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: [],
+    kind: 'blocked',
+    phase: 'Starting',
+    reason: 'SourceReplicaSetUnavailable',
+    requeueAfterMs: requeueDelayMs.blocked,
+  },
+  {
+    name: 'Sealing, the emptied source replica set away: blocked, Done not reached',
+    at: 'Sealing',
+    away: ['rs-a'],
+    inPhaseMs: late,
+    calls: [],
+    kind: 'blocked',
+    phase: 'Sealing',
+    reason: 'SourceReplicaSetUnavailable',
+    requeueAfterMs: requeueDelayMs.blocked,
   },
   {
     name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; on to Done',
@@ -616,7 +704,7 @@ describe('stepReassign: what a step writes', () => {
     ]);
 
     const back = harness(journalAt('Pausing'), {
-      faults: { 'rs-a-0 pause': 404 },
+      faults: { 'rs-a-0 pause': 404, 'rs-a-1 pause': 404 },
       inPhaseMs: late,
     });
     const outcome = await stepReassign(back.ctx, journalAt('Pausing'));
@@ -727,6 +815,109 @@ describe('stepReassign: a whole move, one phase per step', () => {
     h.ctx.entries = new PhaseEntries();
     await stepReassign(h.ctx, journalAt('Starting'));
     expect(h.phases).toEqual(['r-2-abcdef Starting', 'r-2-abcdef Starting']);
+  });
+});
+
+describe('stepReassign: a source replica set that disappears after Draining', () => {
+  test('the blocked reason names the set and what waits, in Starting and in Sealing', async () => {
+    const start = harness(journalAt('Starting'), { away: ['rs-a'] });
+    const started = await stepReassign(start.ctx, journalAt('Starting'));
+    if (started.kind !== 'blocked') throw new Error(`expected blocked, got ${started.kind}`);
+    expect(started.error.message).toBe(
+      'replica set rs-a (source of partitions 0, 1) has no ready receiver; partitions 0, 1, drained to their stop offsets, cannot be released: they wait for the set to come back (its data is on its volumes) and are not consumed until then',
+    );
+    const seal = harness(journalAt('Sealing'), { away: ['rs-a'] });
+    const sealed = await stepReassign(seal.ctx, journalAt('Sealing'));
+    if (sealed.kind !== 'blocked') throw new Error(`expected blocked, got ${sealed.kind}`);
+    expect(sealed.error.message).toBe(
+      'replica set rs-a (source of partitions 0, 1) has no ready receiver; its segments of orders cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)',
+    );
+    expect(seal.object().status).toMatchObject({
+      assignment: { 'rs-a': [0, 1] },
+      epochs: { '0': 1, '1': 1 },
+      reassign: { phase: 'Sealing' },
+    });
+  });
+
+  test('the set away from Starting on, then back: released, started, sealed and handed off, then Done', async () => {
+    const h = harness(journalAt('Starting'), { away: ['rs-a'] });
+    const away = h.ctx.receivers;
+    const all = new Map([
+      ...away,
+      [
+        'rs-a',
+        ['rs-a-0', 'rs-a-1'].map((name) => ({
+          name,
+          replicaSet: 'rs-a',
+          baseUrl: `http://${name}`,
+        })),
+      ],
+    ]);
+    const kinds: string[] = [];
+    const step = async (back: boolean): Promise<void> => {
+      h.ctx.receivers = back ? all : away;
+      h.ctx.object = h.object();
+      const journal = h.object().status?.reassign;
+      if (journal) kinds.push((await stepReassign(h.ctx, journal)).kind);
+    };
+    await step(false);
+    await step(false);
+    await step(true); // Starting
+    await step(false); // Sealing, away again
+    await step(true); // Sealing
+    await step(true); // Done
+    expect(kinds).toEqual(['blocked', 'blocked', 'advanced', 'blocked', 'advanced', 'completed']);
+    expect(h.log).toEqual([
+      ...released,
+      ...assigned,
+      'persist Sealing',
+      'rs-a-0 seal 250ms',
+      'rs-a-0 unassign',
+      'rs-a-1 seal 250ms',
+      'rs-a-1 unassign',
+      'persist Done',
+      'persist cleared',
+    ]);
+    expect(h.object().status).toEqual({
+      assignment: { 'rs-b': [0, 1] },
+      epochs: { '0': 2, '1': 2 },
+    });
+  });
+});
+
+describe('stepReassign: a source replica that lacks the cube', () => {
+  test('its positions do not count: stop = the highest over the replicas that hold the cube', async () => {
+    const h = harness(journalAt('Pausing'), { faults: { 'rs-a-0 pause': 404 } });
+    await stepReassign(h.ctx, journalAt('Pausing'));
+    expect(h.object().status?.reassign?.stopOffsets).toEqual({ '0': '105', '1': '190' });
+  });
+
+  test('told once per reassign and replica (Warning Event, onCubeMissing), whatever the phases and polls', async () => {
+    const faults: Record<string, Fault> = {
+      'rs-a-0 pause': 404,
+      'rs-a-0 drain': 404,
+      'rs-a-0 release': 404,
+      'rs-a-1 drain': 'draining',
+    };
+    const h = harness(journalAt('Pausing'), { faults });
+    const run = async (): Promise<StepOutcome['kind']> => {
+      h.ctx.object = h.object();
+      return (await stepReassign(h.ctx, h.object().status!.reassign!)).kind;
+    };
+    const kinds = [await run(), await run(), await run()];
+    delete faults['rs-a-1 drain'];
+    kinds.push(await run(), await run());
+    expect(kinds).toEqual(['advanced', 'waiting', 'waiting', 'advanced', 'advanced']);
+    expect(h.events).toEqual([
+      'Warning CubeNotOnReceiver: receiver rs-a-0 (rs-a) does not hold the cube: it has no data of partitions 0, 1, so reassign r-2-abcdef goes on without it; the other replicas of rs-a carry the move',
+    ]);
+    expect(h.missing).toEqual(['r-2-abcdef rs-a-0']);
+    expect(h.object().status?.reassign?.phase).toBe('Sealing');
+
+    // Another reassign tells it again.
+    const next = journalAt('Pausing', { id: 'r-3-fedcba' });
+    await stepReassign(h.ctx, next);
+    expect(h.missing).toEqual(['r-2-abcdef rs-a-0', 'r-3-fedcba rs-a-0']);
   });
 });
 

@@ -148,11 +148,12 @@ describe('describeMoves', () => {
 });
 
 describe('assignRequest', () => {
-  test('source and schema from the spec, each start with the watermark left to the receiver', () => {
+  test('namespace, source and schema from the cube, each start with the watermark left to the receiver', () => {
     const request = assignRequest(cube(['rs-a']), 'rs-a', [
       { partition: 3, position: '120', epoch: 2 },
     ]);
     expect(request).toEqual({
+      namespace: 'shop',
       source: { brokers: ['kafka:9092'], topic: 'orders', startingOffsets: 'earliest' },
       schema: cube(['rs-a']).spec.schema,
       replicaSet: 'rs-a',

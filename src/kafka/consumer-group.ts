@@ -1,0 +1,23 @@
+// The Kafka consumer group of one cube on one receiver: one per (namespace, cube, receiver),
+// reused by every start of its consumer, so that lag exporters (kafka_exporter, KMinion) read
+// the receiver's positions from it and a restart or a move leaves no orphan group behind.
+
+/**
+ * `streamcube.<namespace>.<cube>.<receiver>`. Namespaces and cube names are DNS labels (no dot),
+ * so the first three dots delimit them and no two cubes or receivers share an id, whatever dots
+ * a receiver id holds. Kafka limits a group id to no charset; it must only be non-empty.
+ */
+export function consumerGroupId(namespace: string, cube: string, receiver: string): string {
+  for (const [what, value] of [
+    ['namespace', namespace],
+    ['cube', cube],
+  ] as const) {
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(value))
+      throw new Error(`${what} '${value}' is not a DNS label; it cannot name a consumer group`);
+  }
+  if (receiver.length === 0) throw new Error('an empty receiver id cannot name a consumer group');
+  return `streamcube.${namespace}.${cube}.${receiver}`;
+}
+
+/** The namespace of cubes assigned by a caller that names none (an operator before namespaces). */
+export const defaultCubeNamespace = 'default';
