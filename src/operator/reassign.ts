@@ -335,10 +335,11 @@ export function assignRequest(
   replicaSet: string,
   partitions: { partition: number; position: string; epoch: number; watermark?: number | null }[],
 ): AssignCubeRequest {
-  const { brokers, topic, startingOffsets } = object.spec.source;
+  const { brokers, topic, startingOffsets, tls, sasl } = object.spec.source;
   return {
     namespace: object.metadata?.namespace ?? 'default',
-    source: { brokers, topic, startingOffsets },
+    // Secret names only: receivers read the Secrets themselves, no credential travels here.
+    source: { brokers, topic, startingOffsets, ...(tls ? { tls } : {}), ...(sasl ? { sasl } : {}) },
     schema: object.spec.schema,
     replicaSet,
     partitions: partitions.map((p) => ({ ...p, watermark: p.watermark ?? null })),
