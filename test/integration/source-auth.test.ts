@@ -31,6 +31,7 @@ import {
   waitForSettled,
 } from '../support/cluster.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
+import { waitFor } from '../support/wait.ts';
 
 const env = testEnvironment();
 const auth = env.kafka.auth!;
@@ -132,42 +133,74 @@ test.each<[Mechanism, string]>([
   expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
 });
 
-test('a refused password: Degraded SourceAuthFailed with the broker message', async () => {
-  const cube = 'auth-wrong-password';
+/** Creates a one-partition cube over `src` and waits until it is Degraded with `reason`. */
+async function degradedCube(
+  cube: string,
+  src: (topic: string) => ReturnType<typeof source>,
+  reason: string,
+): Promise<{ topic: string; message: string }> {
   const topic = await createTopic(admin, 1);
   await cubeApi(kc).create(namespace, cube, {
-    source: source(topic, 'kafka-ca', 'scram-sha-256', 'scram256-wrong'),
+    source: src(topic),
     schema: testSchema,
     replicaSets: ['rs-a'],
     strategy: 'range',
   });
-  const degraded = await waitForCube(kc, namespace, cube, 'Degraded SourceAuthFailed', (c) =>
-    degradedWith(c, 'SourceAuthFailed'),
+  const degraded = await waitForCube(kc, namespace, cube, `Degraded ${reason}`, (c) =>
+    degradedWith(c, reason),
   );
-  expect(conditionOf(degraded, 'Degraded')?.message).toMatch(
+  await waitFor(`a Warning Event ${reason} on ${cube}`, async () =>
+    (await cubeEvents(kc, namespace, cube)).find(
+      (e) => e.type === 'Warning' && e.reason === reason,
+    ),
+  );
+  return { topic, message: conditionOf(degraded, 'Degraded')?.message ?? '' };
+}
+
+test('a refused password: Degraded SourceAuthFailed with the broker message; the right one in the Secret clears it', async () => {
+  const cube = 'auth-wrong-password';
+  const { topic, message } = await degradedCube(
+    cube,
+    (t) => source(t, 'kafka-ca', 'scram-sha-256', 'scram256-wrong'),
+    'SourceAuthFailed',
+  );
+  expect(message).toMatch(
     /Authentication failed .*invalid credentials with SASL mechanism SCRAM-SHA-256/,
   );
+
+  const events = makeEvents(0, 100, Date.UTC(2026, 2, 1), 500, 0);
+  await produce(producer, topic, 0, events);
+  await core.replaceNamespacedSecret({
+    namespace,
+    name: 'scram256-wrong',
+    body: { metadata: { name: 'scram256-wrong' }, stringData: { ...auth.users['scram-sha-256'] } },
+  });
+  const fixed = await waitForSettled(
+    kc,
+    namespace,
+    cube,
+    (c) => c.status?.assignment?.['rs-a']?.join() === '0',
+  );
+  expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
+  const hw = Object.fromEntries(await highWatermarks(kafka, topic));
+  await waitForPositions(receiver.client, cube, { 0: hw[0]! });
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
 });
 
 test('an untrusted CA: Degraded SourceTLSFailed', async () => {
-  const cube = 'auth-wrong-ca';
-  const topic = await createTopic(admin, 1);
-  await cubeApi(kc).create(namespace, cube, {
-    source: source(topic, 'other-ca', 'scram-sha-512', 'scram512'),
-    schema: testSchema,
-    replicaSets: ['rs-a'],
-    strategy: 'range',
-  });
-  const degraded = await waitForCube(kc, namespace, cube, 'Degraded SourceTLSFailed', (c) =>
-    degradedWith(c, 'SourceTLSFailed'),
+  const { message } = await degradedCube(
+    'auth-wrong-ca',
+    (t) => source(t, 'other-ca', 'scram-sha-512', 'scram512'),
+    'SourceTLSFailed',
   );
-  expect(conditionOf(degraded, 'Degraded')?.message).toMatch(/certificate/);
+  expect(message).toMatch(/certificate/);
 });
 
 test('no password in the logs, the statuses or the Events', async () => {
   const passwords = [
     auth.users['scram-sha-512'].password,
     auth.users.plain.password,
+    auth.users['scram-sha-256'].password,
     wrongPassword,
   ];
   const texts: [string, string][] = [
