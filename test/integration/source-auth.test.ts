@@ -3,8 +3,9 @@
 // over TLS with SCRAM-SHA-512 or PLAIN, totals exact. A refused password is Degraded
 // SourceAuthFailed with the broker's message, an untrusted CA Degraded SourceTLSFailed; no
 // password appears in a log, the status or an Event.
-import { readFileSync } from 'node:fs';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { logLevel, type Admin, type Producer } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
@@ -69,6 +70,51 @@ function source(topic: string, tlsSecret: string, mechanism: Mechanism, saslSecr
   };
 }
 
+const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wrong'];
+
+/**
+ * A kubeconfig of a ServiceAccount that may only `get` the named Secrets, as the chart's
+ * sourceSecrets Role gives the receivers: the receiver runs with no more than that.
+ */
+async function receiverKubeconfig(): Promise<string> {
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const name = 'receiver';
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: 'source-secrets' },
+      rules: [
+        { apiGroups: [''], resources: ['secrets'], resourceNames: sourceSecrets, verbs: ['get'] },
+      ],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'source-secrets' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'source-secrets' },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    },
+  });
+  const request = await core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const cluster = kc.getCurrentCluster()!;
+  const asReceiver = new KubeConfig();
+  asReceiver.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name, token: request.status?.token }],
+    contexts: [{ name, cluster: cluster.name, user: name }],
+    currentContext: name,
+  });
+  const file = join(tempDir('source-auth-kubeconfig'), 'kubeconfig');
+  writeFileSync(file, asReceiver.exportConfig());
+  return file;
+}
+
 const degradedWith = (c: CubeAssignment, reason: string): boolean =>
   conditionOf(c, 'Degraded')?.status === 'True' && conditionOf(c, 'Degraded')?.reason === reason;
 
@@ -93,6 +139,7 @@ beforeAll(async () => {
     port,
     token,
     deepStorageDir: deep,
+    env: { KUBECONFIG: await receiverKubeconfig() },
   });
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
   await operator.start();
