@@ -2,7 +2,7 @@
 // (SAN for 127.0.0.1, localhost and the listener's own address), a second CA that signed nothing
 // the broker presents (a client trusting it fails the TLS handshake), and the users: SCRAM ones
 // written into the metadata log at storage format time, PLAIN ones in the listener's JAAS config.
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { runCommand } from './processes.ts';
 
@@ -82,7 +82,6 @@ export async function makeBrokerCertificates(
     '-subj',
     '/CN=localhost',
   ]);
-  const { writeFileSync } = await import('node:fs');
   writeFileSync(
     join(dir, 'broker.ext'),
     `subjectAltName=${san.join(',')}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n`,
@@ -109,9 +108,8 @@ export async function makeBrokerCertificates(
 
 /** The server.properties lines of the SASL_SSL listener (its name in listeners comes from the caller). */
 export function saslSslProperties(keystoreFile: string): string[] {
-  const plainUsers = Object.values({ plain: brokerUsers.plain })
-    .map((u) => `user_${u.username}="${u.password}"`)
-    .join(' ');
+  const plain = brokerUsers.plain;
+  const plainUsers = `user_${plain.username}="${plain.password}"`;
   return [
     'sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512',
     `listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required ${plainUsers};`,
