@@ -17,6 +17,15 @@ export const kafkaSource = z.object({
   brokers: z.array(z.string().regex(/^[^\s:]+:[0-9]{1,5}$/, 'must be host:port')).min(1),
   topic: z.string().regex(/^[A-Za-z0-9._-]{1,249}$/, 'must be a valid Kafka topic name'),
   startingOffsets: z.enum(['earliest', 'latest']).default('earliest'),
+  /** TLS to the brokers; `secretRef` names a Secret of the cube's namespace (ca.crt, tls.crt, tls.key). */
+  tls: z.object({ secretRef: z.string().min(1).max(253).optional() }).optional(),
+  /** SASL; `secretRef` names a Secret of the cube's namespace (username, password). */
+  sasl: z
+    .object({
+      mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']),
+      secretRef: z.string().min(1).max(253),
+    })
+    .optional(),
 });
 export type KafkaSource = z.infer<typeof kafkaSource>;
 

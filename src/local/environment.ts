@@ -110,6 +110,15 @@ export function findRunningEnvironment(dir: string): TestEnvironment | undefined
 export function describeEnvironment(env: TestEnvironment): string {
   return [
     `Kafka ${env.kafka.reportedVersion ?? env.kafka.version} broker at ${env.kafka.bootstrap} (log: ${env.kafka.logFile})`,
+    ...(env.kafka.auth
+      ? [
+          `Kafka SASL_SSL listener at ${env.kafka.auth.bootstrap} (CA: ${env.kafka.auth.caFile}; users: ${Object.entries(
+            env.kafka.auth.users,
+          )
+            .map(([m, u]) => `${u.username} (${m})`)
+            .join(', ')}; passwords in the state file)`,
+        ]
+      : []),
     `Kubernetes ${env.kube.version} API server at ${env.kube.server} (log: ${env.kube.apiserver.logFile}, etcd log: ${env.kube.etcd.logFile})`,
     ...(env.node
       ? [
@@ -125,6 +134,12 @@ export function environmentVariables(env: TestEnvironment): Record<string, strin
   return {
     STREAMCUBE_TEST_ENV: join(env.dir, stateFileName),
     STREAMCUBE_KAFKA_BROKERS: env.kafka.bootstrap,
+    ...(env.kafka.auth
+      ? {
+          STREAMCUBE_KAFKA_SASL_SSL_BROKERS: env.kafka.auth.bootstrap,
+          STREAMCUBE_KAFKA_CA_FILE: env.kafka.auth.caFile,
+        }
+      : {}),
     KUBECONFIG: env.kube.kubeconfig,
   };
 }

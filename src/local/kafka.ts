@@ -10,12 +10,22 @@ import { createKafka } from '../../src/kafka/client.ts';
 import { settings } from './settings.ts';
 import { step } from './progress.ts';
 import { recordedPorts, runCommand, startService, waitForService } from './processes.ts';
+import {
+  type KafkaAuth,
+  brokerUsers,
+  keystorePem,
+  makeBrokerCertificates,
+  saslSslProperties,
+  scramFormatArguments,
+} from './kafka-auth.ts';
 
 export interface KafkaBroker {
   version: string;
   /** `host:port` of the PLAINTEXT broker listener (never the controller one). */
   bootstrap: string;
   ports: KafkaPorts;
+  /** The SASL_SSL listener: its address, CA and users (absent in a state file of an older run). */
+  auth?: KafkaAuth;
   pid: number;
   logFile: string;
   dataDir: string;
@@ -225,6 +235,8 @@ async function brokerListsItself(bootstrap: string): Promise<boolean> {
 export interface KafkaPorts {
   broker: number;
   controller: number;
+  /** The SASL_SSL listener (a broker started before it existed had none). */
+  saslSsl?: number;
 }
 
 /**
@@ -241,20 +253,37 @@ export async function startKafka(
 ): Promise<KafkaBroker> {
   const classpath = await resolveKafkaClasspath(version);
   mkdirSync(dir, { recursive: true });
-  const { broker: brokerPort, controller: controllerPort } =
-    ports ?? (await recordedPorts(join(dir, 'ports.json'), ['broker', 'controller']));
+  const recorded =
+    ports?.saslSsl !== undefined
+      ? ports
+      : {
+          ...(await recordedPorts(
+            join(dir, 'ports.json'),
+            ports ? ['saslSsl'] : ['broker', 'controller', 'saslSsl'],
+          )),
+          ...ports,
+        };
+  const {
+    broker: brokerPort,
+    controller: controllerPort,
+    saslSsl: saslSslPort,
+  } = recorded as Required<KafkaPorts>;
   const dataDir = join(dir, 'data');
   const propsFile = join(dir, 'server.properties');
+  const certs = await makeBrokerCertificates(join(dir, 'tls'), host);
+  const keystoreFile = join(dir, 'tls', 'broker-keystore.pem');
+  writeFileSync(keystoreFile, keystorePem(certs.keyFile, certs.certFile));
   writeFileSync(
     propsFile,
     [
       'process.roles=broker,controller',
       `node.id=${nodeId}`,
       `controller.quorum.voters=${nodeId}@127.0.0.1:${controllerPort}`,
-      `listeners=PLAINTEXT://${host}:${brokerPort},CONTROLLER://127.0.0.1:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://${host}:${brokerPort}`,
+      `listeners=PLAINTEXT://${host}:${brokerPort},SASL_SSL://${host}:${saslSslPort},CONTROLLER://127.0.0.1:${controllerPort}`,
+      `advertised.listeners=PLAINTEXT://${host}:${brokerPort},SASL_SSL://${host}:${saslSslPort}`,
       'controller.listener.names=CONTROLLER',
-      'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+      'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT',
+      ...saslSslProperties(keystoreFile),
       'inter.broker.listener.name=PLAINTEXT',
       `log.dirs=${dataDir}`,
       'num.partitions=1',
@@ -287,6 +316,7 @@ export async function startKafka(
       clusterId,
       '-c',
       propsFile,
+      ...scramFormatArguments(),
     ]);
   // A restarted broker appends to the log of the last run: only what it writes now tells.
   const logStart = existsSync(logFile) ? readFileSync(logFile).length : 0;
@@ -294,7 +324,13 @@ export async function startKafka(
   const broker = {
     version,
     bootstrap: `${host}:${brokerPort}`,
-    ports: { broker: brokerPort, controller: controllerPort },
+    ports: { broker: brokerPort, controller: controllerPort, saslSsl: saslSslPort },
+    auth: {
+      bootstrap: `${host}:${saslSslPort}`,
+      caFile: certs.caFile,
+      otherCaFile: certs.otherCaFile,
+      users: brokerUsers,
+    },
     pid,
     logFile,
     dataDir,

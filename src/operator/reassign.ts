@@ -5,6 +5,7 @@
 // drain is polled briefly and a hand-off re-checked on later reconciles. Initial assignment is a
 // reassign whose moves have no source. Every wait has a deadline; failures roll back (before
 // anything is released) or forward (after), by rule.
+import { classifySourceError } from '../kafka/source-security.ts';
 import type { Move } from '../assign/assignment.ts';
 import type {
   CubeAssignment,
@@ -335,10 +336,11 @@ export function assignRequest(
   replicaSet: string,
   partitions: { partition: number; position: string; epoch: number; watermark?: number | null }[],
 ): AssignCubeRequest {
-  const { brokers, topic, startingOffsets } = object.spec.source;
+  const { brokers, topic, startingOffsets, tls, sasl } = object.spec.source;
   return {
     namespace: object.metadata?.namespace ?? 'default',
-    source: { brokers, topic, startingOffsets },
+    // Secret names only: receivers read the Secrets themselves, no credential travels here.
+    source: { brokers, topic, startingOffsets, ...(tls ? { tls } : {}), ...(sasl ? { sasl } : {}) },
     schema: object.spec.schema,
     replicaSet,
     partitions: partitions.map((p) => ({ ...p, watermark: p.watermark ?? null })),
@@ -382,7 +384,7 @@ async function startingOffsetsOf(
     const { topic, brokers } = ctx.object.spec.source;
     const cause = error instanceof Error ? error : new Error(String(error));
     throw new PhaseBlocked(
-      'SourceUnavailable',
+      classifySourceError(error) ?? 'SourceUnavailable',
       `cannot read the offsets of partition${partitions.length > 1 ? 's' : ''} ${partitions.join(', ')} of topic ${topic} from brokers ${brokers.join(', ')}: ${cause.message}`,
       { cause },
     );

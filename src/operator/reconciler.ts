@@ -50,6 +50,7 @@ import {
   type ReassignContext,
 } from './reassign.ts';
 import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
+import { classifySourceError } from '../kafka/source-security.ts';
 import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';
 import type { EventRecorder } from './events.ts';
 import {
@@ -352,7 +353,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         ? `; partition${failed.length > 1 ? 's' : ''} ${failed.join(', ')} not read there`
         : '';
     return {
-      reason: 'ConsumerFailed',
+      // A refused password or an untrusted certificate, as the receiver reported its error.
+      reason: (consumer.error && classifySourceError(consumer.error)) ?? 'ConsumerFailed',
       message: `the Kafka consumer of receiver ${receiver} (${replicaSet}) has failed${since}: ${error}${where}; the receiver restarts it with backoff`,
     };
   }
@@ -651,6 +653,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         deps.topics.startingOffsets(
           obj.spec.source,
           startingOffsetRules(obj.spec.source.startingOffsets, ps, obj.status?.epochs),
+          obj.metadata?.namespace ?? 'default',
         ),
       persist: async (status: CubeAssignmentStatusPatch) =>
         (object = await patchStatus(object, status, signal)),
@@ -803,13 +806,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     let partitions: number[] | undefined;
     let sourceProblem: Problem | undefined;
     try {
-      partitions = await deps.topics.partitions(object.spec.source);
+      partitions = await deps.topics.partitions(
+        object.spec.source,
+        object.metadata?.namespace ?? 'default',
+      );
     } catch (error) {
       partitions = undefined;
-      // Not a missing topic: the brokers did not answer (address, port, TLS, SASL, down).
+      // Not a missing topic: the brokers did not answer (address, port, TLS, SASL, down). A
+      // refused password or an untrusted certificate has its own reason: waiting will not help.
       const { topic, brokers } = object.spec.source;
+      const reason = classifySourceError(error) ?? 'SourceUnavailable';
       sourceProblem = {
-        reason: 'SourceUnavailable',
+        reason,
         message: `cannot read the metadata of topic ${topic} from brokers ${brokers.join(', ')}: ${(error as Error).message}`,
       };
       log.warn('cannot read topic metadata', { error: (error as Error).message });

@@ -24,6 +24,7 @@ import { EventRecorder } from './events.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { OwnWrites } from './own-writes.ts';
 import { createCubeReconciler } from './reconciler.ts';
+import { secretReaderOf } from '../kubernetes/secrets.ts';
 import { TopicMetadata } from './topic-metadata.ts';
 
 export async function runOperator(argv: string[]): Promise<number> {
@@ -76,7 +77,11 @@ export async function runOperator(argv: string[]): Promise<number> {
   /** The leader term of this process (leaseTransitions when it took the Lease); set while leading. */
   let term: number | undefined;
   const metrics = createOperatorMetrics(registry);
-  const topics = new TopicMetadata(`streamcube-operator-${config.identity}`, config.resyncMs);
+  const topics = new TopicMetadata(
+    `streamcube-operator-${config.identity}`,
+    config.resyncMs,
+    secretReaderOf(core),
+  );
   const ownWrites = new OwnWrites<CubeAssignment>();
   const reconcile = createCubeReconciler({
     ownWrites,

@@ -3,15 +3,31 @@
 // topics of a cluster is read once per period for every cube reading it, not once per cube.
 import type { Admin, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
+import {
+  type SecretReader,
+  type SourceSecurity,
+  kafkaSecurityOptions,
+  redact,
+  secretValues,
+  securityKey,
+} from '../kafka/source-security.ts';
 import { SharedReads } from './shared-reads.ts';
 
 export type StartingOffsets = 'earliest' | 'latest';
 
-export interface TopicSource {
+export interface TopicSource extends SourceSecurity {
   brokers: string[];
   topic: string;
   startingOffsets: StartingOffsets;
 }
+
+/** How the operator connects to a source: brokers, and the Secrets of the cube's namespace. */
+type Connection = Pick<TopicSource, 'brokers' | 'tls' | 'sasl'> & { namespace?: string };
+
+const connectionKey = (c: Connection): string => {
+  const secured = securityKey(c);
+  return `${c.brokers.join(',')}${secured ? `|${c.namespace ?? 'default'}|${secured}` : ''}`;
+};
 
 /**
  * Where each partition without a previous owner starts. `startingOffsets` applies to the
@@ -40,30 +56,63 @@ export class TopicMetadata {
   /** By broker list: topic → its partition numbers, sorted. */
   private readonly topics: SharedReads<Map<string, number[]>>;
 
-  /** `maxAgeMs`: how long the partitions of a topic are reused (the resync period). */
-  constructor(clientId: string, maxAgeMs: number) {
+  private readonly connections = new Map<string, Connection>();
+  private readonly readSecret: SecretReader | undefined;
+
+  /**
+   * `maxAgeMs`: how long the partitions of a topic are reused (the resync period). `readSecret`
+   * reads the Secrets that sources with TLS or SASL name.
+   */
+  constructor(clientId: string, maxAgeMs: number, readSecret?: SecretReader) {
     this.clientId = clientId;
+    this.readSecret = readSecret;
     this.topics = new SharedReads({
-      fetch: (brokers) => this.allTopics(brokers.split(',')),
+      fetch: (key) => this.allTopics(this.connections.get(key)!),
       maxAgeMs,
     });
   }
 
-  private admin(brokers: string[]): Promise<Admin> {
-    const key = brokers.join(',');
+  private admin(connection: Connection): Promise<Admin> {
+    const key = connectionKey(connection);
     let admin = this.admins.get(key);
     if (!admin) {
-      const kafka: Kafka = createKafka({ clientId: this.clientId, brokers, retry: { retries: 2 } });
-      const client = kafka.admin();
-      admin = client.connect().then(() => client);
+      admin = this.connectAdmin(connection);
       admin.catch(() => this.admins.delete(key));
       this.admins.set(key, admin);
     }
     return admin;
   }
 
-  private async allTopics(brokers: string[]): Promise<Map<string, number[]>> {
-    const admin = await this.admin(brokers);
+  private async connectAdmin(connection: Connection): Promise<Admin> {
+    const namespace = connection.namespace ?? 'default';
+    const security = securityKey(connection)
+      ? await kafkaSecurityOptions(connection, namespace, this.secretReaderOrThrow())
+      : {};
+    const kafka: Kafka = createKafka({
+      clientId: this.clientId,
+      brokers: connection.brokers,
+      retry: { retries: 2 },
+      ...security,
+    });
+    const client = kafka.admin();
+    try {
+      await client.connect();
+    } catch (error) {
+      // kafkajs never puts a password in its messages; a key or password that does is cut out.
+      if (error instanceof Error) error.message = redact(error.message, secretValues(security));
+      throw error;
+    }
+    return client;
+  }
+
+  private secretReaderOrThrow(): SecretReader {
+    if (!this.readSecret)
+      throw new Error('this operator reads no Secrets: TLS and SASL unavailable');
+    return this.readSecret;
+  }
+
+  private async allTopics(connection: Connection): Promise<Map<string, number[]>> {
+    const admin = await this.admin(connection);
     // No topics named: every topic of the cluster.
     const metadata = await admin.fetchTopicMetadata();
     return new Map(
@@ -75,8 +124,10 @@ export class TopicMetadata {
   }
 
   /** The topic's partition numbers, or undefined when the topic does not exist. */
-  async partitions(source: TopicSource): Promise<number[] | undefined> {
-    const key = source.brokers.join(',');
+  async partitions(source: TopicSource, namespace?: string): Promise<number[] | undefined> {
+    const connection = { ...source, ...(namespace ? { namespace } : {}) };
+    const key = connectionKey(connection);
+    this.connections.set(key, connection);
     const known = (await this.topics.get(key)).get(source.topic);
     if (known) return known;
     return (await this.topics.get(key, undefined, missingTopicRecheckMs)).get(source.topic);
@@ -87,15 +138,17 @@ export class TopicMetadata {
    * each by its own rule (see `startingOffsetRules`).
    */
   async startingOffsets(
-    source: Pick<TopicSource, 'brokers' | 'topic'>,
+    source: Pick<TopicSource, 'brokers' | 'topic' | 'tls' | 'sasl'>,
     rules: Map<number, StartingOffsets>,
+    namespace?: string,
   ): Promise<Map<number, bigint>> {
-    let offsets = await this.topicOffsets(source);
+    const connection = { ...source, ...(namespace ? { namespace } : {}) };
+    let offsets = await this.topicOffsets(connection, source.topic);
     if ([...rules.keys()].some((p) => !offsets.has(p))) {
       // kafkajs's admin keeps the metadata of a topic for five minutes, so partitions added to it
       // since are missing from its answer; a fresh client reads them.
-      await this.dropAdmin(source.brokers);
-      offsets = await this.topicOffsets(source);
+      await this.dropAdmin(connection);
+      offsets = await this.topicOffsets(connection, source.topic);
     }
     const starts = new Map<number, bigint>();
     for (const [p, rule] of rules) {
@@ -106,15 +159,16 @@ export class TopicMetadata {
   }
 
   private async topicOffsets(
-    source: Pick<TopicSource, 'brokers' | 'topic'>,
+    connection: Connection,
+    topic: string,
   ): Promise<Map<number, { low: bigint; high: bigint }>> {
-    const admin = await this.admin(source.brokers);
-    const offsets = await admin.fetchTopicOffsets(source.topic);
+    const admin = await this.admin(connection);
+    const offsets = await admin.fetchTopicOffsets(topic);
     return new Map(offsets.map((o) => [o.partition, { low: BigInt(o.low), high: BigInt(o.high) }]));
   }
 
-  private async dropAdmin(brokers: string[]): Promise<void> {
-    const key = brokers.join(',');
+  private async dropAdmin(connection: Connection): Promise<void> {
+    const key = connectionKey(connection);
     const admin = this.admins.get(key);
     this.admins.delete(key);
     await (await admin?.catch(() => undefined))?.disconnect();

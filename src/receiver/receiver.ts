@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
+import { type SecretReader, kafkaSecurityOptions, securityKey } from '../kafka/source-security.ts';
+import type { KafkaSource } from '../api/cube.ts';
 import { defaultCubeNamespace } from '../kafka/consumer-group.ts';
 import type { Logger } from '../observability/logger.ts';
 import type {
@@ -55,18 +57,42 @@ export class Receiver {
     return this.ready;
   }
 
-  private kafkaFor(brokers: string[]): Kafka {
-    const key = brokers.join(',');
+  /**
+   * The Kafka client of a source, one per brokers and Secret names. TLS and SASL come from the
+   * Secrets the source names, which the receiver reads itself in the cube's namespace (its
+   * ServiceAccount may `get` Secrets there): the operator's admin call carries their names only.
+   */
+  private async kafkaFor(source: KafkaSource, namespace: string | undefined): Promise<Kafka> {
+    const secured = securityKey(source);
+    const key = `${source.brokers.join(',')}${secured ? `|${namespace ?? defaultCubeNamespace}|${secured}` : ''}`;
     let kafka = this.kafkaClients.get(key);
     if (!kafka) {
+      const security = secured
+        ? await kafkaSecurityOptions(
+            source,
+            namespace ?? defaultCubeNamespace,
+            await this.secretReader(),
+          )
+        : {};
       kafka = createKafka({
         clientId: `streamcube-receiver-${this.config.id}`,
-        brokers,
+        brokers: source.brokers,
         socketFactory: this.trackedSocket,
+        ...security,
       });
       this.kafkaClients.set(key, kafka);
     }
     return kafka;
+  }
+
+  private secretReaderPromise: Promise<SecretReader> | undefined;
+
+  /** Reads Secrets through the pod's ServiceAccount (or KUBECONFIG), made on first use only. */
+  private secretReader(): Promise<SecretReader> {
+    this.secretReaderPromise ??= import('../kubernetes/secrets.ts').then((m) =>
+      m.kubeSecretReader(),
+    );
+    return this.secretReaderPromise;
   }
 
   /**
@@ -85,7 +111,11 @@ export class Receiver {
     return socket;
   };
 
-  private channel(cube: string, spec: CubeSpec, namespace: string | undefined): CubeChannel {
+  private async channel(
+    cube: string,
+    spec: CubeSpec,
+    namespace: string | undefined,
+  ): Promise<CubeChannel> {
     return new CubeChannel({
       cube,
       ...(namespace ? { namespace } : {}),
@@ -94,7 +124,7 @@ export class Receiver {
       receiverId: this.config.id,
       dataDir: this.config.dataDir,
       deepStorageDir: this.config.deepStorageDir,
-      kafka: this.kafkaFor(spec.source.brokers),
+      kafka: await this.kafkaFor(spec.source, namespace),
       metrics: this.metrics,
       logger: this.logger.child({ cube, replicaSet: this.config.replicaSet }),
       flushIntervalMs: this.config.flushIntervalMs,
@@ -139,7 +169,7 @@ export class Receiver {
       return;
     }
     // The channel's spec is compared with later assign requests: source and schema only.
-    const channel = this.channel(
+    const channel = await this.channel(
       cube,
       { source: spec.source, schema: spec.schema },
       spec.namespace,
@@ -220,7 +250,7 @@ export class Receiver {
       });
     }
     if (!channel) {
-      channel = this.channel(cube, spec, namespace);
+      channel = await this.channel(cube, spec, namespace);
       await channel.open();
       this.cubes.set(cube, channel);
     }
@@ -245,7 +275,7 @@ export class Receiver {
       // Its series name the old namespace (none): the new channel exports them under the new one.
       channel.removeMetrics();
     }
-    const next = this.channel(cube, spec, namespace);
+    const next = await this.channel(cube, spec, namespace);
     await next.open();
     this.cubes.set(cube, next);
     return next;

@@ -492,6 +492,47 @@ test('the operator can run under a ServiceAccount made elsewhere', async () => {
   expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: made-elsewhere/);
 });
 
+test('source Secrets: the operator and a receiver ServiceAccount may get exactly those names, in each namespace listed', async () => {
+  const plain = await helm('template', 't', chart);
+  expect(plain.stdout).not.toContain('t-source-secrets');
+  expect(plain.stdout).not.toContain('serviceAccountName: t-receiver');
+  const objects = await render(
+    'sourceSecrets.names={kafka-ca,kafka-user}',
+    'sourceSecrets.namespaces={team-a,team-b}',
+  );
+  for (const namespace of ['team-a', 'team-b']) {
+    const role = objects.find(
+      (o) =>
+        o.kind === 'Role' &&
+        o.metadata?.name === 't-source-secrets' &&
+        o.metadata.namespace === namespace,
+    ) as Rendered & { rules: unknown[] };
+    expect(role.rules).toEqual([
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['kafka-ca', 'kafka-user'],
+        verbs: ['get'],
+      },
+    ]);
+    const binding = objects.find(
+      (o) =>
+        o.kind === 'RoleBinding' &&
+        o.metadata?.name === 't-source-secrets' &&
+        o.metadata.namespace === namespace,
+    ) as Rendered & { subjects: { name: string }[] };
+    expect(binding.subjects.map((s) => s.name)).toEqual(['t-operator', 't-receiver']);
+  }
+  expect(find(objects, 'ServiceAccount', 't-receiver')).toBeDefined();
+  const receivers = objects.filter((o) => o.kind === 'StatefulSet');
+  expect(receivers.length).toBeGreaterThan(0);
+  for (const r of receivers)
+    expect(
+      (r.spec as { template: { spec: { serviceAccountName?: string } } }).template.spec
+        .serviceAccountName,
+    ).toBe('t-receiver');
+});
+
 /** The values of the install test: every option of the chart set to something. */
 const everyOption = {
   imagePullSecrets: [{ name: 'pull-me' }],

@@ -1,0 +1,161 @@
+// TLS and SASL of a cube's source: the Secrets that `spec.source.tls` and `spec.source.sasl` name,
+// turned into kafkajs options, and the errors of a connection that uses them sorted into the
+// reasons a user acts on (SourceAuthFailed, SourceTLSFailed). The operator and the receivers both
+// read the Secrets themselves, from the CubeAssignment's namespace: no credential ever travels in
+// an admin call, a log line or a status.
+import type { KafkaConfig, SASLOptions } from 'kafkajs';
+import type { ConnectionOptions } from 'node:tls';
+
+export type SaslMechanismName = 'plain' | 'scram-sha-256' | 'scram-sha-512';
+
+/** The security part of a source: Secret names only. */
+export interface SourceSecurity {
+  tls?: { secretRef?: string | undefined } | undefined;
+  sasl?: { mechanism: SaslMechanismName; secretRef: string } | undefined;
+}
+
+/** A Secret's data, decoded: key → UTF-8 text. */
+export type SecretData = Record<string, string>;
+
+/** Reads a Secret of the namespace; undefined when it does not exist. */
+export type SecretReader = (namespace: string, name: string) => Promise<SecretData | undefined>;
+
+export class SourceSecretError extends Error {
+  override name = 'SourceSecretError';
+}
+
+/** The Secret names a source refers to (for keys of client caches and for watching). */
+export function securityKey(source: SourceSecurity): string {
+  if (!source.tls && !source.sasl) return '';
+  return JSON.stringify([source.tls?.secretRef ?? null, !!source.tls, source.sasl ?? null]);
+}
+
+/** Base64-decoded `data` of a Secret as the API returns it. */
+export function decodeSecretData(data: Record<string, string> | undefined): SecretData {
+  return Object.fromEntries(
+    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+}
+
+/**
+ * kafkajs's `ssl` and `sasl` options for `source`, with the Secrets read through `read`. Throws
+ * SourceSecretError (naming the Secret and key, never a value) when a Secret or key is missing.
+ */
+export async function kafkaSecurityOptions(
+  source: SourceSecurity,
+  namespace: string,
+  read: SecretReader,
+): Promise<Pick<KafkaConfig, 'ssl' | 'sasl'>> {
+  const secret = async (name: string): Promise<SecretData> => {
+    const data = await read(namespace, name);
+    if (!data) throw new SourceSecretError(`Secret ${namespace}/${name} does not exist`);
+    return data;
+  };
+  const options: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
+  if (source.tls) {
+    const ref = source.tls.secretRef;
+    if (!ref) options.ssl = true;
+    else {
+      const data = await secret(ref);
+      const ssl: ConnectionOptions = {};
+      if (data['ca.crt']) ssl.ca = [data['ca.crt']];
+      if (data['tls.crt'] || data['tls.key']) {
+        if (!data['tls.crt'] || !data['tls.key'])
+          throw new SourceSecretError(
+            `Secret ${namespace}/${ref} has only one of tls.crt and tls.key; mutual TLS needs both`,
+          );
+        ssl.cert = data['tls.crt'];
+        ssl.key = data['tls.key'];
+      }
+      options.ssl = ssl;
+    }
+  }
+  if (source.sasl) {
+    const { mechanism, secretRef } = source.sasl;
+    const data = await secret(secretRef);
+    for (const key of ['username', 'password'])
+      if (!data[key])
+        throw new SourceSecretError(`Secret ${namespace}/${secretRef} has no key ${key}`);
+    options.sasl = {
+      mechanism,
+      username: data.username!,
+      password: data.password!,
+    } as SASLOptions;
+  }
+  return options;
+}
+
+export type SourceFailureReason = 'SourceAuthFailed' | 'SourceTLSFailed';
+
+// Node's codes of a certificate the client does not trust or that does not name the host.
+const tlsCodes = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'CERT_SIGNATURE_FAILURE',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_SSL_WRONG_VERSION_NUMBER',
+]);
+
+const tlsMessages =
+  /unable to verify the first certificate|self[- ]signed certificate|certificate has expired|Hostname\/IP does not match certificate|wrong version number|unable to get (local )?issuer certificate/i;
+
+/** The errors of `error`: itself, its cause chain, and kafkajs's retry wrapper's original error. */
+function errorChain(error: unknown): Record<string, unknown>[] {
+  const chain: Record<string, unknown>[] = [];
+  let current: unknown = error;
+  while (current && typeof current === 'object' && chain.length < 10) {
+    const e = current as Record<string, unknown>;
+    chain.push(e);
+    current = e.originalError ?? e.cause;
+  }
+  return chain;
+}
+
+/**
+ * SourceAuthFailed for a broker refusing the credentials (kafkajs's SASL authentication error),
+ * SourceTLSFailed for a certificate the client does not trust or that does not name the broker;
+ * undefined for anything else (an unreachable broker stays SourceUnavailable / ConsumerFailed).
+ */
+export function classifySourceError(error: unknown): SourceFailureReason | undefined {
+  const chain = errorChain(error);
+  if (
+    chain.some(
+      (e) =>
+        e.name === 'KafkaJSSASLAuthenticationError' ||
+        (typeof e.message === 'string' && /SASL \S+( \S+)? authentication failed/.test(e.message)),
+    )
+  )
+    return 'SourceAuthFailed';
+  if (
+    chain.some(
+      (e) =>
+        (typeof e.code === 'string' && tlsCodes.has(e.code)) ||
+        (typeof e.message === 'string' && tlsMessages.test(e.message)),
+    )
+  )
+    return 'SourceTLSFailed';
+  return undefined;
+}
+
+/** `text` with every occurrence of the given secrets (passwords, keys) replaced. */
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join('[redacted]');
+  return out;
+}
+
+/** The values of a security config that must never be shown. */
+export function secretValues(options: Pick<KafkaConfig, 'ssl' | 'sasl'>): string[] {
+  const values: string[] = [];
+  const sasl = options.sasl as { password?: string } | undefined;
+  if (sasl?.password) values.push(sasl.password);
+  const ssl = options.ssl;
+  if (ssl && typeof ssl === 'object' && typeof ssl.key === 'string') values.push(ssl.key);
+  return values;
+}

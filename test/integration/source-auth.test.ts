@@ -1,0 +1,267 @@
+// A cube whose source is a SASL_SSL listener: the operator and the receivers read the CA and the
+// credentials from the Secrets `spec.source.tls` and `spec.source.sasl` name, and read the topic
+// over TLS with SCRAM-SHA-512 or PLAIN, totals exact. A refused password is Degraded
+// SourceAuthFailed with the broker's message, an untrusted CA Degraded SourceTLSFailed; no
+// password appears in a log, the status or an Event.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { logLevel, type Admin, type Producer } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { freePort } from '../../src/local/processes.ts';
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import {
+  createTopic,
+  highWatermarks,
+  makeEvents,
+  produce,
+  testSchema,
+  totalsOf,
+} from '../support/events.ts';
+import {
+  OperatorProcess,
+  applyCrd,
+  conditionOf,
+  createNamespace,
+  cubeApi,
+  cubeEvents,
+  startReceiverPod,
+  waitForCube,
+  waitForSettled,
+} from '../support/cluster.ts';
+import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
+import { waitFor } from '../support/wait.ts';
+
+const env = testEnvironment();
+const auth = env.kafka.auth!;
+const kc = adminKubeConfig();
+const core = kc.makeApiClient(CoreV1Api);
+// Topics are made and written on the PLAINTEXT listener of the same broker.
+const kafka = createKafka({
+  clientId: 'source-auth-test',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+const token = `test-token-${Date.now()}-auth`;
+const wrongPassword = 'wrong-password-5b1e9c';
+
+let admin: Admin;
+let producer: Producer;
+let namespace: string;
+let operator: OperatorProcess;
+let receiver: ReceiverProcess;
+const deep = tempDir('deep-source-auth');
+
+async function secret(name: string, stringData: Record<string, string>): Promise<void> {
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name }, stringData } });
+}
+
+type Mechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512';
+
+function source(topic: string, tlsSecret: string, mechanism: Mechanism, saslSecret: string) {
+  return {
+    brokers: [auth.bootstrap],
+    topic,
+    startingOffsets: 'earliest' as const,
+    tls: { secretRef: tlsSecret },
+    sasl: { mechanism, secretRef: saslSecret },
+  };
+}
+
+const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wrong'];
+
+/**
+ * A kubeconfig of a ServiceAccount that may only `get` the named Secrets, as the chart's
+ * sourceSecrets Role gives the receivers: the receiver runs with no more than that.
+ */
+async function receiverKubeconfig(): Promise<string> {
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const name = 'receiver';
+  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await rbac.createNamespacedRole({
+    namespace,
+    body: {
+      metadata: { name: 'source-secrets' },
+      rules: [
+        { apiGroups: [''], resources: ['secrets'], resourceNames: sourceSecrets, verbs: ['get'] },
+      ],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: 'source-secrets' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'source-secrets' },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    },
+  });
+  const request = await core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const cluster = kc.getCurrentCluster()!;
+  const asReceiver = new KubeConfig();
+  asReceiver.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name, token: request.status?.token }],
+    contexts: [{ name, cluster: cluster.name, user: name }],
+    currentContext: name,
+  });
+  const file = join(tempDir('source-auth-kubeconfig'), 'kubeconfig');
+  writeFileSync(file, asReceiver.exportConfig());
+  return file;
+}
+
+const degradedWith = (c: CubeAssignment, reason: string): boolean =>
+  conditionOf(c, 'Degraded')?.status === 'True' && conditionOf(c, 'Degraded')?.reason === reason;
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  producer = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
+  namespace = await createNamespace(kc, 'source-auth');
+  await secret('kafka-ca', { 'ca.crt': readFileSync(auth.caFile, 'utf8') });
+  await secret('other-ca', { 'ca.crt': readFileSync(auth.otherCaFile, 'utf8') });
+  await secret('scram512', { ...auth.users['scram-sha-512'] });
+  await secret('plain', { ...auth.users.plain });
+  await secret('scram256-wrong', {
+    username: auth.users['scram-sha-256'].username,
+    password: wrongPassword,
+  });
+  const port = await freePort();
+  receiver = await startReceiverPod(kc, namespace, {
+    name: 'rs-a-0',
+    replicaSet: 'rs-a',
+    ip: '127.0.0.41',
+    port,
+    token,
+    deepStorageDir: deep,
+    env: { KUBECONFIG: await receiverKubeconfig() },
+  });
+  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
+  await operator.start();
+});
+
+afterAll(async () => {
+  await operator?.kill('SIGTERM');
+  await receiver?.stop();
+  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+});
+
+test.each<[Mechanism, string]>([
+  ['scram-sha-512', 'scram512'],
+  ['plain', 'plain'],
+])('a cube read over SASL_SSL with %s gets exact totals', async (mechanism, saslSecret) => {
+  const cube = `auth-${mechanism}`;
+  const topic = await createTopic(admin, 2);
+  const events = [
+    ...makeEvents(0, 300, Date.UTC(2026, 2, 1), 500, 0),
+    ...makeEvents(1, 300, Date.UTC(2026, 2, 1), 500, 1),
+  ];
+  await produce(producer, topic, 0, events.slice(0, 300));
+  await produce(producer, topic, 1, events.slice(300));
+  await cubeApi(kc).create(namespace, cube, {
+    source: source(topic, 'kafka-ca', mechanism, saslSecret),
+    schema: testSchema,
+    replicaSets: ['rs-a'],
+    strategy: 'range',
+  });
+  await waitForSettled(
+    kc,
+    namespace,
+    cube,
+    (c) => c.status?.assignment?.['rs-a']?.join() === '0,1',
+  );
+  const hw = Object.fromEntries(await highWatermarks(kafka, topic));
+  await waitForPositions(receiver.client, cube, { 0: hw[0]!, 1: hw[1]! });
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+});
+
+/** Creates a one-partition cube over `src` and waits until it is Degraded with `reason`. */
+async function degradedCube(
+  cube: string,
+  src: (topic: string) => ReturnType<typeof source>,
+  reason: string,
+): Promise<{ topic: string; message: string }> {
+  const topic = await createTopic(admin, 1);
+  await cubeApi(kc).create(namespace, cube, {
+    source: src(topic),
+    schema: testSchema,
+    replicaSets: ['rs-a'],
+    strategy: 'range',
+  });
+  const degraded = await waitForCube(kc, namespace, cube, `Degraded ${reason}`, (c) =>
+    degradedWith(c, reason),
+  );
+  await waitFor(`a Warning Event ${reason} on ${cube}`, async () =>
+    (await cubeEvents(kc, namespace, cube)).find(
+      (e) => e.type === 'Warning' && e.reason === reason,
+    ),
+  );
+  return { topic, message: conditionOf(degraded, 'Degraded')?.message ?? '' };
+}
+
+test('a refused password: Degraded SourceAuthFailed with the broker message; the right one in the Secret clears it', async () => {
+  const cube = 'auth-wrong-password';
+  const { topic, message } = await degradedCube(
+    cube,
+    (t) => source(t, 'kafka-ca', 'scram-sha-256', 'scram256-wrong'),
+    'SourceAuthFailed',
+  );
+  expect(message).toMatch(
+    /Authentication failed .*invalid credentials with SASL mechanism SCRAM-SHA-256/,
+  );
+
+  const events = makeEvents(0, 100, Date.UTC(2026, 2, 1), 500, 0);
+  await produce(producer, topic, 0, events);
+  await core.replaceNamespacedSecret({
+    namespace,
+    name: 'scram256-wrong',
+    body: { metadata: { name: 'scram256-wrong' }, stringData: { ...auth.users['scram-sha-256'] } },
+  });
+  const fixed = await waitForSettled(
+    kc,
+    namespace,
+    cube,
+    (c) => c.status?.assignment?.['rs-a']?.join() === '0',
+  );
+  expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
+  const hw = Object.fromEntries(await highWatermarks(kafka, topic));
+  await waitForPositions(receiver.client, cube, { 0: hw[0]! });
+  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+});
+
+test('an untrusted CA: Degraded SourceTLSFailed', async () => {
+  const { message } = await degradedCube(
+    'auth-wrong-ca',
+    (t) => source(t, 'other-ca', 'scram-sha-512', 'scram512'),
+    'SourceTLSFailed',
+  );
+  expect(message).toMatch(/certificate/);
+});
+
+test('no password in the logs, the statuses or the Events', async () => {
+  const passwords = [
+    auth.users['scram-sha-512'].password,
+    auth.users.plain.password,
+    auth.users['scram-sha-256'].password,
+    wrongPassword,
+  ];
+  const texts: [string, string][] = [
+    ['operator log', readFileSync(operator.logFile, 'utf8')],
+    ['receiver log', readFileSync(receiver.logFile, 'utf8')],
+  ];
+  for (const cube of ['auth-scram-sha-512', 'auth-plain', 'auth-wrong-password', 'auth-wrong-ca']) {
+    const object = await cubeApi(kc).get(namespace, cube);
+    texts.push([`${cube} status`, JSON.stringify(object.status)]);
+    texts.push([`${cube} Events`, JSON.stringify(await cubeEvents(kc, namespace, cube))]);
+  }
+  for (const [where, text] of texts) {
+    expect(text.length).toBeGreaterThan(0);
+    for (const p of passwords)
+      expect({ where, leaks: text.includes(p) }).toEqual({ where, leaks: false });
+  }
+});

@@ -1,0 +1,144 @@
+// The Secrets of spec.source.tls / spec.source.sasl as kafkajs options, and kafkajs errors sorted
+// into SourceAuthFailed and SourceTLSFailed.
+import {
+  KafkaJSConnectionError,
+  KafkaJSNumberOfRetriesExceeded,
+  KafkaJSSASLAuthenticationError,
+} from 'kafkajs';
+import {
+  type SecretData,
+  SourceSecretError,
+  classifySourceError,
+  decodeSecretData,
+  kafkaSecurityOptions,
+  redact,
+  secretValues,
+  securityKey,
+} from '../../src/kafka/source-security.ts';
+
+const secrets: Record<string, SecretData> = {
+  'ns/ca': { 'ca.crt': 'CA PEM' },
+  'ns/mtls': { 'ca.crt': 'CA PEM', 'tls.crt': 'CERT PEM', 'tls.key': 'KEY PEM' },
+  'ns/half': { 'tls.crt': 'CERT PEM' },
+  'ns/user': { username: 'alice', password: 's3cret-pw' },
+  'ns/nopass': { username: 'alice' },
+};
+const read = (namespace: string, name: string) => Promise.resolve(secrets[`${namespace}/${name}`]);
+
+test('TLS with a CA Secret: ssl.ca; with tls.crt and tls.key: mutual TLS; without a Secret: the system trust store', async () => {
+  expect(await kafkaSecurityOptions({ tls: { secretRef: 'ca' } }, 'ns', read)).toEqual({
+    ssl: { ca: ['CA PEM'] },
+  });
+  expect(await kafkaSecurityOptions({ tls: { secretRef: 'mtls' } }, 'ns', read)).toEqual({
+    ssl: { ca: ['CA PEM'], cert: 'CERT PEM', key: 'KEY PEM' },
+  });
+  expect(await kafkaSecurityOptions({ tls: {} }, 'ns', read)).toEqual({ ssl: true });
+  expect(await kafkaSecurityOptions({}, 'ns', read)).toEqual({});
+});
+
+test.each(['plain', 'scram-sha-256', 'scram-sha-512'] as const)(
+  'SASL %s: mechanism, username and password from the Secret',
+  async (mechanism) => {
+    expect(
+      await kafkaSecurityOptions(
+        { tls: { secretRef: 'ca' }, sasl: { mechanism, secretRef: 'user' } },
+        'ns',
+        read,
+      ),
+    ).toEqual({
+      ssl: { ca: ['CA PEM'] },
+      sasl: { mechanism, username: 'alice', password: 's3cret-pw' },
+    });
+  },
+);
+
+test('a missing Secret or key is an error naming the Secret and key, never a value', async () => {
+  await expect(
+    kafkaSecurityOptions({ sasl: { mechanism: 'plain', secretRef: 'gone' } }, 'ns', read),
+  ).rejects.toThrow(new SourceSecretError('Secret ns/gone does not exist'));
+  await expect(
+    kafkaSecurityOptions({ sasl: { mechanism: 'plain', secretRef: 'nopass' } }, 'ns', read),
+  ).rejects.toThrow('Secret ns/nopass has no key password');
+  await expect(kafkaSecurityOptions({ tls: { secretRef: 'half' } }, 'ns', read)).rejects.toThrow(
+    /only one of tls.crt and tls.key/,
+  );
+});
+
+test('the Secrets are read in the cube namespace', async () => {
+  await expect(kafkaSecurityOptions({ tls: { secretRef: 'ca' } }, 'other', read)).rejects.toThrow(
+    'Secret other/ca does not exist',
+  );
+});
+
+test('Secret data is base64-decoded', () => {
+  expect(decodeSecretData({ password: Buffer.from('pä$$').toString('base64') })).toEqual({
+    password: 'pä$$',
+  });
+  expect(decodeSecretData(undefined)).toEqual({});
+});
+
+test('client cache keys: none for a plain source, different per Secret names', () => {
+  expect(securityKey({})).toBe('');
+  const a = securityKey({ sasl: { mechanism: 'plain', secretRef: 'a' } });
+  expect(a).not.toBe(securityKey({ sasl: { mechanism: 'plain', secretRef: 'b' } }));
+  expect(securityKey({ tls: {} })).not.toBe(securityKey({ tls: { secretRef: 'x' } }));
+});
+
+const tlsError = (code: string, message: string) => Object.assign(new Error(message), { code });
+
+test('a refused password is SourceAuthFailed, also inside kafkajs retry wrappers or as a reported name', () => {
+  // kafkajs's types declare no argument; the class takes the message as kafkajs throws it.
+  const sasl = new (KafkaJSSASLAuthenticationError as unknown as new (m: string) => Error)(
+    'SASL SCRAM SHA512 authentication failed: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512',
+  );
+  expect(classifySourceError(sasl)).toBe('SourceAuthFailed');
+  expect(
+    classifySourceError(
+      new KafkaJSNumberOfRetriesExceeded(sasl, { retryCount: 2, retryTime: 300 }),
+    ),
+  ).toBe('SourceAuthFailed');
+  // As a receiver reports it in its status: name and message only.
+  expect(
+    classifySourceError({ name: 'KafkaJSNumberOfRetriesExceeded', message: sasl.message }),
+  ).toBe('SourceAuthFailed');
+});
+
+test.each([
+  ['SELF_SIGNED_CERT_IN_CHAIN', 'self-signed certificate in certificate chain'],
+  ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
+  ['ERR_TLS_CERT_ALTNAME_INVALID', "Hostname/IP does not match certificate's altnames"],
+  ['DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'],
+  ['CERT_HAS_EXPIRED', 'certificate has expired'],
+])('a TLS error %s is SourceTLSFailed', (code, message) => {
+  const cause = tlsError(code, message);
+  expect(classifySourceError(cause)).toBe('SourceTLSFailed');
+  const connection = new KafkaJSConnectionError(`Connection error: ${message}`, {
+    broker: 'b:1',
+    code,
+  });
+  expect(classifySourceError(connection)).toBe('SourceTLSFailed');
+  expect(
+    classifySourceError(
+      new KafkaJSNumberOfRetriesExceeded(connection, { retryCount: 0, retryTime: 1 }),
+    ),
+  ).toBe('SourceTLSFailed');
+});
+
+test('an unreachable broker is neither', () => {
+  expect(
+    classifySourceError(tlsError('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:9092')),
+  ).toBeUndefined();
+  expect(classifySourceError(new KafkaJSConnectionError('Connection timeout'))).toBeUndefined();
+  expect(classifySourceError(undefined)).toBeUndefined();
+});
+
+test('redact cuts passwords and keys out of a text', () => {
+  const values = secretValues({
+    sasl: { mechanism: 'plain', username: 'alice', password: 's3cret-pw' },
+    ssl: { key: 'KEY PEM' },
+  });
+  expect(values).toEqual(['s3cret-pw', 'KEY PEM']);
+  expect(redact('user alice pw s3cret-pw key KEY PEM', values)).toBe(
+    'user alice pw [redacted] key [redacted]',
+  );
+});
