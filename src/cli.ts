@@ -99,8 +99,19 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
 
 const isMain = process.argv[1] !== undefined && import.meta.filename === process.argv[1];
 if (isMain) {
-  process.exitCode = await runCli(process.argv.slice(2), {
+  const code = await runCli(process.argv.slice(2), {
     out: (t) => process.stdout.write(t),
     err: (t) => process.stderr.write(t),
   });
+  process.exitCode = code;
+  // The command has finished its work (a receiver flushed, checkpointed and closed its consumers).
+  // A timer or socket a client library still holds, such as kafkajs retrying a connection it began
+  // while the broker was away, must not keep the process alive: a pod would wait out its whole
+  // termination grace period and then be killed. Exit, and say what was still open.
+  setTimeout(() => {
+    process.stderr.write(
+      `streamcube: exiting; still open after the command finished: ${process.getActiveResourcesInfo().join(', ')}\n`,
+    );
+    process.exit(code);
+  }, 2_000).unref();
 }

@@ -8,6 +8,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readFileSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -127,7 +128,14 @@ export class ReceiverProcess {
       sleep(graceMs, false, { signal: deadline.signal }).catch(() => false),
     ]);
     deadline.abort();
-    if (!inTime) await this.kill('SIGKILL');
+    if (!inTime) {
+      // Say why in the test's output: a CI run keeps nothing else of the receiver's log.
+      const tail = readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-15);
+      console.warn(
+        `receiver ${this.options.id} still running ${graceMs} ms after SIGTERM; its log ends:\n${tail.join('\n')}`,
+      );
+      await this.kill('SIGKILL');
+    }
     return inTime;
   }
 
