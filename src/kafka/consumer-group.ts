@@ -2,6 +2,10 @@
 // reused by every start of its consumer, so that lag exporters (kafka_exporter, KMinion) read
 // the receiver's positions from it and a restart or a move leaves no orphan group behind.
 
+/** A DNS label (RFC 1123), what namespaces and cube names are. */
+const label = '[a-z0-9](?:[-a-z0-9]*[a-z0-9])?';
+const dnsLabel = new RegExp(`^${label}$`);
+
 /**
  * `streamcube.<namespace>.<cube>.<receiver>`. Namespaces and cube names are DNS labels (no dot),
  * so the first three dots delimit them and no two cubes or receivers share an id, whatever dots
@@ -12,11 +16,25 @@ export function consumerGroupId(namespace: string, cube: string, receiver: strin
     ['namespace', namespace],
     ['cube', cube],
   ] as const) {
-    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(value))
+    if (!dnsLabel.test(value))
       throw new Error(`${what} '${value}' is not a DNS label; it cannot name a consumer group`);
   }
   if (receiver.length === 0) throw new Error('an empty receiver id cannot name a consumer group');
   return `streamcube.${namespace}.${cube}.${receiver}`;
+}
+
+export interface ConsumerGroupOwner {
+  namespace: string;
+  cube: string;
+  receiver: string;
+}
+
+const groupIdPattern = new RegExp(`^streamcube\\.(${label})\\.(${label})\\.(.+)$`);
+
+/** The inverse of consumerGroupId: whose group this is, or undefined for any other group. */
+export function consumerGroupOwner(groupId: string): ConsumerGroupOwner | undefined {
+  const m = groupIdPattern.exec(groupId);
+  return m ? { namespace: m[1]!, cube: m[2]!, receiver: m[3]! } : undefined;
 }
 
 /** The namespace of cubes assigned by a caller that names none (an operator before namespaces). */

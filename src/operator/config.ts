@@ -25,6 +25,8 @@ export interface OperatorConfig {
   drainTimeoutMs: number;
   resyncMs: number;
   rejectedEventsWindowMs: number;
+  /** How often the leader deletes consumer groups left behind; 0: never. */
+  groupSweepMs: number;
   workers: number;
 }
 
@@ -46,6 +48,8 @@ Options (environment variable in brackets):
   --drain-timeout DUR          how long one drain call waits for the stop offsets             [30s]
   --resync DUR                 status refresh period of a stable cube                          [10s]
   --rejected-events-window DUR how far back spec.rejectedEventsThreshold measures rejections   [5m]
+  --group-sweep DUR            how often empty consumer groups of deleted cubes or receivers
+                               are deleted from the brokers; 0 turns it off                    [10m]
   --workers N                  cubes reconciled at once                                        [4]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
@@ -76,6 +80,7 @@ export function parseOperatorConfig(
         'drain-timeout',
         'resync',
         'rejected-events-window',
+        'group-sweep',
         'workers',
       ].map((k) => [k, { type: 'string' as const }]),
     ),
@@ -123,6 +128,7 @@ export function parseOperatorConfig(
     drainTimeoutMs: duration('drain-timeout', '30s'),
     resyncMs: duration('resync', '10s'),
     rejectedEventsWindowMs: duration('rejected-events-window', '5m'),
+    groupSweepMs: duration('group-sweep', '10m', 0),
     workers: integer('workers', flag('workers') ?? '4', 1, 64),
   };
 }

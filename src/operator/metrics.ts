@@ -48,6 +48,11 @@ export function createOperatorMetrics(registry: Registry) {
       help: 'High watermark minus position',
       labelNames: ['namespace', 'cube', 'topic', 'partition'],
     }),
+    consumerGroupsDeleted: sharedCounter(registry, {
+      name: 'streamcube_operator_consumer_groups_deleted_total',
+      help: 'Empty consumer groups of a cube or receiver that no longer exists, deleted by the sweep, by reason (CubeGone, ReceiverGone)',
+      labelNames: ['reason'],
+    }),
     staleLeaderRefusals: sharedCounter(registry, {
       name: 'streamcube_operator_stale_leader_refusals_total',
       help: 'Receiver calls refused as coming from a stale leader term (the operator then stops leading)',

@@ -21,6 +21,7 @@ import { WorkQueue } from './runtime/work-queue.ts';
 import { parseOperatorConfig } from './config.ts';
 import { replicaSetLabel } from './discovery.ts';
 import { EventRecorder } from './events.ts';
+import { sweepGroups } from './group-sweep.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { OwnWrites } from './own-writes.ts';
 import { createCubeReconciler } from './reconciler.ts';
@@ -146,6 +147,23 @@ export async function runOperator(argv: string[]): Promise<number> {
     for (const cube of cubes.list()) queue.add(objectKey(cube));
     controller.start();
     logger.info('leading: reconciling cube assignments', { term: leaderTerm });
+    let sweeping: Promise<unknown> | undefined;
+    const sweep = (): void => {
+      sweeping ??= sweepGroups({
+        cubes: () => cubes.list(),
+        receivers: () =>
+          pods
+            .list()
+            .filter((p) => p.metadata?.labels?.[replicaSetLabel])
+            .map((p) => p.metadata!.name!),
+        namespace: ns,
+        adminOf: (cube) => topics.adminOf(cube.spec.source, cube.metadata.namespace),
+        deleted: (reason) => metrics.consumerGroupsDeleted.inc({ reason }),
+        logger,
+      }).finally(() => (sweeping = undefined));
+    };
+    const sweeper = config.groupSweepMs > 0 ? setInterval(sweep, config.groupSweepMs) : undefined;
+    signal.addEventListener('abort', () => clearInterval(sweeper), { once: true });
     await new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );

@@ -123,6 +123,14 @@ export class TopicMetadata {
     );
   }
 
+  /** The admin client of a source's cluster, shared with the metadata reads. */
+  adminOf(
+    source: Pick<TopicSource, 'brokers' | 'tls' | 'sasl'>,
+    namespace?: string,
+  ): Promise<Admin> {
+    return this.admin({ ...source, ...(namespace ? { namespace } : {}) });
+  }
+
   /** The topic's partition numbers, or undefined when the topic does not exist. */
   async partitions(source: TopicSource, namespace?: string): Promise<number[] | undefined> {
     const connection = { ...source, ...(namespace ? { namespace } : {}) };

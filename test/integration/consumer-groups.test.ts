@@ -19,7 +19,13 @@ import { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 
-const stack = useOperatorStack({ name: 'groups', replicaSets: ['rs-a', 'rs-b'] });
+// The leader sweeps groups left behind every 2 s here (10 min by default): the moves and restarts
+// below run with it, and the last test shows what it deletes.
+const stack = useOperatorStack({
+  name: 'groups',
+  replicaSets: ['rs-a', 'rs-b'],
+  operatorArgs: ['--group-sweep=2s'],
+});
 const { kafka, receivers } = stack;
 const cube = 'orders';
 const partitions = 4;
@@ -310,4 +316,37 @@ test('a cube restored from a checkpoint of before namespaces adopts the namespac
   } finally {
     await receiver.stop();
   }
+});
+
+test('the leader deletes empty groups of a cube or a receiver that is gone, and no other group', async () => {
+  const live = await listedGroups();
+  expect(live.length).toBeGreaterThan(0);
+  // A cube deleted while its receiver was down (so the receiver never deleted its group), and a
+  // receiver pod scaled away with its volume: groups with commits and no member.
+  const cubeGone = `streamcube.${stack.namespace}.deleted-cube.rs-a-0`;
+  const receiverGone = `streamcube.${stack.namespace}.${cube}.rs-a-9`;
+  // Not this operator's (it watches one namespace), and not streamcube's.
+  const otherNamespace = `streamcube.elsewhere.deleted-cube.rs-z-0`;
+  const otherApplication = `billing.${stack.namespace}.${cube}`;
+  for (const groupId of [cubeGone, receiverGone, otherNamespace, otherApplication]) {
+    await stack.admin.setOffsets({ groupId, topic, partitions: [{ partition: 0, offset: '1' }] });
+  }
+  const allGroups = async () => (await stack.admin.listGroups()).groups.map((g) => g.groupId);
+  await waitFor('the sweep', async () => {
+    const groups = await allGroups();
+    return !groups.includes(cubeGone) && !groups.includes(receiverGone);
+  });
+  const groups = await allGroups();
+  expect(groups).toEqual(expect.arrayContaining([otherNamespace, otherApplication, ...live]));
+  expect(await listedGroups()).toEqual(live);
+  const metrics = await stack.operator.metrics();
+  for (const reason of ['CubeGone', 'ReceiverGone']) {
+    expect(metrics).toMatch(
+      new RegExp(
+        `^streamcube_operator_consumer_groups_deleted_total\\{reason="${reason}"\\} [1-9]`,
+        'm',
+      ),
+    );
+  }
+  await stack.admin.deleteGroups([otherNamespace, otherApplication]);
 });

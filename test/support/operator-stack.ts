@@ -42,6 +42,8 @@ export function useOperatorStack(options: {
   receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env'>;
   /** Environment of the operator started in beforeAll (a fault point, say). */
   operatorEnv?: NodeJS.ProcessEnv;
+  /** Flags added to every operator this stack starts. */
+  operatorArgs?: string[];
 }): OperatorStack {
   const env = testEnvironment();
   const stack = {
@@ -64,6 +66,7 @@ export function useOperatorStack(options: {
       namespace: stack.namespace,
       receiverToken: stack.token,
       receiverPort,
+      ...(options.operatorArgs ? { args: options.operatorArgs } : {}),
     });
     operators.push(operator);
     await operator.start(env);
