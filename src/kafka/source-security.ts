@@ -85,6 +85,73 @@ export async function kafkaSecurityOptions(
   return options;
 }
 
+/**
+ * A source's `ssl` and `sasl` options that follow their Secrets. kafkajs keeps the very objects it
+ * was given and reads them at each new connection (tls.connect options, the SASL username and
+ * password at authentication), so `refresh` reads the Secrets again and updates those objects in
+ * place: the next connection — a reconnect after a broker restart, the consumer of a cube newly
+ * assigned — uses what the Secrets say now, and connections already authenticated stay as they
+ * are. A Secret that became unreadable or incomplete leaves the options as they were.
+ */
+export class LiveSourceSecurity {
+  readonly options: Pick<KafkaConfig, 'ssl' | 'sasl'>;
+  private readonly source: SourceSecurity;
+  private readonly namespace: string;
+  private readonly read: SecretReader;
+
+  private constructor(
+    source: SourceSecurity,
+    namespace: string,
+    read: SecretReader,
+    options: Pick<KafkaConfig, 'ssl' | 'sasl'>,
+  ) {
+    this.source = source;
+    this.namespace = namespace;
+    this.read = read;
+    this.options = options;
+  }
+
+  static async create(
+    source: SourceSecurity,
+    namespace: string,
+    read: SecretReader,
+  ): Promise<LiveSourceSecurity> {
+    return new LiveSourceSecurity(
+      source,
+      namespace,
+      read,
+      await kafkaSecurityOptions(source, namespace, read),
+    );
+  }
+
+  /** Reads the Secrets again; true when what they hold changed (and the options with it). */
+  async refresh(): Promise<boolean> {
+    const next = await kafkaSecurityOptions(this.source, this.namespace, this.read);
+    let changed = false;
+    const { ssl, sasl } = this.options;
+    if (ssl && typeof ssl === 'object' && next.ssl && typeof next.ssl === 'object') {
+      const current = ssl as Record<string, unknown>;
+      const fresh = next.ssl as Record<string, unknown>;
+      for (const key of ['ca', 'cert', 'key']) {
+        if (JSON.stringify(current[key]) === JSON.stringify(fresh[key])) continue;
+        changed = true;
+        if (fresh[key] === undefined) delete current[key];
+        else current[key] = fresh[key];
+      }
+    }
+    if (sasl && next.sasl) {
+      const current = sasl as { username: string; password: string };
+      const fresh = next.sasl as { username: string; password: string };
+      if (current.username !== fresh.username || current.password !== fresh.password) {
+        changed = true;
+        current.username = fresh.username;
+        current.password = fresh.password;
+      }
+    }
+    return changed;
+  }
+}
+
 export type SourceFailureReason = 'SourceAuthFailed' | 'SourceTLSFailed';
 
 // Node's codes of a certificate the client does not trust or that does not name the host.

@@ -6,6 +6,7 @@ import { createKafka } from '../kafka/client.ts';
 import {
   type SecretReader,
   type SourceSecurity,
+  classifySourceError,
   kafkaSecurityOptions,
   redact,
   secretValues,
@@ -111,10 +112,27 @@ export class TopicMetadata {
     return this.readSecret;
   }
 
-  private async allTopics(connection: Connection): Promise<Map<string, number[]>> {
+  /**
+   * `read` with the connection's admin client. A client the broker refused (credentials or
+   * certificate) is dropped, so that the next read connects afresh with what the Secrets hold
+   * then: a rotated password reaches the operator without a restart.
+   */
+  private async withAdmin<T>(
+    connection: Connection,
+    read: (admin: Admin) => Promise<T>,
+  ): Promise<T> {
     const admin = await this.admin(connection);
+    try {
+      return await read(admin);
+    } catch (error) {
+      if (classifySourceError(error)) await this.dropAdmin(connection);
+      throw error;
+    }
+  }
+
+  private async allTopics(connection: Connection): Promise<Map<string, number[]>> {
     // No topics named: every topic of the cluster.
-    const metadata = await admin.fetchTopicMetadata();
+    const metadata = await this.withAdmin(connection, (admin) => admin.fetchTopicMetadata());
     return new Map(
       metadata.topics.map((t) => [
         t.name,
@@ -170,8 +188,7 @@ export class TopicMetadata {
     connection: Connection,
     topic: string,
   ): Promise<Map<number, { low: bigint; high: bigint }>> {
-    const admin = await this.admin(connection);
-    const offsets = await admin.fetchTopicOffsets(topic);
+    const offsets = await this.withAdmin(connection, (admin) => admin.fetchTopicOffsets(topic));
     return new Map(offsets.map((o) => [o.partition, { low: BigInt(o.low), high: BigInt(o.high) }]));
   }
 

@@ -18,6 +18,8 @@ export interface ReceiverConfig {
   idleTimeoutMs: number;
   /** How long a handed-off segment stays held, in memory and the checkpoint, after its hand-off. */
   handedOffRetentionMs: number;
+  /** How often the Secrets of secured sources are read again (a rotated password). */
+  secretRefreshMs: number;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -35,6 +37,7 @@ Options (environment variable in brackets):
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
   --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
+  --secret-refresh DUR     source Secrets (TLS, SASL) read again [STREAMCUBE_SECRET_REFRESH, default: 30s]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
@@ -57,6 +60,7 @@ export function parseReceiverConfig(
       'flush-interval': { type: 'string' },
       'idle-timeout': { type: 'string' },
       'handed-off-retention': { type: 'string' },
+      'secret-refresh': { type: 'string' },
     },
     strict: true,
   });
@@ -101,5 +105,6 @@ export function parseReceiverConfig(
       'STREAMCUBE_HANDED_OFF_RETENTION',
       '1h',
     ),
+    secretRefreshMs: durationOf('secret-refresh', 'STREAMCUBE_SECRET_REFRESH', '30s'),
   };
 }

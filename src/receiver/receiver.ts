@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
-import { type SecretReader, kafkaSecurityOptions, securityKey } from '../kafka/source-security.ts';
+import { LiveSourceSecurity, type SecretReader, securityKey } from '../kafka/source-security.ts';
 import type { KafkaSource } from '../api/cube.ts';
 import { defaultCubeNamespace } from '../kafka/consumer-group.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -32,6 +32,9 @@ export class Receiver {
   /** The last assign or unassign of each cube, which the next one waits for (see `exclusively`). */
   private readonly cubeLocks = new Map<string, Promise<unknown>>();
   private readonly kafkaClients = new Map<string, Kafka>();
+  /** The TLS and SASL options of the secured clients, by the same key, reread periodically. */
+  private readonly securities = new Map<string, LiveSourceSecurity>();
+  private secretRefresh: NodeJS.Timeout | undefined;
   /** Sockets of the Kafka clients still open, closed for good at stop. */
   private readonly kafkaSockets = new Set<Socket>();
   private ready = false;
@@ -68,21 +71,49 @@ export class Receiver {
     let kafka = this.kafkaClients.get(key);
     if (!kafka) {
       const security = secured
-        ? await kafkaSecurityOptions(
+        ? await LiveSourceSecurity.create(
             source,
             namespace ?? defaultCubeNamespace,
             await this.secretReader(),
           )
-        : {};
+        : undefined;
       kafka = createKafka({
         clientId: `streamcube-receiver-${this.config.id}`,
         brokers: source.brokers,
         socketFactory: this.trackedSocket,
-        ...security,
+        ...security?.options,
       });
       this.kafkaClients.set(key, kafka);
+      if (security) {
+        this.securities.set(key, security);
+        this.secretRefresh ??= setInterval(
+          () => void this.refreshSecrets(),
+          this.config.secretRefreshMs,
+        );
+        this.secretRefresh.unref();
+      }
     }
     return kafka;
+  }
+
+  /**
+   * Reads the sources' Secrets again: a rotated password or certificate reaches the next
+   * connection of every client using it (a reconnect, a cube assigned later), without a restart.
+   */
+  async refreshSecrets(): Promise<void> {
+    for (const [key, security] of this.securities) {
+      try {
+        if (await security.refresh())
+          this.logger.info('a source Secret changed; new Kafka connections use it', {
+            brokers: key.split('|')[0],
+          });
+      } catch (error) {
+        this.logger.warn('cannot read a source Secret again; the credentials held stay', {
+          brokers: key.split('|')[0],
+          error: (error as Error).message,
+        });
+      }
+    }
   }
 
   private secretReaderPromise: Promise<SecretReader> | undefined;
@@ -335,6 +366,7 @@ export class Receiver {
 
   async stop(): Promise<void> {
     this.ready = false;
+    clearInterval(this.secretRefresh);
     for (const channel of this.cubes.values()) await channel.close();
     // With an error, not quietly: kafkajs then disconnects the connection, which stops its
     // request-timeout timer; a socket merely destroyed would leave that timer running.

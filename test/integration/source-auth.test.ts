@@ -32,6 +32,7 @@ import {
   waitForSettled,
 } from '../support/cluster.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
+import { setScramPassword } from '../support/scram-user.ts';
 import { waitFor } from '../support/wait.ts';
 
 const env = testEnvironment();
@@ -46,6 +47,7 @@ const kafka = createKafka({
 });
 const token = `test-token-${Date.now()}-auth`;
 const wrongPassword = 'wrong-password-5b1e9c';
+const rotatingPasswords = ['rotating-pass-1-8d2f', 'rotating-pass-2-a61c'] as const;
 
 let admin: Admin;
 let producer: Producer;
@@ -70,7 +72,7 @@ function source(topic: string, tlsSecret: string, mechanism: Mechanism, saslSecr
   };
 }
 
-const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wrong'];
+const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wrong', 'rotating'];
 
 /**
  * A kubeconfig of a ServiceAccount that may only `get` the named Secrets, as the chart's
@@ -139,7 +141,8 @@ beforeAll(async () => {
     port,
     token,
     deepStorageDir: deep,
-    env: { KUBECONFIG: await receiverKubeconfig() },
+    // Secrets read again every second (30 s by default): the rotation test waits on it.
+    env: { KUBECONFIG: await receiverKubeconfig(), STREAMCUBE_SECRET_REFRESH: '1s' },
   });
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
   await operator.start();
@@ -243,18 +246,68 @@ test('an untrusted CA: Degraded SourceTLSFailed', async () => {
   expect(message).toMatch(/certificate/);
 });
 
+test('a password rotated in Kafka and in its Secret reaches a running receiver without a restart', async () => {
+  const username = 'rotating-user';
+  const [before, after] = rotatingPasswords;
+  await setScramPassword('SCRAM-SHA-512', username, before);
+  await secret('rotating', { username, password: before });
+  const oneCube = async (cube: string, day: number): Promise<void> => {
+    const topic = await createTopic(admin, 1);
+    const events = makeEvents(0, 200, Date.UTC(2026, 2, day), 500, 0);
+    await produce(producer, topic, 0, events);
+    await cubeApi(kc).create(namespace, cube, {
+      source: source(topic, 'kafka-ca', 'scram-sha-512', 'rotating'),
+      schema: testSchema,
+      replicaSets: ['rs-a'],
+      strategy: 'range',
+    });
+    const settled = await waitForSettled(
+      kc,
+      namespace,
+      cube,
+      (c) => c.status?.assignment?.['rs-a']?.join() === '0',
+    );
+    expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
+    await waitForPositions(receiver.client, cube, { 0: 200n });
+    expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+  };
+  await oneCube('auth-rotate-before', 2);
+
+  // The broker first (connections already authenticated stay open), then the Secret.
+  await setScramPassword('SCRAM-SHA-512', username, after);
+  await core.replaceNamespacedSecret({
+    namespace,
+    name: 'rotating',
+    body: { metadata: { name: 'rotating' }, stringData: { username, password: after } },
+  });
+  await waitFor('the receiver to read the rotated Secret', () =>
+    Promise.resolve(readFileSync(receiver.logFile, 'utf8').includes('a source Secret changed')),
+  );
+  // A cube assigned now connects anew through the receiver's client of that Secret: with the
+  // password it held at first, the broker would refuse it (SourceAuthFailed, for good).
+  await oneCube('auth-rotate-after', 3);
+});
+
 test('no password in the logs, the statuses or the Events', async () => {
   const passwords = [
     auth.users['scram-sha-512'].password,
     auth.users.plain.password,
     auth.users['scram-sha-256'].password,
     wrongPassword,
+    ...rotatingPasswords,
   ];
   const texts: [string, string][] = [
     ['operator log', readFileSync(operator.logFile, 'utf8')],
     ['receiver log', readFileSync(receiver.logFile, 'utf8')],
   ];
-  for (const cube of ['auth-scram-sha-512', 'auth-plain', 'auth-wrong-password', 'auth-wrong-ca']) {
+  for (const cube of [
+    'auth-scram-sha-512',
+    'auth-plain',
+    'auth-wrong-password',
+    'auth-wrong-ca',
+    'auth-rotate-before',
+    'auth-rotate-after',
+  ]) {
     const object = await cubeApi(kc).get(namespace, cube);
     texts.push([`${cube} status`, JSON.stringify(object.status)]);
     texts.push([`${cube} Events`, JSON.stringify(await cubeEvents(kc, namespace, cube))]);

@@ -6,6 +6,7 @@ import {
   KafkaJSSASLAuthenticationError,
 } from 'kafkajs';
 import {
+  LiveSourceSecurity,
   type SecretData,
   SourceSecretError,
   classifySourceError,
@@ -141,4 +142,35 @@ test('redact cuts passwords and keys out of a text', () => {
   expect(redact('user alice pw s3cret-pw key KEY PEM', values)).toBe(
     'user alice pw [redacted] key [redacted]',
   );
+});
+
+test('a rotated password or certificate is written into the objects kafkajs holds; an unreadable Secret keeps them', async () => {
+  const store: Record<string, SecretData> = {
+    'ns/user': { username: 'alice', password: 'old-pw' },
+    'ns/ca': { 'ca.crt': 'OLD CA' },
+  };
+  const live = await LiveSourceSecurity.create(
+    { tls: { secretRef: 'ca' }, sasl: { mechanism: 'scram-sha-512', secretRef: 'user' } },
+    'ns',
+    (namespace, name) => Promise.resolve(store[`${namespace}/${name}`]),
+  );
+  const { ssl, sasl } = live.options;
+  expect(await live.refresh()).toBe(false);
+
+  store['ns/user'] = { username: 'alice', password: 'new-pw' };
+  store['ns/ca'] = { 'ca.crt': 'NEW CA', 'tls.crt': 'CERT', 'tls.key': 'KEY' };
+  expect(await live.refresh()).toBe(true);
+  // The same objects, changed: kafkajs reads them at its next connection.
+  expect(live.options.sasl).toBe(sasl);
+  expect(live.options.ssl).toBe(ssl);
+  expect(sasl).toMatchObject({ mechanism: 'scram-sha-512', username: 'alice', password: 'new-pw' });
+  expect(ssl).toEqual({ ca: ['NEW CA'], cert: 'CERT', key: 'KEY' });
+
+  store['ns/ca'] = { 'ca.crt': 'NEW CA' };
+  expect(await live.refresh()).toBe(true);
+  expect(ssl).toEqual({ ca: ['NEW CA'] });
+
+  delete store['ns/user'];
+  await expect(live.refresh()).rejects.toThrow('Secret ns/user does not exist');
+  expect(sasl).toMatchObject({ password: 'new-pw' });
 });

@@ -79,6 +79,7 @@ describe('the admin API fenced by leader term', () => {
         flushIntervalMs: 1_000,
         idleTimeoutMs: 30_000,
         handedOffRetentionMs: 60_000,
+        secretRefreshMs: 30_000,
       },
       createReceiverMetrics(),
       createLogger('receiver', 'error'),
