@@ -117,6 +117,19 @@ async function receiverKubeconfig(): Promise<string> {
   return file;
 }
 
+/** Creates a cube over `src` on replica set rs-a. */
+const createCube = (cube: string, src: ReturnType<typeof source>) =>
+  cubeApi(kc).create(namespace, cube, {
+    source: src,
+    schema: testSchema,
+    replicaSets: ['rs-a'],
+    strategy: 'range',
+  });
+
+/** Waits until the cube holds `partitions` (joined with commas) on rs-a and has settled. */
+const settledOn = (cube: string, partitions: string) =>
+  waitForSettled(kc, namespace, cube, (c) => c.status?.assignment?.['rs-a']?.join() === partitions);
+
 const degradedWith = (c: CubeAssignment, reason: string): boolean =>
   conditionOf(c, 'Degraded')?.status === 'True' && conditionOf(c, 'Degraded')?.reason === reason;
 
@@ -166,18 +179,8 @@ test.each<[Mechanism, string]>([
   ];
   await produce(producer, topic, 0, events.slice(0, 300));
   await produce(producer, topic, 1, events.slice(300));
-  await cubeApi(kc).create(namespace, cube, {
-    source: source(topic, 'kafka-ca', mechanism, saslSecret),
-    schema: testSchema,
-    replicaSets: ['rs-a'],
-    strategy: 'range',
-  });
-  await waitForSettled(
-    kc,
-    namespace,
-    cube,
-    (c) => c.status?.assignment?.['rs-a']?.join() === '0,1',
-  );
+  await createCube(cube, source(topic, 'kafka-ca', mechanism, saslSecret));
+  await settledOn(cube, '0,1');
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(receiver.client, cube, { 0: hw[0]!, 1: hw[1]! });
   expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
@@ -190,12 +193,7 @@ async function degradedCube(
   reason: string,
 ): Promise<{ topic: string; message: string }> {
   const topic = await createTopic(admin, 1);
-  await cubeApi(kc).create(namespace, cube, {
-    source: src(topic),
-    schema: testSchema,
-    replicaSets: ['rs-a'],
-    strategy: 'range',
-  });
+  await createCube(cube, src(topic));
   const degraded = await waitForCube(kc, namespace, cube, `Degraded ${reason}`, (c) =>
     degradedWith(c, reason),
   );
@@ -225,12 +223,7 @@ test('a refused password: Degraded SourceAuthFailed with the broker message; the
     name: 'scram256-wrong',
     body: { metadata: { name: 'scram256-wrong' }, stringData: { ...auth.users['scram-sha-256'] } },
   });
-  const fixed = await waitForSettled(
-    kc,
-    namespace,
-    cube,
-    (c) => c.status?.assignment?.['rs-a']?.join() === '0',
-  );
+  const fixed = await settledOn(cube, '0');
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(receiver.client, cube, { 0: hw[0]! });
@@ -255,18 +248,8 @@ test('a password rotated in Kafka and in its Secret reaches a running receiver w
     const topic = await createTopic(admin, 1);
     const events = makeEvents(0, 200, Date.UTC(2026, 2, day), 500, 0);
     await produce(producer, topic, 0, events);
-    await cubeApi(kc).create(namespace, cube, {
-      source: source(topic, 'kafka-ca', 'scram-sha-512', 'rotating'),
-      schema: testSchema,
-      replicaSets: ['rs-a'],
-      strategy: 'range',
-    });
-    const settled = await waitForSettled(
-      kc,
-      namespace,
-      cube,
-      (c) => c.status?.assignment?.['rs-a']?.join() === '0',
-    );
+    await createCube(cube, source(topic, 'kafka-ca', 'scram-sha-512', 'rotating'));
+    const settled = await settledOn(cube, '0');
     expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
     await waitForPositions(receiver.client, cube, { 0: 200n });
     expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
