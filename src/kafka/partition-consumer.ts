@@ -3,6 +3,7 @@
 // delivers records and reports how far the log goes.
 import kafkajs, { type Admin, type Consumer, type Kafka, type KafkaMessage } from 'kafkajs';
 import { injectedFault } from '../observability/fault-injection.ts';
+import { readTopicOffsets } from './topic-offsets.ts';
 import { exactPartitionAssigner } from './exact-assigner.ts';
 
 /**
@@ -156,6 +157,9 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
   return { offsets, values, fetchOffset: Number(fetchOffset) };
 }
 
+/** See highWatermarks. */
+const adminRenewIntervalMs = 30_000;
+
 /** Kafka's NON_EMPTY_GROUP and GROUP_ID_NOT_FOUND. */
 const nonEmptyGroup = 68;
 const groupIdNotFound = 69;
@@ -167,6 +171,8 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   /** Partitions paused since the last start, applied when a start under way gets to run. */
   private readonly paused = new Set<number>();
   private admin: Admin | undefined;
+  /** When the admin client was last replaced to read partitions added to the topic. */
+  private adminRenewedAt = -Infinity;
   private partitions: number[] = [];
   /**
    * Whether the group may hold offsets of partitions this consumer no longer reads: at the first
@@ -406,16 +412,25 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async highWatermarks(): Promise<Map<number, bigint>> {
-    let offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
-    if (this.partitions.some((p) => !offsets.some((o) => o.partition === p))) {
-      // kafkajs's admin keeps a topic's metadata for five minutes: partitions added to the topic
-      // since are missing from its answer until a fresh client reads them.
-      const stale = this.admin;
-      this.admin = undefined;
-      await stale?.disconnect();
-      offsets = await (await this.adminClient()).fetchTopicOffsets(this.options.topic);
-    }
-    return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
+    // Asked every few seconds: a partition that is really gone (a topic recreated smaller) must
+    // not cost a new admin connection at each ask, so the client is renewed at most this often.
+    const now = Date.now();
+    const renew =
+      now - this.adminRenewedAt >= adminRenewIntervalMs
+        ? async () => {
+            this.adminRenewedAt = now;
+            const stale = this.admin;
+            this.admin = undefined;
+            await stale?.disconnect();
+          }
+        : undefined;
+    const offsets = await readTopicOffsets(
+      this.options.topic,
+      this.partitions,
+      () => this.adminClient(),
+      renew,
+    );
+    return new Map([...offsets].map(([p, o]) => [p, o.high]));
   }
 
   private async stopConsumer(): Promise<void> {

@@ -12,6 +12,7 @@ import {
   secretValues,
   securityKey,
 } from '../kafka/source-security.ts';
+import { readTopicOffsets } from '../kafka/topic-offsets.ts';
 import { SharedReads } from './shared-reads.ts';
 
 export type StartingOffsets = 'earliest' | 'latest';
@@ -113,17 +114,13 @@ export class TopicMetadata {
   }
 
   /**
-   * `read` with the connection's admin client. A client the broker refused (credentials or
-   * certificate) is dropped, so that the next read connects afresh with what the Secrets hold
-   * then: a rotated password reaches the operator without a restart.
+   * What `reading` gives. A client the broker refused (credentials or certificate) is dropped, so
+   * that the next read connects afresh with what the Secrets hold then: a rotated password
+   * reaches the operator without a restart.
    */
-  private async withAdmin<T>(
-    connection: Connection,
-    read: (admin: Admin) => Promise<T>,
-  ): Promise<T> {
-    const admin = await this.admin(connection);
+  private async dropRefused<T>(connection: Connection, reading: Promise<T>): Promise<T> {
     try {
-      return await read(admin);
+      return await reading;
     } catch (error) {
       if (classifySourceError(error)) await this.dropAdmin(connection);
       throw error;
@@ -132,7 +129,8 @@ export class TopicMetadata {
 
   private async allTopics(connection: Connection): Promise<Map<string, number[]>> {
     // No topics named: every topic of the cluster.
-    const metadata = await this.withAdmin(connection, (admin) => admin.fetchTopicMetadata());
+    const admin = await this.admin(connection);
+    const metadata = await this.dropRefused(connection, admin.fetchTopicMetadata());
     return new Map(
       metadata.topics.map((t) => [
         t.name,
@@ -169,27 +167,22 @@ export class TopicMetadata {
     namespace?: string,
   ): Promise<Map<number, bigint>> {
     const connection = { ...source, ...(namespace ? { namespace } : {}) };
-    let offsets = await this.topicOffsets(connection, source.topic);
-    if ([...rules.keys()].some((p) => !offsets.has(p))) {
-      // kafkajs's admin keeps the metadata of a topic for five minutes, so partitions added to it
-      // since are missing from its answer; a fresh client reads them.
-      await this.dropAdmin(connection);
-      offsets = await this.topicOffsets(connection, source.topic);
-    }
+    // kafkajs's admin may not know partitions added to the topic lately: a fresh one reads them.
+    const offsets = await this.dropRefused(
+      connection,
+      readTopicOffsets(
+        source.topic,
+        rules.keys(),
+        () => this.admin(connection),
+        () => this.dropAdmin(connection),
+      ),
+    );
     const starts = new Map<number, bigint>();
     for (const [p, rule] of rules) {
       const o = offsets.get(p);
       if (o) starts.set(p, rule === 'earliest' ? o.low : o.high);
     }
     return starts;
-  }
-
-  private async topicOffsets(
-    connection: Connection,
-    topic: string,
-  ): Promise<Map<number, { low: bigint; high: bigint }>> {
-    const offsets = await this.withAdmin(connection, (admin) => admin.fetchTopicOffsets(topic));
-    return new Map(offsets.map((o) => [o.partition, { low: BigInt(o.low), high: BigInt(o.high) }]));
   }
 
   private async dropAdmin(connection: Connection): Promise<void> {
