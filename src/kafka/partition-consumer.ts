@@ -398,6 +398,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async deleteGroup(): Promise<void> {
+    // Called after stop(), which disconnected this consumer's admin: a client for this call only.
     const admin = this.options.kafka.admin();
     await admin.connect();
     try {
