@@ -103,6 +103,9 @@ export async function runOperator(argv: string[]): Promise<number> {
       logger.error('a receiver refused a call as coming from a stale leader; stopping', {
         term,
         error: error.message,
+        // The usual cause is another operator leading now. If none is (the Lease was deleted
+        // and made again, so its transitions restarted at 0), the receivers refuse every leader:
+        hint: `if no other operator runs, set spec.leaseTransitions of Lease ${config.leaseNamespace}/${config.leaseName} above the receiver's term (streamcube_receiver_leader_term), or delete the receivers' leader-terms/ files`,
       });
       void elector.stop({ release: false });
     },
