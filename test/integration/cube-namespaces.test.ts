@@ -11,7 +11,13 @@ import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { cubeApi, createNamespace, waitForCubeGone, waitForSettled } from '../support/cluster.ts';
+import {
+  createNamespace,
+  cubeApi,
+  waitForCube,
+  waitForCubeGone,
+  waitForSettled,
+} from '../support/cluster.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { handOffTotals, handOffs } from '../support/hand-offs.ts';
@@ -81,19 +87,34 @@ async function caughtUp(
   return hw;
 }
 
+/**
+ * The cube of `namespace` holds exactly `expected` (its query and hand-offs, offsets tiled), and
+ * its operator reports, in status.partitions, its own receivers' positions: the topic's end.
+ */
 async function audit(
   namespace: string,
   topic: string,
   owners: Record<string, number[]>,
   expected: ReturnType<typeof totalsOf>,
 ): Promise<void> {
+  const hw = await caughtUp(namespace, topic, owners);
   await expectExactAndTiled({
     cube,
     namespace,
     deepStorageDir: stack.deepStorageDir,
     replicaSets: stack.replicas,
-    highWatermarks: await caughtUp(namespace, topic, owners),
+    highWatermarks: hw,
     expected,
+  });
+  const want = Object.entries(owners).flatMap(([rs, partitions]) =>
+    partitions.map((p) => `${p}:${rs}@${hw.get(p)}`),
+  );
+  let seen: string[] = [];
+  await waitForCube(stack.kc, namespace, cube, `status.partitions ${want.join(' ')}`, (c) => {
+    seen = (c.status?.partitions ?? []).map((p) => `${p.partition}:${p.replicaSet}@${p.position}`);
+    return JSON.stringify(seen) === JSON.stringify(want);
+  }).catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}; last seen ${seen.join(' ')}`, { cause: error });
   });
 }
 
@@ -124,6 +145,20 @@ async function listedGroups(): Promise<string[]> {
   return groups
     .map((g) => g.groupId)
     .filter((id) => id.endsWith(`.${cube}.rs-a-0`) || id.endsWith(`.${cube}.rs-b-0`));
+}
+
+/** The operator's status period (the stack starts it with --resync=1s). */
+const resyncMs = 1_000;
+
+/** PUTs (assigns) a receiver has answered, whatever the route or status (its own metrics). */
+async function assignsAnswered(r: ReceiverProcess): Promise<number> {
+  const text = await fetch(`${r.baseUrl}/metrics`).then((res) => res.text());
+  let n = 0;
+  for (const [, count] of text.matchAll(
+    /^streamcube_receiver_admin_request_duration_seconds_count\{method="PUT",[^}]*\} (\d+)$/gm,
+  ))
+    n += Number(count);
+  return n;
 }
 
 const allShared = (): ReturnType<typeof totalsOf> =>
@@ -172,6 +207,12 @@ test('three cubes named `orders` on the same receivers, two of them on one topic
       owned.reduce((n, p) => n + (otherLoad.produced.get(p)?.length ?? 0), 0),
     );
   }
+  // Settled, the cubes need no assign: the operators read each cube's own summary from a
+  // receiver's one list (another namespace's `orders` there would pass for a stale spec and be
+  // "repaired" at every resync).
+  const before = await Promise.all(receivers().map(assignsAnswered));
+  await new Promise((r) => setTimeout(r, 4 * resyncMs));
+  expect(await Promise.all(receivers().map(assignsAnswered))).toEqual(before);
   // One consumer group per (namespace, cube, receiver).
   await waitFor('a consumer group per namespace and receiver', async () => {
     const listed = await listedGroups();
