@@ -4,7 +4,7 @@
 // carry over. A move is two renames through `cubes/.moving-<cube>` (a cube named like its
 // namespace would otherwise be moved into itself); a crash between them is finished at the next
 // start. Namespaces and cube names are DNS labels, so neither starts with a dot.
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import { readCubeCheckpoint } from './cube-store.ts';
@@ -56,8 +56,7 @@ export function migrateCubeDirectories(dataDir: string): {
     try {
       const namespace = readCubeCheckpoint(dir)?.namespace ?? defaultCubeNamespace;
       const to: CubeKey = { namespace, name };
-      const target = cubeDirectory(dataDir, to);
-      if (existsSync(target)) throw new Error(`${target} exists already`);
+      assertPlaceFree(dataDir, to);
       const moving = join(root, `${movingPrefix}${name}`);
       if (dir !== moving) {
         renameSync(dir, moving);
@@ -72,8 +71,20 @@ export function migrateCubeDirectories(dataDir: string): {
   return { moved, problems };
 }
 
+/**
+ * Throws when `key`'s directory holds a checkpoint. One without holds nothing committed (a first
+ * open cut short before its first checkpoint) and is replaced.
+ */
+export function assertPlaceFree(dataDir: string, key: CubeKey): void {
+  const target = cubeDirectory(dataDir, key);
+  if (existsSync(join(target, 'checkpoint.json')))
+    throw new Error(`${target} exists already, with a checkpoint`);
+}
+
 /** Renames a cube's directory to its place under `key`, durably. */
 function moveInto(dataDir: string, from: string, key: CubeKey): void {
+  assertPlaceFree(dataDir, key);
+  rmSync(cubeDirectory(dataDir, key), { recursive: true, force: true });
   const parent = join(cubesRoot(dataDir), key.namespace);
   if (mkdirSync(parent, { recursive: true }) !== undefined) fsyncDirectory(cubesRoot(dataDir));
   renameSync(from, cubeDirectory(dataDir, key));
@@ -83,8 +94,6 @@ function moveInto(dataDir: string, from: string, key: CubeKey): void {
 
 /** Moves a cube's directory to another key (a cube of before adopting the namespace named). */
 export function moveCubeDirectory(dataDir: string, from: CubeKey, to: CubeKey): void {
-  const target = cubeDirectory(dataDir, to);
-  if (existsSync(target)) throw new Error(`${target} exists already`);
   moveInto(dataDir, cubeDirectory(dataDir, from), to);
 }
 

@@ -20,6 +20,7 @@ import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
 import {
+  assertPlaceFree,
   listCubeDirectories,
   migrateCubeDirectories,
   moveCubeDirectory,
@@ -307,17 +308,29 @@ export class Receiver {
     spec: CubeSpec,
     namespace: string,
   ): Promise<CubeChannel> {
-    await channel.close();
     const from = channel.key;
     const to: CubeKey = { namespace, name: channel.cube };
+    const moves = cubeKeyString(from) !== cubeKeyString(to);
+    if (moves) {
+      try {
+        assertPlaceFree(this.config.dataDir, to);
+      } catch (error) {
+        // Data of the cube of that namespace this receiver could not restore (its log says why).
+        throw new ChannelError(
+          'Conflict',
+          `cube ${to.name} of namespace ${to.namespace} cannot take the data of before namespaces held here under ${from.namespace}: ${(error as Error).message}`,
+          'namespace',
+        );
+      }
+    }
+    await channel.close();
     if (channel.namespace !== namespace) {
       if (consumerGroupId(namespace, channel.cube, this.config.id) !== channel.consumerGroup)
         await this.deleteConsumerGroup(channel);
       // Its series name the old namespace (none): the new channel exports them under the new one.
       channel.removeMetrics();
       this.cubes.delete(cubeKeyString(from));
-      if (cubeKeyString(from) !== cubeKeyString(to))
-        moveCubeDirectory(this.config.dataDir, from, to);
+      if (moves) moveCubeDirectory(this.config.dataDir, from, to);
       this.logger.info('a cube of before namespaces adopted the namespace its assign names', {
         namespace,
         cube: channel.cube,

@@ -197,12 +197,19 @@ describe('data directories of before namespaces', () => {
     expect(existsSync(join(dataDir, 'cubes', '.moving-orders'))).toBe(false);
   });
 
-  test('a directory whose place is taken, or whose checkpoint is unreadable, stays where it is and is reported', async () => {
+  test('a place holding no checkpoint (a first open cut short) is taken over', async () => {
+    await cubeWithData('orders', 'team-a');
+    asBefore({ namespace: 'team-a', name: 'orders' });
+    const place = cubeDirectory(dataDir, { namespace: 'team-a', name: 'orders' });
+    mkdirSync(join(place, 'fragments'), { recursive: true });
+    expect(migrateCubeDirectories(dataDir).problems).toEqual([]);
+    expect(positionsAt({ namespace: 'team-a', name: 'orders' })).toEqual(['0@3']);
+  });
+
+  test('a directory whose place holds a checkpoint, or whose checkpoint is unreadable, stays where it is and is reported', async () => {
     await cubeWithData('orders', 'team-a');
     const legacy = asBefore({ namespace: 'team-a', name: 'orders' });
-    mkdirSync(cubeDirectory(dataDir, { namespace: 'team-a', name: 'orders' }), {
-      recursive: true,
-    });
+    await cubeWithData('orders', 'team-a');
     mkdirSync(join(dataDir, 'cubes', 'broken'));
     writeFileSync(join(dataDir, 'cubes', 'broken', 'checkpoint.json'), '{"version":');
 
