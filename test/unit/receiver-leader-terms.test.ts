@@ -1,7 +1,8 @@
-// Fencing by leader term on the receiver: the highest term per cube is kept on disk and outlives
-// a restart and an unassign; a lower one is refused. Then through the real HTTP server and client:
-// every mutating call carries the term header, reads and queries are not fenced, a refusal is a
-// 409 StaleLeader that the client throws as StaleLeaderError and reports, and the receiver counts it.
+// Fencing by leader term on the receiver: the highest term per cube (namespace and name) is kept
+// on disk and outlives a restart and an unassign; a lower one is refused. Then through the real
+// HTTP server and client: every mutating call carries the term header, reads and queries are not
+// fenced, a refusal is a 409 StaleLeader that the client throws as StaleLeaderError and reports,
+// and the receiver counts it; paths name the cube's namespace.
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +15,7 @@ import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver } from '../../src/receiver/receiver.ts';
 import { createReceiverServer } from '../../src/receiver/server.ts';
 import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/protocol/client.ts';
+import { testSchema } from '../support/events.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 
 const dataDir = (): string => mkdtempSync(join(tmpdir(), 'streamcube-terms-'));
@@ -209,6 +211,59 @@ describe('the admin API fenced by leader term', () => {
         cube: 'orders',
       }),
     ).toBe(6);
+  });
+
+  test('paths name the namespace: the route of before is `default`, a cube of the name elsewhere has its own term, bad names and a body naming another namespace are 400s naming the field', async () => {
+    const call = (method: string, path: string, body?: unknown, term?: number) =>
+      fetch(`${baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          ...(term === undefined ? {} : { 'x-streamcube-term': String(term) }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const answer = async (response: Response) => ({
+      status: response.status,
+      field: ((await response.json()) as { field?: string }).field,
+    });
+    const pause = { partitions: [0] };
+    // default/clicks took term 7 above, through both spellings of its path.
+    expect((await call('POST', '/v1/cubes/clicks/pause', pause, 6)).status).toBe(409);
+    expect((await call('POST', '/v1/namespaces/default/cubes/clicks/pause', pause, 6)).status).toBe(
+      409,
+    );
+    // team-a's clicks is fenced on its own: term 6 passes, and finds no such cube.
+    expect((await call('POST', '/v1/namespaces/team-a/cubes/clicks/pause', pause, 6)).status).toBe(
+      404,
+    );
+    expect(await answer(await call('GET', '/v1/namespaces/Team_A/cubes/clicks'))).toEqual({
+      status: 400,
+      field: 'namespace',
+    });
+    expect(await answer(await call('GET', '/v1/namespaces/team-a/cubes/Clicks'))).toEqual({
+      status: 400,
+      field: 'cube',
+    });
+    expect((await call('POST', '/v1/namespaces/team-a/cubes/clicks/bogus', pause)).status).toBe(
+      404,
+    );
+    expect((await call('DELETE', '/v1/namespaces/team-a/cubes/clicks/pause')).status).toBe(405);
+    const assign = {
+      namespace: 'team-b',
+      source: { brokers: ['127.0.0.1:1'], topic: 'clicks', startingOffsets: 'earliest' },
+      schema: testSchema,
+      replicaSet: 'rs-a',
+      partitions: [],
+    };
+    expect(
+      await answer(await call('PUT', '/v1/namespaces/team-a/cubes/clicks', assign, 7)),
+    ).toEqual({ status: 400, field: 'namespace' });
+    expect(await answer(await call('PUT', '/v1/cubes/clicks', assign, 7))).toEqual({
+      status: 400,
+      field: 'namespace',
+    });
   });
 
   test('a term header that is not a decimal integer is a 400', async () => {
