@@ -366,6 +366,7 @@ async function main(): Promise<void> {
         host: hosts[rs],
         port,
         token,
+        namespace,
         // The receiver's own defaults, as a pod runs it.
         flushInterval: '1s',
         idleTimeout: '30s',

@@ -132,7 +132,7 @@ async function main(): Promise<void> {
       position: '0',
     }));
     await receiver.client.assign('soak', assignRequest(brokers, topic, 'rs-soak', all, schema));
-    const cubeDir = join(receiver.dataDir, 'cubes', 'soak');
+    const cubeDir = join(receiver.dataDir, 'cubes', 'default', 'soak');
     say(
       `topic ${topic}: ${partitions} partitions, ${windows} one-minute windows, ${perWindow} events per window and partition, retention ${retention}`,
     );

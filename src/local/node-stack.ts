@@ -181,7 +181,7 @@ ${info.receiverPods
   .map(
     (pod, i) =>
       `  ${k} port-forward pod/${pod} ${18080 + i}:8080 &\n` +
-      `  curl -s -H "Authorization: Bearer $TOKEN" -X POST http://127.0.0.1:${18080 + i}/v1/cubes/${demo.cube}/query -d '{"groupBy":["country"]}'`,
+      `  curl -s -H "Authorization: Bearer $TOKEN" -X POST http://127.0.0.1:${18080 + i}/v1/namespaces/${namespace}/cubes/${demo.cube}/query -d '{"groupBy":["country"]}'`,
   )
   .join('\n')}
 

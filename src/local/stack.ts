@@ -190,7 +190,7 @@ ${describeEnvironment(env)}
 ${receivers
   .map(
     (r) =>
-      `  curl -s -H 'Authorization: Bearer ${token}' -X POST ${r.url}/v1/cubes/${cube}/query -d '{"groupBy":["country"]}'`,
+      `  curl -s -H 'Authorization: Bearer ${token}' -X POST ${r.url}/v1/namespaces/${namespace}/cubes/${cube}/query -d '{"groupBy":["country"]}'`,
   )
   .join('\n')}
 

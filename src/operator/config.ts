@@ -9,6 +9,11 @@ export interface OperatorConfig {
   identity: string;
   /** Only this namespace's CubeAssignments and pods, or every namespace when undefined. */
   namespace: string | undefined;
+  /**
+   * Where the receiver pods are, for every cube: receivers shared by cubes of many namespaces
+   * (the Helm chart's, in its release namespace). Undefined: each cube's own namespace.
+   */
+  receiverNamespace: string | undefined;
   host: string;
   port: number;
   kubeconfig: string | undefined;
@@ -39,6 +44,8 @@ Options (environment variable in brackets):
                                (re-read every 2s: a change applies without a restart)
   --receiver-token-grace DUR   the replaced token is still offered on a 403 for                [2m]
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
+  --receiver-namespace NS      find receiver pods in NS, for the cubes of every namespace
+                               [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own namespace]
   --host ADDR / --port N       /healthz /readyz /metrics   [default: 0.0.0.0:8081]
   --identity NAME              leader-election identity    [POD_NAME, default: hostname + random]
   --lease-namespace NS         namespace of the Lease      [POD_NAMESPACE, default: default]
@@ -55,6 +62,16 @@ Options (environment variable in brackets):
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
 
+/** A namespace is a DNS label: a typo must fail at start, not find no receivers forever. */
+function receiverNamespace(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(text))
+    throw new ConfigError(
+      `--receiver-namespace must be a namespace name (a DNS label), got '${text}'`,
+    );
+  return text;
+}
+
 export function parseOperatorConfig(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
@@ -68,6 +85,7 @@ export function parseOperatorConfig(
         'receiver-token-file',
         'receiver-token-grace',
         'receiver-port',
+        'receiver-namespace',
         'host',
         'port',
         'identity',
@@ -108,6 +126,9 @@ export function parseOperatorConfig(
   return {
     identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
+    receiverNamespace: receiverNamespace(
+      flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
+    ),
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),

@@ -29,6 +29,7 @@ import {
   isStaleLeader,
   type StaleLeaderError,
 } from '../protocol/client.ts';
+import { cubeKeyString } from '../protocol/cube-paths.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
@@ -123,7 +124,9 @@ function mergePatch(signal?: AbortSignal) {
 
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
-  const clientFor = (endpoint: ReceiverEndpoint): ReceiverClient => clientAt(endpoint.baseUrl);
+  /** The receiver's client for the cubes of the object's namespace. */
+  const clientFor = (endpoint: ReceiverEndpoint, object: CubeAssignment): ReceiverClient =>
+    clientAt(endpoint.baseUrl).inNamespace(object.metadata?.namespace ?? 'default');
   const clientAt = (baseUrl: string): ReceiverClient => {
     let c = clients.get(baseUrl);
     if (!c) {
@@ -136,19 +139,30 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
     return c;
   };
-  /** One GET /v1/cubes per receiver per resync, shared by all its cubes: cube → summary. */
+  /**
+   * One GET /v1/cubes per receiver per resync, shared by all its cubes, of every namespace:
+   * `<namespace>/<cube>` → summary.
+   */
   const receiverCubes = new SharedReads<Map<string, CubeSummary>>({
     fetch: async (baseUrl) =>
-      new Map((await clientAt(baseUrl).cubes()).cubes.map((c) => [c.cube, c])),
+      new Map(
+        (await clientAt(baseUrl).cubes()).cubes.map((c) => [
+          cubeKeyString({ namespace: c.namespace, name: c.cube }),
+          c,
+        ]),
+      ),
     maxAgeMs: deps.resyncMs,
   });
   /** The cube as the receiver last reported it; undefined when the receiver does not hold it. */
   const cubeOn = async (
     endpoint: ReceiverEndpoint,
+    object: CubeAssignment,
     cube: string,
     signal: AbortSignal,
   ): Promise<CubeSummary | undefined> =>
-    (await receiverCubes.get(endpoint.baseUrl, signal)).get(cube);
+    (await receiverCubes.get(endpoint.baseUrl, signal)).get(
+      cubeKeyString({ namespace: object.metadata?.namespace ?? 'default', name: cube }),
+    );
   /** Per cube key, when live positions were last written to status (Date.now()). */
   const positionsWrittenAt = new Map<string, number>();
   /** Receivers' record counters over the last minutes, per cube key and receiver. */
@@ -299,7 +313,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     let handOffPending = false;
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
-        const client = clientFor(endpoint);
+        const client = clientFor(endpoint, object);
         try {
           const held = (await client.cubeStatus(cube, signal)).partitions
             .filter((p) => p.state !== 'released')
@@ -380,10 +394,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const rs of replicaSets) {
       for (const endpoint of receivers.get(rs) ?? []) {
         try {
-          const status = await cubeOn(endpoint, cube, signal);
+          const status = await cubeOn(endpoint, object, cube, signal);
           if (status === undefined) continue; // holds none of it
           if (status.specDigest !== wanted)
-            await clientFor(endpoint).assign(cube, assignRequest(object, rs, []), signal);
+            await clientFor(endpoint, object).assign(cube, assignRequest(object, rs, []), signal);
         } catch (error) {
           signal.throwIfAborted();
           if (isStaleLeader(error)) throw error;
@@ -429,7 +443,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     try {
       // The shared read may be up to a resync old: ask the receiver itself before giving it the
       // cube, so that a replica that holds the cube is never reset to its sibling's positions.
-      const held = await clientFor(endpoint)
+      const held = await clientFor(endpoint, object)
         .cubeStatus(cube, signal)
         .catch((error: unknown) => {
           if (error instanceof ReceiverApiError && error.status === 404) return undefined;
@@ -440,7 +454,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         return undefined;
       }
       const status = cubeSummaryOf(
-        await clientFor(endpoint).assign(cube, assignRequest(object, rs, starts), signal),
+        await clientFor(endpoint, object).assign(cube, assignRequest(object, rs, starts), signal),
       );
       reports.push({ receiver: endpoint.name, status });
     } catch (error) {
@@ -502,9 +516,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       const reports: { receiver: string; status: CubeSummary }[] = [];
       const missing: ReceiverEndpoint[] = [];
       for (const endpoint of receivers.get(rs) ?? []) {
-        const client = clientFor(endpoint);
+        const client = clientFor(endpoint, object);
         try {
-          let status = await cubeOn(endpoint, cube, signal);
+          let status = await cubeOn(endpoint, object, cube, signal);
           if (status === undefined) {
             missing.push(endpoint);
             continue;
@@ -648,7 +662,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       cube,
       object: obj,
       receivers,
-      client: clientFor,
+      client: (endpoint) => clientFor(endpoint, obj),
       startingOffsets: (ps: number[]) =>
         deps.topics.startingOffsets(
           obj.spec.source,
@@ -779,7 +793,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {
         for (const endpoint of receivers.get(rs) ?? []) {
           if (partitions.length > 0)
-            await clientFor(endpoint)
+            await clientFor(endpoint, object)
               .pause(cube, partitions, signal)
               .catch((error: unknown) => {
                 // Best effort, but a deposed leader goes no further.

@@ -60,13 +60,15 @@ export async function runOperator(argv: string[]): Promise<number> {
     registry,
     logger,
   });
+  // Receivers are in the configured namespace when there is one, else beside their cubes.
+  const podNs = config.receiverNamespace ?? ns;
   const pods = new SupervisedInformer<V1Pod>({
     name: 'receiver-pods',
     kubeConfig: kc,
-    path: ns ? `/api/v1/namespaces/${ns}/pods` : '/api/v1/pods',
+    path: podNs ? `/api/v1/namespaces/${podNs}/pods` : '/api/v1/pods',
     list: () =>
-      ns
-        ? core.listNamespacedPod({ namespace: ns, labelSelector: replicaSetLabel })
+      podNs
+        ? core.listNamespacedPod({ namespace: podNs, labelSelector: replicaSetLabel })
         : core.listPodForAllNamespaces({ labelSelector: replicaSetLabel }),
     labelSelector: replicaSetLabel,
     registry,
@@ -88,7 +90,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     ownWrites,
     custom,
     getCube: (ns, name) => cubes.get(name, ns),
-    listPods: (ns) => pods.list(ns),
+    listPods: (cubeNs) => pods.list(config.receiverNamespace ?? cubeNs),
     receiverToken: receiverToken.tokens,
     receiverPort: config.receiverPort,
     topics,
@@ -129,8 +131,11 @@ export async function runOperator(argv: string[]): Promise<number> {
       registry,
       logger,
     });
+    // A receiver pod serves the cubes of its namespace, or of every namespace when receivers
+    // have one of their own.
     const enqueueNamespace = (pod: V1Pod): void => {
-      for (const cube of cubes.list(pod.metadata?.namespace)) queue.add(objectKey(cube));
+      const served = config.receiverNamespace ? cubes.list() : cubes.list(pod.metadata?.namespace);
+      for (const cube of served) queue.add(objectKey(cube));
     };
     cubes.addEventHandler({
       add: (o) => queue.add(objectKey(o)),

@@ -35,8 +35,8 @@ export const partitionStart = z.object({
 
 export const assignCubeRequest = z.object({
   /**
-   * The CubeAssignment's namespace (a DNS label), part of the cube's consumer group. Absent from
-   * an operator before namespaces: the cube keeps the namespace it has, or `default`.
+   * The CubeAssignment's namespace (a DNS label). The path names it (`/v1/namespaces/<ns>/…`);
+   * when the body names it too, the two must agree. Absent from an operator before namespaces.
    */
   namespace: cubeName.optional(),
   source: kafkaSource,
@@ -156,6 +156,8 @@ export type ConsumerStatus = z.infer<typeof consumerStatus>;
 
 /** What every status of a cube says, with or without its segments. */
 const cubeStatusBase = z.object({
+  /** The cube's namespace: with `cube`, who it is on the receiver. */
+  namespace: cubeName,
   cube: cubeName,
   replicaSet: z.string(),
   receiver: z.string(),
@@ -226,7 +228,11 @@ export const drainResponse = z.object({
 });
 export type DrainResponse = z.infer<typeof drainResponse>;
 
-export const unassignResponse = z.object({ cube: cubeName, unassigned: z.literal(true) });
+export const unassignResponse = z.object({
+  namespace: cubeName,
+  cube: cubeName,
+  unassigned: z.literal(true),
+});
 export type UnassignResponse = z.infer<typeof unassignResponse>;
 
 export const queryResponse = z.object({

@@ -27,6 +27,7 @@ import {
   staleLeaderReason,
 } from './admin-api.ts';
 import type { BearerTokens } from './token-file.ts';
+import { type CubeAction, cubePath, defaultCubeNamespace } from './cube-paths.ts';
 
 export class ReceiverApiError extends Error {
   readonly status: number;
@@ -71,6 +72,8 @@ export interface ReceiverClientOptions {
   term?: () => number | undefined;
   /** Called when a receiver refuses a call as coming from a stale leader (before it throws). */
   onStaleLeader?: (error: StaleLeaderError) => void;
+  /** The namespace of the cubes this client names (default: `default`); see `inNamespace`. */
+  namespace?: string;
 }
 
 /** fetch failed because the peer closed the connection before answering (not a refusal). */
@@ -79,8 +82,14 @@ function closedByPeer(error: unknown): boolean {
   return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET';
 }
 
+/**
+ * A receiver's admin API, for the cubes of one namespace: a cube is named by its namespace and
+ * name, and `inNamespace` gives the same client for the cubes of another.
+ */
 export class ReceiverClient {
   readonly baseUrl: string;
+  readonly namespace: string;
+  private readonly options: ReceiverClientOptions | undefined;
   private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
   private readonly onMutation: (() => void) | undefined;
@@ -103,6 +112,21 @@ export class ReceiverClient {
     this.onMutation = options?.onMutation;
     this.term = options?.term;
     this.onStaleLeader = options?.onStaleLeader;
+    this.options = options;
+    this.namespace = options?.namespace ?? defaultCubeNamespace;
+  }
+
+  /** This client, for the cubes of `namespace` (same receiver, tokens, term and callbacks). */
+  inNamespace(namespace: string): ReceiverClient {
+    if (namespace === this.namespace) return this;
+    return new ReceiverClient(this.baseUrl, this.tokens, this.timeoutMs, {
+      ...this.options,
+      namespace,
+    });
+  }
+
+  private path(cube: string, action?: CubeAction): string {
+    return cubePath({ namespace: this.namespace, name: cube }, action);
   }
 
   private async call<T>(
@@ -188,14 +212,14 @@ export class ReceiverClient {
   cubes = (signal?: AbortSignal): Promise<CubeSummaries> =>
     this.call('GET', '/v1/cubes', cubeSummaries, { signal });
   cubeStatus = (cube: string, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('GET', `/v1/cubes/${cube}`, cubeStatus, { signal });
+    this.call('GET', this.path(cube), cubeStatus, { signal });
   assign = (cube: string, request: AssignCubeRequest, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('PUT', `/v1/cubes/${cube}`, cubeStatus, { body: request, signal });
-  /** POST /v1/cubes/:cube/<action> with a list of partitions; answers their states. */
+    this.call('PUT', this.path(cube), cubeStatus, { body: request, signal });
+  /** POST /v1/namespaces/:ns/cubes/:cube/<action> with a list of partitions; answers their states. */
   private partitionsCall =
     (action: 'pause' | 'resume' | 'release') =>
     (cube: string, partitions: number[], signal?: AbortSignal): Promise<PartitionsResponse> =>
-      this.call('POST', `/v1/cubes/${cube}/${action}`, partitionsResponse, {
+      this.call('POST', this.path(cube, action), partitionsResponse, {
         body: { partitions },
         signal,
       });
@@ -205,24 +229,24 @@ export class ReceiverClient {
   release = this.partitionsCall('release');
   /** Long-polls up to `request.timeoutMs`; `done: false` with the positions when not finished. */
   drain = (cube: string, request: DrainRequest, signal?: AbortSignal): Promise<DrainResponse> =>
-    this.call('POST', `/v1/cubes/${cube}/drain`, drainResponse, {
+    this.call('POST', this.path(cube, 'drain'), drainResponse, {
       body: request,
       signal,
       timeoutMs: (request.timeoutMs ?? 30_000) + this.timeoutMs,
     });
   /** Seals and starts the hand-off; waits for it up to `waitMs` (0: answers at once). */
   seal = (cube: string, waitMs = 0, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('POST', `/v1/cubes/${cube}/seal`, cubeStatus, {
+    this.call('POST', this.path(cube, 'seal'), cubeStatus, {
       body: { waitMs },
       signal,
       timeoutMs: waitMs + this.timeoutMs,
     });
   unassign = (cube: string, force = false, signal?: AbortSignal): Promise<UnassignResponse> =>
-    this.call('DELETE', `/v1/cubes/${cube}${force ? '?force=true' : ''}`, unassignResponse, {
+    this.call('DELETE', `${this.path(cube)}${force ? '?force=true' : ''}`, unassignResponse, {
       signal,
     });
   query = (cube: string, request: QueryRequest, signal?: AbortSignal): Promise<QueryResponse> =>
-    this.call('POST', `/v1/cubes/${cube}/query`, queryResponse, {
+    this.call('POST', this.path(cube, 'query'), queryResponse, {
       body: request,
       signal,
       mutates: false,

@@ -9,7 +9,10 @@ import type { ReceiverMetrics } from './metrics.ts';
 import { type PartitionState, lagOf } from './partition-state.ts';
 import type { SegmentState } from './segments.ts';
 
-/** Who a cube is in metrics. `namespace` is '' until receivers know cubes by namespace. */
+/**
+ * Who a cube is in metrics. `namespace` is '' for a cube restored from a checkpoint of before
+ * namespaces, until an assign names its namespace.
+ */
 export interface CubeIdentity {
   namespace: string;
   cube: string;

@@ -16,7 +16,8 @@ import {
   type PartitionConsumer,
   type PartitionSink,
 } from '../kafka/partition-consumer.ts';
-import { consumerGroupId, defaultCubeNamespace } from '../kafka/consumer-group.ts';
+import { consumerGroupId } from '../kafka/consumer-group.ts';
+import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import { ChannelError } from './channel-error.ts';
 import {
@@ -34,6 +35,7 @@ import {
   type SupervisorClock,
 } from './consumer-supervisor.ts';
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
+import { cubeDirectory } from './cube-directories.ts';
 import { HandOffScheduler } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
 import { LostOffsets } from './lost-offsets.ts';
@@ -50,7 +52,6 @@ import {
 import { type CubeQuery, querySegments } from './query.ts';
 import { SegmentManager } from './segments.ts';
 import { consumerStatus, partitionStatus, segmentStatus, segmentsView } from './status-view.ts';
-import { join } from 'node:path';
 
 export interface CubeSpec {
   source: KafkaSource;
@@ -61,8 +62,9 @@ export interface ChannelOptions {
   cube: string;
   /**
    * The CubeAssignment's namespace; undefined for a cube restored from a checkpoint written
-   * before receivers knew it, until an assign names it. Its consumer group uses `default` then,
-   * and its metrics an empty `namespace` label.
+   * before receivers knew it, until an assign names it. It is kept under `default` then (its
+   * directory, its consumer group, its key on the receiver), and its metrics carry an empty
+   * `namespace` label.
    */
   namespace?: string;
   spec: CubeSpec;
@@ -137,7 +139,7 @@ export class CubeChannel {
     this.spec = options.spec;
     this.segments = new SegmentManager(options.spec.schema);
     this.specDigest = cubeSpecDigest(options.spec);
-    this.store = new CubeStore(options.dataDir, options.cube);
+    this.store = new CubeStore(cubeDirectory(options.dataDir, this.key));
     this.metrics = new ChannelMetrics(options.metrics, {
       namespace: options.namespace ?? '',
       cube: options.cube,
@@ -228,6 +230,11 @@ export class CubeChannel {
     return this.options.namespace;
   }
 
+  /** Where the receiver keeps this cube: a cube whose namespace is not known yet, in `default`. */
+  get key(): CubeKey {
+    return { namespace: this.options.namespace ?? defaultCubeNamespace, name: this.options.cube };
+  }
+
   /** The Kafka consumer group of this cube on this receiver, the same at every start. */
   get consumerGroup(): string {
     return consumerGroupId(
@@ -267,9 +274,9 @@ export class CubeChannel {
 
   static readSpec(
     dataDir: string,
-    cube: string,
+    key: CubeKey,
   ): (CubeSpec & { replicaSet: string; namespace?: string }) | undefined {
-    const checkpoint = readCubeCheckpoint(join(dataDir, 'cubes', cube));
+    const checkpoint = readCubeCheckpoint(cubeDirectory(dataDir, key));
     return (
       checkpoint && {
         source: checkpoint.source,
@@ -713,6 +720,7 @@ export class CubeChannel {
   status(): CubeStatus {
     const { listed, counts } = segmentsView(this.segments.segments.values());
     return {
+      namespace: this.key.namespace,
       cube: this.cube,
       replicaSet: this.options.replicaSet,
       receiver: this.options.receiverId,

@@ -61,8 +61,9 @@ export class CubeStore {
   /** Fragments written since the last commit: their directory is synced before it. */
   private fragmentsWritten = false;
 
-  constructor(dataDir: string, cube: string) {
-    this.dir = join(dataDir, 'cubes', cube);
+  /** `dir`: the cube's own directory (cube-directories.ts says where it is). */
+  constructor(dir: string) {
+    this.dir = dir;
     this.fragmentDir = join(this.dir, 'fragments');
     this.recordDir = join(this.dir, 'segments');
     mkdirSync(this.fragmentDir, { recursive: true });

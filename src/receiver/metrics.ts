@@ -93,13 +93,13 @@ export function createReceiverMetrics(registry = new Registry()) {
     staleLeaderRequests: new Counter({
       name: 'streamcube_receiver_stale_leader_requests_total',
       help: 'Mutating admin calls refused (409 StaleLeader) because they carried a leader term lower than one already seen for the cube',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     leaderTerm: new Gauge({
       name: 'streamcube_receiver_leader_term',
       help: 'The highest leader term a mutating admin call carried for the cube',
-      labelNames: ['cube'],
+      labelNames: ['namespace', 'cube'],
       registers: r,
     }),
     adminSeconds: new Histogram({

@@ -1,13 +1,13 @@
-// A receiver process: the cubes it serves (one CubeChannel each), restored from disk at start.
-import { existsSync, readdirSync } from 'node:fs';
+// A receiver process: the cubes it serves (one CubeChannel each, keyed by namespace and name),
+// restored from disk at start.
 import { type Socket, connect as netConnect, isIP } from 'node:net';
-import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
+import { consumerGroupId } from '../kafka/consumer-group.ts';
 import { LiveSourceSecurity, type SecretReader, securityKey } from '../kafka/source-security.ts';
 import type { KafkaSource } from '../api/cube.ts';
-import { defaultCubeNamespace } from '../kafka/consumer-group.ts';
+import { type CubeKey, cubeKeyString, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import type { Logger } from '../observability/logger.ts';
 import type {
   AssignCubeRequest,
@@ -19,6 +19,12 @@ import { assignCubeRequest, cubeSummaryOf } from '../protocol/admin-api.ts';
 import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
+import {
+  assertPlaceFree,
+  listCubeDirectories,
+  migrateCubeDirectories,
+  moveCubeDirectory,
+} from './cube-directories.ts';
 import { LeaderTerms } from './leader-terms.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
@@ -28,8 +34,9 @@ export class Receiver {
   /** The highest leader term seen per cube: calls from a deposed operator are refused. */
   readonly leaderTerms: LeaderTerms;
   private readonly logger: Logger;
+  /** By cubeKeyString: `<namespace>/<name>`. */
   private readonly cubes = new Map<string, CubeChannel>();
-  /** The last assign or unassign of each cube, which the next one waits for (see `exclusively`). */
+  /** The last assign or unassign per cube name, which the next one waits for (see `exclusively`). */
   private readonly cubeLocks = new Map<string, Promise<unknown>>();
   private readonly kafkaClients = new Map<string, Kafka>();
   /** The TLS and SASL options of the secured clients, by the same key, reread periodically. */
@@ -45,13 +52,13 @@ export class Receiver {
     this.logger = logger;
     this.leaderTerms = new LeaderTerms({
       dataDir: config.dataDir,
-      onStale: (cube) => {
-        metrics.staleLeaderRequests.inc({ cube });
-        logger.warn('refused a call from a stale leader term', { cube });
+      onStale: ({ namespace, name: cube }) => {
+        metrics.staleLeaderRequests.inc({ namespace, cube });
+        logger.warn('refused a call from a stale leader term', { namespace, cube });
       },
-      onTerm: (cube, term) => {
-        metrics.leaderTerm.set({ cube }, term);
-        metrics.staleLeaderRequests.inc({ cube }, 0);
+      onTerm: ({ namespace, name: cube }, term) => {
+        metrics.leaderTerm.set({ namespace, cube }, term);
+        metrics.staleLeaderRequests.inc({ namespace, cube }, 0);
       },
     });
   }
@@ -157,7 +164,11 @@ export class Receiver {
       deepStorageDir: this.config.deepStorageDir,
       kafka: await this.kafkaFor(spec.source, namespace),
       metrics: this.metrics,
-      logger: this.logger.child({ cube, replicaSet: this.config.replicaSet }),
+      logger: this.logger.child({
+        cube,
+        namespace: namespace ?? defaultCubeNamespace,
+        replicaSet: this.config.replicaSet,
+      }),
       flushIntervalMs: this.config.flushIntervalMs,
       idleTimeoutMs: this.config.idleTimeoutMs,
       handedOffRetentionMs: this.config.handedOffRetentionMs,
@@ -171,13 +182,25 @@ export class Receiver {
    * unreachable opens, and its consumer reports `failed` and retries.
    */
   async start(): Promise<void> {
-    const dir = join(this.config.dataDir, 'cubes');
-    const names = existsSync(dir) ? readdirSync(dir) : [];
-    const opened = await Promise.allSettled(names.map((cube) => this.restoreCube(cube)));
+    const { moved, problems } = migrateCubeDirectories(this.config.dataDir);
+    for (const { from, to } of moved)
+      this.logger.info('moved a cube directory of before namespaces into its namespace', {
+        from,
+        namespace: to.namespace,
+        cube: to.name,
+      });
+    for (const { dir, error } of problems)
+      this.logger.error('cannot move a cube directory of before namespaces; left where it is', {
+        dir,
+        error,
+      });
+    const keys = listCubeDirectories(this.config.dataDir);
+    const opened = await Promise.allSettled(keys.map((key) => this.restoreCube(key)));
     opened.forEach((result, i) => {
       if (result.status === 'rejected') {
         this.logger.error('cannot restore a cube; the others go on, and its next assign retries', {
-          cube: names[i],
+          namespace: keys[i]?.namespace,
+          cube: keys[i]?.name,
           error: (result.reason as Error).message,
         });
       }
@@ -189,30 +212,43 @@ export class Receiver {
     });
   }
 
-  private async restoreCube(cube: string): Promise<void> {
-    const spec = CubeChannel.readSpec(this.config.dataDir, cube);
+  private async restoreCube(key: CubeKey): Promise<void> {
+    const spec = CubeChannel.readSpec(this.config.dataDir, key);
     if (!spec) return;
+    const where = { namespace: key.namespace, cube: key.name };
     if (spec.replicaSet !== this.config.replicaSet) {
       this.logger.warn('data directory belongs to another replica set; leaving that cube alone', {
-        cube,
+        ...where,
         replicaSet: spec.replicaSet,
+      });
+      return;
+    }
+    // A checkpoint that names no namespace is of before namespaces: under `default` it waits for
+    // the namespace its next assign names; elsewhere it was being adopted by the one it is in.
+    const namespace =
+      spec.namespace ?? (key.namespace === defaultCubeNamespace ? undefined : key.namespace);
+    if (namespace !== undefined && namespace !== key.namespace) {
+      this.logger.warn('checkpoint names another namespace than its directory; leaving it alone', {
+        ...where,
+        checkpointNamespace: namespace,
       });
       return;
     }
     // The channel's spec is compared with later assign requests: source and schema only.
     const channel = await this.channel(
-      cube,
+      key.name,
       { source: spec.source, schema: spec.schema },
-      spec.namespace,
+      namespace,
     );
     await channel.open();
-    this.cubes.set(cube, channel);
+    this.cubes.set(cubeKeyString(key), channel);
   }
 
   /**
-   * Runs `step` after every earlier assign or unassign of `cube` has finished: two first assigns
-   * of a new cube at once (an operator retrying, or two operators) must open one channel over
-   * its data directory, not two.
+   * Runs `step` after every earlier assign or unassign of a cube of that name has finished: two
+   * first assigns of a new cube at once (an operator retrying, or two operators) must open one
+   * channel over its data directory, not two. By name, not by namespace too: a cube of before
+   * namespaces, kept under `default`, moves to the namespace its first assign names.
    */
   private exclusively<T>(cube: string, step: () => Promise<T>): Promise<T> {
     const next = (this.cubeLocks.get(cube) ?? Promise.resolve()).then(step, step);
@@ -224,22 +260,30 @@ export class Receiver {
     return next;
   }
 
-  get(cube: string): CubeChannel {
-    const channel = this.cubes.get(cube);
+  get(key: CubeKey): CubeChannel {
+    const channel = this.cubes.get(cubeKeyString(key));
     if (!channel)
       throw new ChannelError(
         'NotFound',
-        `cube ${cube} is not assigned to receiver ${this.config.id}`,
+        `cube ${key.name} of namespace ${key.namespace} is not assigned to receiver ${this.config.id}`,
       );
     return channel;
   }
 
-  assign(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
-    return this.exclusively(cube, () => this.assignNow(cube, body));
+  assign(key: CubeKey, body: AssignCubeRequest): Promise<CubeStatus> {
+    return this.exclusively(key.name, () => this.assignNow(key, body));
   }
 
-  private async assignNow(cube: string, body: AssignCubeRequest): Promise<CubeStatus> {
+  private async assignNow(key: CubeKey, body: AssignCubeRequest): Promise<CubeStatus> {
     const request = assignCubeRequest.parse(body);
+    const { namespace, name: cube } = key;
+    if (request.namespace !== undefined && request.namespace !== namespace) {
+      throw new ChannelError(
+        'Invalid',
+        `the request names namespace ${request.namespace}, its path namespace ${namespace}: assign through /v1/namespaces/${request.namespace}/cubes/${cube}`,
+        'namespace',
+      );
+    }
     if (request.replicaSet !== this.config.replicaSet) {
       throw new ChannelError(
         'Conflict',
@@ -247,20 +291,14 @@ export class Receiver {
         'replicaSet',
       );
     }
-    let channel = this.cubes.get(cube);
+    let channel = this.cubes.get(cubeKeyString(key));
     const spec: CubeSpec = { source: request.source, schema: request.schema };
-    const namespace = request.namespace ?? channel?.namespace ?? defaultCubeNamespace;
+    // A cube restored from a checkpoint of before namespaces waits under `default` for the
+    // namespace its first assign names, and moves there with its data.
+    const waiting = this.cubes.get(cubeKeyString({ namespace: defaultCubeNamespace, name: cube }));
+    if (!channel && waiting && waiting.namespace === undefined) channel = waiting;
     if (channel && channel.namespace !== namespace) {
-      if (channel.namespace !== undefined) {
-        // Cubes are still keyed by name alone here: two namespaces' cubes of one name would mix.
-        throw new ChannelError(
-          'Conflict',
-          `cube ${cube} of namespace ${channel.namespace} is assigned to receiver ${this.config.id}; a cube of namespace ${namespace} cannot have the same name here`,
-          'namespace',
-        );
-      }
-      // Restored from a checkpoint written before receivers knew namespaces: adopt the one named.
-      channel = await this.replaceChannel(cube, channel, channel.spec, namespace);
+      channel = await this.replaceChannel(channel, channel.spec, namespace);
     }
     if (channel && JSON.stringify(channel.spec) !== JSON.stringify(spec)) {
       if (
@@ -274,8 +312,9 @@ export class Receiver {
           channel.spec.source.topic !== spec.source.topic ? 'source.topic' : 'schema',
         );
       }
-      channel = await this.replaceChannel(cube, channel, spec, namespace);
+      channel = await this.replaceChannel(channel, spec, namespace);
       this.logger.info('cube source changed; consuming through the new source', {
+        namespace,
         cube,
         brokers: spec.source.brokers.join(','),
       });
@@ -283,7 +322,7 @@ export class Receiver {
     if (!channel) {
       channel = await this.channel(cube, spec, namespace);
       await channel.open();
-      this.cubes.set(cube, channel);
+      this.cubes.set(cubeKeyString(key), channel);
     }
     return channel.assign(request.partitions);
   }
@@ -292,23 +331,45 @@ export class Receiver {
    * Another way to the same topic (brokers, starting offsets), or a namespace adopted: the channel
    * is closed — flushed and checkpointed — and opened again from that checkpoint with a Kafka
    * client for the new source. Positions, epochs, pauses and segments carry over; nothing is read
-   * twice or skipped. A consumer group named after the old namespace is deleted.
+   * twice or skipped. A namespace adopted moves the cube's directory there, and a consumer group
+   * named after the old namespace is deleted.
    */
   private async replaceChannel(
-    cube: string,
     channel: CubeChannel,
     spec: CubeSpec,
     namespace: string,
   ): Promise<CubeChannel> {
+    const from = channel.key;
+    const to: CubeKey = { namespace, name: channel.cube };
+    const moves = cubeKeyString(from) !== cubeKeyString(to);
+    if (moves) {
+      try {
+        assertPlaceFree(this.config.dataDir, to);
+      } catch (error) {
+        // Data of the cube of that namespace this receiver could not restore (its log says why).
+        throw new ChannelError(
+          'Conflict',
+          `cube ${to.name} of namespace ${to.namespace} cannot take the data of before namespaces held here under ${from.namespace}: ${(error as Error).message}`,
+          'namespace',
+        );
+      }
+    }
     await channel.close();
     if (channel.namespace !== namespace) {
-      await this.deleteConsumerGroup(channel);
+      if (consumerGroupId(namespace, channel.cube, this.config.id) !== channel.consumerGroup)
+        await this.deleteConsumerGroup(channel);
       // Its series name the old namespace (none): the new channel exports them under the new one.
       channel.removeMetrics();
+      this.cubes.delete(cubeKeyString(from));
+      if (moves) moveCubeDirectory(this.config.dataDir, from, to);
+      this.logger.info('a cube of before namespaces adopted the namespace its assign names', {
+        namespace,
+        cube: channel.cube,
+      });
     }
-    const next = await this.channel(cube, spec, namespace);
+    const next = await this.channel(channel.cube, spec, namespace);
     await next.open();
-    this.cubes.set(cube, next);
+    this.cubes.set(cubeKeyString(to), next);
     return next;
   }
 
@@ -321,6 +382,7 @@ export class Receiver {
       await channel.deleteConsumerGroup();
     } catch (error) {
       this.logger.warn('cannot delete the consumer group of a cube that left this receiver', {
+        namespace: channel.key.namespace,
         cube: channel.cube,
         group: channel.consumerGroup,
         error: (error as Error).message,
@@ -329,22 +391,22 @@ export class Receiver {
   }
 
   /** Drops a cube; refused while it holds data not yet handed off, unless forced. */
-  unassign(cube: string, force: boolean): Promise<void> {
-    return this.exclusively(cube, () => this.unassignNow(cube, force));
+  unassign(key: CubeKey, force: boolean): Promise<void> {
+    return this.exclusively(key.name, () => this.unassignNow(key, force));
   }
 
-  private async unassignNow(cube: string, force: boolean): Promise<void> {
-    const channel = this.get(cube);
+  private async unassignNow(key: CubeKey, force: boolean): Promise<void> {
+    const channel = this.get(key);
     if (!force && (channel.hasLivePartitions() || !channel.allHandedOff())) {
       throw new ChannelError(
         'Conflict',
-        `cube ${cube} still has ${channel.hasLivePartitions() ? 'assigned partitions' : 'segments not handed off'}; release and seal it first, or force`,
+        `cube ${key.name} of namespace ${key.namespace} still has ${channel.hasLivePartitions() ? 'assigned partitions' : 'segments not handed off'}; release and seal it first, or force`,
       );
     }
     await channel.close();
     await this.deleteConsumerGroup(channel);
     channel.removeLocalData();
-    this.cubes.delete(cube);
+    this.cubes.delete(cubeKeyString(key));
   }
 
   status(): ReceiverStatus {

@@ -1,5 +1,6 @@
 // The receiver's HTTP server: unauthenticated /healthz, /readyz, /metrics; the bearer-token admin
-// API and query under /v1. Bad requests get 4xx naming the field; nothing is only logged.
+// API and query under /v1, a cube's under /v1/namespaces/<ns>/cubes/<cube> (and, for namespace
+// `default`, /v1/cubes/<cube>). Bad requests get 4xx naming the field; nothing is only logged.
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
@@ -16,6 +17,12 @@ import {
 } from '../protocol/admin-api.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
+import {
+  type CubeAction,
+  type CubeKey,
+  type ParsedCubePath,
+  parseCubePath,
+} from '../protocol/cube-paths.ts';
 import { ChannelError, type ChannelErrorReason } from './channel-error.ts';
 import type { Receiver } from './receiver.ts';
 
@@ -30,94 +37,115 @@ const httpOf: Record<ChannelErrorReason, { status: number; error: string }> = {
   StaleLeader: { status: 409, error: 'stale leader' },
 };
 
-interface Route {
+/** A route of the receiver as a whole: GET /v1/status, GET /v1/cubes. */
+interface ReceiverRoute {
   method: string;
-  pattern: RegExp;
-  name: string;
-  /** Changes the receiver's state: fenced by the caller's leader term (every one but reads). */
-  mutates?: boolean;
-  handle: (receiver: Receiver, params: string[], body: unknown, url: URL) => unknown;
+  path: string;
+  handle: (receiver: Receiver) => unknown;
 }
 
-const cubePath = (suffix = ''): RegExp => new RegExp(`^/v1/cubes/([^/]+)${suffix}$`);
+/** A route of one cube: its path names the cube (cube-paths.ts) and maybe an action. */
+interface CubeRoute {
+  method: string;
+  action: CubeAction | undefined;
+  /** Changes the receiver's state: fenced by the caller's leader term (every one but reads). */
+  mutates: boolean;
+  handle: (receiver: Receiver, cube: CubeKey, body: unknown, url: URL) => unknown;
+}
 
-const routes: Route[] = [
-  { method: 'GET', pattern: /^\/v1\/status$/, name: '/v1/status', handle: (r) => r.status() },
-  { method: 'GET', pattern: /^\/v1\/cubes$/, name: '/v1/cubes', handle: (r) => r.summaries() },
+const receiverRoutes: ReceiverRoute[] = [
+  { method: 'GET', path: '/v1/status', handle: (r) => r.status() },
+  { method: 'GET', path: '/v1/cubes', handle: (r) => r.summaries() },
+];
+
+const cubeRoutes: CubeRoute[] = [
   {
     method: 'PUT',
-    pattern: cubePath(),
-    name: '/v1/cubes/:cube',
+    action: undefined,
     mutates: true,
-    handle: (r, [cube], body) => r.assign(cube!, body as never),
+    handle: (r, cube, body) => r.assign(cube, body as never),
   },
-  {
-    method: 'GET',
-    pattern: cubePath(),
-    name: '/v1/cubes/:cube',
-    handle: (r, [cube]) => r.get(cube!).status(),
-  },
+  { method: 'GET', action: undefined, mutates: false, handle: (r, cube) => r.get(cube).status() },
   {
     method: 'DELETE',
-    pattern: cubePath(),
-    name: '/v1/cubes/:cube',
+    action: undefined,
     mutates: true,
-    handle: async (r, [cube], _body, url) => {
-      await r.unassign(cube!, url.searchParams.get('force') === 'true');
-      return { cube, unassigned: true };
+    handle: async (r, cube, _body, url) => {
+      await r.unassign(cube, url.searchParams.get('force') === 'true');
+      return { namespace: cube.namespace, cube: cube.name, unassigned: true };
     },
   },
   {
     method: 'POST',
-    pattern: cubePath('/pause'),
-    name: '/v1/cubes/:cube/pause',
+    action: 'pause',
     mutates: true,
-    handle: (r, [cube], body) => ({
-      partitions: r.get(cube!).pause(partitionsRequest.parse(body).partitions),
+    handle: (r, cube, body) => ({
+      partitions: r.get(cube).pause(partitionsRequest.parse(body).partitions),
     }),
   },
   {
     method: 'POST',
-    pattern: cubePath('/resume'),
-    name: '/v1/cubes/:cube/resume',
+    action: 'resume',
     mutates: true,
-    handle: (r, [cube], body) => ({
-      partitions: r.get(cube!).resume(partitionsRequest.parse(body).partitions),
+    handle: (r, cube, body) => ({
+      partitions: r.get(cube).resume(partitionsRequest.parse(body).partitions),
     }),
   },
   {
     method: 'POST',
-    pattern: cubePath('/release'),
-    name: '/v1/cubes/:cube/release',
+    action: 'release',
     mutates: true,
-    handle: (r, [cube], body) => ({
-      partitions: r.get(cube!).release(partitionsRequest.parse(body).partitions),
+    handle: (r, cube, body) => ({
+      partitions: r.get(cube).release(partitionsRequest.parse(body).partitions),
     }),
   },
   {
     method: 'POST',
-    pattern: cubePath('/drain'),
-    name: '/v1/cubes/:cube/drain',
+    action: 'drain',
     mutates: true,
-    handle: (r, [cube], body) => {
+    handle: (r, cube, body) => {
       const req = drainRequest.parse(body);
-      return r.get(cube!).drain(req.stopOffsets, req.timeoutMs);
+      return r.get(cube).drain(req.stopOffsets, req.timeoutMs);
     },
   },
   {
     method: 'POST',
-    pattern: cubePath('/seal'),
-    name: '/v1/cubes/:cube/seal',
+    action: 'seal',
     mutates: true,
-    handle: (r, [cube], body) => r.get(cube!).seal(sealRequest.parse(body ?? {}).waitMs),
+    handle: (r, cube, body) => r.get(cube).seal(sealRequest.parse(body ?? {}).waitMs),
   },
   {
     method: 'POST',
-    pattern: cubePath('/query'),
-    name: '/v1/cubes/:cube/query',
-    handle: (r, [cube], body) => r.get(cube!).query(queryRequest.parse(body)),
+    action: 'query',
+    mutates: false,
+    handle: (r, cube, body) => r.get(cube).query(queryRequest.parse(body)),
   },
 ];
+
+/** What a path and method resolve to: a route, a path without that method, or nothing. */
+type Resolved =
+  | { kind: 'receiver'; route: ReceiverRoute; name: string }
+  | { kind: 'cube'; route: CubeRoute; name: string; cube: ParsedCubePath }
+  | { kind: 'method not allowed' }
+  | { kind: 'no route' };
+
+function resolveRoute(method: string, pathname: string): Resolved {
+  const own = receiverRoutes.filter((r) => r.path === pathname);
+  if (own.length > 0) {
+    const route = own.find((r) => r.method === method);
+    return route ? { kind: 'receiver', route, name: route.path } : { kind: 'method not allowed' };
+  }
+  let cube: ParsedCubePath | undefined;
+  try {
+    cube = parseCubePath(pathname);
+  } catch {
+    return { kind: 'no route' };
+  }
+  const candidates = cube ? cubeRoutes.filter((r) => r.action === cube.action) : [];
+  if (!cube || candidates.length === 0) return { kind: 'no route' };
+  const route = candidates.find((r) => r.method === method);
+  return route ? { kind: 'cube', route, name: cube.route, cube } : { kind: 'method not allowed' };
+}
 
 function send(
   res: ServerResponse,
@@ -216,28 +244,33 @@ export function createReceiverServer(
             ),
           );
         }
-        const candidates = routes.filter((r) => r.pattern.test(url.pathname));
-        const route = candidates.find((r) => r.method === req.method);
-        if (!route) {
-          return candidates.length > 0
-            ? send(
-                res,
-                405,
-                errorBody('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
-              )
-            : send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-        }
-        routeName = route.name;
-        const params = (route.pattern.exec(url.pathname) ?? []).slice(1).map(decodeURIComponent);
-        const cube = params[0];
-        if (cube !== undefined && !cubeName.safeParse(cube).success) {
+        const resolved = resolveRoute(req.method ?? '', url.pathname);
+        if (resolved.kind === 'method not allowed')
           return send(
             res,
-            400,
-            errorBody('invalid request', `cube name '${cube}' must be a DNS label`, 'cube'),
+            405,
+            errorBody('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
           );
+        if (resolved.kind === 'no route')
+          return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
+        routeName = resolved.name;
+        if (resolved.kind === 'receiver')
+          return send(res, 200, await resolved.route.handle(receiver));
+        const { route } = resolved;
+        const cube: CubeKey = { namespace: resolved.cube.namespace, name: resolved.cube.name };
+        for (const [field, value] of [
+          ['namespace', cube.namespace],
+          ['cube', cube.name],
+        ] as const) {
+          if (!cubeName.safeParse(value).success) {
+            return send(
+              res,
+              400,
+              errorBody('invalid request', `${field} name '${value}' must be a DNS label`, field),
+            );
+          }
         }
-        if (route.mutates && cube !== undefined) {
+        if (route.mutates) {
           const header = req.headers[leaderTermHeader];
           const term = header === undefined ? 0 : leaderTerm.safeParse(header);
           if (typeof term !== 'number' && !term.success) {
@@ -251,7 +284,7 @@ export function createReceiverServer(
         }
         const body =
           req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
-        const result = await route.handle(receiver, params, body, url);
+        const result = await route.handle(receiver, cube, body, url);
         return send(res, 200, result);
       } catch (error) {
         if (error instanceof z.ZodError) {

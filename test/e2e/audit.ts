@@ -11,6 +11,7 @@ import {
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
 import type { QueryResponse, SegmentStatus } from '../../src/protocol/admin-api.ts';
+import { cubePath } from '../../src/protocol/cube-paths.ts';
 import { handOffTotals, handOffs } from '../support/hand-offs.ts';
 import { NotHeld, config, kubectl, receiverApi } from './cluster.ts';
 import { expected, workload } from './workload.ts';
@@ -31,22 +32,14 @@ async function heldByReplica(
   };
   let events = 0;
   let revenue = 0;
-  const deep = handOffs(deepStorage, config.cube);
+  const deep = handOffs(deepStorage, config.cube, config.namespace);
+  const cube = { namespace: config.namespace, name: config.cube };
   for (const rs of ['rs-a', 'rs-b']) {
     const pod = `${config.release}-${rs}-${replica}`;
     try {
-      const status = await receiverApi<{ segments: SegmentStatus[] }>(
-        pod,
-        'GET',
-        `/v1/cubes/${config.cube}`,
-      );
+      const status = await receiverApi<{ segments: SegmentStatus[] }>(pod, 'GET', cubePath(cube));
       for (const s of status.segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
-      const answer = await receiverApi<QueryResponse>(
-        pod,
-        'POST',
-        `/v1/cubes/${config.cube}/query`,
-        {},
-      );
+      const answer = await receiverApi<QueryResponse>(pod, 'POST', cubePath(cube, 'query'), {});
       const row = answer.rows[0];
       if (row) {
         events += Number(row[answer.columns.indexOf('events')]);

@@ -52,11 +52,14 @@ async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[
   for (const pod of info.receiverPods) {
     const [port, stop] = await portForward(info, pod);
     try {
-      const response = await fetch(`http://127.0.0.1:${port}/v1/cubes/${info.cube}/query`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ groupBy: ['country'] }),
-      });
+      const response = await fetch(
+        `http://127.0.0.1:${port}/v1/namespaces/${info.namespace}/cubes/${info.cube}/query`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ groupBy: ['country'] }),
+        },
+      );
       if (!response.ok) throw new Error(`${pod}: ${response.status} ${await response.text()}`);
       answers.push((await response.json()) as QueryResponse);
     } finally {

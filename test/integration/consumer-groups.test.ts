@@ -2,10 +2,10 @@
 // (namespace, cube, receiver). After ten moves under load — two of them taking the cube off a
 // replica set altogether — the broker lists only the groups of receivers holding the cube, and
 // each group's committed offsets are that receiver's positions, none for partitions it gave
-// away. A receiver killed with -9 comes back on its own group and reads on. A cube of another
-// namespace under a name held here is refused; one restored from a checkpoint of before
-// namespaces adopts the namespace its next assign names.
-import { readFileSync, writeFileSync } from 'node:fs';
+// away. A receiver killed with -9 comes back on its own group and reads on. A cube restored from
+// a checkpoint (and data directory) of before namespaces adopts the namespace its next assign
+// names. (Cubes of one name in two namespaces on the same receivers: cube-namespaces.test.ts.)
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
@@ -255,29 +255,6 @@ test('a receiver killed with -9 comes back on its own group, reads on, and gives
   console.info(`receiver restarted after kill -9 read on ${resumedMs} ms after its start`);
 });
 
-test('a cube of another namespace with a name held here is refused, not mixed into it', async () => {
-  const rsB = receivers['rs-b']!;
-  const held = await rsB.client.cubeStatus(cube);
-  const refusal = await rsB.client
-    .assign(cube, {
-      namespace: 'elsewhere',
-      source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-      schema: testSchema,
-      replicaSet: 'rs-b',
-      partitions: [],
-    })
-    .then(
-      () => undefined,
-      (error: unknown) => error,
-    );
-  expect(refusal).toBeInstanceOf(ReceiverApiError);
-  expect((refusal as ReceiverApiError).status).toBe(409);
-  expect((refusal as ReceiverApiError).body).toMatchObject({ field: 'namespace' });
-  const positions = (status: CubeStatus) => status.partitions.map((p) => [p.partition, p.position]);
-  expect(positions(await rsB.client.cubeStatus(cube))).toEqual(positions(held));
-  expect(await listedGroups()).toEqual([groupOf('rs-a-0'), groupOf('rs-b-0')]);
-});
-
 test('a cube restored from a checkpoint of before namespaces adopts the namespace its next assign names, its `default` group goes, and a forced unassign deletes its group', async () => {
   const receiver = new ReceiverProcess({
     id: 'legacy-0',
@@ -298,20 +275,29 @@ test('a cube restored from a checkpoint of before namespaces adopts the namespac
     await receiver.client.assign(cube, request());
     await waitFor(`group ${legacyGroup}`, async () => (await allGroups()).includes(legacyGroup));
     await receiver.stop();
-    // What a receiver before namespaces wrote: a checkpoint that names none.
+    // What a receiver before namespaces wrote: cubes/<cube>, a checkpoint that names none.
+    renameSync(
+      join(receiver.dataDir, 'cubes', 'default', cube),
+      join(receiver.dataDir, 'cubes', cube),
+    );
     const file = join(receiver.dataDir, 'cubes', cube, 'checkpoint.json');
     const manifest = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
     delete manifest.namespace;
     writeFileSync(file, JSON.stringify(manifest));
     await receiver.start();
-    await receiver.client.assign(cube, request(stack.namespace));
+    const client = receiver.client.inNamespace(stack.namespace);
+    await client.assign(cube, request(stack.namespace));
     await waitFor('the group of the namespace, and no other', async () => {
       const groups = await allGroups();
       return groups.includes(groupOf('legacy-0')) && !groups.includes(legacyGroup);
     });
-    expect(receiver.checkpoint(cube)?.namespace).toBe(stack.namespace);
+    // Its data moved with it: the positions of before the restart, under the namespace named.
+    expect(receiver.checkpoint(cube, stack.namespace)?.namespace).toBe(stack.namespace);
+    expect(existsSync(join(receiver.dataDir, 'cubes', 'default', cube))).toBe(false);
+    await expect(receiver.client.cubeStatus(cube)).rejects.toMatchObject({ status: 404 });
+    expect((await client.cubeStatus(cube)).partitions.map((p) => p.partition)).toEqual([0]);
     // Unassigned with force, no release first: the unassign alone deletes the group.
-    await receiver.client.unassign(cube, true);
+    await client.unassign(cube, true);
     expect(await allGroups()).not.toContain(groupOf('legacy-0'));
   } finally {
     await receiver.stop();

@@ -219,6 +219,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
     workers: 9,
     port: 9100,
     namespace: 'chart-ns',
+    receiverNamespace: 'chart-ns',
     receiverTokenFile: '/var/run/streamcube/token',
     receiverTokenGraceMs: 120_000,
   });
@@ -410,6 +411,26 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
   );
 });
 
+/** A Role `name` in the release namespace with exactly `rules`, bound to the operator alone. */
+function expectOperatorRoleInRelease(
+  objects: Rendered[],
+  name: string,
+  rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[],
+): void {
+  const role = find(objects, 'Role', name) as Rendered & { rules: unknown };
+  expect(role.metadata?.namespace).toBe('chart-ns');
+  expect(role.rules).toEqual(rules);
+  const binding = find(objects, 'RoleBinding', name) as Rendered & {
+    roleRef: { kind: string; name: string };
+    subjects: { name: string; namespace: string }[];
+  };
+  expect(binding.metadata?.namespace).toBe('chart-ns');
+  expect(binding.roleRef).toMatchObject({ kind: 'Role', name });
+  expect(binding.subjects).toEqual([
+    { kind: 'ServiceAccount', name: 't-operator', namespace: 'chart-ns' },
+  ]);
+}
+
 test('Leases: a Role and RoleBinding in the release namespace, also when the operator watches every namespace', async () => {
   for (const watchReleaseNamespace of [true, false]) {
     const objects = await render(`operator.watchReleaseNamespace=${watchReleaseNamespace}`);
@@ -417,29 +438,32 @@ test('Leases: a Role and RoleBinding in the release namespace, also when the ope
       rules?: { apiGroups: string[] }[];
     };
     expect(main.rules?.some((r) => r.apiGroups.includes('coordination.k8s.io'))).toBe(false);
-    const leases = find(objects, 'Role', 't-operator-leases') as Rendered & {
-      rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
-    };
-    expect(leases.metadata?.namespace).toBe('chart-ns');
-    expect(leases.rules).toEqual([
+    expectOperatorRoleInRelease(objects, 't-operator-leases', [
       {
         apiGroups: ['coordination.k8s.io'],
         resources: ['leases'],
         verbs: ['get', 'create', 'update'],
       },
     ]);
-    const binding = find(objects, 'RoleBinding', 't-operator-leases') as Rendered & {
-      roleRef: { kind: string; name: string };
-      subjects: { name: string; namespace: string }[];
-    };
-    expect(binding.metadata?.namespace).toBe('chart-ns');
-    expect(binding.roleRef).toMatchObject({ kind: 'Role', name: 't-operator-leases' });
-    expect(binding.subjects).toEqual([
-      { kind: 'ServiceAccount', name: 't-operator', namespace: 'chart-ns' },
-    ]);
     expect(
       objects.some((o) => o.kind === 'ClusterRole' && o.metadata?.name === 't-operator-leases'),
     ).toBe(false);
+  }
+});
+
+test('receivers: the operator finds them in the release namespace (--receiver-namespace) and reads pods there only, also when it watches every namespace', async () => {
+  for (const watchReleaseNamespace of [true, false]) {
+    const objects = await render(`operator.watchReleaseNamespace=${watchReleaseNamespace}`);
+    expect(container(find(objects, 'Deployment', 't-operator')).args).toContain(
+      '--receiver-namespace=chart-ns',
+    );
+    const main = find(objects, watchReleaseNamespace ? 'Role' : 'ClusterRole', 't-operator') as {
+      rules?: { resources: string[] }[];
+    };
+    expect(main.rules?.some((r) => r.resources.includes('pods'))).toBe(false);
+    expectOperatorRoleInRelease(objects, 't-operator-receivers', [
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+    ]);
   }
 });
 
@@ -647,7 +671,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     `kubectl -n ${namespace} describe cube <name>`,
     `kubectl -n ${namespace} get secret sc-admin-token -o jsonpath='{.data.token}' | base64 -d`,
     `kubectl -n ${namespace} port-forward pod/sc-rs-x-0 8080:8080`,
-    'curl -s -H "Authorization: Bearer $TOKEN" -X POST localhost:8080/v1/cubes/<name>/query',
+    'curl -s -H "Authorization: Bearer $TOKEN" -X POST localhost:8080/v1/namespaces/<namespace>/cubes/<name>/query',
     'kubectl apply --server-side',
   ])
     expect(installed.stdout).toContain(step);

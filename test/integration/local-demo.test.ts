@@ -83,7 +83,9 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
   started = descendantsOf(local.pid!);
   expect(info.environmentPids?.every((pid) => started.includes(pid))).toBe(true);
   expect(started.length).toBeGreaterThanOrEqual(6); // broker, etcd, API server, 2 receivers, operator
-  expect(readFileSync(logFile, 'utf8')).toContain('/v1/cubes/orders/query');
+  expect(readFileSync(logFile, 'utf8')).toContain(
+    `/v1/namespaces/${info.namespace}/cubes/orders/query`,
+  );
 
   await sleep(runFor - (Date.now() - t0));
   const readLedger = (): DemoLedger =>
@@ -92,7 +94,9 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
   await sleep(5_000);
 
   // What the user's curl commands answer, receiver by receiver, and which offsets that covers.
-  const clients = info.receivers.map((r) => new ReceiverClient(r.url, info.token));
+  const clients = info.receivers.map(
+    (r) => new ReceiverClient(r.url, info.token, undefined, { namespace: info.namespace }),
+  );
   const answers = await Promise.all(
     clients.map((c) => c.query(info.cube, { groupBy: ['country'] })),
   );

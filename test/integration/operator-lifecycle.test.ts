@@ -3,7 +3,6 @@
 // hands off every receiver's data before the object goes, and the hand-offs hold every event.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { ApiException } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../src/api/cube.ts';
@@ -21,6 +20,7 @@ import {
   conditionOf,
   createNamespace,
   cubeApi,
+  waitForCubeGone,
   cubeEvents,
   startReceiverPod,
   setPodReady,
@@ -75,20 +75,7 @@ async function createCube(
 }
 
 async function waitUntilGone(cube: string): Promise<void> {
-  await waitFor(
-    `cube ${namespace}/${cube} gone`,
-    async () => {
-      try {
-        await cubeApi(kc).get(namespace, cube);
-        return false;
-      } catch (error) {
-        if (error instanceof ApiException && error.code === 404) return true;
-        throw error;
-      }
-    },
-    60_000,
-    200,
-  );
+  await waitForCubeGone(kc, namespace, cube, 60_000);
 }
 
 /** After the finalizer ran: both replica sets handed off, no receiver knows the cube, nothing lost. */

@@ -93,6 +93,7 @@ test('settled cubes without traffic: no status write over three resyncs, one sta
     // Three cubes, about four resyncs: one call each, not one per cube.
     expect(calls('GET /v1/cubes')).toBeGreaterThanOrEqual(2);
     expect(calls('GET /v1/cubes')).toBeLessThanOrEqual(6);
+    expect(calls('GET /v1/namespaces/:namespace/cubes/:cube')).toBe(0);
     expect(calls('GET /v1/cubes/:cube')).toBe(0);
   }
 });

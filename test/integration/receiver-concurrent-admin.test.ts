@@ -166,7 +166,10 @@ test('a restart with one cube that cannot be restored brings the others back; th
     await waitForPositions(receiver.client, cube, { 0: 100n });
 
   await receiver.kill('SIGKILL');
-  writeFileSync(join(receiver.dataDir, 'cubes', 'unreadable', 'checkpoint.json'), '{"version":');
+  writeFileSync(
+    join(receiver.dataDir, 'cubes', 'default', 'unreadable', 'checkpoint.json'),
+    '{"version":',
+  );
   await receiver.start();
   await waitForPositions(receiver.client, 'restored', { 0: 100n });
   expectTotals(totalsFromQuery(await receiver.client.query('restored', {})), totalsOf(events));

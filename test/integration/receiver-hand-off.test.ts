@@ -154,7 +154,7 @@ test('seal hands every segment off; pyarrow reads back the answer given before; 
   await receiver.client.unassign(cube);
   expect((await receiver.client.status()).cubes.map((c) => c.cube)).not.toContain(cube);
   await expect(receiver.client.cubeStatus(cube)).rejects.toMatchObject({ status: 404 });
-  expect(existsSync(join(receiver.dataDir, 'cubes', cube))).toBe(false);
+  expect(existsSync(join(receiver.dataDir, 'cubes', 'default', cube))).toBe(false);
   // Deep storage is not the receiver's to clean: the hand-offs stay.
   expect(await readHandOffsWithPyarrow(receiver.options.deepStorageDir, schema)).toHaveLength(
     files.length,

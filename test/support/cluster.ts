@@ -61,9 +61,12 @@ export async function startReceiverPod(
     idleTimeout?: string;
     flushInterval?: string;
     env?: NodeJS.ProcessEnv;
+    /** The namespace of the cubes its client names; default: the pod's. */
+    cubeNamespace?: string;
   },
 ): Promise<ReceiverProcess> {
   const receiver = new ReceiverProcess({
+    namespace: o.cubeNamespace ?? namespace,
     id: o.name,
     replicaSet: o.replicaSet,
     deepStorageDir: o.deepStorageDir,
@@ -77,6 +80,29 @@ export async function startReceiverPod(
   await receiver.start();
   await receiverPod(kc, namespace, o.name, o.replicaSet, o.ip);
   return receiver;
+}
+
+/** Waits until the cube is gone from the API server (its finalizer ran), for up to `timeoutMs`. */
+export async function waitForCubeGone(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  timeoutMs = 90_000,
+): Promise<void> {
+  await waitFor(
+    `cube ${namespace}/${name} gone`,
+    async () => {
+      try {
+        await cubeApi(kc).get(namespace, name);
+        return false;
+      } catch (error) {
+        if (error instanceof ApiException && error.code === 404) return true;
+        throw error;
+      }
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 /** Waits until the cube has no reassign in flight, is Ready, and its assignment satisfies `check`. */

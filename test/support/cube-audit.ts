@@ -27,6 +27,8 @@ async function orNothing<T>(read: () => Promise<T>, nothing: T): Promise<T> {
 
 export interface CubeAudit {
   cube: string;
+  /** The cube's namespace, when not the receivers' clients' own (cubes of one name elsewhere). */
+  namespace?: string;
   deepStorageDir: string;
   /** Receivers by replica set, in replica order; replica i of each set is audited together. */
   replicaSets: Record<string, ReceiverProcess[]>;
@@ -48,19 +50,20 @@ export async function heldByReplica(
   };
   let totals = none;
   let handOffCount = 0;
-  const deep = handOffs(audit.deepStorageDir, audit.cube);
+  const deep = handOffs(audit.deepStorageDir, audit.cube, audit.namespace);
   for (const receivers of Object.values(audit.replicaSets)) {
     const r = receivers[replica];
     if (!r) continue;
+    const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
     const segments = await orNothing<SegmentStatus[]>(
-      async () => (await r.client.cubeStatus(audit.cube)).segments,
+      async () => (await client.cubeStatus(audit.cube)).segments,
       [],
     );
     // A HANDED_OFF segment is counted through its hand-off, as the query does.
     for (const s of segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
     totals = addTotals(
       totals,
-      await orNothing(async () => totalsFromQuery(await r.client.query(audit.cube, {})), none),
+      await orNothing(async () => totalsFromQuery(await client.query(audit.cube, {})), none),
     );
     const own = deep.filter((h) => h.manifest.receiver === r.options.id);
     for (const h of own) add(h.manifest.offsetRanges);

@@ -25,8 +25,12 @@ export interface OperatorStack {
   receivers: Record<string, ReceiverProcess>;
   /** Every receiver `<rs>-<i>` of each replica set, in replica order, by replica set. */
   replicas: Record<string, ReceiverProcess[]>;
-  /** Starts one more operator on the same Lease (a candidate for leader); stopped in afterAll. */
-  startOperator(env?: NodeJS.ProcessEnv): Promise<OperatorProcess>;
+  /**
+   * Starts one more operator on the same Lease (a candidate for leader); stopped in afterAll.
+   * With `cubesIn`: an operator of the CubeAssignments of that namespace (its Lease there) that
+   * finds its receivers in the stack's namespace (--receiver-namespace), as the Helm chart's do.
+   */
+  startOperator(env?: NodeJS.ProcessEnv, cubesIn?: string): Promise<OperatorProcess>;
 }
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
@@ -61,12 +65,15 @@ export function useOperatorStack(options: {
   } as OperatorStack;
   const operators: OperatorProcess[] = [];
   let receiverPort = 0;
-  stack.startOperator = async (env = {}) => {
+  stack.startOperator = async (env = {}, cubesIn) => {
     const operator = new OperatorProcess({
-      namespace: stack.namespace,
+      namespace: cubesIn ?? stack.namespace,
       receiverToken: stack.token,
       receiverPort,
-      ...(options.operatorArgs ? { args: options.operatorArgs } : {}),
+      args: [
+        ...(options.operatorArgs ?? []),
+        ...(cubesIn ? [`--receiver-namespace=${stack.namespace}`] : []),
+      ],
     });
     operators.push(operator);
     await operator.start(env);

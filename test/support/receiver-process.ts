@@ -34,6 +34,11 @@ export interface ReceiverProcessOptions {
   token?: string;
   /** Fixed port (receivers on different loopback addresses share one, as pods do). */
   port?: number;
+  /**
+   * The namespace of the cubes `client` and `checkpoint` name (default `default`): an operator
+   * suite's own, where its CubeAssignments are.
+   */
+  namespace?: string;
 }
 
 export class ReceiverProcess {
@@ -57,6 +62,10 @@ export class ReceiverProcess {
     this.tokenFile = join(dir, 'token');
     mkdirSync(this.dataDir, { recursive: true });
     writeFileSync(this.tokenFile, `${this.token}\n`);
+  }
+
+  get namespace(): string {
+    return this.options.namespace ?? 'default';
   }
 
   get baseUrl(): string {
@@ -86,7 +95,9 @@ export class ReceiverProcess {
       { stdio: ['ignore', log, log], env: { ...process.env, ...o.env, ...extraEnv } },
     );
     closeSync(log);
-    this.client = new ReceiverClient(this.baseUrl, this.token);
+    this.client = new ReceiverClient(this.baseUrl, this.token, undefined, {
+      namespace: this.namespace,
+    });
     const deadline = Date.now() + 30_000;
     for (;;) {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
@@ -145,14 +156,14 @@ export class ReceiverProcess {
   }
 
   /** The cube's durable checkpoint as it is on disk, read without asking the process. */
-  checkpoint(cube: string): CubeCheckpoint | undefined {
-    return readCubeCheckpoint(join(this.dataDir, 'cubes', cube));
+  checkpoint(cube: string, namespace = this.namespace): CubeCheckpoint | undefined {
+    return readCubeCheckpoint(join(this.dataDir, 'cubes', namespace, cube));
   }
 
   /** Fragment files on disk that the checkpoint does not name (written by a flush that died). */
   unlistedFragments(cube: string): string[] {
     const listed = new Set(this.checkpoint(cube)?.segments.flatMap((s) => s.fragments) ?? []);
-    const dir = join(this.dataDir, 'cubes', cube, 'fragments');
+    const dir = join(this.dataDir, 'cubes', this.namespace, cube, 'fragments');
     return existsSync(dir) ? readdirSync(dir).filter((name) => !listed.has(name)) : [];
   }
 }

@@ -132,6 +132,7 @@ function fakeReceiver(
     epochs: {},
   });
   const cubeStatus = (segments: SegmentStatus[]): CubeStatus => ({
+    namespace: 'default',
     cube: 'orders',
     replicaSet: name.replace(/-[0-9]+$/, ''),
     receiver: name,
@@ -185,7 +186,11 @@ function fakeReceiver(
         ]),
       ),
     unassign: (cube: string, _force = false, signal?: AbortSignal) =>
-      answer('unassign', '', signal, () => ({ cube, unassigned: true as const })),
+      answer('unassign', '', signal, () => ({
+        namespace: 'default',
+        cube,
+        unassigned: true as const,
+      })),
   };
 }
 

@@ -6,6 +6,7 @@ import type { CubeSummaries, CubeSummary } from '../../src/protocol/admin-api.ts
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
 
 const summary = (cube: string, specDigest = 'd1'): CubeSummary => ({
+  namespace: 'default',
   cube,
   replicaSet: 'rs-a',
   receiver: 'rs-a-0',

@@ -37,6 +37,7 @@ const partition = {
   watermark: null,
 };
 const summary = {
+  namespace: 'default',
   cube: 'orders',
   replicaSet: 'rs-a',
   receiver: 'rs-a-0',
@@ -55,10 +56,17 @@ const mutations: string[] = [];
 beforeAll(async () => {
   server = await fakeReceiver({
     '/v1/cubes': { receiver: 'rs-a-0', replicaSet: 'rs-a', cubes: [summary] },
-    '/v1/cubes/orders/pause': { partitions: [{ ...partition, position: 42 }] },
-    '/v1/cubes/orders/resume': { partitions: [{ ...partition, state: 'resting' }] },
-    '/v1/cubes/orders/release': { partitions: [partition] },
-    '/v1/cubes/orders/query': { columns: [], rows: [], offsetRanges: {}, segments: 0 },
+    '/v1/namespaces/default/cubes/orders/pause': { partitions: [{ ...partition, position: 42 }] },
+    '/v1/namespaces/default/cubes/orders/resume': {
+      partitions: [{ ...partition, state: 'resting' }],
+    },
+    '/v1/namespaces/default/cubes/orders/release': { partitions: [partition] },
+    '/v1/namespaces/default/cubes/orders/query': {
+      columns: [],
+      rows: [],
+      offsetRanges: {},
+      segments: 0,
+    },
   });
   const { port } = server.address() as AddressInfo;
   client = new ReceiverClient(`http://127.0.0.1:${port}`, 'token', 5_000, {
@@ -90,7 +98,7 @@ test.each<[string, () => Promise<unknown>, string, string]>([
   expect(error).toBeInstanceOf(InvalidReceiverResponse);
   expect((error as InvalidReceiverResponse).field).toBe(field);
   expect((error as Error).message).toContain(`${field}: ${text}`);
-  expect((error as Error).message).toContain('/v1/cubes/orders/');
+  expect((error as Error).message).toContain('/v1/namespaces/default/cubes/orders/');
 });
 
 test('mutating calls are reported, reads and queries are not', async () => {
@@ -132,17 +140,21 @@ test('every mutating call carries the term header, reads do not; a 409 StaleLead
     await fenced.cubes();
     await fenced.release('orders', [0]);
     term = 2;
-    const error = await fenced.pause('orders', [0]).catch((e: unknown) => e);
+    // The same client for another namespace's cubes: same term, same callbacks.
+    const error = await fenced
+      .inNamespace('team-a')
+      .pause('orders', [0])
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StaleLeaderError);
     expect(error).toBeInstanceOf(ReceiverApiError);
     expect(isStaleLeader(new Error('wrapped', { cause: error }))).toBe(true);
     expect(refusals).toEqual([
-      `POST http://127.0.0.1:${port}/v1/cubes/orders/pause: 409 StaleLeader: term 3 seen; this is 2`,
+      `POST http://127.0.0.1:${port}/v1/namespaces/team-a/cubes/orders/pause: 409 StaleLeader: term 3 seen; this is 2`,
     ]);
     expect(seen).toEqual([
       'GET /v1/cubes -',
-      'POST /v1/cubes/orders/release 3',
-      'POST /v1/cubes/orders/pause 2',
+      'POST /v1/namespaces/default/cubes/orders/release 3',
+      'POST /v1/namespaces/team-a/cubes/orders/pause 2',
     ]);
   } finally {
     fencing.closeAllConnections();

@@ -76,7 +76,9 @@ describe('a channel and its group', () => {
     await open('team-a');
     await channel.assign([{ partition: 0, position: '0', epoch: 1, watermark: null }]);
     await channel.close();
-    expect(CubeChannel.readSpec(join(dir, 'data'), 'orders')?.namespace).toBe('team-a');
+    expect(
+      CubeChannel.readSpec(join(dir, 'data'), { namespace: 'team-a', name: 'orders' })?.namespace,
+    ).toBe('team-a');
   });
 
   test('commits mirror each checkpoint: paused and stopped partitions included, released ones not', async () => {

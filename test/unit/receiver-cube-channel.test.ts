@@ -47,8 +47,9 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const checkpoint = () => readCubeCheckpoint(join(dir, 'data', 'cubes', 'orders'))!;
-const records = () => readdirSync(join(dir, 'data', 'cubes', 'orders', 'segments')).sort();
+const checkpoint = () => readCubeCheckpoint(join(dir, 'data', 'cubes', 'default', 'orders'))!;
+const records = () =>
+  readdirSync(join(dir, 'data', 'cubes', 'default', 'orders', 'segments')).sort();
 const refusal = (f: () => unknown): { reason: string; field?: string | undefined } => {
   try {
     f();
@@ -164,7 +165,10 @@ describe('checkpoints and retention', () => {
   test('a checkpoint of an unknown version is refused by name', async () => {
     await channel.close();
     const { writeFileSync } = await import('node:fs');
-    writeFileSync(join(dir, 'data', 'cubes', 'orders', 'checkpoint.json'), '{"version":9}');
+    writeFileSync(
+      join(dir, 'data', 'cubes', 'default', 'orders', 'checkpoint.json'),
+      '{"version":9}',
+    );
     expect(() => checkpoint()).toThrow(
       /checkpoint version 9; this receiver reads versions 1 and 2/,
     );

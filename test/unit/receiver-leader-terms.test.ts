@@ -1,9 +1,10 @@
-// Fencing by leader term on the receiver: the highest term per cube is kept on disk and outlives
-// a restart and an unassign; a lower one is refused. Then through the real HTTP server and client:
-// every mutating call carries the term header, reads and queries are not fenced, a refusal is a
-// 409 StaleLeader that the client throws as StaleLeaderError and reports, and the receiver counts it.
+// Fencing by leader term on the receiver: the highest term per cube (namespace and name) is kept
+// on disk and outlives a restart and an unassign; a lower one is refused. Then through the real
+// HTTP server and client: every mutating call carries the term header, reads and queries are not
+// fenced, a refusal is a 409 StaleLeader that the client throws as StaleLeaderError and reports,
+// and the receiver counts it; paths name the cube's namespace.
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,33 +15,38 @@ import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver } from '../../src/receiver/receiver.ts';
 import { createReceiverServer } from '../../src/receiver/server.ts';
 import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/protocol/client.ts';
+import { testSchema } from '../support/events.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 
 const dataDir = (): string => mkdtempSync(join(tmpdir(), 'streamcube-terms-'));
+const clicks = { namespace: 'team-a', name: 'clicks' };
+const orders = { namespace: 'team-a', name: 'orders' };
 
 describe('LeaderTerms', () => {
   test('a fresh cube is at term 0 and takes calls without a term; a higher term is kept on disk before it acts', () => {
     const dir = dataDir();
     const terms = new LeaderTerms({ dataDir: dir });
-    expect(terms.highestFor('clicks')).toBe(0);
-    terms.admit('clicks', 0);
-    expect(existsSync(join(dir, 'leader-terms', 'clicks.json'))).toBe(false);
-    terms.admit('clicks', 3);
-    expect(JSON.parse(readFileSync(join(dir, 'leader-terms', 'clicks.json'), 'utf8'))).toEqual({
+    expect(terms.highestFor(clicks)).toBe(0);
+    terms.admit(clicks, 0);
+    expect(existsSync(join(dir, 'leader-terms', 'team-a', 'clicks.json'))).toBe(false);
+    terms.admit(clicks, 3);
+    expect(
+      JSON.parse(readFileSync(join(dir, 'leader-terms', 'team-a', 'clicks.json'), 'utf8')),
+    ).toEqual({
       term: 3,
     });
-    terms.admit('clicks', 3);
-    expect(terms.highestFor('clicks')).toBe(3);
+    terms.admit(clicks, 3);
+    expect(terms.highestFor(clicks)).toBe(3);
   });
 
   test('a lower term is refused (StaleLeader) and counted, per cube; the refusal survives a restart', () => {
     const dir = dataDir();
     const stale: string[] = [];
-    const terms = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube) });
-    terms.admit('clicks', 5);
+    const terms = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube.name) });
+    terms.admit(clicks, 5);
     let refused: unknown;
     try {
-      terms.admit('clicks', 4);
+      terms.admit(clicks, 4);
     } catch (error) {
       refused = error;
     }
@@ -48,13 +54,35 @@ describe('LeaderTerms', () => {
     expect((refused as ChannelError).reason).toBe('StaleLeader');
     expect((refused as ChannelError).message).toMatch(/term 5 on; this call carries term 4/);
     // Another cube has its own term.
-    terms.admit('orders', 1);
+    terms.admit(orders, 1);
     expect(stale).toEqual(['clicks']);
 
-    const restarted = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube) });
-    expect(() => restarted.admit('clicks', 0)).toThrow(ChannelError);
-    expect(restarted.highestFor('orders')).toBe(1);
+    const restarted = new LeaderTerms({ dataDir: dir, onStale: (cube) => stale.push(cube.name) });
+    expect(() => restarted.admit(clicks, 0)).toThrow(ChannelError);
+    expect(restarted.highestFor(orders)).toBe(1);
     expect(stale).toEqual(['clicks', 'clicks']);
+  });
+});
+
+test('cubes of one name in two namespaces keep their own terms; a term kept before namespaces is the floor of both', () => {
+  const dir = dataDir();
+  mkdirSync(join(dir, 'leader-terms'));
+  writeFileSync(join(dir, 'leader-terms', 'clicks.json'), JSON.stringify({ term: 4 }));
+  const terms = new LeaderTerms({ dataDir: dir });
+  const otherClicks = { namespace: 'team-b', name: 'clicks' };
+  expect(terms.highestFor(clicks)).toBe(4);
+  expect(terms.highestFor(otherClicks)).toBe(4);
+  expect(() => terms.admit(otherClicks, 3)).toThrow(ChannelError);
+  terms.admit(clicks, 9);
+  // team-b's operator (another Lease, a lower term) is not fenced by team-a's.
+  terms.admit(otherClicks, 5);
+  expect(() => terms.admit(clicks, 5)).toThrow(ChannelError);
+  const restarted = new LeaderTerms({ dataDir: dir });
+  expect([restarted.highestFor(clicks), restarted.highestFor(otherClicks)]).toEqual([9, 5]);
+  expect(
+    JSON.parse(readFileSync(join(dir, 'leader-terms', 'team-b', 'clicks.json'), 'utf8')),
+  ).toEqual({
+    term: 5,
   });
 });
 
@@ -117,7 +145,7 @@ describe('the admin API fenced by leader term', () => {
   test('every mutating call at a lower term is refused with 409 StaleLeader; reads and queries are not fenced', async () => {
     const leader = clientAt(7);
     expect(await statusOf(leader.pause('clicks', [0]))).toBe(404);
-    expect(receiver.leaderTerms.highestFor('clicks')).toBe(7);
+    expect(receiver.leaderTerms.highestFor({ namespace: 'default', name: 'clicks' })).toBe(7);
 
     const refusals: string[] = [];
     const deposed = clientAt(6, refusals);
@@ -149,7 +177,9 @@ describe('the admin API fenced by leader term', () => {
       expect((error as StaleLeaderError).body?.reason).toBe('StaleLeader');
     }
     expect(refusals).toHaveLength(calls.length);
-    expect(refusals[0]).toMatch(/409 StaleLeader: cube clicks takes calls from leader term 7 on/);
+    expect(refusals[0]).toMatch(
+      /409 StaleLeader: cube default\/clicks takes calls from leader term 7 on/,
+    );
 
     // A call without a term is a call at term 0: refused too, once a term was seen.
     expect(
@@ -165,10 +195,76 @@ describe('the admin API fenced by leader term', () => {
 
     const metrics = await receiver.metrics.registry.metrics();
     expect(
-      metricValue(metrics, 'streamcube_receiver_stale_leader_requests_total', { cube: 'clicks' }),
+      metricValue(metrics, 'streamcube_receiver_stale_leader_requests_total', {
+        namespace: 'default',
+        cube: 'clicks',
+      }),
     ).toBe(calls.length + 1);
-    expect(metricValue(metrics, 'streamcube_receiver_leader_term', { cube: 'clicks' })).toBe(7);
-    expect(metricValue(metrics, 'streamcube_receiver_leader_term', { cube: 'orders' })).toBe(6);
+    expect(
+      metricValue(metrics, 'streamcube_receiver_leader_term', {
+        namespace: 'default',
+        cube: 'clicks',
+      }),
+    ).toBe(7);
+    expect(
+      metricValue(metrics, 'streamcube_receiver_leader_term', {
+        namespace: 'default',
+        cube: 'orders',
+      }),
+    ).toBe(6);
+  });
+
+  test('paths name the namespace: the route of before is `default`, a cube of the name elsewhere has its own term, bad names and a body naming another namespace are 400s naming the field', async () => {
+    const call = (method: string, path: string, body?: unknown, term?: number) =>
+      fetch(`${baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          ...(term === undefined ? {} : { 'x-streamcube-term': String(term) }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const answer = async (response: Response) => ({
+      status: response.status,
+      field: ((await response.json()) as { field?: string }).field,
+    });
+    const pause = { partitions: [0] };
+    // default/clicks took term 7 above, through both spellings of its path.
+    expect((await call('POST', '/v1/cubes/clicks/pause', pause, 6)).status).toBe(409);
+    expect((await call('POST', '/v1/namespaces/default/cubes/clicks/pause', pause, 6)).status).toBe(
+      409,
+    );
+    // team-a's clicks is fenced on its own: term 6 passes, and finds no such cube.
+    expect((await call('POST', '/v1/namespaces/team-a/cubes/clicks/pause', pause, 6)).status).toBe(
+      404,
+    );
+    expect(await answer(await call('GET', '/v1/namespaces/Team_A/cubes/clicks'))).toEqual({
+      status: 400,
+      field: 'namespace',
+    });
+    expect(await answer(await call('GET', '/v1/namespaces/team-a/cubes/Clicks'))).toEqual({
+      status: 400,
+      field: 'cube',
+    });
+    expect((await call('POST', '/v1/namespaces/team-a/cubes/clicks/bogus', pause)).status).toBe(
+      404,
+    );
+    expect((await call('DELETE', '/v1/namespaces/team-a/cubes/clicks/pause')).status).toBe(405);
+    const assign = {
+      namespace: 'team-b',
+      source: { brokers: ['127.0.0.1:1'], topic: 'clicks', startingOffsets: 'earliest' },
+      schema: testSchema,
+      replicaSet: 'rs-a',
+      partitions: [],
+    };
+    expect(
+      await answer(await call('PUT', '/v1/namespaces/team-a/cubes/clicks', assign, 7)),
+    ).toEqual({ status: 400, field: 'namespace' });
+    expect(await answer(await call('PUT', '/v1/cubes/clicks', assign, 7))).toEqual({
+      status: 400,
+      field: 'namespace',
+    });
   });
 
   test('a term header that is not a decimal integer is a 400', async () => {

@@ -1,0 +1,46 @@
+// The operator's --receiver-namespace: where it finds receiver pods for the cubes of every
+// namespace (the Helm chart's release namespace), from the flag or the environment; without it,
+// each cube's own namespace. A value that is no namespace name fails at start, naming the flag.
+import { ConfigError } from '../../src/config-error.ts';
+import { parseOperatorConfig } from '../../src/operator/config.ts';
+
+const required = ['--receiver-token-file=/tmp/token'];
+
+test.each([
+  { name: 'neither flag nor environment: each cube’s own', args: [], env: {}, expected: undefined },
+  {
+    name: 'the flag',
+    args: ['--receiver-namespace=streamcube'],
+    env: {},
+    expected: 'streamcube',
+  },
+  {
+    name: 'the environment',
+    args: [],
+    env: { STREAMCUBE_RECEIVER_NAMESPACE: 'streamcube' },
+    expected: 'streamcube',
+  },
+  {
+    name: 'the flag over the environment',
+    args: ['--receiver-namespace=receivers'],
+    env: { STREAMCUBE_RECEIVER_NAMESPACE: 'streamcube' },
+    expected: 'receivers',
+  },
+  {
+    name: 'an empty environment variable: unset',
+    args: [],
+    env: { STREAMCUBE_RECEIVER_NAMESPACE: '' },
+    expected: undefined,
+  },
+])('$name', ({ args, env, expected }) => {
+  expect(parseOperatorConfig([...required, ...args], env).receiverNamespace).toBe(expected);
+});
+
+test.each(['Streamcube', 'team_a', '-a', 'a.b'])('%s is refused, naming the flag', (value) => {
+  expect(() => parseOperatorConfig([...required, `--receiver-namespace=${value}`], {})).toThrow(
+    ConfigError,
+  );
+  expect(() => parseOperatorConfig([...required, `--receiver-namespace=${value}`], {})).toThrow(
+    /--receiver-namespace must be a namespace name/,
+  );
+});
