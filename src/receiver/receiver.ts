@@ -19,6 +19,7 @@ import { assignCubeRequest, cubeSummaryOf } from '../protocol/admin-api.ts';
 import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
+import { type DeepStorage, openDeepStorage } from './deep-storage.ts';
 import { LeaderTerms } from './leader-terms.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
@@ -35,6 +36,7 @@ export class Receiver {
   /** Sockets of the Kafka clients still open, closed for good at stop. */
   private readonly kafkaSockets = new Set<Socket>();
   private ready = false;
+  private deepStoragePromise: Promise<DeepStorage> | undefined;
 
   constructor(config: ReceiverConfig, metrics: ReceiverMetrics, logger: Logger) {
     this.config = config;
@@ -87,6 +89,12 @@ export class Receiver {
 
   private secretReaderPromise: Promise<SecretReader> | undefined;
 
+  /** The hand-off target every cube shares (one S3 client, one connection pool). */
+  private deepStorage(): Promise<DeepStorage> {
+    this.deepStoragePromise ??= openDeepStorage(this.config.deepStorage);
+    return this.deepStoragePromise;
+  }
+
   /** Reads Secrets through the pod's ServiceAccount (or KUBECONFIG), made on first use only. */
   private secretReader(): Promise<SecretReader> {
     this.secretReaderPromise ??= import('../kubernetes/secrets.ts').then((m) =>
@@ -123,7 +131,8 @@ export class Receiver {
       replicaSet: this.config.replicaSet,
       receiverId: this.config.id,
       dataDir: this.config.dataDir,
-      deepStorageDir: this.config.deepStorageDir,
+      deepStorage: await this.deepStorage(),
+      handOffRetry: { initialMs: 1_000, maxMs: this.config.handOffRetryMaxMs },
       kafka: await this.kafkaFor(spec.source, namespace),
       metrics: this.metrics,
       logger: this.logger.child({ cube, replicaSet: this.config.replicaSet }),
@@ -336,6 +345,7 @@ export class Receiver {
   async stop(): Promise<void> {
     this.ready = false;
     for (const channel of this.cubes.values()) await channel.close();
+    if (this.deepStoragePromise) (await this.deepStoragePromise).close();
     // With an error, not quietly: kafkajs then disconnects the connection, which stops its
     // request-timeout timer; a socket merely destroyed would leave that timer running.
     for (const socket of this.kafkaSockets) {
