@@ -2,6 +2,7 @@
 // a reader sees a hand-off directory whole or not at all.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { faultPoint } from '../observability/fault-injection.ts';
 import type { DeepStorage, HandOffFile } from './deep-storage.ts';
 import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
 
@@ -28,6 +29,7 @@ export class FilesystemDeepStorage implements DeepStorage {
     rmSync(tmp, { recursive: true, force: true });
     mkdirSync(tmp, { recursive: true });
     for (const file of files) writeFileDurably(join(tmp, file.name), file.body, false);
+    faultPoint('after-hand-off-data');
     writeFileDurably(join(tmp, 'manifest.json'), manifest, false);
     fsyncDirectory(tmp);
     mkdirSync(join(dir, '..'), { recursive: true });

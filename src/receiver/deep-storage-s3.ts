@@ -8,6 +8,7 @@ import {
   S3Client,
   S3ServiceException,
 } from '@aws-sdk/client-s3';
+import { faultPoint } from '../observability/fault-injection.ts';
 import type { DeepStorage, DeepStorageLocation, HandOffFile } from './deep-storage.ts';
 
 type S3Location = Extract<DeepStorageLocation, { type: 's3' }>;
@@ -89,6 +90,7 @@ export class S3DeepStorage implements DeepStorage {
     };
     // Data first, the manifest last: a reader that lists manifests never meets a partial hand-off.
     for (const file of files) await put(file.name, file.body, 'application/vnd.apache.arrow.file');
+    faultPoint('after-hand-off-data');
     await put('manifest.json', Buffer.from(manifest), 'application/json');
   }
 
