@@ -92,6 +92,31 @@ async function produceAll(topic: string, records: Map<number, ProducedRecord[]>)
   for (const [p, list] of records) await produceRecords(producer, topic, p, list);
 }
 
+/** Produces `records` to a new topic, assigns all its partitions and waits until all are read. */
+async function consumeAll(
+  receiver: ReceiverProcess,
+  records: Map<number, ProducedRecord[]>,
+): Promise<string> {
+  const topic = await createTopic(admin, records.size);
+  await produceAll(topic, records);
+  await receiver.client.assign(cube, {
+    ...assignRequest(
+      env.kafka.bootstrap,
+      topic,
+      'rs-a',
+      [...records.keys()].map((partition) => ({ partition, position: '0' })),
+      schema,
+    ),
+    namespace,
+  });
+  await waitForPositions(
+    receiver.client,
+    cube,
+    Object.fromEntries(await highWatermarks(kafka, topic)),
+  );
+  return topic;
+}
+
 function append(
   a: Map<number, ProducedRecord[]>,
   b: Map<number, ProducedRecord[]>,
@@ -129,26 +154,10 @@ test('sealed windows land in the bucket; while the server is down hand-offs wait
   const prefix = 'outage';
   const receiver = s3Receiver('r-s3', prefix);
   await receiver.start();
-  const topic = await createTopic(admin, 3);
   const partitions = [0, 1, 2];
   const T0 = Date.UTC(2026, 0, 5, 8);
   const first = new Map(partitions.map((p) => [p, makeWindowedEvents(p, 200, T0 + p * 400)]));
-  await produceAll(topic, first);
-  await receiver.client.assign(cube, {
-    ...assignRequest(
-      env.kafka.bootstrap,
-      topic,
-      'rs-a',
-      partitions.map((partition) => ({ partition, position: '0' })),
-      schema,
-    ),
-    namespace,
-  });
-  await waitForPositions(
-    receiver.client,
-    cube,
-    Object.fromEntries(await highWatermarks(kafka, topic)),
-  );
+  const topic = await consumeAll(receiver, first);
 
   // Windows every partition's event time has passed seal by themselves and are handed off.
   const sealedFirst = sealedWindows(modelCube(schema, first));
@@ -261,19 +270,8 @@ test('killed between the data object and the manifest: readers see no hand-off; 
   const prefix = 'crash';
   const receiver = s3Receiver('r-s3-crash', prefix);
   await receiver.start({ STREAMCUBE_FAULT: 'after-hand-off-data' });
-  const topic = await createTopic(admin, 1);
-  const T0 = Date.UTC(2026, 0, 6, 8);
-  const records = new Map([[0, makeWindowedEvents(0, 150, T0)]]);
-  await produceAll(topic, records);
-  await receiver.client.assign(cube, {
-    ...assignRequest(env.kafka.bootstrap, topic, 'rs-a', [{ partition: 0, position: '0' }], schema),
-    namespace,
-  });
-  await waitForPositions(
-    receiver.client,
-    cube,
-    Object.fromEntries(await highWatermarks(kafka, topic)),
-  );
+  const records = new Map([[0, makeWindowedEvents(0, 150, Date.UTC(2026, 0, 6, 8))]]);
+  const topic = await consumeAll(receiver, records);
 
   // Sealing hands off; the first hand-off's data object is written, then the process dies.
   await receiver.client.seal(cube, 30_000).catch(() => undefined);
@@ -308,4 +306,22 @@ test('killed between the data object and the manifest: readers see no hand-off; 
     (await highWatermarks(kafka, topic)).get(0)!,
   );
   expect(await expectWholeHandOffs(prefix)).toBe(model.windows.size);
+});
+
+test('credentials come from the environment (the SDK default chain): a wrong secret is refused by the server, reported and retried, nothing written', async () => {
+  const prefix = 'wrong-secret';
+  const receiver = s3Receiver('r-s3-wrong', prefix);
+  receiver.options.env = { ...receiver.options.env, AWS_SECRET_ACCESS_KEY: 'not-the-secret' };
+  await receiver.start();
+  await consumeAll(receiver, new Map([[0, makeWindowedEvents(0, 30, Date.UTC(2026, 0, 7, 8))]]));
+  await receiver.client.seal(cube, 0);
+  const refused = await waitFor('hand-offs refused and retried', async () => {
+    const [segment] = (await receiver.client.cubeStatus(cube)).segments;
+    return segment?.state === 'IMMUTABLE' && (segment.handOff?.attempts ?? 0) >= 2
+      ? segment
+      : undefined;
+  });
+  // The server's own answer, as the SDK reports it: a signature made with another secret.
+  expect(refused.handOff?.lastError).toMatch(/SignatureDoesNotMatch \(HTTP 403\)/);
+  expect(await listObjects(s3, bucket, `${prefix}/`)).toEqual([]);
 });
