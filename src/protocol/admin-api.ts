@@ -134,6 +134,8 @@ export const segmentStatus = z.object({
       path: z.string().optional(),
       attempts: z.int().min(0),
       lastError: z.string().optional(),
+      /** When a failed hand-off is tried again (ISO-8601); retries back off exponentially. */
+      nextAttemptAt: z.string().optional(),
     })
     .optional(),
 });

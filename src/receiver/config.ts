@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
 import { ConfigError } from '../config-error.ts';
+import { type DeepStorageLocation, parseDeepStorageUrl } from './deep-storage.ts';
 
 export interface ReceiverConfig {
   id: string;
@@ -10,7 +11,10 @@ export interface ReceiverConfig {
   host: string;
   port: number;
   dataDir: string;
-  deepStorageDir: string;
+  /** Where sealed segments are handed off: a directory or an S3-compatible bucket. */
+  deepStorage: DeepStorageLocation;
+  /** The longest wait between two attempts of a failed hand-off (from 1 s, doubling). */
+  handOffRetryMaxMs: number;
   /** The admin API's bearer token (first line), read again while running (TokenFile). */
   adminTokenFile: string;
   adminTokenGraceMs: number;
@@ -30,7 +34,14 @@ Options (environment variable in brackets):
   --host ADDR              address to bind                       [STREAMCUBE_HOST, default: 0.0.0.0]
   --port N                 admin/metrics/query port              [STREAMCUBE_PORT, default: 8080]
   --data-dir DIR           local segments and checkpoints        [STREAMCUBE_DATA_DIR, required]
-  --deep-storage-dir DIR   where sealed segments are handed off  [STREAMCUBE_DEEP_STORAGE_DIR, required]
+  --deep-storage URL       where sealed segments are handed off: [STREAMCUBE_DEEP_STORAGE, or --deep-storage-dir]
+                           s3://bucket/prefix or a directory
+  --deep-storage-dir DIR   the same, a directory only            [STREAMCUBE_DEEP_STORAGE_DIR]
+  --s3-endpoint URL        S3-compatible server (default: AWS)   [STREAMCUBE_S3_ENDPOINT]
+  --s3-region NAME         region to sign for                    [STREAMCUBE_S3_REGION, default: AWS_REGION or us-east-1]
+  --s3-force-path-style    endpoint/bucket/key URLs, as most     [STREAMCUBE_S3_FORCE_PATH_STYLE=true]
+                           S3-compatible servers want
+  --hand-off-retry-max DUR longest wait between hand-off retries [STREAMCUBE_HAND_OFF_RETRY_MAX, default: 30s]
   --admin-token-file FILE  bearer token for /v1 (first line),    [STREAMCUBE_ADMIN_TOKEN_FILE, required]
                            read again every 2s: a change applies without a restart
   --admin-token-grace DUR  the replaced token stays valid for    [STREAMCUBE_ADMIN_TOKEN_GRACE, default: 2m]
@@ -38,6 +49,9 @@ Options (environment variable in brackets):
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
   --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
   --secret-refresh DUR     source Secrets (TLS, SASL) read again [STREAMCUBE_SECRET_REFRESH, default: 30s]
+
+S3 credentials: the AWS SDK's default chain — AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a web
+identity token (IRSA: AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), a profile, or the instance role.
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
 `;
@@ -54,7 +68,12 @@ export function parseReceiverConfig(
       host: { type: 'string' },
       port: { type: 'string' },
       'data-dir': { type: 'string' },
+      'deep-storage': { type: 'string' },
       'deep-storage-dir': { type: 'string' },
+      's3-endpoint': { type: 'string' },
+      's3-region': { type: 'string' },
+      's3-force-path-style': { type: 'boolean' },
+      'hand-off-retry-max': { type: 'string' },
       'admin-token-file': { type: 'string' },
       'admin-token-grace': { type: 'string' },
       'flush-interval': { type: 'string' },
@@ -64,19 +83,15 @@ export function parseReceiverConfig(
     },
     strict: true,
   });
-  const pick = (flag: keyof typeof values, variable: string): string | undefined =>
+  type StringFlag = Exclude<keyof typeof values, 's3-force-path-style'>;
+  const pick = (flag: StringFlag, variable: string): string | undefined =>
     values[flag] ?? (env[variable] || undefined);
-  const required = (flag: keyof typeof values, variable: string): string => {
+  const required = (flag: StringFlag, variable: string): string => {
     const v = pick(flag, variable);
     if (v === undefined) throw new ConfigError(`--${flag} (or ${variable}) is required`);
     return v;
   };
-  const durationOf = (
-    flag: keyof typeof values,
-    variable: string,
-    fallback: string,
-    min = 1,
-  ): number => {
+  const durationOf = (flag: StringFlag, variable: string, fallback: string, min = 1): number => {
     const text = pick(flag, variable) ?? fallback;
     const ms = parseDuration(text);
     if (ms === undefined || ms < min)
@@ -95,7 +110,8 @@ export function parseReceiverConfig(
     host: pick('host', 'STREAMCUBE_HOST') ?? '0.0.0.0',
     port,
     dataDir: required('data-dir', 'STREAMCUBE_DATA_DIR'),
-    deepStorageDir: required('deep-storage-dir', 'STREAMCUBE_DEEP_STORAGE_DIR'),
+    deepStorage: deepStorageOf(values, env),
+    handOffRetryMaxMs: durationOf('hand-off-retry-max', 'STREAMCUBE_HAND_OFF_RETRY_MAX', '30s'),
     adminTokenFile: required('admin-token-file', 'STREAMCUBE_ADMIN_TOKEN_FILE'),
     adminTokenGraceMs: durationOf('admin-token-grace', 'STREAMCUBE_ADMIN_TOKEN_GRACE', '2m', 0),
     flushIntervalMs: durationOf('flush-interval', 'STREAMCUBE_FLUSH_INTERVAL', '1s'),
@@ -106,5 +122,69 @@ export function parseReceiverConfig(
       '1h',
     ),
     secretRefreshMs: durationOf('secret-refresh', 'STREAMCUBE_SECRET_REFRESH', '30s'),
+  };
+}
+
+interface DeepStorageFlags {
+  'deep-storage'?: string | undefined;
+  'deep-storage-dir'?: string | undefined;
+  's3-endpoint'?: string | undefined;
+  's3-region'?: string | undefined;
+  's3-force-path-style'?: boolean | undefined;
+}
+
+/** The hand-off target from `--deep-storage` (or `--deep-storage-dir`) and the `--s3-*` flags. */
+function deepStorageOf(values: DeepStorageFlags, env: NodeJS.ProcessEnv): DeepStorageLocation {
+  const url = values['deep-storage'] ?? (env.STREAMCUBE_DEEP_STORAGE || undefined);
+  const dir = values['deep-storage-dir'] ?? (env.STREAMCUBE_DEEP_STORAGE_DIR || undefined);
+  if (url !== undefined && dir !== undefined)
+    throw new ConfigError(
+      '--deep-storage and --deep-storage-dir (or STREAMCUBE_DEEP_STORAGE and STREAMCUBE_DEEP_STORAGE_DIR) both given: name one target',
+    );
+  if (url === undefined && dir === undefined)
+    throw new ConfigError(
+      '--deep-storage (or STREAMCUBE_DEEP_STORAGE, or --deep-storage-dir) is required',
+    );
+  const location: DeepStorageLocation =
+    url !== undefined
+      ? parseDeepStorageUrl(url, '--deep-storage')
+      : { type: 'filesystem', dir: dir! };
+  const endpoint = values['s3-endpoint'] ?? (env.STREAMCUBE_S3_ENDPOINT || undefined);
+  const region = values['s3-region'] ?? (env.STREAMCUBE_S3_REGION || undefined);
+  const pathStyleText = env.STREAMCUBE_S3_FORCE_PATH_STYLE || undefined;
+  if (pathStyleText !== undefined && !['true', 'false'].includes(pathStyleText))
+    throw new ConfigError(
+      `STREAMCUBE_S3_FORCE_PATH_STYLE must be true or false, got '${pathStyleText}'`,
+    );
+  const forcePathStyle = values['s3-force-path-style'] ?? pathStyleText === 'true';
+  if (location.type === 'filesystem') {
+    const s3Flag = [
+      ['--s3-endpoint', endpoint],
+      ['--s3-region', region],
+      ['--s3-force-path-style', values['s3-force-path-style']],
+    ].find(([, v]) => v !== undefined);
+    if (s3Flag)
+      throw new ConfigError(
+        `${s3Flag[0]} applies to an s3:// --deep-storage only, but deep storage is the directory ${location.dir}`,
+      );
+    return location;
+  }
+  if (endpoint !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(endpoint);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !['http:', 'https:'].includes(parsed.protocol))
+      throw new ConfigError(`--s3-endpoint must be an http:// or https:// URL, got '${endpoint}'`);
+  }
+  if (region !== undefined && !/^[a-z0-9-]+$/.test(region))
+    throw new ConfigError(`--s3-region must be a region name like eu-west-1, got '${region}'`);
+  return {
+    ...location,
+    ...(endpoint !== undefined ? { endpoint } : {}),
+    ...(region !== undefined ? { region } : {}),
+    forcePathStyle,
   };
 }

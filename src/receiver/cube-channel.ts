@@ -36,7 +36,8 @@ import {
 } from './consumer-supervisor.ts';
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { cubeDirectory } from './cube-directories.ts';
-import { HandOffScheduler } from './hand-off-scheduler.ts';
+import type { DeepStorage } from './deep-storage.ts';
+import { HandOffScheduler, type HandOffRetryPolicy } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
 import { LostOffsets } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
@@ -71,7 +72,10 @@ export interface ChannelOptions {
   replicaSet: string;
   receiverId: string;
   dataDir: string;
-  deepStorageDir: string;
+  /** Where sealed segments go; shared by every channel of the receiver, closed by it. */
+  deepStorage: DeepStorage;
+  /** Backoff between hand-off attempts of a segment (default 1 s doubling to 30 s). */
+  handOffRetry?: HandOffRetryPolicy;
   kafka: Kafka;
   metrics: ReceiverMetrics;
   logger: Logger;
@@ -158,8 +162,9 @@ export class CubeChannel {
       onOffsetsLost: (ps, from, to) => this.offsetsLost(ps, from, to),
     });
     this.handOffs = new HandOffScheduler({
+      storage: options.deepStorage,
+      ...(options.handOffRetry ? { retry: options.handOffRetry } : {}),
       target: {
-        deepStorageDir: options.deepStorageDir,
         namespace: options.namespace,
         cube: options.cube,
         replicaSet: options.replicaSet,
@@ -348,6 +353,8 @@ export class CubeChannel {
     this.closed = true;
     this.supervisor.stop();
     if (this.timer) clearInterval(this.timer);
+    // A hand-off cut short is repeated after the restart; one that finished is checkpointed now.
+    await this.handOffs.stop();
     this.flush();
     await this.serially(() => this.consumer.stop());
     await this.ingest.close();
@@ -443,14 +450,31 @@ export class CubeChannel {
       this.sealReadyWindows();
       this.purgeExpired();
       this.flush();
-      this.handOffs.handOffSealed();
-      this.flush();
+      this.startHandOffs();
     } catch (error) {
       this.log.error('periodic work failed; retrying on the next tick', {
         cube: this.cube,
         error: (error as Error).message,
       });
     }
+  }
+
+  /**
+   * A hand-off pass in the background: uploads to a slow or unreachable object store must not
+   * hold sealing and flushing back. Its result is checkpointed when it ends.
+   */
+  private startHandOffs(): void {
+    void this.handOffs
+      .handOffSealed()
+      .then(() => {
+        if (!this.closed) this.flush();
+      })
+      .catch((error: unknown) =>
+        this.log.error('hand-off pass failed; retrying on the next tick', {
+          cube: this.cube,
+          error: (error as Error).message,
+        }),
+      );
   }
 
   private async refreshHighWatermarks(): Promise<void> {
@@ -673,7 +697,7 @@ export class CubeChannel {
     this.flush();
     const deadline = Date.now() + waitMs;
     do {
-      this.handOffs.handOffSealed();
+      await untilDeadline(this.handOffs.handOffSealed(), deadline);
       this.flush();
       if (this.allHandedOff() || Date.now() >= deadline) break;
       await new Promise((r) => setTimeout(r, 100));
@@ -747,4 +771,16 @@ export class CubeChannel {
   query(q: CubeQuery): QueryResponse {
     return querySegments(this.cube, this.spec.schema, this.segments.segments.values(), q);
   }
+}
+
+/** Waits for `work` or until `deadline` (epoch ms), whichever comes first; `work` goes on. */
+async function untilDeadline(work: Promise<void>, deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    work,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+    }),
+  ]);
+  clearTimeout(timer);
 }

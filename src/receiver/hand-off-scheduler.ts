@@ -1,8 +1,10 @@
 // Hands sealed segments of one cube off to deep storage, one pass at a time, retrying a failed
-// one on the next pass; remembers where each went and what failed, and when a handed-off segment's
-// retention is over.
+// one with exponential backoff; remembers where each went and what failed, and when a handed-off
+// segment's retention is over. A segment stays IMMUTABLE (held locally, in the checkpoint) until
+// its hand-off succeeds: deep storage that is down delays hand-offs and loses nothing.
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
+import type { DeepStorage } from './deep-storage.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
 import type { OffsetRange } from './offset-ranges.ts';
@@ -12,9 +14,32 @@ export interface HandOffReport {
   attempts: number;
   path?: string;
   lastError?: string;
+  /** When a failed hand-off is tried again (ISO-8601). */
+  nextAttemptAt?: string;
+}
+
+/** Backoff between attempts of one segment: `initialMs` doubling up to `maxMs`. */
+export interface HandOffRetryPolicy {
+  initialMs: number;
+  maxMs: number;
+}
+
+export const defaultHandOffRetry: HandOffRetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
+
+/** The wait after the `failures`-th failure in a row. */
+export function handOffRetryDelay(policy: HandOffRetryPolicy, failures: number): number {
+  return Math.min(policy.maxMs, policy.initialMs * 2 ** Math.max(0, failures - 1));
+}
+
+interface FailedHandOff {
+  attempts: number;
+  lastError?: string;
+  /** Epoch ms before which the segment is not tried again. */
+  notBefore: number;
 }
 
 export interface HandOffSchedulerOptions {
+  storage: DeepStorage;
   target: HandOffTarget;
   segments: SegmentManager;
   metrics: ChannelMetrics;
@@ -25,16 +50,26 @@ export interface HandOffSchedulerOptions {
   lostBefore: (segment: Segment) => Map<number, OffsetRange[]>;
   /** Called after each hand-off; the channel records it in its next checkpoint. */
   onHandedOff: (segment: Segment) => void;
+  retry?: HandOffRetryPolicy;
+  /** Epoch ms; a manual clock in unit tests. */
+  now?: () => number;
 }
 
 export class HandOffScheduler {
   private readonly options: HandOffSchedulerOptions;
-  private readonly handOffErrors = new Map<number, { attempts: number; lastError?: string }>();
+  private readonly handOffErrors = new Map<number, FailedHandOff>();
   private readonly handOffPaths = new Map<number, string>();
-  private handingOff = false;
+  /** The pass under way, if any. */
+  private pass: Promise<void> | undefined;
+  /** Aborts the writes of the pass under way when the channel closes. */
+  private readonly aborter = new AbortController();
 
   constructor(options: HandOffSchedulerOptions) {
     this.options = options;
+  }
+
+  private now(): number {
+    return this.options.now?.() ?? Date.now();
   }
 
   private get cube(): string {
@@ -59,49 +94,79 @@ export class HandOffScheduler {
       attempts: handOff?.attempts ?? 1,
       ...(path ? { path } : {}),
       ...(handOff?.lastError ? { lastError: handOff.lastError } : {}),
+      ...(handOff && !path ? { nextAttemptAt: new Date(handOff.notBefore).toISOString() } : {}),
     };
   }
 
-  /** Hands off every IMMUTABLE segment; one that fails stays IMMUTABLE for the next pass. */
-  handOffSealed(): void {
-    if (this.handingOff) return;
-    this.handingOff = true;
-    try {
-      for (const segment of this.options.segments.segments.values()) {
-        if (segment.state !== 'IMMUTABLE') continue;
-        const end = this.options.metrics.handOffTimer();
-        try {
-          const path = handOffSegment(
-            this.options.target,
-            segment,
-            this.options.lostBefore(segment),
-          );
-          faultPoint('after-hand-off');
-          this.options.segments.markHandedOff(segment, Date.now());
-          this.handOffPaths.set(segment.windowStart, path);
-          this.handOffErrors.delete(segment.windowStart);
-          this.options.onHandedOff(segment);
-          end();
-          this.options.logger.info('segment handed off', {
-            cube: this.cube,
-            windowStart: segment.windowStart,
-            path,
-          });
-        } catch (error) {
-          const e = this.handOffErrors.get(segment.windowStart) ?? { attempts: 0 };
-          e.attempts += 1;
-          e.lastError = (error as Error).message;
-          this.handOffErrors.set(segment.windowStart, e);
-          this.options.metrics.handOffFailed();
-          this.options.logger.warn('hand-off failed; will retry', {
-            cube: this.cube,
-            windowStart: segment.windowStart,
-            error: e.lastError,
-          });
-        }
+  /**
+   * Hands off every IMMUTABLE segment whose backoff is over; one that fails stays IMMUTABLE for a
+   * later pass. A call while a pass runs waits for that pass and starts none.
+   */
+  handOffSealed(): Promise<void> {
+    if (this.pass) return this.pass;
+    if (this.aborter.signal.aborted) return Promise.resolve();
+    const pass = this.runPass().finally(() => {
+      this.pass = undefined;
+    });
+    this.pass = pass;
+    return pass;
+  }
+
+  /** Aborts the pass under way (its segments stay IMMUTABLE) and waits for it to end. */
+  async stop(): Promise<void> {
+    this.aborter.abort();
+    await this.pass;
+  }
+
+  private async runPass(): Promise<void> {
+    for (const segment of [...this.options.segments.segments.values()]) {
+      if (this.aborter.signal.aborted) return;
+      if (segment.state !== 'IMMUTABLE') continue;
+      const failed = this.handOffErrors.get(segment.windowStart);
+      if (failed && failed.notBefore > this.now()) continue;
+      const end = this.options.metrics.handOffTimer();
+      try {
+        const path = await handOffSegment(
+          this.options.storage,
+          this.options.target,
+          segment,
+          this.options.lostBefore(segment),
+          this.aborter.signal,
+        );
+        faultPoint('after-hand-off');
+        // Purged or replaced while it was written (the cube left): nothing to mark.
+        if (this.options.segments.segments.get(segment.windowStart) !== segment) continue;
+        this.options.segments.markHandedOff(segment, Date.now());
+        this.handOffPaths.set(segment.windowStart, path);
+        this.handOffErrors.delete(segment.windowStart);
+        this.options.onHandedOff(segment);
+        end();
+        this.options.logger.info('segment handed off', {
+          cube: this.cube,
+          windowStart: segment.windowStart,
+          path,
+          ...(failed ? { attempts: failed.attempts + 1 } : {}),
+        });
+      } catch (error) {
+        if (this.aborter.signal.aborted) return;
+        const attempts = (failed?.attempts ?? 0) + 1;
+        const retryInMs = handOffRetryDelay(this.options.retry ?? defaultHandOffRetry, attempts);
+        const lastError = (error as Error).message;
+        this.handOffErrors.set(segment.windowStart, {
+          attempts,
+          lastError,
+          notBefore: this.now() + retryInMs,
+        });
+        this.options.metrics.handOffFailed();
+        this.options.logger.warn('hand-off failed; will retry', {
+          cube: this.cube,
+          windowStart: segment.windowStart,
+          storage: this.options.storage.type,
+          attempts,
+          retryInMs,
+          error: lastError,
+        });
       }
-    } finally {
-      this.handingOff = false;
     }
   }
 

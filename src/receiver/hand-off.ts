@@ -1,9 +1,7 @@
 // Hand-off of a sealed segment to deep storage: its rows as an Arrow IPC file (readable by
-// pyarrow, DuckDB, Polars, …) and a manifest saying what it covers. Written under a temporary name
-// and renamed, so a reader never sees half a hand-off; a repeated hand-off finds it done.
+// pyarrow, DuckDB, Polars, …) and a manifest saying what it covers, written last (deep-storage.ts),
+// so a reader never sees half a hand-off; a repeated hand-off finds it done.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   Float64,
   Int64,
@@ -15,7 +13,7 @@ import {
   vectorFromArray,
 } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
-import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
+import type { DeepStorage } from './deep-storage.ts';
 import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-ranges.ts';
 import { type Segment, epochsToJson } from './segments.ts';
 
@@ -42,7 +40,6 @@ export interface HandOffManifest {
 }
 
 export interface HandOffTarget {
-  deepStorageDir: string;
   /** Undefined for a cube restored from a checkpoint written before receivers knew namespaces. */
   namespace?: string | undefined;
   cube: string;
@@ -52,8 +49,8 @@ export interface HandOffTarget {
 }
 
 /**
- * Where a segment's hand-off lives:
- * `namespace=<ns>/<cube>/window=…/replicaSet=…/<receiver>.e<epoch>.<digest>`, so that cubes of one
+ * Where a segment's hand-off lives, relative to the deep storage's root (a directory, or a
+ * bucket and prefix): `namespace=<ns>/<cube>/window=…/replicaSet=…/<receiver>.e<epoch>.<digest>`, so that cubes of one
  * name in two namespaces stay apart. A cube whose namespace the receiver does not know yet
  * (restored from a checkpoint of before) keeps the layout of then, `<cube>/window=…`; `=` is in no
  * DNS label, so the two cannot meet. A receiver that gets partitions of a cube back after a move
@@ -63,7 +60,7 @@ export interface HandOffTarget {
  * the highest epoch. A sealed segment's ranges never change, so a repeated hand-off of it finds
  * its own directory.
  */
-export function handOffDirectory(
+export function handOffKey(
   t: HandOffTarget,
   segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges'>,
 ): string {
@@ -77,14 +74,13 @@ export function handOffDirectory(
     )
     .digest('hex')
     .slice(0, 12);
-  return join(
-    t.deepStorageDir,
+  return [
     ...(t.namespace === undefined ? [] : [`namespace=${t.namespace}`]),
     t.cube,
     `window=${segment.windowStart}`,
     `replicaSet=${t.replicaSet}`,
     `${t.receiver}.e${epoch}.${covers}`,
-  );
+  ].join('/');
 }
 
 export function segmentTable(schema: CubeSchema, segment: Segment): Table {
@@ -116,14 +112,19 @@ export function segmentTable(schema: CubeSchema, segment: Segment): Table {
   return new Table(columns);
 }
 
-/** Writes the segment to deep storage, or finds it already there; returns the directory. */
-export function handOffSegment(
+/**
+ * Writes the segment to deep storage, or finds it already there; returns where it is. The Arrow
+ * file is made before the first write, so the segment may change meanwhile without tearing it.
+ */
+export async function handOffSegment(
+  storage: DeepStorage,
   target: HandOffTarget,
   segment: Segment,
   lost: Map<number, OffsetRange[]> = new Map(),
-): string {
-  const dir = handOffDirectory(target, segment);
-  const manifestPath = join(dir, 'manifest.json');
+  signal?: AbortSignal,
+): Promise<string> {
+  const key = handOffKey(target, segment);
+  const location = storage.locationOf(key);
   const manifest: HandOffManifest = {
     ...(target.namespace === undefined ? {} : { namespace: target.namespace }),
     cube: target.cube,
@@ -138,25 +139,21 @@ export function handOffSegment(
     dataFile: 'data.arrow',
     schema: target.schema,
   };
-  if (existsSync(manifestPath)) {
-    const existing = JSON.parse(readFileSync(manifestPath, 'utf8')) as HandOffManifest;
-    if (JSON.stringify(existing.offsetRanges) === JSON.stringify(manifest.offsetRanges)) return dir;
+  const data = tableToIPC(segmentTable(target.schema, segment), 'file');
+  const existingText = await storage.readManifest(key, signal);
+  if (existingText !== undefined) {
+    const existing = JSON.parse(existingText) as HandOffManifest;
+    if (JSON.stringify(existing.offsetRanges) === JSON.stringify(manifest.offsetRanges))
+      return location;
     throw new Error(
-      `deep storage already holds a different hand-off of window ${manifest.windowStart} at ${dir}`,
+      `deep storage already holds a different hand-off of window ${manifest.windowStart} at ${location}`,
     );
   }
-  const tmp = `${dir}.tmp`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  writeFileDurably(
-    join(tmp, 'data.arrow'),
-    tableToIPC(segmentTable(target.schema, segment), 'file'),
-    false,
+  await storage.writeHandOff(
+    key,
+    [{ name: manifest.dataFile, body: data }],
+    JSON.stringify(manifest, null, 2),
+    signal,
   );
-  writeFileDurably(join(tmp, 'manifest.json'), JSON.stringify(manifest, null, 2), false);
-  fsyncDirectory(tmp);
-  mkdirSync(join(dir, '..'), { recursive: true });
-  renameSync(tmp, dir);
-  fsyncDirectory(join(dir, '..'));
-  return dir;
+  return location;
 }

@@ -25,6 +25,7 @@ import {
   migrateCubeDirectories,
   moveCubeDirectory,
 } from './cube-directories.ts';
+import { type DeepStorage, openDeepStorage } from './deep-storage.ts';
 import { LeaderTerms } from './leader-terms.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
@@ -45,6 +46,7 @@ export class Receiver {
   /** Sockets of the Kafka clients still open, closed for good at stop. */
   private readonly kafkaSockets = new Set<Socket>();
   private ready = false;
+  private deepStoragePromise: Promise<DeepStorage> | undefined;
 
   constructor(config: ReceiverConfig, metrics: ReceiverMetrics, logger: Logger) {
     this.config = config;
@@ -125,6 +127,12 @@ export class Receiver {
 
   private secretReaderPromise: Promise<SecretReader> | undefined;
 
+  /** The hand-off target every cube shares (one S3 client, one connection pool). */
+  private deepStorage(): Promise<DeepStorage> {
+    this.deepStoragePromise ??= openDeepStorage(this.config.deepStorage);
+    return this.deepStoragePromise;
+  }
+
   /** Reads Secrets through the pod's ServiceAccount (or KUBECONFIG), made on first use only. */
   private secretReader(): Promise<SecretReader> {
     this.secretReaderPromise ??= import('../kubernetes/secrets.ts').then((m) =>
@@ -161,7 +169,8 @@ export class Receiver {
       replicaSet: this.config.replicaSet,
       receiverId: this.config.id,
       dataDir: this.config.dataDir,
-      deepStorageDir: this.config.deepStorageDir,
+      deepStorage: await this.deepStorage(),
+      handOffRetry: { initialMs: 1_000, maxMs: this.config.handOffRetryMaxMs },
       kafka: await this.kafkaFor(spec.source, namespace),
       metrics: this.metrics,
       logger: this.logger.child({
@@ -430,6 +439,7 @@ export class Receiver {
     this.ready = false;
     clearInterval(this.secretRefresh);
     for (const channel of this.cubes.values()) await channel.close();
+    if (this.deepStoragePromise) (await this.deepStoragePromise).close();
     // With an error, not quietly: kafkajs then disconnects the connection, which stops its
     // request-timeout timer; a socket merely destroyed would leave that timer running.
     for (const socket of this.kafkaSockets) {

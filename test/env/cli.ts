@@ -10,6 +10,7 @@ import {
   stopEnvironment,
 } from '../../src/local/environment.ts';
 import { ensureHelm, ensurePrometheus } from '../../src/local/controlplane.ts';
+import { ensureVersitygw } from './s3-server.ts';
 import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { ensureControlPlaneBinaries } from '../../src/local/controlplane.ts';
 import { prepareNode } from '../../src/local/node/node.ts';
@@ -71,6 +72,7 @@ async function main(command: string | undefined, flags: Set<string>): Promise<nu
       await Promise.all([resolveKafkaClasspath(), ensureControlPlaneBinaries()]);
       await ensureHelm();
       await ensurePrometheus();
+      await ensureVersitygw();
       if (flags.has('--node')) await prepareNode();
       console.log(`cached under ${settings.cacheDir}`);
       return 0;

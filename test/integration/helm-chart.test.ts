@@ -557,6 +557,82 @@ test('source Secrets: the operator and a receiver ServiceAccount may get exactly
     ).toBe('t-receiver');
 });
 
+test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucket from their flags, credentials from a Secret or the pod identity (IRSA)', async () => {
+  const pvc = await render();
+  expect(find(pvc, 'PersistentVolumeClaim', 't-deep-storage')).toBeDefined();
+  const pvcFlags = container(find(pvc, 'StatefulSet', 't-rs-a')).args!.slice(1);
+  expect(parseReceiverConfig(pvcFlags, {}).deepStorage).toEqual({
+    type: 'filesystem',
+    dir: '/var/lib/streamcube/deep-storage',
+  });
+
+  const withSecret = await render(
+    'deepStorage.type=s3',
+    'deepStorage.s3.bucket=lake',
+    'deepStorage.s3.prefix=olap/segments',
+    'deepStorage.s3.endpoint=http://seaweedfs.storage:8333',
+    'deepStorage.s3.region=eu-west-1',
+    'deepStorage.s3.forcePathStyle=true',
+    'deepStorage.s3.credentialsSecret=s3-creds',
+  );
+  expect(withSecret.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
+  for (const name of ['t-rs-a', 't-rs-b']) {
+    const receiver = container(find(withSecret, 'StatefulSet', name));
+    expect(parseReceiverConfig(receiver.args!.slice(1), {}).deepStorage).toEqual({
+      type: 's3',
+      bucket: 'lake',
+      prefix: 'olap/segments',
+      endpoint: 'http://seaweedfs.storage:8333',
+      region: 'eu-west-1',
+      forcePathStyle: true,
+    });
+    for (const key of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'])
+      expect(receiver.env).toContainEqual({
+        name: key,
+        valueFrom: { secretKeyRef: { name: 's3-creds', key } },
+      });
+    expect(receiver.volumeMounts?.map((m) => m.name)).not.toContain('deep-storage');
+    expect(
+      podTemplate(find(withSecret, 'StatefulSet', name)).spec!.volumes!.map((v) => v.name),
+    ).not.toContain('deep-storage');
+  }
+
+  // IRSA: no Secret, an annotated ServiceAccount the receivers run under.
+  const irsa = await render(
+    'deepStorage.type=s3',
+    'deepStorage.s3.bucket=lake',
+    'receivers.serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::111122223333:role/streamcube',
+  );
+  expect(find(irsa, 'ServiceAccount', 't-receiver').metadata?.annotations).toEqual({
+    'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/streamcube',
+  });
+  const irsaReceiver = find(irsa, 'StatefulSet', 't-rs-a');
+  expect(podTemplate(irsaReceiver).spec!.serviceAccountName).toBe('t-receiver');
+  expect(container(irsaReceiver).env?.map((e) => e.name)).not.toContain('AWS_ACCESS_KEY_ID');
+  expect(parseReceiverConfig(container(irsaReceiver).args!.slice(1), {}).deepStorage).toEqual({
+    type: 's3',
+    bucket: 'lake',
+    prefix: 'streamcube',
+    forcePathStyle: false,
+  });
+  // No source Secrets: the ServiceAccount gets no Role.
+  expect(irsa.some((o) => o.kind === 'Role' && o.metadata?.name === 't-source-secrets')).toBe(
+    false,
+  );
+
+  // values.schema.json: s3 without a bucket, a bucket S3 refuses, an unknown type.
+  for (const [sets, message] of [
+    [['deepStorage.type=s3'], /deepStorage\/s3\/bucket/],
+    [['deepStorage.type=s3', 'deepStorage.s3.bucket=Not_A_Bucket'], /deepStorage\/s3\/bucket/],
+    [['deepStorage.type=gcs'], /deepStorage\/type/],
+    [
+      ['deepStorage.type=s3', 'deepStorage.s3.bucket=lake', 'deepStorage.s3.endpoint=s3.local'],
+      /deepStorage\/s3\/endpoint/,
+    ],
+  ] as [string[], RegExp][])
+    await expect(render(...sets)).rejects.toThrow(message);
+});
+
 /** The values of the install test: every option of the chart set to something. */
 const everyOption = {
   imagePullSecrets: [{ name: 'pull-me' }],

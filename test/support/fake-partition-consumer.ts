@@ -12,6 +12,7 @@ import {
   consumedRecords,
 } from '../../src/kafka/partition-consumer.ts';
 import type { ChannelOptions } from '../../src/receiver/cube-channel.ts';
+import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 
 export class FakePartitionConsumer implements PartitionConsumer {
@@ -125,7 +126,7 @@ export function fakeChannelOptions(
     replicaSet: 'rs-a',
     receiverId: 'rs-a-0',
     dataDir: join(dir, 'data'),
-    deepStorageDir: join(dir, 'deep'),
+    deepStorage: new FilesystemDeepStorage(join(dir, 'deep')),
     kafka: {} as Kafka, // never used: the consumer is the fake
     metrics: createReceiverMetrics(new Registry()),
     logger: winston.createLogger({ silent: true }),

@@ -26,6 +26,12 @@ export interface ReceiverProcessOptions {
   replicaSet: string;
   /** Shared between receivers of a test so hand-offs land in one place. */
   deepStorageDir: string;
+  /**
+   * Flags naming another deep storage instead of `--deep-storage-dir` (an S3 bucket:
+   * `--deep-storage=s3://…`, `--s3-endpoint=…`); `deepStorageDir` is then where the test puts
+   * what it downloads from there.
+   */
+  deepStorage?: string[];
   flushInterval?: string;
   idleTimeout?: string;
   host?: string;
@@ -87,7 +93,7 @@ export class ReceiverProcess {
         `--host=${o.host ?? '127.0.0.1'}`,
         `--port=${this.port}`,
         `--data-dir=${this.dataDir}`,
-        `--deep-storage-dir=${o.deepStorageDir}`,
+        ...(o.deepStorage ?? [`--deep-storage-dir=${o.deepStorageDir}`]),
         `--admin-token-file=${this.tokenFile}`,
         `--flush-interval=${o.flushInterval ?? '200ms'}`,
         `--idle-timeout=${o.idleTimeout ?? '10m'}`,

@@ -7,21 +7,19 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cubeSchema } from '../../src/api/cube.ts';
-import {
-  type HandOffTarget,
-  handOffDirectory,
-  handOffSegment,
-} from '../../src/receiver/hand-off.ts';
+import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
+import { type HandOffTarget, handOffKey, handOffSegment } from '../../src/receiver/hand-off.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 
 const window = Date.UTC(2026, 0, 1, 10);
 let deep: string;
 let target: HandOffTarget;
+let storage: FilesystemDeepStorage;
 
 beforeEach(() => {
   deep = mkdtempSync(join(tmpdir(), 'streamcube-hand-off-'));
+  storage = new FilesystemDeepStorage(deep);
   target = {
-    deepStorageDir: deep,
     cube: 'orders',
     replicaSet: 'rs-a',
     receiver: 'rs-a-0',
@@ -53,7 +51,7 @@ function segment(
   };
 }
 
-test('a later segment of the same window with the same highest epoch gets its own directory', () => {
+test('a later segment of the same window with the same highest epoch gets its own directory', async () => {
   // Before: partitions 0 (epoch 3) and 1 (epoch 7). Partition 0 moved away and back at epoch 5;
   // the new segment of the window holds offsets 40–60 of partition 0 and the same highest epoch.
   const first = segment(
@@ -73,8 +71,8 @@ test('a later segment of the same window with the same highest epoch gets its ow
     ],
     [[0, [[40n, 60n]]]],
   );
-  const a = handOffSegment(target, first);
-  const b = handOffSegment(target, later);
+  const a = await handOffSegment(storage, target, first);
+  const b = await handOffSegment(storage, target, later);
   expect(a).not.toBe(b);
   expect(readdirSync(join(deep, 'orders', `window=${window}`, 'replicaSet=rs-a')).sort()).toEqual(
     [a, b].map((dir) => dir.split('/').at(-1)).sort(),
@@ -82,7 +80,7 @@ test('a later segment of the same window with the same highest epoch gets its ow
   for (const dir of [a, b]) expect(dir).toMatch(/rs-a-0\.e7\.[0-9a-f]{12}$/);
 });
 
-test('a repeated hand-off of one segment finds its directory, its maps built in any order', () => {
+test('a repeated hand-off of one segment finds its directory, its maps built in any order', async () => {
   const live = segment(
     [
       [3, 2],
@@ -103,8 +101,8 @@ test('a repeated hand-off of one segment finds its directory, its maps built in 
       [3, [[10n, 20n]]],
     ],
   );
-  expect(handOffDirectory(target, restored)).toBe(handOffDirectory(target, live));
-  const dir = handOffSegment(target, live);
-  expect(handOffSegment(target, restored)).toBe(dir);
+  expect(handOffKey(target, restored)).toBe(handOffKey(target, live));
+  const dir = await handOffSegment(storage, target, live);
+  expect(await handOffSegment(storage, target, restored)).toBe(dir);
   expect(readdirSync(join(deep, 'orders', `window=${window}`, 'replicaSet=rs-a'))).toHaveLength(1);
 });

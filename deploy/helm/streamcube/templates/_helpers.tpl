@@ -26,6 +26,11 @@ app.kubernetes.io/component: operator
 {{ .Values.deepStorage.existingClaim | default (printf "%s-deep-storage" .Release.Name) }}
 {{- end }}
 
+{{/* Non-empty when the receivers get a ServiceAccount of their own (Secrets to read, or annotations). */}}
+{{- define "streamcube.receiverServiceAccount" -}}
+{{- if or .Values.sourceSecrets.names .Values.receivers.serviceAccount.annotations }}true{{ end }}
+{{- end }}
+
 {{- define "streamcube.operatorServiceAccount" -}}
 {{ .Values.operator.serviceAccount.name | default (printf "%s-operator" .Release.Name) }}
 {{- end }}

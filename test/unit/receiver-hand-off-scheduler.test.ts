@@ -1,0 +1,97 @@
+// The hand-off scheduler with deep storage that fails: the segment stays IMMUTABLE, each failure
+// is counted and reported with the time of the next attempt, attempts back off (1 s doubling to
+// the maximum), and once storage works again the segment is handed off and the report says where.
+import { Registry } from 'prom-client';
+import winston from 'winston';
+import { cubeSchema } from '../../src/api/cube.ts';
+import { ChannelMetrics } from '../../src/receiver/channel-metrics.ts';
+import type { DeepStorage, HandOffFile } from '../../src/receiver/deep-storage.ts';
+import { HandOffScheduler } from '../../src/receiver/hand-off-scheduler.ts';
+import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
+import { SegmentManager } from '../../src/receiver/segments.ts';
+
+/** Deep storage in memory that refuses every write while `down`. */
+class FlakyStorage implements DeepStorage {
+  readonly type = 's3';
+  down = true;
+  writes = 0;
+  readonly objects = new Map<string, string>();
+  locationOf(key: string): string {
+    return `s3://lake/${key}`;
+  }
+  readManifest(key: string): Promise<string | undefined> {
+    if (this.down) return Promise.reject(new Error('connect ECONNREFUSED'));
+    return Promise.resolve(this.objects.get(`${key}/manifest.json`));
+  }
+  writeHandOff(key: string, files: HandOffFile[], manifest: string): Promise<void> {
+    this.writes += 1;
+    for (const f of files) this.objects.set(`${key}/${f.name}`, String(f.body.byteLength));
+    this.objects.set(`${key}/manifest.json`, manifest);
+    return Promise.resolve();
+  }
+  close(): void {}
+}
+
+const schema = cubeSchema.parse({
+  timestampField: 'ts',
+  dimensions: ['country'],
+  measures: [{ name: 'events', function: 'count' }],
+  window: '1m',
+});
+
+test('a failing store: the segment waits IMMUTABLE, retries back off, and it lands once the store is back', async () => {
+  const segments = new SegmentManager(schema);
+  segments.accept(0, 1, 0n, { time: 30_000, dimensions: ['de'], values: [1] });
+  const segment = segments.segments.get(0)!;
+  segments.seal(segment);
+  const registry = new Registry();
+  const metrics = createReceiverMetrics(registry);
+  const storage = new FlakyStorage();
+  let now = 1_000_000;
+  const scheduler = new HandOffScheduler({
+    storage,
+    target: { namespace: 'a', cube: 'orders', replicaSet: 'rs-a', receiver: 'r0', schema },
+    segments,
+    metrics: new ChannelMetrics(metrics, { namespace: 'a', cube: 'orders', topic: 't' }),
+    logger: winston.createLogger({ silent: true }),
+    retentionMs: 60_000,
+    lostBefore: () => new Map(),
+    onHandedOff: () => undefined,
+    retry: { initialMs: 1_000, maxMs: 4_000 },
+    now: () => now,
+  });
+  const failures = async (): Promise<number> =>
+    (await metrics.handOffFailures.get()).values.find((v) => v.labels.cube === 'orders')?.value ??
+    0;
+
+  // Attempt times: 0, +1 s, +2 s, +4 s, +4 s (the maximum); a pass in between tries nothing.
+  const attemptsAt: number[] = [];
+  for (let t = 0; t <= 12_000; t += 500) {
+    now = 1_000_000 + t;
+    const before = scheduler.report(0)?.attempts ?? 0;
+    await scheduler.handOffSealed();
+    if ((scheduler.report(0)?.attempts ?? 0) > before) attemptsAt.push(t);
+  }
+  expect(attemptsAt).toEqual([0, 1_000, 3_000, 7_000, 11_000]);
+  expect(segment.state).toBe('IMMUTABLE');
+  expect(await failures()).toBe(5);
+  expect(scheduler.report(0)).toEqual({
+    attempts: 5,
+    lastError: 'connect ECONNREFUSED',
+    nextAttemptAt: new Date(1_000_000 + 15_000).toISOString(),
+  });
+
+  storage.down = false;
+  now = 1_000_000 + 15_000;
+  await scheduler.handOffSealed();
+  expect(segment.state).toBe('HANDED_OFF');
+  expect(storage.writes).toBe(1);
+  const path = scheduler.report(0)?.path;
+  expect(path).toMatch(/^s3:\/\/lake\/namespace=a\/orders\/window=0\/replicaSet=rs-a\/r0\.e1\./);
+  expect(scheduler.report(0)).toEqual({ attempts: 1, path });
+  expect([...storage.objects.keys()].map((k) => k.split('/').at(-1)).sort()).toEqual([
+    'data.arrow',
+    'manifest.json',
+  ]);
+  expect(await failures()).toBe(5);
+});
