@@ -9,6 +9,7 @@ import {
   leaderTerm,
   leaderTermHeader,
   partitionsRequest,
+  releaseRequest,
   queryRequest,
   sealRequest,
   staleLeaderReason,
@@ -90,9 +91,10 @@ const routes: Route[] = [
     pattern: cubePath('/release'),
     name: '/v1/cubes/:cube/release',
     mutates: true,
-    handle: (r, [cube], body) => ({
-      partitions: r.get(cube!).release(partitionsRequest.parse(body).partitions),
-    }),
+    handle: (r, [cube], body) => {
+      const req = releaseRequest.parse(body);
+      return { partitions: r.get(cube!).release(req.partitions, req.stopOffsets) };
+    },
   },
   {
     method: 'POST',
