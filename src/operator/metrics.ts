@@ -64,7 +64,7 @@ export function createOperatorMetrics(registry: Registry) {
     }),
     replicaRepairs: sharedCounter(registry, {
       name: 'streamcube_operator_replica_repairs_total',
-      help: "Calls that brought a replica to its replica set's state for a cube (a phase it missed, a restart), by kind: release, drain, assign, resume, pause, seal",
+      help: "Calls that brought a replica to its replica set's state for a cube (a phase it missed, a restart), by kind: release, drain, assign, resume, pause, seal, raiseStops (Draining), fence (a release past its stop offset)",
       labelNames: ['cube', 'replica_set', 'repair'],
     }),
     segments: sharedGauge(registry, {

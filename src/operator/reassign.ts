@@ -547,9 +547,10 @@ async function releaseAtStops(
   stops: Record<string, string>,
 ): Promise<string | undefined> {
   try {
-    await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
+    const answer = await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
       c.release(ctx.cube, partitions, ctx.signal, stops),
     );
+    tellFenced(ctx, endpoint, answer.partitions);
     return undefined;
   } catch (error) {
     if (!(error instanceof PhaseBlocked) || error.receiverStatus !== 409) throw error;
@@ -578,11 +579,48 @@ async function releaseAtStops(
       'ReplicaRepaired',
       `receiver ${endpoint.name} (${endpoint.replicaSet}) brought to its replica set's state: it missed Draining, drained ${describeOffsets(drain)} (the stop offsets) before its release`,
     );
-    await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
+    const released = await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
       c.release(ctx.cube, partitions, ctx.signal, stops),
     );
+    tellFenced(ctx, endpoint, released.partitions);
     return undefined;
   }
+}
+
+/**
+ * Partitions released past their stop offset (a replica that missed the pause and ran on): the
+ * receiver fenced the segments holding the excess. A Warning Event and a count say so.
+ */
+function tellFenced(
+  ctx: ReassignContext,
+  endpoint: ReceiverEndpoint,
+  released: { partition: number; position: string; stopOffset: string | null }[],
+): void {
+  const fenced = fencedPartitions(released);
+  if (fenced.length === 0) return;
+  ctx.onReplicaRepaired(endpoint, 'fence');
+  ctx.event('Warning', 'ExcessFenced', fencedMessage(endpoint, fenced));
+}
+
+/** Released partitions whose position is past their stop offset: their excess was fenced. */
+export function fencedPartitions(
+  released: { partition: number; position: string; stopOffset: string | null }[],
+): { partition: number; position: string; stopOffset: string }[] {
+  return released.flatMap((p) =>
+    p.stopOffset !== null && BigInt(p.position) > BigInt(p.stopOffset)
+      ? [{ partition: p.partition, position: p.position, stopOffset: p.stopOffset }]
+      : [],
+  );
+}
+
+export function fencedMessage(
+  endpoint: ReceiverEndpoint,
+  fenced: { partition: number; position: string; stopOffset: string }[],
+): string {
+  const what = fenced
+    .map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`)
+    .join(', ');
+  return `receiver ${endpoint.name} (${endpoint.replicaSet}) had consumed past the stop offsets of partitions ${what} under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off`;
 }
 
 /** From here on the move only rolls forward: sources release, targets take over. */

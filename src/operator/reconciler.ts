@@ -44,6 +44,8 @@ import {
   assignRequest,
   describeMoves,
   describeOffsets,
+  fencedMessage,
+  fencedPartitions,
   newJournal,
   requeueDelayMs,
   stepReassign,
@@ -516,7 +518,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     try {
       if (repairs.release) {
         const { partitions, stopOffsets } = repairs.release;
-        await client.release(cube, partitions, signal, stopOffsets);
+        const answer = await client.release(cube, partitions, signal, stopOffsets);
+        const fenced = fencedPartitions(answer.partitions);
+        if (fenced.length > 0) {
+          deps.metrics.replicaRepairs.inc({ cube, replica_set: rs, repair: 'fence' });
+          deps.events.record(object, 'Warning', 'ExcessFenced', fencedMessage(endpoint, fenced));
+        }
         made(
           'release',
           `released ${list(partitions)} at the offsets their owners start from (${describeOffsets(stopOffsets)})`,

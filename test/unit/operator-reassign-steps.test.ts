@@ -767,6 +767,32 @@ describe('stepReassign: what a step writes', () => {
     expect(h.repaired).toEqual(['rs-a-1 raiseStops']);
   });
 
+  test('Starting tells and counts a replica released past its stop offsets (its excess fenced)', async () => {
+    const h = harness(journalAt('Starting'));
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      if (e.name !== 'rs-a-1') return c;
+      return {
+        ...c,
+        release: async (cube, partitions, signal, stopOffsets) => {
+          const answer = await c.release(cube, partitions, signal, stopOffsets);
+          const past = answer.partitions.map((p) => ({
+            ...p,
+            position: '230',
+            stopOffset: stopOffsets?.[String(p.partition)] ?? null,
+          }));
+          return { partitions: past };
+        },
+      };
+    };
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(h.events).toEqual([
+      'Warning ExcessFenced: receiver rs-a-1 (rs-a) had consumed past the stop offsets of partitions 0 (at 230, stop 105), 1 (at 230, stop 200) under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off',
+    ]);
+    expect(h.repaired).toEqual(['rs-a-1 fence']);
+  });
+
   test('Starting tells and counts a replica that missed Draining, once drained', async () => {
     const h = harness(journalAt('Starting'), { faults: { 'rs-a-0 release': '409 once' } });
     await stepReassign(h.ctx, journalAt('Starting'));
