@@ -67,6 +67,11 @@ export function createOperatorMetrics(registry: Registry) {
       help: "Replicas that lacked the cube and were given it at their replica set's positions",
       labelNames: ['cube', 'replica_set'],
     }),
+    replicaRepairs: sharedCounter(registry, {
+      name: 'streamcube_operator_replica_repairs_total',
+      help: "Calls that brought a replica to its replica set's state for a cube (a phase it missed, a restart), by kind: release, drain, assign, resume, pause, seal, raiseStops (Draining), fence (a release past its stop offset)",
+      labelNames: ['cube', 'replica_set', 'repair'],
+    }),
     segments: sharedGauge(registry, {
       name: 'streamcube_segments',
       help: 'Segments of the cube by state (one replica per replica set counted)',

@@ -39,7 +39,7 @@ export class PhaseBlocked extends Error {
 /** The receiver calls a reassign makes. */
 export type ReassignReceiver = Pick<
   ReceiverClient,
-  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign'
+  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign' | 'cubeStatus'
 >;
 
 /**
@@ -90,6 +90,11 @@ export interface ReassignContext {
    * set): it is left out of the move; called once per reassign and replica, to log and count it.
    */
   onCubeMissing: (endpoint: ReceiverEndpoint, journal: ReassignJournal) => void;
+  /**
+   * A replica was brought to the state a phase it missed left its siblings in (`repair`: drain,
+   * raiseStops), as observe's convergence does at rest: to count it.
+   */
+  onReplicaRepaired: (endpoint: ReceiverEndpoint, repair: string) => void;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
   entries: PhaseEntries;
@@ -160,7 +165,8 @@ export type StepOutcome =
       requeueAfterMs: number;
     };
 
-const nextPhase: Record<ReassignPhase, ReassignPhase> = {
+/** The phase each one leads to (Done stays Done). */
+export const nextPhase: Record<ReassignPhase, ReassignPhase> = {
   Planned: 'Pausing',
   Pausing: 'Draining',
   Draining: 'Starting',
@@ -350,7 +356,13 @@ export function assignRequest(
 /** How a phase's run ended: finished (with what the next phase needs), or still under way. */
 type PhaseRun =
   | { finished: true; journal?: Partial<ReassignJournal>; status?: CubeAssignmentStatusPatch }
-  | { finished: false; message: string; requeueAfterMs: number };
+  /** Under way; `journal`, when given, is written before the phase runs again (raised stops). */
+  | {
+      finished: false;
+      message: string;
+      requeueAfterMs: number;
+      journal?: Partial<ReassignJournal>;
+    };
 
 const finished = (
   journal: Partial<ReassignJournal> = {},
@@ -415,6 +427,46 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   return finished({ stopOffsets });
 }
 
+/** Offsets by partition, as Events name them: `0 at 105, 1 at 200`. */
+export const describeOffsets = (offsets: Record<string, string>): string =>
+  Object.entries(offsets)
+    .map(([p, o]) => `${p} at ${o}`)
+    .join(', ');
+
+/** The journal's stop offsets of `partitions`, as a drain or a release sends them. */
+function stopsOf(journal: ReassignJournal, partitions: number[]): Record<string, string> {
+  return Object.fromEntries(
+    partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
+  );
+}
+
+/**
+ * A drain refused (409): a replica that missed the pause (down, or not Ready then) may have run
+ * past the stop offsets. Nothing is released before Starting, so the stops may still rise: the
+ * replica is paused, and its positions past them become the new stops. Any other refusal blocks.
+ */
+async function raisedStops(
+  ctx: ReassignContext,
+  endpoint: ReceiverEndpoint,
+  partitions: number[],
+  stops: Record<string, string>,
+  error: unknown,
+): Promise<Record<string, string>> {
+  if (!(error instanceof PhaseBlocked) || error.receiverStatus !== 409) throw error;
+  const paused = await call(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
+    c.pause(ctx.cube, partitions, ctx.signal),
+  );
+  const raised: Record<string, string> = {};
+  for (const p of paused.partitions) {
+    const stop = stops[String(p.partition)];
+    if (stop !== undefined && BigInt(p.position) > BigInt(stop))
+      raised[String(p.partition)] = p.position;
+  }
+  if (Object.keys(raised).length === 0) throw error;
+  ctx.onReplicaRepaired(endpoint, 'raiseStops');
+  return raised;
+}
+
 /**
  * Every replica of each source consumes to the stop offsets. Replicas are taken in order, and a
  * pass ends at the first one still draining: it is polled again on the next reconcile.
@@ -422,14 +474,20 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
 async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const watermarks = new Map<number, number>();
   for (const [rs, partitions] of bySource(journal)) {
-    const stops = Object.fromEntries(
-      partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
-    );
+    const stops = stopsOf(journal, partitions);
     let pending: string | undefined;
+    let raised: Record<string, string> | undefined;
     const done = await onHolders(ctx, journal, rs, async (endpoint) => {
-      const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
-        c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
-      );
+      let answer;
+      try {
+        answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
+          c.drain(ctx.cube, { stopOffsets: stops, timeoutMs: ctx.drainPollMs }, ctx.signal),
+        );
+      } catch (error) {
+        raised = await raisedStops(ctx, endpoint, partitions, stops, error);
+        pending = `receiver ${endpoint.name} ran past the stop offsets: raised to its positions`;
+        return false;
+      }
       if (!answer.done) {
         const behind = answer.partitions.filter((p) => p.state !== 'stopped');
         const lead = `receiver ${endpoint.name} has not reached the stop offsets of partitions`;
@@ -449,6 +507,21 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
       }
       return true;
     });
+    if (raised) {
+      const stopOffsets = { ...journal.stopOffsets, ...raised };
+      ctx.event(
+        'Normal',
+        'StopOffsetsRaised',
+        `reassign ${journal.id}: a replica of ${rs} that missed the pause ran past the stop offsets; raised to ${describeOffsets(raised)}, every replica of ${rs} drains on to them`,
+      );
+      const message = pending ?? 'stop offsets raised';
+      return {
+        finished: false,
+        message,
+        requeueAfterMs: requeueDelayMs.advanced,
+        journal: { stopOffsets },
+      };
+    }
     if (!done) {
       const message = pending ?? 'a drain is under way';
       return { finished: false, message, requeueAfterMs: requeueDelayMs.drainPending };
@@ -461,6 +534,95 @@ async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise
   );
 }
 
+/**
+ * Releases the moving partitions on one source replica at the stop offsets: the next owner starts
+ * there, so a partition past its stop has the excess fenced by the receiver. One short of its
+ * stop (a replica that missed Draining) is refused (409): it drains to its stop first, and is
+ * released on a later pass. Returns what is still under way, or undefined once released.
+ */
+async function releaseAtStops(
+  ctx: ReassignContext,
+  endpoint: ReceiverEndpoint,
+  partitions: number[],
+  stops: Record<string, string>,
+): Promise<string | undefined> {
+  try {
+    const answer = await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
+      c.release(ctx.cube, partitions, ctx.signal, stops),
+    );
+    tellFenced(ctx, endpoint, answer.partitions);
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof PhaseBlocked) || error.receiverStatus !== 409) throw error;
+    const held = await call(ctx, endpoint, 'status', 'ReleaseFailed', (c) =>
+      c.cubeStatus(ctx.cube, ctx.signal),
+    );
+    const short = held.partitions.filter(
+      (p) =>
+        partitions.includes(p.partition) &&
+        p.state !== 'released' &&
+        BigInt(p.position) < BigInt(stops[String(p.partition)] ?? '0'),
+    );
+    if (short.length === 0) throw error;
+    const drain = Object.fromEntries(
+      short.map((p) => [String(p.partition), stops[String(p.partition)]!]),
+    );
+    const answer = await call(ctx, endpoint, 'drain', 'DrainFailed', (c) =>
+      c.drain(ctx.cube, { stopOffsets: drain, timeoutMs: ctx.drainPollMs }, ctx.signal),
+    );
+    const behind = short.map((p) => p.partition).join(', ');
+    const message = `receiver ${endpoint.name} missed Draining: it consumes partitions ${behind} to their stop offsets before it releases them`;
+    if (!answer.done) return message;
+    ctx.onReplicaRepaired(endpoint, 'drain');
+    ctx.event(
+      'Normal',
+      'ReplicaRepaired',
+      `receiver ${endpoint.name} (${endpoint.replicaSet}) brought to its replica set's state: it missed Draining, drained ${describeOffsets(drain)} (the stop offsets) before its release`,
+    );
+    const released = await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
+      c.release(ctx.cube, partitions, ctx.signal, stops),
+    );
+    tellFenced(ctx, endpoint, released.partitions);
+    return undefined;
+  }
+}
+
+/**
+ * Partitions released past their stop offset (a replica that missed the pause and ran on): the
+ * receiver fenced the segments holding the excess. A Warning Event and a count say so.
+ */
+function tellFenced(
+  ctx: ReassignContext,
+  endpoint: ReceiverEndpoint,
+  released: { partition: number; position: string; stopOffset: string | null }[],
+): void {
+  const fenced = fencedPartitions(released);
+  if (fenced.length === 0) return;
+  ctx.onReplicaRepaired(endpoint, 'fence');
+  ctx.event('Warning', 'ExcessFenced', fencedMessage(endpoint, fenced));
+}
+
+/** Released partitions whose position is past their stop offset: their excess was fenced. */
+export function fencedPartitions(
+  released: { partition: number; position: string; stopOffset: string | null }[],
+): { partition: number; position: string; stopOffset: string }[] {
+  return released.flatMap((p) =>
+    p.stopOffset !== null && BigInt(p.position) > BigInt(p.stopOffset)
+      ? [{ partition: p.partition, position: p.position, stopOffset: p.stopOffset }]
+      : [],
+  );
+}
+
+export function fencedMessage(
+  endpoint: ReceiverEndpoint,
+  fenced: { partition: number; position: string; stopOffset: string }[],
+): string {
+  const what = fenced
+    .map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`)
+    .join(', ');
+  return `receiver ${endpoint.name} (${endpoint.replicaSet}) had consumed past the stop offsets of partitions ${what} under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off`;
+}
+
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   // Every source releases before any target starts: a source set with no ready receiver blocks
@@ -468,9 +630,14 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
   for (const [rs, partitions] of bySource(journal)) {
     for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       try {
-        await call(ctx, endpoint, 'release', 'ReleaseFailed', (c) =>
-          c.release(ctx.cube, partitions, ctx.signal),
+        const pending = await releaseAtStops(
+          ctx,
+          endpoint,
+          partitions,
+          stopsOf(journal, partitions),
         );
+        if (pending)
+          return { finished: false, message: pending, requeueAfterMs: requeueDelayMs.drainPending };
         receiverFinished('Starting');
       } catch (error) {
         // A replica without the cube (404) holds nothing to release.
@@ -619,7 +786,12 @@ export async function stepReassign(
   }
   if (!run.finished) {
     const { message, requeueAfterMs } = run;
-    return { kind: 'waiting', object: ctx.object, journal, message, requeueAfterMs };
+    if (!run.journal)
+      return { kind: 'waiting', object: ctx.object, journal, message, requeueAfterMs };
+    ctx.signal.throwIfAborted();
+    const next: ReassignJournal = { ...journal, ...run.journal };
+    const object = await ctx.persist({ reassign: next });
+    return { kind: 'waiting', object, journal: next, message, requeueAfterMs };
   }
   ctx.signal.throwIfAborted();
   const next: ReassignJournal = {

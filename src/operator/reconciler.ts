@@ -44,6 +44,9 @@ import {
   PhaseEntries,
   assignRequest,
   describeMoves,
+  describeOffsets,
+  fencedMessage,
+  fencedPartitions,
   newJournal,
   requeueDelayMs,
   stepReassign,
@@ -54,6 +57,13 @@ import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
 import { classifySourceError } from '../kafka/source-security.ts';
 import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';
 import type { EventRecorder } from './events.ts';
+import {
+  desiredAtRest,
+  desiredInMove,
+  noRepairs,
+  replicaRepairs,
+  type Repairs,
+} from './replica-convergence.ts';
 import {
   type OperatorMetrics,
   type PartitionReading,
@@ -482,6 +492,167 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return undefined;
   }
 
+  /**
+   * One replica's repairs (replica-convergence.ts), made in order: releases at the stop offsets,
+   * drains short of them, assigns, resumes, pauses, then the seal of a replica whose set owns
+   * nothing. Each kind made is counted, and the whole told in one Event. Returns a problem when
+   * a call failed or something could not be decided, and whether a drain or a hand-off is still
+   * under way.
+   */
+  async function repairReplica(
+    object: CubeAssignment,
+    cube: string,
+    endpoint: ReceiverEndpoint,
+    repairs: Repairs,
+    signal: AbortSignal,
+  ): Promise<{ problem?: Problem; pending: boolean }> {
+    const rs = endpoint.replicaSet;
+    const where = `receiver ${endpoint.name} (${rs})`;
+    const unresolved = repairs.unresolved.map((u) => `partition ${u.partition} ${u.reason}`);
+    const notConverged = (detail: string): Problem => ({
+      reason: 'ReplicaNotConverged',
+      message: `${where} is not at its replica set's state for the cube: ${detail}`,
+      // Its siblings carry the set's partitions; the cube is still consumed.
+      keepsReady: true,
+    });
+    if (noRepairs(repairs)) {
+      return unresolved.length > 0
+        ? { problem: notConverged(unresolved.join('; ')), pending: false }
+        : { pending: false };
+    }
+    const client = clientFor(endpoint, object);
+    const done: string[] = [];
+    let pending = false;
+    const made = (repair: string, what: string): void => {
+      deps.metrics.replicaRepairs.inc({ cube, replica_set: rs, repair });
+      done.push(what);
+    };
+    const list = (ps: number[]): string => `partition${ps.length > 1 ? 's' : ''} ${ps.join(', ')}`;
+    let failure: unknown;
+    try {
+      if (repairs.release) {
+        const { partitions, stopOffsets } = repairs.release;
+        const answer = await client.release(cube, partitions, signal, stopOffsets);
+        const fenced = fencedPartitions(answer.partitions);
+        if (fenced.length > 0) {
+          deps.metrics.replicaRepairs.inc({ cube, replica_set: rs, repair: 'fence' });
+          deps.events.record(object, 'Warning', 'ExcessFenced', fencedMessage(endpoint, fenced));
+        }
+        made(
+          'release',
+          `released ${list(partitions)} at the offsets their owners start from (${describeOffsets(stopOffsets)})`,
+        );
+      }
+      if (repairs.drain) {
+        const answer = await client.drain(
+          cube,
+          { stopOffsets: repairs.drain, timeoutMs: drainPollMs },
+          signal,
+        );
+        pending ||= !answer.done;
+        made(
+          'drain',
+          `drained ${describeOffsets(repairs.drain)} (the stop offsets of a move it missed)`,
+        );
+      }
+      if (repairs.assign.length > 0) {
+        await client.assign(cube, assignRequest(object, rs, repairs.assign), signal);
+        const given = repairs.assign.map(
+          (p) => `${p.partition} at ${p.position} (epoch ${p.epoch})`,
+        );
+        made('assign', `assigned ${given.join(', ')}`);
+      }
+      if (repairs.resume.length > 0) {
+        await client.resume(cube, repairs.resume, signal);
+        made('resume', `resumed ${list(repairs.resume)}`);
+      }
+      if (repairs.pause.length > 0) {
+        await client.pause(cube, repairs.pause, signal);
+        made('pause', `paused ${list(repairs.pause)}, which its set does not own`);
+      }
+      if (repairs.seal) {
+        const sealed = await client.seal(cube, sealPollMs, signal);
+        if (sealed.segments.some((s) => s.state !== 'HANDED_OFF')) {
+          pending = true;
+        } else {
+          await client.unassign(cube, false, signal);
+          made('seal', 'sealed, handed off and dropped the cube, of which its set owns nothing');
+        }
+      }
+    } catch (error) {
+      signal.throwIfAborted();
+      if (isStaleLeader(error)) throw error;
+      failure = error;
+    }
+    if (done.length > 0) {
+      const text = `${where} brought to its replica set's state: ${done.join('; ')}`;
+      deps.logger.info('replica repaired', {
+        cube,
+        receiver: endpoint.name,
+        replicaSet: rs,
+        repairs: done.join('; '),
+      });
+      deps.events.record(object, 'Normal', 'ReplicaRepaired', text);
+    }
+    const problems = [...unresolved];
+    if (failure !== undefined) problems.push(`a repair failed: ${(failure as Error).message}`);
+    return problems.length > 0
+      ? { problem: notConverged(problems.join('; ')), pending }
+      : { pending };
+  }
+
+  /**
+   * Per-replica convergence (DESIGN §4): every ready replica of every replica set that holds the
+   * cube is set against the state its set should be in — status.assignment and epochs at rest, or
+   * the moves of a journal past Starting — and brought there. One shared summary per receiver.
+   * Replicas that do not hold the cube are observe's (restoreCube); unreachable ones too.
+   */
+  async function convergeReplicas(
+    object: CubeAssignment,
+    cube: string,
+    receivers: Map<string, ReceiverEndpoint[]>,
+    journal: ReassignJournal | undefined,
+    signal: AbortSignal,
+  ): Promise<{ problems: Problem[]; pending: boolean }> {
+    const assignment = object.status?.assignment ?? {};
+    const epochs = object.status?.epochs ?? {};
+    const problems: Problem[] = [];
+    let pending = false;
+    for (const [rs, endpoints] of receivers) {
+      const reports: { endpoint: ReceiverEndpoint; status: CubeSummary | undefined }[] = [];
+      for (const endpoint of endpoints) {
+        try {
+          const status = await cubeOn(endpoint, object, cube, signal);
+          // At rest, observe restores a replica that lacks the cube (restoreCube); in a move,
+          // a target replica that lacks it takes the moving partitions from the stop offsets.
+          if (status || journal) reports.push({ endpoint, status });
+        } catch (error) {
+          signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
+        }
+      }
+      for (const { endpoint, status } of reports) {
+        const held = status?.partitions ?? [];
+        const siblings = reports.flatMap((r) =>
+          r.endpoint === endpoint || !r.status
+            ? []
+            : [{ running: r.status.consumer.state === 'running', partitions: r.status.partitions }],
+        );
+        const desired = journal
+          ? desiredInMove(journal, epochs, rs)
+          : desiredAtRest(assignment, epochs, rs, held, siblings);
+        const repairs = replicaRepairs(held, desired, {
+          suspended: object.spec.suspend === true,
+          ownsNothing: !journal && (assignment[rs] ?? []).length === 0,
+        });
+        const outcome = await repairReplica(object, cube, endpoint, repairs, signal);
+        if (outcome.problem) problems.push(outcome.problem);
+        pending ||= outcome.pending;
+      }
+    }
+    return { problems, pending };
+  }
+
   async function observe(
     object: CubeAssignment,
     cube: string,
@@ -528,23 +699,6 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             status = cubeSummaryOf(
               await client.assign(cube, assignRequest(object, rs, []), signal),
             );
-          // Repair: a partition paused outside a reassign (a suspend that ended) resumes.
-          const paused = status.partitions.filter(
-            (p) => p.state === 'paused' && owned.includes(p.partition),
-          );
-          if (paused.length > 0 && !object.spec.suspend) {
-            const answer = await client.resume(
-              cube,
-              paused.map((p) => p.partition),
-              signal,
-            );
-            // Report the resumed states, or the cube would read as not consumed (a Warning) once.
-            const resumed = new Map(answer.partitions.map((p) => [p.partition, p]));
-            status = {
-              ...status,
-              partitions: status.partitions.map((p) => resumed.get(p.partition) ?? p),
-            };
-          }
           reports.push({ receiver: endpoint.name, status });
         } catch (error) {
           signal.throwIfAborted();
@@ -678,6 +832,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         log.info('reassign phase', { reassignId: j.id, phase });
         faultPoint(`reassign-${phase}`);
       },
+      onReplicaRepaired: (endpoint, repair) =>
+        deps.metrics.replicaRepairs.inc({ cube, replica_set: endpoint.replicaSet, repair }),
       onCubeMissing: (endpoint, j) => {
         deps.metrics.replicaCubeMissing.inc({ cube, replica_set: endpoint.replicaSet });
         log.warn('source replica lacks the cube; the move goes on without it', {
@@ -732,6 +888,16 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     };
     /** One phase of the journal per reconcile. */
     const runJournal = async (j: ReassignJournal): Promise<ReconcileResult> => {
+      // Past Starting, a replica that missed it (down, not Ready, restarted) is brought to the
+      // moves' end state before Sealing goes on: a source's partitions handed over at the stop
+      // offsets, a target's taken from them.
+      if (j.phase === 'Sealing') {
+        const converged = await convergeReplicas(object, cube, receivers, j, signal);
+        for (const p of converged.problems)
+          log.warn('replica not converged', { reassignId: j.id, problem: p.message });
+        // A source replica still draining to the stops it missed is not sealed under it.
+        if (converged.pending) return { requeueAfterMs: drainPollMs };
+      }
       const outcome = await stepReassign(reassignContext(object), j);
       object = outcome.object;
       switch (outcome.kind) {
@@ -885,11 +1051,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     signal.throwIfAborted();
+    const converged = await convergeReplicas(object, cube, receivers, undefined, signal);
     const observed = await observe(object, cube, receivers, partitions, specDigest, signal);
     signal.throwIfAborted();
     // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
     // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
-    const problems = [...observed.failed, ...plan.problems, ...observed.problems];
+    const problems = [
+      ...observed.failed,
+      ...plan.problems,
+      ...observed.problems,
+      ...converged.problems,
+    ];
     if (observed.unowned.length > 0 && partitions !== undefined) {
       problems.push({
         reason: 'PartitionsNotConsumed',
@@ -947,6 +1119,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       ]),
     });
     if (positionsDue && written !== object) positionsWrittenAt.set(key, Date.now());
+    // A repair under way (a drain, a hand-off) is looked at again soon, not at the next resync.
+    if (converged.pending) return { requeueAfterMs: Math.min(deps.resyncMs, 1_000) };
     return {
       requeueAfterMs: problems.length === 0 ? deps.resyncMs : Math.min(deps.resyncMs, 5_000),
     };

@@ -49,6 +49,16 @@ export type AssignCubeRequest = z.input<typeof assignCubeRequest>;
 export const partitionsRequest = z.object({ partitions: z.array(partitionNumber).min(1) });
 export type PartitionsRequest = z.infer<typeof partitionsRequest>;
 
+export const releaseRequest = partitionsRequest.extend({
+  /**
+   * partition → the offset its next owner starts from. A partition short of it is refused (409:
+   * drain it first); one past it is released with the segments holding the excess fenced: dropped,
+   * never handed off. Absent: released where it is.
+   */
+  stopOffsets: z.record(partitionKey, offset).optional(),
+});
+export type ReleaseRequest = z.input<typeof releaseRequest>;
+
 export const drainRequest = z.object({
   /** partition → stop offset: consume up to, not including, this offset and stop. */
   stopOffsets: z.record(partitionKey, offset),

@@ -217,7 +217,7 @@ export class ReceiverClient {
     this.call('PUT', this.path(cube), cubeStatus, { body: request, signal });
   /** POST /v1/namespaces/:ns/cubes/:cube/<action> with a list of partitions; answers their states. */
   private partitionsCall =
-    (action: 'pause' | 'resume' | 'release') =>
+    (action: 'pause' | 'resume') =>
     (cube: string, partitions: number[], signal?: AbortSignal): Promise<PartitionsResponse> =>
       this.call('POST', this.path(cube, action), partitionsResponse, {
         body: { partitions },
@@ -226,7 +226,20 @@ export class ReceiverClient {
 
   pause = this.partitionsCall('pause');
   resume = this.partitionsCall('resume');
-  release = this.partitionsCall('release');
+  /**
+   * With `stopOffsets` (partition → the offset its next owner starts from): a partition short of
+   * it is refused (409), one past it released with the excess fenced.
+   */
+  release = (
+    cube: string,
+    partitions: number[],
+    signal?: AbortSignal,
+    stopOffsets?: Record<string, string>,
+  ): Promise<PartitionsResponse> =>
+    this.call('POST', `/v1/cubes/${cube}/release`, partitionsResponse, {
+      body: { partitions, ...(stopOffsets ? { stopOffsets } : {}) },
+      signal,
+    });
   /** Long-polls up to `request.timeoutMs`; `done: false` with the positions when not finished. */
   drain = (cube: string, request: DrainRequest, signal?: AbortSignal): Promise<DrainResponse> =>
     this.call('POST', this.path(cube, 'drain'), drainResponse, {

@@ -39,6 +39,7 @@ export class ChannelMetrics {
     metrics.ingested.inc(this.cubeLabels, 0);
     for (const reason of rejectReasons) metrics.rejected.inc({ ...this.cubeLabels, reason }, 0);
     metrics.handOffFailures.inc(this.cubeLabels, 0);
+    metrics.segmentsFenced.inc(this.cubeLabels, 0);
     metrics.consumerFailures.inc(this.cubeLabels, 0);
     metrics.consumerUp.set(this.cubeLabels, 1);
   }
@@ -80,6 +81,11 @@ export class ChannelMetrics {
   offsetsLost(partition: number, count: bigint): void {
     this.published.add(partition);
     this.metrics.offsetsLost.inc(this.partitionLabels(partition), Number(count));
+  }
+
+  /** A segment dropped unhanded-off: it held offsets past a stop offset (cube-channel fenceExcess). */
+  segmentFenced(): void {
+    this.metrics.segmentsFenced.inc(this.cubeLabels);
   }
 
   handOffFailed(): void {
@@ -137,6 +143,7 @@ export class ChannelMetrics {
     for (const metric of [
       m.ingested,
       m.handOffFailures,
+      m.segmentsFenced,
       m.consumerFailures,
       m.consumerUp,
       m.flushSeconds,

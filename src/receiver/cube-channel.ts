@@ -390,6 +390,7 @@ export class CubeChannel {
       outcomes.filter((o) => o.effects.includes(effect)).map((o) => o.ps);
     for (const ps of having('settlePending'))
       this.segments.settlePending(ps.partition, ps.epoch, now);
+    for (const ps of having('fenceExcess')) this.fenceExcess(ps);
     const toPause = having('pauseConsumer');
     if (toPause.length > 0) this.consumer.pause(toPause.map((ps) => ps.partition));
     const toResume = having('resumeConsumer');
@@ -414,6 +415,42 @@ export class CubeChannel {
       stopOffset: ps.stopOffset?.toString(),
     });
     this.wakeDrainWaiters();
+  }
+
+  /**
+   * The partition ran past the offset its next owner starts from (`stopOffset`), under an epoch
+   * that is over: every segment holding any of its offsets from there on is dropped, never handed
+   * off, so the excess is never committed twice. The replica's copy of those windows goes with
+   * them (its siblings, which the move stopped in time, hold theirs). A segment handed off already
+   * cannot be taken back: that is logged as an error.
+   */
+  private fenceExcess(ps: PartitionState): void {
+    const stop = ps.stopOffset;
+    if (stop === null) return;
+    for (const segment of this.segments.holdingFrom(ps.partition, stop)) {
+      if (segment.state === 'HANDED_OFF') {
+        this.log.error('a handed-off segment holds offsets past a stop offset', {
+          cube: this.cube,
+          partition: ps.partition,
+          epoch: ps.epoch,
+          stopOffset: stop.toString(),
+          windowStart: new Date(segment.windowStart).toISOString(),
+        });
+        continue;
+      }
+      this.segments.discard(segment);
+      this.handOffs.forget(segment.windowStart);
+      this.segmentFragments.delete(segment.windowStart);
+      this.metrics.segmentFenced();
+    }
+    this.dirty = true;
+    this.log.warn('partition released past its stop offset: segments holding the excess fenced', {
+      cube: this.cube,
+      partition: ps.partition,
+      epoch: ps.epoch,
+      stopOffset: stop.toString(),
+      position: ps.position.toString(),
+    });
   }
 
   /** Reported, counted and checkpointed; no segment covers them, so none says they were read. */
@@ -675,9 +712,21 @@ export class CubeChannel {
     return { done: allStopped(), partitions: outcomes.map(({ ps }) => this.partitionStatus(ps)) };
   }
 
-  /** Stops consuming the partitions for good (until assigned again); their data stays. */
-  release(partitions: number[]): PartitionStatus[] {
-    const outcomes = this.apply(partitions.map((p) => [p, { kind: 'release' }]));
+  /**
+   * Stops consuming the partitions for good (until assigned again); their data stays. With stop
+   * offsets (the offsets their next owners start from), a partition short of its stop offset is
+   * refused, and one past it has the segments holding the excess fenced.
+   */
+  release(partitions: number[], stopOffsets: Record<string, string> = {}): PartitionStatus[] {
+    const outcomes = this.apply(
+      partitions.map((p) => {
+        const stop = stopOffsets[String(p)];
+        return [
+          p,
+          { kind: 'release', ...(stop === undefined ? {} : { stopOffset: BigInt(stop) }) },
+        ];
+      }),
+    );
     if (this.changedAny(outcomes)) {
       this.dirty = true;
       this.flush();

@@ -78,6 +78,12 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['namespace', 'cube'],
       registers: r,
     }),
+    segmentsFenced: new Counter({
+      name: 'streamcube_receiver_segments_fenced_total',
+      help: 'Segments dropped, never handed off, because they held offsets a partition consumed past the stop offset its next owner starts from',
+      labelNames: ['namespace', 'cube'],
+      registers: r,
+    }),
     consumerFailures: new Counter({
       name: 'streamcube_receiver_consumer_failures_total',
       help: 'Crashes and failed starts of the Kafka consumer of a cube (each restarted with backoff)',

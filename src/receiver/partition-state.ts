@@ -33,7 +33,12 @@ export type PartitionEvent =
   | { kind: 'drain'; stopOffset: bigint }
   /** The position moved (records applied) or the high watermark was refreshed. */
   | { kind: 'progress' }
-  | { kind: 'release' }
+  /**
+   * Stop consuming for good (until assigned again). With `stopOffset`, the offset the partition's
+   * next owner starts from: one short of it is refused (drain first), one past it is released
+   * with its offsets from `stopOffset` on to be fenced (`fenceFrom`).
+   */
+  | { kind: 'release'; stopOffset?: bigint }
   /** The cube is sealed: every partition's pending offsets go to a segment. */
   | { kind: 'seal' };
 
@@ -47,7 +52,12 @@ export type PartitionEffect =
   /** The partitions consumed changed: start the consumer anew from the positions held. */
   | 'restartConsumer'
   /** Give the partition's pending offsets (consumed before any event had a segment) to a segment. */
-  | 'settlePending';
+  | 'settlePending'
+  /**
+   * The partition ran past the offset its next owner starts from, under an epoch that is over:
+   * what it holds from `stopOffset` on must never be handed off.
+   */
+  | 'fenceExcess';
 
 export type Transition =
   /** `next` is `current` itself when nothing changes (the same request twice). */
@@ -109,7 +119,8 @@ function drain(current: PartitionState, stop: bigint, now: number): Transition {
   if (current.state === 'released') return refused('Conflict', 'was released', 'stopOffsets');
   if (current.position > stop)
     return refused('Conflict', `is at ${current.position}, past the stop offset ${stop}`, field);
-  if (current.state === 'stopped' && current.stopOffset !== null && current.stopOffset !== stop)
+  // A stop offset raised (a replica that missed the pause ran further): drain on to the new one.
+  if (current.state === 'stopped' && current.stopOffset !== null && current.stopOffset > stop)
     return refused('Conflict', `already stopped at ${current.stopOffset}`, field);
   if (current.position >= stop) {
     // Already there: done at once, no waiting for traffic that may never come.
@@ -132,6 +143,29 @@ function drain(current: PartitionState, stop: bigint, now: number): Transition {
       generation: current.generation + 1,
     },
     effects: ['resumeConsumer'],
+  };
+}
+
+/**
+ * A release at a stop offset hands the partition over at exactly that offset: a partition short of
+ * it has offsets its set still owes (drain it first); one past it keeps its position and has the
+ * excess fenced. Released already: nothing changes, whatever the stop offset.
+ */
+function release(current: PartitionState, stop: bigint | undefined): Transition {
+  if (current.state === 'released') return unchanged(current);
+  if (stop !== undefined && current.position < stop)
+    return refused(
+      'Conflict',
+      `is at ${current.position}, short of the stop offset ${stop}: drain it first`,
+      `stopOffsets.${current.partition}`,
+    );
+  const past = stop !== undefined && current.position > stop;
+  return {
+    ok: true,
+    next: { ...current, state: 'released', ...(stop === undefined ? {} : { stopOffset: stop }) },
+    effects: past
+      ? ['pauseConsumer', 'settlePending', 'fenceExcess']
+      : ['pauseConsumer', 'settlePending'],
   };
 }
 
@@ -176,13 +210,7 @@ export function transition(
         ? { ok: true, next: { ...current, state: 'stopped' }, effects: ['pauseConsumer'] }
         : unchanged(current);
     case 'release':
-      return current.state === 'released'
-        ? unchanged(current)
-        : {
-            ok: true,
-            next: { ...current, state: 'released' },
-            effects: ['pauseConsumer', 'settlePending'],
-          };
+      return release(current, event.stopOffset);
     case 'seal':
       return { ok: true, next: current, effects: ['settlePending'] };
   }

@@ -436,6 +436,27 @@ export class SegmentManager {
   }
 
   /**
+   * Segments holding offsets of `partition` at or past `from`: what a partition that ran past the
+   * offset its next owner starts from holds of the next owner's range.
+   */
+  holdingFrom(partition: number, from: bigint): Segment[] {
+    return [...this.held.values()].filter((s) =>
+      (s.ranges.get(partition) ?? []).some((r) => r.to > from),
+    );
+  }
+
+  /**
+   * Drops a segment that is not handed off, its rows never to be handed off (fenced). Unlike a
+   * purge its window stays open: later offsets of other partitions may open it again.
+   */
+  discard(segment: Segment): void {
+    if (segment.state === 'HANDED_OFF')
+      throw new Error(`segment ${segment.windowStart} is handed off already`);
+    this.held.delete(segment.windowStart);
+    this.changed.delete(segment.windowStart);
+  }
+
+  /**
    * Windows every given partition has passed (watermark beyond end + lateness, or idle), in
    * order. `passed` lets the caller treat idle partitions as passed.
    */

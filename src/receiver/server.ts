@@ -10,6 +10,7 @@ import {
   leaderTerm,
   leaderTermHeader,
   partitionsRequest,
+  releaseRequest,
   queryRequest,
   sealRequest,
   staleLeaderReason,
@@ -95,9 +96,10 @@ const cubeRoutes: CubeRoute[] = [
     method: 'POST',
     action: 'release',
     mutates: true,
-    handle: (r, cube, body) => ({
-      partitions: r.get(cube).release(partitionsRequest.parse(body).partitions),
-    }),
+    handle: (r, cube, body) => {
+      const req = releaseRequest.parse(body);
+      return { partitions: r.get(cube).release(req.partitions, req.stopOffsets) };
+    },
   },
   {
     method: 'POST',

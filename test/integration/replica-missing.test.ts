@@ -7,8 +7,6 @@
 //   Degraded (SourceReplicaSetUnavailable) with a Warning Event, nothing is released or lost; the
 //   set comes back on its volumes, the move completes and the totals are exact.
 import { mkdirSync, rmSync } from 'node:fs';
-import type { Producer } from 'kafkajs';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import {
   conditionOf,
   cubeApi,
@@ -18,8 +16,9 @@ import {
   waitForSettled,
 } from '../support/cluster.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
-import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
+import { highWatermarks, totalsOf } from '../support/events.ts';
+import type { SteadyLoad } from '../support/load.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
@@ -32,48 +31,15 @@ const stack = useOperatorStack({
   replicas: 2,
 });
 
-let producer: Producer;
-const loads: SteadyLoad[] = [];
-
-beforeAll(async () => {
-  producer = stack.kafka.producer();
-  await producer.connect();
-});
-
-afterAll(async () => {
-  for (const load of loads) await load.stop();
-  await producer?.disconnect();
-});
-
-const assigned =
-  (expected: Record<string, number[]>) =>
-  (c: CubeAssignment): boolean =>
-    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
+const suite = useLoads(stack);
 
 async function setReady(r: ReceiverProcess, ready: boolean): Promise<void> {
   await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, ready);
 }
 
 /** A cube over a 4-partition topic under steady load, settled as range: rs-a 0,1 and rs-b 2,3. */
-async function loadedCube(cube: string): Promise<{ topic: string; load: SteadyLoad }> {
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(producer, topic, 4, 10, 100);
-  loads.push(load);
-  load.start(Date.UTC(2026, 2, 1));
-  await cubeApi(stack.kc).create(stack.namespace, cube, {
-    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
-  });
-  await waitForSettled(
-    stack.kc,
-    stack.namespace,
-    cube,
-    assigned({ 'rs-a': [0, 1], 'rs-b': [2, 3] }),
-  );
-  return { topic, load };
-}
+const loadedReplicaCube = (cube: string): Promise<{ topic: string; load: SteadyLoad }> =>
+  loadedCube(stack, suite, cube, Date.UTC(2026, 2, 1));
 
 /**
  * Stops the load, waits for each owner to reach the end of its partitions, and audits the replicas
@@ -104,7 +70,7 @@ async function expectExact(
 
 test('a replica whose data directory was wiped answers 404: a move off its set goes on without it, and it gets the cube back', async () => {
   const cube = 'wiped-replica';
-  const { topic, load } = await loadedCube(cube);
+  const { topic, load } = await loadedReplicaCube(cube);
   const api = cubeApi(stack.kc);
   const [a0, a1] = stack.replicas['rs-a']!;
   const [b0, b1] = stack.replicas['rs-b']!;
@@ -182,7 +148,7 @@ test('a replica whose data directory was wiped answers 404: a move off its set g
 
 test('every receiver of the source set stops after Draining: the move blocks, Degraded, and completes when the set is back', async () => {
   const cube = 'lost-source';
-  const { topic, load } = await loadedCube(cube);
+  const { topic, load } = await loadedReplicaCube(cube);
   const api = cubeApi(stack.kc);
 
   // An operator that dies as it enters Starting: the sources are drained, nothing is released.

@@ -8,9 +8,11 @@ import {
   tilingProblems,
   type OffsetRange,
 } from '../../src/receiver/offset-ranges.ts';
-import type { Totals } from './events.ts';
+import type { Kafka } from 'kafkajs';
+import { type Totals, highWatermarks, totalsOf } from './events.ts';
+import type { SteadyLoad } from './load.ts';
 import { addTotals, handOffTotals, handOffs } from './hand-offs.ts';
-import { expectTotals, totalsFromQuery } from './receiver-checks.ts';
+import { expectTotals, totalsFromQuery, waitForPositions } from './receiver-checks.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 
 const none: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
@@ -91,4 +93,33 @@ export async function expectExactAndTiled(audit: CubeAudit): Promise<void> {
     expect(problems).toEqual({});
     expectTotals(held.totals, audit.expected);
   }
+}
+
+/**
+ * Once `load` has stopped: waits until every receiver of each set reached the end of the
+ * partitions its set owns (`owned`), then audits every replica index (expectExactAndTiled)
+ * against what the load wrote.
+ */
+export async function expectExactOnceCaughtUp(o: {
+  kafka: Kafka;
+  topic: string;
+  load: SteadyLoad;
+  cube: string;
+  deepStorageDir: string;
+  replicaSets: Record<string, ReceiverProcess[]>;
+  owned: Record<string, number[]>;
+}): Promise<void> {
+  await o.load.stop();
+  const hw = await highWatermarks(o.kafka, o.topic);
+  for (const [rs, receivers] of Object.entries(o.replicaSets)) {
+    const ends = Object.fromEntries((o.owned[rs] ?? []).map((p) => [p, hw.get(p)!]));
+    for (const r of receivers) await waitForPositions(r.client, o.cube, ends);
+  }
+  await expectExactAndTiled({
+    cube: o.cube,
+    deepStorageDir: o.deepStorageDir,
+    replicaSets: o.replicaSets,
+    highWatermarks: hw,
+    expected: totalsOf(o.load.all()),
+  });
 }

@@ -45,7 +45,11 @@ type Fault =
   /** drain answers done: false */
   | 'draining'
   /** seal answers with a segment not handed off yet */
-  | 'handOffPending';
+  | 'handOffPending'
+  /** 409 the first time only (a release short of the stop offset, until drained) */
+  | '409 once'
+  /** pause answers positions 50 past the table's (a replica that missed the pause ran on) */
+  | 'ahead';
 
 interface Scenario {
   /** `<receiver> <method>` → what goes wrong there. */
@@ -108,6 +112,7 @@ function fakeReceiver(
   log: Log,
   signals: (AbortSignal | undefined)[],
 ): ReassignReceiver {
+  const failedOnce = new Set<string>();
   const answer = async <T>(
     method: string,
     detail: string,
@@ -118,7 +123,12 @@ function fakeReceiver(
     signals.push(signal);
     await Promise.resolve();
     signal?.throwIfAborted();
-    const fault = scenario.faults?.[`${name} ${method}`];
+    const key = `${name} ${method}`;
+    const fault = scenario.faults?.[key];
+    if (fault === '409 once' && !failedOnce.has(key)) {
+      failedOnce.add(key);
+      throw failure(409, `POST http://${name}/v1/cubes/orders/${method}`);
+    }
     if (fault === 'unreachable' || fault === 404 || fault === 409 || fault === 'staleLeader')
       throw failure(fault, `POST http://${name}/v1/cubes/orders/${method}`);
     return ok(fault);
@@ -146,8 +156,12 @@ function fakeReceiver(
   });
   return {
     pause: (_cube: string, partitions: number[], signal?: AbortSignal) =>
-      answer('pause', `[${partitions.join(',')}]`, signal, () => ({
-        partitions: partitions.map((p) => partitionStatus(name, p, 'paused')),
+      answer('pause', `[${partitions.join(',')}]`, signal, (fault) => ({
+        partitions: partitions.map((p) => {
+          const status = partitionStatus(name, p, 'paused');
+          const ahead = fault === 'ahead' ? 50n : 0n;
+          return { ...status, position: String(BigInt(status.position) + ahead) };
+        }),
       })),
     resume: (_cube: string, partitions: number[], signal?: AbortSignal) =>
       answer('resume', `[${partitions.join(',')}]`, signal, () => ({
@@ -185,6 +199,11 @@ function fakeReceiver(
           segment(fault === 'handOffPending' ? 'IMMUTABLE' : 'HANDED_OFF'),
         ]),
       ),
+    cubeStatus: (_cube: string, signal?: AbortSignal) =>
+      answer('status', '', signal, () => ({
+        ...cubeStatus([]),
+        partitions: [0, 1].map((p) => partitionStatus(name, p, 'paused')),
+      })),
     unassign: (cube: string, _force = false, signal?: AbortSignal) =>
       answer('unassign', '', signal, () => ({
         namespace: 'default',
@@ -226,6 +245,8 @@ interface Harness {
   phases: string[];
   /** onCubeMissing calls: `<reassign id> <receiver>`. */
   missing: string[];
+  /** onReplicaRepaired calls: `<receiver> <repair>`. */
+  repaired: string[];
   signals: (AbortSignal | undefined)[];
   clock: { ms: number };
   abort: AbortController;
@@ -236,6 +257,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
   const events: string[] = [];
   const phases: string[] = [];
   const missing: string[] = [];
+  const repaired: string[] = [];
   const signals: (AbortSignal | undefined)[] = [];
   const clock = { ms: t0 + (scenario.inPhaseMs ?? 0) };
   const abort = new AbortController();
@@ -279,6 +301,7 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
     },
     event: (type, reason, message) => events.push(`${type} ${reason}: ${message}`),
     onCubeMissing: (e, j) => missing.push(`${j.id} ${e.name}`),
+    onReplicaRepaired: (e, repair) => repaired.push(`${e.name} ${repair}`),
     onPhase: (phase, j) => phases.push(`${j.id} ${phase}`),
     entries: new PhaseEntries(),
     phaseTimeoutMs,
@@ -289,7 +312,18 @@ function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}):
     now: () => new Date(clock.ms),
     signal: abort.signal,
   };
-  return { ctx, log, object: () => object, events, phases, missing, signals, clock, abort };
+  return {
+    ctx,
+    log,
+    object: () => object,
+    events,
+    phases,
+    missing,
+    repaired,
+    signals,
+    clock,
+    abort,
+  };
 }
 
 interface Expected {
@@ -438,14 +472,23 @@ const cases: Case[] = [
     reason: 'ReassignRolledBack',
   },
   {
-    name: 'Draining, a 409 (past the stop offset): blocked with the status',
+    name: 'Draining, a 409 from a replica not past the stop offsets (paused to read its positions): blocked with the status',
     at: 'Draining',
     faults: { 'rs-a-1 drain': 409 },
-    calls: drains,
+    calls: [...drains, 'rs-a-1 pause [0,1]'],
     kind: 'blocked',
     phase: 'Draining',
     reason: 'DrainFailed',
     receiverStatus: 409,
+  },
+  {
+    name: 'Draining, a replica that missed the pause ran past the stop offsets (409): paused, the stops raised to its positions and written',
+    at: 'Draining',
+    faults: { 'rs-a-1 drain': 409, 'rs-a-1 pause': 'ahead' },
+    calls: [...drains, 'rs-a-1 pause [0,1]', 'persist Draining'],
+    kind: 'waiting',
+    phase: 'Draining',
+    requeueAfterMs: requeueDelayMs.advanced,
   },
   {
     name: 'Draining, the source replica set away: blocked before any call',
@@ -507,10 +550,39 @@ const cases: Case[] = [
     phase: 'Sealing',
   },
   {
-    name: 'Starting, a source 409 on release: blocked with the status',
+    name: 'Starting, a source replica that missed Draining (409, short of a stop): drains to it, then releases',
+    at: 'Starting',
+    faults: { 'rs-a-0 release': '409 once' },
+    calls: [
+      'rs-a-0 release [0,1]',
+      'rs-a-0 status',
+      'rs-a-0 drain {"0":"105"} 250ms',
+      ...released,
+      ...assigned,
+      'persist Sealing',
+    ],
+    kind: 'advanced',
+    phase: 'Sealing',
+  },
+  {
+    name: 'Starting, a source replica that missed Draining still draining: wait',
+    at: 'Starting',
+    faults: { 'rs-a-0 release': 409, 'rs-a-0 drain': 'draining' },
+    calls: ['rs-a-0 release [0,1]', 'rs-a-0 status', 'rs-a-0 drain {"0":"105"} 250ms'],
+    kind: 'waiting',
+    phase: 'Starting',
+    requeueAfterMs: requeueDelayMs.drainPending,
+  },
+  {
+    name: 'Starting, a source 409 on release, drained and refused again: blocked with the status',
     at: 'Starting',
     faults: { 'rs-a-0 release': 409 },
-    calls: released.slice(0, 1),
+    calls: [
+      'rs-a-0 release [0,1]',
+      'rs-a-0 status',
+      'rs-a-0 drain {"0":"105"} 250ms',
+      'rs-a-0 release [0,1]',
+    ],
     kind: 'blocked',
     phase: 'Starting',
     reason: 'ReleaseFailed',
@@ -682,6 +754,78 @@ describe('stepReassign: what a step writes', () => {
     await stepReassign(h.ctx, j);
     expect(h.log).toEqual(['persist Draining']);
     expect(h.object().status?.reassign?.stopOffsets).toEqual({ '2': '0' });
+  });
+
+  test('Draining raises the stops to the positions of a replica that ran past them, and tells it', async () => {
+    const h = harness(journalAt('Draining'), {
+      faults: { 'rs-a-1 drain': 409, 'rs-a-1 pause': 'ahead' },
+    });
+    await stepReassign(h.ctx, journalAt('Draining'));
+    expect(h.object().status?.reassign).toMatchObject({
+      phase: 'Draining',
+      stopOffsets: { '0': '155', '1': '240' },
+      phaseStartedAt: new Date(t0).toISOString(),
+    });
+    expect(h.events).toEqual([
+      'Normal StopOffsetsRaised: reassign r-2-abcdef: a replica of rs-a that missed the pause ran past the stop offsets; raised to 0 at 155, 1 at 240, every replica of rs-a drains on to them',
+    ]);
+    expect(h.repaired).toEqual(['rs-a-1 raiseStops']);
+  });
+
+  test('Starting tells and counts a replica released past its stop offsets (its excess fenced)', async () => {
+    const h = harness(journalAt('Starting'));
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      if (e.name !== 'rs-a-1') return c;
+      return {
+        ...c,
+        release: async (cube, partitions, signal, stopOffsets) => {
+          const answer = await c.release(cube, partitions, signal, stopOffsets);
+          const past = answer.partitions.map((p) => ({
+            ...p,
+            position: '230',
+            stopOffset: stopOffsets?.[String(p.partition)] ?? null,
+          }));
+          return { partitions: past };
+        },
+      };
+    };
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(h.events).toEqual([
+      'Warning ExcessFenced: receiver rs-a-1 (rs-a) had consumed past the stop offsets of partitions 0 (at 230, stop 105), 1 (at 230, stop 200) under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off',
+    ]);
+    expect(h.repaired).toEqual(['rs-a-1 fence']);
+  });
+
+  test('Starting tells and counts a replica that missed Draining, once drained', async () => {
+    const h = harness(journalAt('Starting'), { faults: { 'rs-a-0 release': '409 once' } });
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(h.events).toEqual([
+      "Normal ReplicaRepaired: receiver rs-a-0 (rs-a) brought to its replica set's state: it missed Draining, drained 0 at 105 (the stop offsets) before its release",
+    ]);
+    expect(h.repaired).toEqual(['rs-a-0 drain']);
+  });
+
+  test('Starting releases at the stop offsets, so that a replica past them fences the excess', async () => {
+    const h = harness(journalAt('Starting'));
+    const stops: unknown[] = [];
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      return {
+        ...c,
+        release: (cube, partitions, signal, stopOffsets) => {
+          stops.push(stopOffsets);
+          return c.release(cube, partitions, signal, stopOffsets);
+        },
+      };
+    };
+    await stepReassign(h.ctx, journalAt('Starting'));
+    expect(stops).toEqual([
+      { '0': '105', '1': '200' },
+      { '0': '105', '1': '200' },
+    ]);
   });
 
   test('Draining writes the highest event-time watermark over the source replicas', async () => {

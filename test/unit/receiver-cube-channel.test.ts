@@ -118,6 +118,34 @@ describe('admin requests', () => {
     });
     expect(consumer.paused.has(0)).toBe(true);
   });
+
+  test('a release short of its stop offset is refused; at it, released; past it, the segments holding the excess are fenced', async () => {
+    // Partition 0 ran to 8 in the first window, partition 1 to 4 in the first and 2 in the next.
+    consumer.deliver(0, 0, 8, T0);
+    consumer.deliver(1, 0, 4, T0);
+    consumer.deliver(1, 4, 2, T0 + MINUTE);
+    await jest.advanceTimersByTimeAsync(0);
+    expect(refusal(() => channel.release([0], { 0: '9' }))).toEqual({
+      reason: 'Conflict',
+      field: 'stopOffsets.0',
+    });
+    expect(channel.release([1], { 1: '6' })[0]).toMatchObject({
+      state: 'released',
+      position: '6',
+      stopOffset: '6',
+    });
+    expect(channel.segments.segments.size).toBe(2);
+    // Its next owner starts partition 0 at 5: the window holding 5..7 is dropped, never handed off.
+    expect(channel.release([0], { 0: '5' })[0]).toMatchObject({
+      state: 'released',
+      position: '8',
+      stopOffset: '5',
+    });
+    expect([...channel.segments.segments.keys()]).toEqual([T0 + MINUTE]);
+    expect(checkpoint().segments.map((s) => s.windowStart)).toEqual([T0 + MINUTE]);
+    // Released already: the same release again changes nothing.
+    expect(channel.release([0], { 0: '5' })[0]).toMatchObject({ state: 'released' });
+  });
 });
 
 describe('checkpoints and retention', () => {

@@ -36,6 +36,9 @@ const events = {
   'drain, stop behind': { kind: 'drain', stopOffset: 5n },
   progress: { kind: 'progress' },
   release: { kind: 'release' },
+  'release, stop ahead': { kind: 'release', stopOffset: 30n },
+  'release, stop at the position': { kind: 'release', stopOffset: 10n },
+  'release, stop behind': { kind: 'release', stopOffset: 5n },
   seal: { kind: 'seal' },
 } satisfies Record<string, PartitionEvent>;
 type EventName = keyof typeof events;
@@ -106,7 +109,8 @@ const table: Record<EventName, Record<StateName, string>> = {
     consuming: '→ draining stop 30',
     paused: '→ draining [resumeConsumer] +generation stop 30',
     draining: '→ draining stop 30',
-    stopped: 'refused Conflict',
+    // A stop offset raised after a replica that missed the pause ran further.
+    stopped: '→ draining [resumeConsumer] +generation stop 30',
     released: 'refused Conflict',
   },
   'drain, stop at the position': {
@@ -131,6 +135,32 @@ const table: Record<EventName, Record<StateName, string>> = {
     paused: '→ released [pauseConsumer,settlePending]',
     draining: '→ released [pauseConsumer,settlePending]',
     stopped: '→ released [pauseConsumer,settlePending]',
+    released: 'unchanged',
+  },
+  // Short of the offset the next owner starts from: its set still owes offsets, drain first.
+  'release, stop ahead': {
+    'not held': 'refused NotFound',
+    consuming: 'refused Conflict',
+    paused: 'refused Conflict',
+    draining: 'refused Conflict',
+    stopped: 'refused Conflict',
+    released: 'unchanged',
+  },
+  'release, stop at the position': {
+    'not held': 'refused NotFound',
+    consuming: '→ released [pauseConsumer,settlePending] stop 10',
+    paused: '→ released [pauseConsumer,settlePending] stop 10',
+    draining: '→ released [pauseConsumer,settlePending] stop 10',
+    stopped: '→ released [pauseConsumer,settlePending]',
+    released: 'unchanged',
+  },
+  // Past it, under an epoch that is over: released, the excess fenced.
+  'release, stop behind': {
+    'not held': 'refused NotFound',
+    consuming: '→ released [pauseConsumer,settlePending,fenceExcess] stop 5',
+    paused: '→ released [pauseConsumer,settlePending,fenceExcess] stop 5',
+    draining: '→ released [pauseConsumer,settlePending,fenceExcess] stop 5',
+    stopped: '→ released [pauseConsumer,settlePending,fenceExcess] stop 5',
     released: 'unchanged',
   },
   seal: {
@@ -199,7 +229,8 @@ describe('transitions in detail', () => {
     expect(fieldOf(undefined, events.pause)).toBe('partitions');
     expect(fieldOf(held('released'), events.resume)).toBe('partitions');
     expect(fieldOf(held('consuming'), events['drain, stop behind'])).toBe('stopOffsets.3');
-    expect(fieldOf(held('stopped'), events['drain, stop ahead'])).toBe('stopOffsets.3');
+    expect(fieldOf(held('stopped'), events['drain, stop behind'])).toBe('stopOffsets.3');
+    expect(fieldOf(held('paused'), events['release, stop ahead'])).toBe('stopOffsets.3');
     expect(fieldOf(held('released'), events['drain, stop ahead'])).toBe('stopOffsets');
   });
 });
