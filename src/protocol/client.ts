@@ -236,7 +236,7 @@ export class ReceiverClient {
     signal?: AbortSignal,
     stopOffsets?: Record<string, string>,
   ): Promise<PartitionsResponse> =>
-    this.call('POST', `/v1/cubes/${cube}/release`, partitionsResponse, {
+    this.call('POST', this.path(cube, 'release'), partitionsResponse, {
       body: { partitions, ...(stopOffsets ? { stopOffsets } : {}) },
       signal,
     });
