@@ -141,13 +141,15 @@ export class IngestPipeline {
           this.applyRecords(ps, records, batch);
         },
         (error: unknown) => {
+          // The values went to the worker with the batch: the partition is read again from its
+          // position, and parsed on this thread from now on (the parser is no longer available).
           this.log.warn('batch parser failed; parsing on the main thread', {
             cube: this.cube,
             error: (error as Error).message,
           });
           if (!current()) return;
-          ps.highWatermark = highWatermark;
-          this.applyRecords(ps, records, this.parseHere(records));
+          ps.generation += 1;
+          this.consumer.resume(new Map([[partition, ps.position]]));
         },
       )
       .catch((error: unknown) => {
