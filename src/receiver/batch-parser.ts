@@ -44,6 +44,11 @@ export interface ParsedBatch {
 export interface Dictionaries {
   strings: Map<string, number>;
   keys: Map<string, number>;
+  /**
+   * Row key codes by the dimension codes packed into one number (when they fit in 53 bits): a
+   * row seen before is found without building its key string.
+   */
+  keysByCodes?: Map<number, number>;
 }
 
 /** Beyond this many distinct dimension strings the dictionary starts afresh, bounding memory. */
@@ -75,10 +80,15 @@ export function parseColumns(
   const lengths = new Int32Array(buffer, count * 4, count);
   const bytes = Buffer.from(buffer, count * 8);
   const reset = dictionary.size > maxDictionary || keys.size > maxDictionary;
+  const keysByCodes = (dictionaries.keysByCodes ??= new Map<number, number>());
   if (reset) {
     dictionary.clear();
     keys.clear();
+    keysByCodes.clear();
   }
+  // Each dimension code takes `bits` bits of the packed number; a larger code is not packed.
+  const bits = d > 0 ? Math.floor(53 / d) : 0;
+  const codeLimit = 2 ** bits;
   const columns: ParsedColumns = {
     count,
     times: new Float64Array(count),
@@ -108,6 +118,7 @@ export function parseColumns(
     }
     columns.times[i] = event.time;
     for (let j = 0; j < m; j++) columns.values[i * m + j] = event.values[j]!;
+    let packedCodes = 0;
     for (let j = 0; j < d; j++) {
       const text = event.dimensions[j]!;
       let code = dictionary.get(text);
@@ -117,13 +128,18 @@ export function parseColumns(
         columns.added.push(text);
       }
       columns.codes[i * d + j] = code;
+      packedCodes = code < codeLimit && packedCodes >= 0 ? packedCodes * codeLimit + code : -1;
     }
-    const key = keyOf(event.dimensions);
-    let keyCode = keys.get(key);
+    let keyCode = packedCodes >= 0 ? keysByCodes.get(packedCodes) : undefined;
     if (keyCode === undefined) {
-      keyCode = keys.size;
-      keys.set(key, keyCode);
-      columns.addedKeys.push(key);
+      const key = keyOf(event.dimensions);
+      keyCode = keys.get(key);
+      if (keyCode === undefined) {
+        keyCode = keys.size;
+        keys.set(key, keyCode);
+        columns.addedKeys.push(key);
+      }
+      if (packedCodes >= 0) keysByCodes.set(packedCodes, keyCode);
     }
     columns.keys[i] = keyCode;
   }
