@@ -20,9 +20,10 @@ const maxInFlight = 16;
 /**
  * Bytes of record values on the worker beyond which the consumer waits: a count alone bounds
  * little when batches are large (a compressed fetch decompresses to several times its size).
- * bench:receiver (lz4): peak RSS about 300 MiB without it, 230-245 MiB with 2, 4 or 8 MiB.
+ * bench:receiver (lz4): peak RSS about 300 MiB without it; with 8 MiB 230-245 MiB while this
+ * thread parsed nothing beside the worker, 249-271 MiB since it does, 239-248 MiB with 4 MiB.
  */
-const maxInFlightBytes = 8 * 2 ** 20;
+const maxInFlightBytes = 4 * 2 ** 20;
 /**
  * Batches on the worker from which the next one is parsed on the main thread instead: with the
  * worker busy, the main thread (otherwise idle between fetches) takes its share of the parsing.
