@@ -3,8 +3,13 @@
 // delivers records and reports how far the log goes.
 import kafkajs, { type Admin, type Consumer, type Kafka, type KafkaMessage } from 'kafkajs';
 import { injectedFault } from '../observability/fault-injection.ts';
+import { columnarRackId, columnarRecordsOf, installColumnarFetch } from './columnar-fetch.ts';
 import { readTopicOffsets } from './topic-offsets.ts';
 import { exactPartitionAssigner } from './exact-assigner.ts';
+import { OffsetRangeError, isExactOffset } from './record-batches.ts';
+import { type PackedValues, packValues } from './record-values.ts';
+
+export { OffsetRangeError, isExactOffset };
 
 /**
  * The error kafkajs raises for a batch it cannot decode (a codec it lacks). Its errors are spread
@@ -21,8 +26,8 @@ const NotImplemented = kafkajs.KafkaJSNotImplemented as unknown as new (message:
 export interface ConsumedRecords {
   /** Ascending. */
   offsets: Float64Array;
-  /** values[i] belongs to offsets[i]. */
-  values: (Buffer | null)[];
+  /** Value i belongs to offsets[i]. */
+  values: PackedValues;
   /**
    * The offset the fetch read from: the partition's position, unless the client had to move it
    * because the broker no longer holds that offset (deleted by retention), to the log start.
@@ -30,9 +35,6 @@ export interface ConsumedRecords {
    */
   fetchOffset?: number;
 }
-
-/** Offsets a record can have as a number without losing a digit. */
-export const isExactOffset = (offset: number): boolean => Number.isSafeInteger(offset);
 
 /** ConsumedRecords from records with bigint offsets (fakes in tests, other clients). */
 export function consumedRecords(
@@ -44,15 +46,7 @@ export function consumedRecords(
     if (!isExactOffset(offset)) throw new OffsetRangeError(records[i]!.offset.toString());
     offsets[i] = offset;
   }
-  return { offsets, values: records.map((r) => r.value) };
-}
-
-/** A record offset at or beyond 2^53, which a number cannot hold exactly. */
-export class OffsetRangeError extends Error {
-  constructor(offset: string) {
-    super(`record offset ${offset} is beyond 2^53 - 1, which this receiver cannot track exactly`);
-    this.name = 'OffsetRangeError';
-  }
+  return { offsets, values: packValues(records.map((r) => r.value)) };
 }
 
 /**
@@ -140,7 +134,10 @@ export interface KafkajsConsumerOptions {
   onGroupPurgeFailed?: (error: Error) => void;
 }
 
-/** Columns of kafkajs messages: one number per offset string, no BigInt per record. */
+/**
+ * Columns of kafkajs messages (of an old message set, which kafkajs decodes itself): one number
+ * per offset string, no BigInt per record.
+ */
 function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): ConsumedRecords {
   const count = messages.length;
   const offsets = new Float64Array(count);
@@ -154,7 +151,7 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
   if (count > 0 && !isExactOffset(offsets[count - 1]!)) {
     throw new OffsetRangeError(messages[count - 1]!.offset);
   }
-  return { offsets, values, fetchOffset: Number(fetchOffset) };
+  return { offsets, values: packValues(values), fetchOffset: Number(fetchOffset) };
 }
 
 /** See highWatermarks. */
@@ -208,10 +205,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     // seeks to them, and commits only mirror them. A member an earlier incarnation left behind
     // (killed with -9) holds up the join until its session expires (see sessionTimeout); once
     // joined, the exact assigner gives this member its partitions whatever the other holds.
+    installColumnarFetch();
     const consumer = kafka.consumer({
       groupId,
       partitionAssigners: [exactPartitionAssigner(topic, () => this.partitions)],
       ...consumerSettings,
+      // Marks this consumer's fetches for columnar-fetch.ts (not sent to the broker).
+      rackId: columnarRackId,
       retry: {
         retries: 10,
         // Never kafkajs's own restart: it rejoins from the committed offsets and forgets which
@@ -284,7 +284,8 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         if (fault) throw new NotImplemented(fault.message);
         // kafkajs's Batch keeps the offset it fetched from; its type declaration leaves it out.
         const { fetchedOffset } = batch as unknown as { fetchedOffset: string };
-        const records = recordsOf(batch.messages, fetchedOffset);
+        const records =
+          columnarRecordsOf(batch.messages) ?? recordsOf(batch.messages, fetchedOffset);
         const highWatermark = BigInt(batch.highWatermark);
         const done = sink.onRecords(batch.partition, records, highWatermark);
         if (done) await done;

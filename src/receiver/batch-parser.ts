@@ -3,17 +3,16 @@
 // come back as columns, dimension values dictionary-encoded (only new strings cross the thread).
 import { Worker } from 'node:worker_threads';
 import type { CubeSchema } from '../api/cube.ts';
-import { type ParseResult, type RejectReason, eventTextParser, rejectReasons } from './event.ts';
+import type { PackedValues } from '../kafka/record-values.ts';
+import {
+  type ParseResult,
+  type ParsedEvent,
+  type RejectReason,
+  eventTextParser,
+  rejectReasons,
+} from './event.ts';
+import { type ScannedEvent, eventScanner } from './event-scanner.ts';
 import { keyOf } from './segments.ts';
-
-/**
- * Record values packed for the worker: `n` Int32 starts, `n` Int32 lengths (−1 for null), then
- * the bytes; a value's bytes are at its start in them (bytes between values are left over).
- */
-export interface PackedValues {
-  count: number;
-  buffer: ArrayBuffer;
-}
 
 /** The events of one batch as columns; record i's dimensions are `codes[i*d .. i*d+d)`. */
 export interface ParsedColumns {
@@ -45,78 +44,31 @@ export interface ParsedBatch {
 export interface Dictionaries {
   strings: Map<string, number>;
   keys: Map<string, number>;
+  /**
+   * Row key codes by the dimension codes packed into one number (when they fit in 53 bits): a
+   * row seen before is found without building its key string.
+   */
+  keysByCodes?: Map<number, number>;
 }
 
 /** Beyond this many distinct dimension strings the dictionary starts afresh, bounding memory. */
 const maxDictionary = 1 << 20;
 
-/** Bytes between two values of one buffer that may be copied along rather than start a new span. */
-const maxSpanGap = 256;
-
-/**
- * kafkajs hands out values as slices of a fetch response or of a decompressed record batch: the
- * values of a batch lie in order in a few buffers with a record header between them. They are
- * copied as spans of those buffers, one call a span, not one a value.
- */
-export function packValues(values: readonly (Buffer | null)[]): PackedValues {
-  const count = values.length;
-  const spanOf = new Int32Array(count);
-  const sources: ArrayBufferLike[] = [];
-  const froms: number[] = [];
-  const tos: number[] = [];
-  let bytes = 0;
-  for (let i = 0; i < count; i++) {
-    const v = values[i]!;
-    if (v === null) continue;
-    const from = v.byteOffset;
-    const to = from + v.length;
-    const last = sources.length - 1;
-    if (
-      last >= 0 &&
-      v.buffer === sources[last] &&
-      from >= tos[last]! &&
-      from - tos[last]! <= maxSpanGap
-    ) {
-      bytes += to - tos[last]!;
-      tos[last] = to;
-    } else {
-      sources.push(v.buffer);
-      froms.push(from);
-      tos.push(to);
-      bytes += to - from;
-    }
-    spanOf[i] = sources.length - 1;
-  }
-  const header = count * 8;
-  const buffer = new ArrayBuffer(header + bytes);
-  const starts = new Int32Array(buffer, 0, count);
-  const lengths = new Int32Array(buffer, count * 4, count);
-  const out = new Uint8Array(buffer, header);
-  // Where span k begins in `out`, less where it begins in its source.
-  const shifts = new Array<number>(sources.length);
-  let at = 0;
-  for (let k = 0; k < sources.length; k++) {
-    const length = tos[k]! - froms[k]!;
-    out.set(new Uint8Array(sources[k]!, froms[k], length), at);
-    shifts[k] = at - froms[k]!;
-    at += length;
-  }
-  for (let i = 0; i < count; i++) {
-    const v = values[i]!;
-    if (v === null) {
-      lengths[i] = -1;
-      continue;
-    }
-    starts[i] = v.byteOffset + shifts[spanOf[i]!]!;
-    lengths[i] = v.length;
-  }
-  return { count, buffer };
+/** How records become events: the scanner's fast path when it can, else the full parser. */
+export interface RecordReader {
+  parseText: (text: string) => ParseResult;
+  scanner: ReturnType<typeof eventScanner>;
 }
 
-/** Parses packed values with `parse`; runs on the worker. `dictionary` is kept between batches. */
+export const recordReader = (schema: CubeSchema): RecordReader => ({
+  parseText: eventTextParser(schema),
+  scanner: eventScanner(schema),
+});
+
+/** Parses packed values with `reader`; runs on the worker. `dictionary` is kept between batches. */
 export function parseColumns(
   schema: CubeSchema,
-  parse: (text: string) => ParseResult,
+  reader: RecordReader,
   dictionaries: Dictionaries,
   packed: PackedValues,
 ): ParsedColumns {
@@ -128,10 +80,15 @@ export function parseColumns(
   const lengths = new Int32Array(buffer, count * 4, count);
   const bytes = Buffer.from(buffer, count * 8);
   const reset = dictionary.size > maxDictionary || keys.size > maxDictionary;
+  const keysByCodes = (dictionaries.keysByCodes ??= new Map<number, number>());
   if (reset) {
     dictionary.clear();
     keys.clear();
+    keysByCodes.clear();
   }
+  // Each dimension code takes `bits` bits of the packed number; a larger code is not packed.
+  const bits = d > 0 ? Math.floor(53 / d) : 0;
+  const codeLimit = 2 ** bits;
   const columns: ParsedColumns = {
     count,
     times: new Float64Array(count),
@@ -143,18 +100,25 @@ export function parseColumns(
     addedKeys: [],
     reset,
   };
+  const { parseText, scanner } = reader;
   for (let i = 0; i < count; i++) {
     const length = lengths[i]!;
-    let result: ParseResult;
-    if (length < 0) result = { ok: false, reason: 'bad_json' };
-    else result = parse(bytes.toString('utf8', starts[i], starts[i]! + length));
-    if (!result.ok) {
-      columns.reasons[i] = 1 + rejectReasons.indexOf(result.reason);
-      continue;
+    let event: ScannedEvent | ParsedEvent;
+    if (length >= 0 && scanner?.scan(bytes, starts[i]!, starts[i]! + length)) {
+      event = scanner.event;
+    } else {
+      let result: ParseResult;
+      if (length < 0) result = { ok: false, reason: 'bad_json' };
+      else result = parseText(bytes.toString('utf8', starts[i], starts[i]! + length));
+      if (!result.ok) {
+        columns.reasons[i] = 1 + rejectReasons.indexOf(result.reason);
+        continue;
+      }
+      event = result.event;
     }
-    const { event } = result;
     columns.times[i] = event.time;
     for (let j = 0; j < m; j++) columns.values[i * m + j] = event.values[j]!;
+    let packedCodes = 0;
     for (let j = 0; j < d; j++) {
       const text = event.dimensions[j]!;
       let code = dictionary.get(text);
@@ -164,13 +128,18 @@ export function parseColumns(
         columns.added.push(text);
       }
       columns.codes[i * d + j] = code;
+      packedCodes = code < codeLimit && packedCodes >= 0 ? packedCodes * codeLimit + code : -1;
     }
-    const key = keyOf(event.dimensions);
-    let keyCode = keys.get(key);
+    let keyCode = packedCodes >= 0 ? keysByCodes.get(packedCodes) : undefined;
     if (keyCode === undefined) {
-      keyCode = keys.size;
-      keys.set(key, keyCode);
-      columns.addedKeys.push(key);
+      const key = keyOf(event.dimensions);
+      keyCode = keys.get(key);
+      if (keyCode === undefined) {
+        keyCode = keys.size;
+        keys.set(key, keyCode);
+        columns.addedKeys.push(key);
+      }
+      if (packedCodes >= 0) keysByCodes.set(packedCodes, keyCode);
     }
     columns.keys[i] = keyCode;
   }
@@ -204,20 +173,17 @@ class DictionaryMirror {
  */
 export class InlineBatchParser {
   private readonly schema: CubeSchema;
-  private readonly parseText: (text: string) => ParseResult;
+  private readonly reader: RecordReader;
   private readonly dictionaries: Dictionaries = { strings: new Map(), keys: new Map() };
   private readonly mirror = new DictionaryMirror();
 
   constructor(schema: CubeSchema) {
     this.schema = schema;
-    this.parseText = eventTextParser(schema);
+    this.reader = recordReader(schema);
   }
 
-  parse(values: readonly (Buffer | null)[]): ParsedBatch {
-    const packed = packValues(values);
-    return this.mirror.batchOf(
-      parseColumns(this.schema, this.parseText, this.dictionaries, packed),
-    );
+  parse(packed: PackedValues): ParsedBatch {
+    return this.mirror.batchOf(parseColumns(this.schema, this.reader, this.dictionaries, packed));
   }
 }
 
@@ -257,9 +223,9 @@ export class BatchParser {
     return this.failed === undefined;
   }
 
-  parse(values: readonly (Buffer | null)[]): Promise<ParsedBatch> {
+  /** Transfers `packed` to the worker: the caller's buffer is detached (empty) afterwards. */
+  parse(packed: PackedValues): Promise<ParsedBatch> {
     if (this.failed) return Promise.reject(this.failed);
-    const packed = packValues(values);
     const { promise, resolve, reject } = Promise.withResolvers<ParsedBatch>();
     this.waiting.push({ resolve, reject });
     this.worker.postMessage(packed, [packed.buffer]);

@@ -66,7 +66,7 @@ const NUL = '\u0000';
  * NUL itself is rare; such a row is keyed by n NULs + JSON instead. JSON escapes NUL, so those keys
  * hold exactly n NULs and joined keys exactly n − 1: the two kinds never meet.
  */
-export function keyOf(dimensions: string[]): string {
+export function keyOf(dimensions: readonly string[]): string {
   let key = '';
   for (let i = 0; i < dimensions.length; i++) {
     const v = dimensions[i]!;

@@ -1,12 +1,8 @@
 // BatchParser: a batch parsed on the worker thread reads exactly as parseEvent reads each record,
 // rejects included, with dimension strings and row keys carried over between batches.
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
-import {
-  BatchParser,
-  type ParsedBatch,
-  packValues,
-  reasonOf,
-} from '../../src/receiver/batch-parser.ts';
+import { packValues } from '../../src/kafka/record-values.ts';
+import { BatchParser, type ParsedBatch, reasonOf } from '../../src/receiver/batch-parser.ts';
 import { parseEvent, type ParseResult } from '../../src/receiver/event.ts';
 import { keyOf } from '../../src/receiver/segments.ts';
 
@@ -63,7 +59,7 @@ test('batches parsed on the worker read as parseEvent reads each record', async 
   try {
     for (const seed of [0, 1, 2]) {
       const batch = values(seed);
-      const parsed = await parser.parse(batch);
+      const parsed = await parser.parse(packValues(batch));
       expect(parsed.columns.count).toBe(batch.length);
       const got = batch.map((_, i) => read(parsed, i));
       expect(got).toEqual(batch.map((v) => parseEvent(schema, v)));
@@ -80,14 +76,14 @@ test('batches parsed on the worker read as parseEvent reads each record', async 
     await parser.close();
   }
   expect(parser.available).toBe(false);
-  await expect(parser.parse([Buffer.from('{}')])).rejects.toThrow('closed');
+  await expect(parser.parse(packValues([Buffer.from('{}')]))).rejects.toThrow('closed');
 });
 
 test('batches sent together are answered in order', async () => {
   const parser = new BatchParser(schema);
   try {
     const batches = [0, 1, 2, 3, 4].map(values);
-    const parsed = await Promise.all(batches.map((b) => parser.parse(b)));
+    const parsed = await Promise.all(batches.map((b) => parser.parse(packValues(b))));
     parsed.forEach((p, n) =>
       expect(batches[n]!.map((_, i) => read(p, i))).toEqual(
         batches[n]!.map((v) => parseEvent(schema, v)),

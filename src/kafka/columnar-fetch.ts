@@ -1,0 +1,305 @@
+// Fetch responses decoded into columns for the consumers that ask for it: kafkajs decodes every
+// record of a fetch into objects (a KafkaMessage with Buffers, offset and timestamp strings), which
+// was most of a receiver's CPU and memory. This replaces kafkajs's Fetch response decoder (v4–v11,
+// the versions of RecordBatch v2) for fetches marked with `columnarRackId`; kafkajs still does
+// everything else (group, offsets, pauses, seeks, retries) with stand-in messages.
+import { createRequire } from 'node:module';
+import type { ConsumedRecords } from './partition-consumer.ts';
+import {
+  type AbortedTransaction,
+  type DecodedRecordSet,
+  decodeRecordSet,
+  isRecordBatchSet,
+} from './record-batches.ts';
+
+/**
+ * The kafkajs version whose internals this file reads: the Fetch request definitions
+ * (`protocol/requests/fetch`), the response shape its consumer reads, and its codec registry. A
+ * different version fails `installColumnarFetch` loudly (and its unit test) instead of decoding
+ * wrongly.
+ */
+export const kafkajsVersion = '2.2.4';
+
+/**
+ * Passed as the consumer's `rackId`, which kafkajs hands to every Fetch it sends and to nothing
+ * else: it marks the fetches to decode here. It never reaches the broker (sent as '', kafkajs's
+ * default).
+ */
+export const columnarRackId = 'streamcube.columnar-fetch';
+
+/** Fetch versions whose record sets are RecordBatch v2 (KIP-98), up to kafkajs's newest. */
+const columnarVersions = new Set([4, 5, 6, 7, 8, 9, 10, 11]);
+
+/**
+ * What kafkajs's Batch and runner read of a message: offsets (strings), whether it is a control
+ * record, the key of a control record, and the batch context of the aborted-transaction filter.
+ */
+export interface StandInMessage {
+  offset: string;
+  isControlRecord: boolean;
+  key: null;
+  value: null;
+  headers: Record<string, never>;
+  timestamp: string;
+  attributes: number;
+  magicByte: number;
+  batchContext: { producerId: string; inTransaction: boolean };
+  /** On the first stand-in of delivered records: all of them, as columns. */
+  records?: ConsumedRecords;
+}
+
+interface FetchTopic {
+  topic: string;
+  partitions: { partition: number; fetchOffset: string }[];
+}
+interface FetchArgs {
+  topics: FetchTopic[];
+  rackId?: string;
+  [other: string]: unknown;
+}
+interface ResponseDecoder {
+  decode: (raw: Buffer) => Promise<unknown>;
+  parse: (data: unknown) => Promise<unknown>;
+}
+interface FetchRequest {
+  request: unknown;
+  response: ResponseDecoder;
+  requestTimeout?: number;
+}
+interface FetchDefinitions {
+  versions: string[];
+  protocol: (v: { version: number }) => (args: FetchArgs) => FetchRequest;
+}
+interface KafkajsDecoder {
+  readInt32(): number;
+}
+interface KafkajsInternals {
+  version: string;
+  fetch: FetchDefinitions;
+  lookupCodecByAttributes: (attributes: number) => {
+    decompress: (data: Buffer) => Promise<Buffer>;
+  } | null;
+  Decoder: new (buffer: Buffer) => KafkajsDecoder;
+  decodeMessages: (decoder: KafkajsDecoder) => Promise<unknown[]>;
+}
+
+const require = createRequire(import.meta.url);
+
+/** The kafkajs internals used here, checked to have the shape this file was written against. */
+export function kafkajsInternals(): KafkajsInternals {
+  const { version } = require('kafkajs/package.json') as { version: string };
+  const internals = {
+    version,
+    fetch: require('kafkajs/src/protocol/requests/fetch/index.js') as FetchDefinitions,
+    lookupCodecByAttributes: (
+      require('kafkajs/src/protocol/message/compression/index.js') as Pick<
+        KafkajsInternals,
+        'lookupCodecByAttributes'
+      >
+    ).lookupCodecByAttributes,
+    Decoder: require('kafkajs/src/protocol/decoder.js') as KafkajsInternals['Decoder'],
+    decodeMessages:
+      require('kafkajs/src/protocol/requests/fetch/v4/decodeMessages.js') as KafkajsInternals['decodeMessages'],
+  };
+  const problems = [
+    version !== kafkajsVersion && `version ${version}`,
+    typeof internals.fetch.protocol !== 'function' && 'no fetch protocol()',
+    !internals.fetch.versions.includes('11') && 'no Fetch v11',
+    typeof internals.lookupCodecByAttributes !== 'function' && 'no lookupCodecByAttributes',
+    typeof internals.Decoder !== 'function' && 'no Decoder',
+    typeof internals.decodeMessages !== 'function' && 'no decodeMessages',
+  ].filter(Boolean);
+  if (problems.length > 0) {
+    throw new Error(
+      `kafkajs is not what src/kafka/columnar-fetch.ts was written against (${kafkajsVersion}): ${problems.join(', ')}`,
+    );
+  }
+  return internals;
+}
+
+let installed = false;
+
+/** Makes kafkajs decode the fetches marked with `columnarRackId` here (once per process). */
+export function installColumnarFetch(): void {
+  if (installed) return;
+  const internals = kafkajsInternals();
+  const { fetch } = internals;
+  const protocol = fetch.protocol;
+  fetch.protocol = ({ version }) => {
+    const build = protocol({ version });
+    if (!columnarVersions.has(version)) return build;
+    return (args) => {
+      if (args.rackId !== columnarRackId) return build(args);
+      const request = build({ ...args, rackId: '' });
+      const fetchOffsets = new Map<string, number>();
+      for (const { topic, partitions } of args.topics) {
+        for (const p of partitions)
+          fetchOffsets.set(`${p.partition}:${topic}`, Number(p.fetchOffset));
+      }
+      return {
+        ...request,
+        response: {
+          parse: request.response.parse,
+          decode: (raw) => decodeFetchResponse(raw, version, fetchOffsets, internals),
+        },
+      };
+    };
+  };
+  installed = true;
+}
+
+/** Reads the big-endian fields of a response, moving `at`. */
+class ResponseReader {
+  at = 0;
+  readonly raw: Buffer;
+  constructor(raw: Buffer) {
+    this.raw = raw;
+  }
+  int16(): number {
+    const v = this.raw.readInt16BE(this.at);
+    this.at += 2;
+    return v;
+  }
+  int32(): number {
+    const v = this.raw.readInt32BE(this.at);
+    this.at += 4;
+    return v;
+  }
+  int64(): bigint {
+    const v = this.raw.readBigInt64BE(this.at);
+    this.at += 8;
+    return v;
+  }
+  string(): string {
+    const length = this.int16();
+    const v = this.raw.toString('utf8', this.at, this.at + length);
+    this.at += length;
+    return v;
+  }
+}
+
+/**
+ * A Fetch response (v4–v11) in the shape kafkajs's own decoder gives, except that each partition's
+ * `messages` are stand-ins and its `abortedTransactions` are already applied (empty).
+ */
+export async function decodeFetchResponse(
+  raw: Buffer,
+  version: number,
+  fetchOffsets: ReadonlyMap<string, number>,
+  internals: Pick<KafkajsInternals, 'lookupCodecByAttributes' | 'Decoder' | 'decodeMessages'>,
+): Promise<Record<string, unknown>> {
+  const r = new ResponseReader(raw);
+  const throttleTime = r.int32();
+  const head: Record<string, unknown> =
+    version >= 8 ? { throttleTime: 0, clientSideThrottleTime: throttleTime } : { throttleTime };
+  if (version >= 7) {
+    head.errorCode = r.int16();
+    head.sessionId = r.int32();
+  }
+  const responses = [];
+  for (let t = r.int32(); t > 0; t--) {
+    const topicName = r.string();
+    const partitions = [];
+    for (let p = r.int32(); p > 0; p--) {
+      const partition = r.int32();
+      const errorCode = r.int16();
+      const highWatermark = r.int64().toString();
+      const lastStableOffset = r.int64().toString();
+      const logStart = version >= 5 ? { lastStartOffset: r.int64().toString() } : {};
+      const aborted: AbortedTransaction[] = [];
+      for (let a = r.int32(); a > 0; a--) {
+        aborted.push({ producerId: r.int64(), firstOffset: Number(r.int64()) });
+      }
+      const replica = version >= 11 ? { preferredReadReplica: r.int32() } : {};
+      const setAt = r.at;
+      const size = r.int32();
+      let set: Buffer = Buffer.alloc(0);
+      if (size > 0 && r.at + size <= raw.length) {
+        set = raw.subarray(r.at, r.at + size);
+        r.at += size;
+      }
+      const fetchOffset = fetchOffsets.get(`${partition}:${topicName}`) ?? 0;
+      let messages: unknown[];
+      let abortedTransactions: { producerId: string; firstOffset: string }[] = [];
+      if (isRecordBatchSet(set)) {
+        const decoder = internals.lookupCodecByAttributes;
+        const decoded = await decodeRecordSet(set, fetchOffset, aborted, (attributes, data) => {
+          const codec = decoder(attributes);
+          if (!codec) throw new Error(`no codec for record batch attributes ${attributes}`);
+          return codec.decompress(data);
+        });
+        messages = standInsOf(decoded, fetchOffset);
+      } else {
+        // An older message set: kafkajs decodes it and filters it as always.
+        messages = await internals.decodeMessages(
+          new internals.Decoder(raw.subarray(setAt, setAt + 4 + Math.max(0, size))),
+        );
+        abortedTransactions = aborted.map((a) => ({
+          producerId: a.producerId.toString(),
+          firstOffset: a.firstOffset.toString(),
+        }));
+      }
+      partitions.push({
+        partition,
+        errorCode,
+        highWatermark,
+        lastStableOffset,
+        ...logStart,
+        abortedTransactions,
+        ...replica,
+        messages,
+      });
+    }
+    responses.push({ topicName, partitions });
+  }
+  return { ...head, responses };
+}
+
+function standIn(offset: number, isControlRecord: boolean): StandInMessage {
+  return {
+    offset: String(offset),
+    isControlRecord,
+    key: null,
+    value: null,
+    headers: {},
+    timestamp: '-1',
+    attributes: 0,
+    magicByte: 2,
+    batchContext: { producerId: '-1', inTransaction: false },
+  };
+}
+
+/**
+ * Messages from which kafkajs's Batch computes what it would from all of them: the first and
+ * last offset covered at or past the fetch offset (control records stand for skipped ones, which
+ * kafkajs filters out of `batch.messages` but moves past), the first and last delivered record,
+ * the first of which carries the columns; and, when nothing is at or past the fetch offset, a
+ * record before it (kafkajs then moves past the fetch offset, as it does for compacted batches).
+ */
+export function standInsOf(decoded: DecodedRecordSet, fetchOffset: number): StandInMessage[] {
+  const { offsets, values, firstOffset, lastOffset, lastOffsetBefore } = decoded;
+  if (firstOffset === null || lastOffset === null) {
+    return lastOffsetBefore === null ? [] : [standIn(lastOffsetBefore, true)];
+  }
+  const count = offsets.length;
+  if (count === 0) {
+    return firstOffset === lastOffset
+      ? [standIn(firstOffset, true)]
+      : [standIn(firstOffset, true), standIn(lastOffset, true)];
+  }
+  const firstDelivered = offsets[0]!;
+  const lastDelivered = offsets[count - 1]!;
+  const head = standIn(firstDelivered, false);
+  head.records = { offsets, values, fetchOffset };
+  return [
+    ...(firstOffset < firstDelivered ? [standIn(firstOffset, true)] : []),
+    head,
+    ...(lastDelivered > firstDelivered ? [standIn(lastDelivered, false)] : []),
+    ...(lastOffset > lastDelivered ? [standIn(lastOffset, true)] : []),
+  ];
+}
+
+/** The columns a stand-in carries, when kafkajs's batch came from a columnar fetch. */
+export function columnarRecordsOf(messages: readonly unknown[]): ConsumedRecords | undefined {
+  return (messages[0] as Partial<StandInMessage> | undefined)?.records;
+}
