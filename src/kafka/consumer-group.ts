@@ -37,5 +37,19 @@ export function consumerGroupOwner(groupId: string): ConsumerGroupOwner | undefi
   return m ? { namespace: m[1]!, cube: m[2]!, receiver: m[3]! } : undefined;
 }
 
+/** Kafka's NON_EMPTY_GROUP (a member is in it) and GROUP_ID_NOT_FOUND (deleted already). */
+export const nonEmptyGroup = 68;
+export const groupIdNotFound = 69;
+
+/**
+ * The groups kafkajs's `deleteGroups` failed on, from the error it threw (it throws when any one
+ * failed, with those on the error), or undefined for an error of another kind.
+ */
+export function failedGroups(
+  error: unknown,
+): { groupId: string; errorCode?: number }[] | undefined {
+  return (error as { groups?: { groupId: string; errorCode?: number }[] }).groups;
+}
+
 /** The namespace of cubes assigned by a caller that names none (an operator before namespaces). */
 export const defaultCubeNamespace = 'default';

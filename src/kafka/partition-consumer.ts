@@ -4,6 +4,7 @@
 import kafkajs, { type Admin, type Consumer, type Kafka, type KafkaMessage } from 'kafkajs';
 import { injectedFault } from '../observability/fault-injection.ts';
 import { columnarRackId, columnarRecordsOf, installColumnarFetch } from './columnar-fetch.ts';
+import { failedGroups, groupIdNotFound, nonEmptyGroup } from './consumer-group.ts';
 import { readTopicOffsets } from './topic-offsets.ts';
 import { exactPartitionAssigner } from './exact-assigner.ts';
 import { OffsetRangeError, isExactOffset } from './record-batches.ts';
@@ -156,10 +157,6 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
 
 /** See highWatermarks. */
 const adminRenewIntervalMs = 30_000;
-
-/** Kafka's NON_EMPTY_GROUP and GROUP_ID_NOT_FOUND. */
-const nonEmptyGroup = 68;
-const groupIdNotFound = 69;
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
   private consumer: Consumer | undefined;
@@ -390,8 +387,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
         await admin.deleteGroups([this.options.groupId]);
         return;
       } catch (error) {
-        const groups = (error as { groups?: { errorCode?: number }[] }).groups;
-        const nonEmpty = groups?.some((g) => g.errorCode === nonEmptyGroup) === true;
+        const nonEmpty = failedGroups(error)?.some((g) => g.errorCode === nonEmptyGroup) === true;
         if (!nonEmpty || Date.now() > deadline) throw error;
       }
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -406,8 +402,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       await this.deleteGroupOnceEmpty(admin);
     } catch (error) {
       // A group that does not exist (never joined, or deleted already) is deleted.
-      const groups = (error as { groups?: { errorCode?: number }[] }).groups;
-      if (!groups?.every((g) => g.errorCode === groupIdNotFound)) throw error;
+      if (!failedGroups(error)?.every((g) => g.errorCode === groupIdNotFound)) throw error;
     } finally {
       await admin.disconnect();
     }

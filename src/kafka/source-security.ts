@@ -30,6 +30,18 @@ export function securityKey(source: SourceSecurity): string {
   return JSON.stringify([source.tls?.secretRef ?? null, !!source.tls, source.sasl ?? null]);
 }
 
+/**
+ * The key of a Kafka client cache: one client per broker list, and, for a secured source, per
+ * namespace (where its Secrets are read) and Secret names.
+ */
+export function connectionKey(
+  source: SourceSecurity & { brokers: readonly string[] },
+  namespace: string,
+): string {
+  const secured = securityKey(source);
+  return `${source.brokers.join(',')}${secured ? `|${namespace}|${secured}` : ''}`;
+}
+
 /** Base64-decoded `data` of a Secret as the API returns it. */
 export function decodeSecretData(data: Record<string, string> | undefined): SecretData {
   return Object.fromEntries(

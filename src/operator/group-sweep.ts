@@ -10,7 +10,12 @@
 import type { Admin } from 'kafkajs';
 import type { Logger } from '../observability/logger.ts';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
-import { consumerGroupOwner } from '../kafka/consumer-group.ts';
+import {
+  consumerGroupOwner,
+  failedGroups,
+  groupIdNotFound,
+  nonEmptyGroup,
+} from '../kafka/consumer-group.ts';
 
 export interface ListedGroup {
   groupId: string;
@@ -52,9 +57,6 @@ export async function listStreamcubeGroups(admin: Admin): Promise<ListedGroup[]>
   return described.groups.map((g) => ({ groupId: g.groupId, state: g.state }));
 }
 
-/** Kafka's NON_EMPTY_GROUP and GROUP_ID_NOT_FOUND: a consumer joined meanwhile, or it is gone. */
-const skipped = new Set([68, 69]);
-
 /**
  * Deletes the groups; those a consumer joined since they were listed (Kafka refuses: non-empty)
  * or that are gone already count as not deleted. Returns the ids deleted.
@@ -65,10 +67,10 @@ export async function deleteGroups(admin: Admin, ids: string[]): Promise<string[
     await admin.deleteGroups(ids);
     return ids;
   } catch (error) {
-    // kafkajs throws when any group failed, with the failed ones on the error.
-    const failed = (error as { groups?: { groupId: string; errorCode?: number }[] }).groups;
-    if (!failed || !failed.every((g) => g.errorCode !== undefined && skipped.has(g.errorCode)))
-      throw error;
+    const failed = failedGroups(error);
+    const skipped = (code: number | undefined): boolean =>
+      code === nonEmptyGroup || code === groupIdNotFound;
+    if (!failed || !failed.every((g) => skipped(g.errorCode))) throw error;
     const notDeleted = new Set(failed.map((g) => g.groupId));
     return ids.filter((id) => !notDeleted.has(id));
   }

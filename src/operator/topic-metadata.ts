@@ -7,6 +7,7 @@ import {
   type SecretReader,
   type SourceSecurity,
   classifySourceError,
+  connectionKey,
   kafkaSecurityOptions,
   redact,
   secretValues,
@@ -26,10 +27,7 @@ export interface TopicSource extends SourceSecurity {
 /** How the operator connects to a source: brokers, and the Secrets of the cube's namespace. */
 type Connection = Pick<TopicSource, 'brokers' | 'tls' | 'sasl'> & { namespace?: string };
 
-const connectionKey = (c: Connection): string => {
-  const secured = securityKey(c);
-  return `${c.brokers.join(',')}${secured ? `|${c.namespace ?? 'default'}|${secured}` : ''}`;
-};
+const keyOf = (c: Connection): string => connectionKey(c, c.namespace ?? 'default');
 
 /**
  * Where each partition without a previous owner starts. `startingOffsets` applies to the
@@ -75,7 +73,7 @@ export class TopicMetadata {
   }
 
   private admin(connection: Connection): Promise<Admin> {
-    const key = connectionKey(connection);
+    const key = keyOf(connection);
     let admin = this.admins.get(key);
     if (!admin) {
       admin = this.connectAdmin(connection);
@@ -150,7 +148,7 @@ export class TopicMetadata {
   /** The topic's partition numbers, or undefined when the topic does not exist. */
   async partitions(source: TopicSource, namespace?: string): Promise<number[] | undefined> {
     const connection = { ...source, ...(namespace ? { namespace } : {}) };
-    const key = connectionKey(connection);
+    const key = keyOf(connection);
     this.connections.set(key, connection);
     const known = (await this.topics.get(key)).get(source.topic);
     if (known) return known;
@@ -186,7 +184,7 @@ export class TopicMetadata {
   }
 
   private async dropAdmin(connection: Connection): Promise<void> {
-    const key = connectionKey(connection);
+    const key = keyOf(connection);
     const admin = this.admins.get(key);
     this.admins.delete(key);
     await (await admin?.catch(() => undefined))?.disconnect();

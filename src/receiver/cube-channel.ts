@@ -439,8 +439,7 @@ export class CubeChannel {
         continue;
       }
       this.segments.discard(segment);
-      this.handOffs.forget(segment.windowStart);
-      this.segmentFragments.delete(segment.windowStart);
+      this.forget(segment.windowStart);
       this.metrics.segmentFenced();
     }
     this.dirty = true;
@@ -552,10 +551,15 @@ export class CubeChannel {
   private purgeExpired(): void {
     for (const segment of this.handOffs.expired(Date.now())) {
       this.segments.purge(segment);
-      this.handOffs.forget(segment.windowStart);
-      this.segmentFragments.delete(segment.windowStart);
+      this.forget(segment.windowStart);
       this.dirty = true;
     }
+  }
+
+  /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
+  private forget(windowStart: number): void {
+    this.handOffs.forget(windowStart);
+    this.segmentFragments.delete(windowStart);
   }
 
   /** Writes fragments for changed segments and a checkpoint naming them with the positions. */

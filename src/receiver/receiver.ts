@@ -5,7 +5,12 @@ import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
-import { LiveSourceSecurity, type SecretReader, securityKey } from '../kafka/source-security.ts';
+import {
+  LiveSourceSecurity,
+  type SecretReader,
+  connectionKey,
+  securityKey,
+} from '../kafka/source-security.ts';
 import type { KafkaSource } from '../api/cube.ts';
 import { type CubeKey, cubeKeyString, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import type { Logger } from '../observability/logger.ts';
@@ -76,7 +81,7 @@ export class Receiver {
    */
   private async kafkaFor(source: KafkaSource, namespace: string | undefined): Promise<Kafka> {
     const secured = securityKey(source);
-    const key = `${source.brokers.join(',')}${secured ? `|${namespace ?? defaultCubeNamespace}|${secured}` : ''}`;
+    const key = connectionKey(source, namespace ?? defaultCubeNamespace);
     let kafka = this.kafkaClients.get(key);
     if (!kafka) {
       const security = secured
@@ -111,14 +116,13 @@ export class Receiver {
    */
   async refreshSecrets(): Promise<void> {
     for (const [key, security] of this.securities) {
+      const brokers = key.split('|')[0];
       try {
         if (await security.refresh())
-          this.logger.info('a source Secret changed; new Kafka connections use it', {
-            brokers: key.split('|')[0],
-          });
+          this.logger.info('a source Secret changed; new Kafka connections use it', { brokers });
       } catch (error) {
         this.logger.warn('cannot read a source Secret again; the credentials held stay', {
-          brokers: key.split('|')[0],
+          brokers,
           error: (error as Error).message,
         });
       }
