@@ -115,6 +115,8 @@ const isReady = (c: CubeAssignment): boolean =>
 class WriteCounter {
   cubeWrites = 0;
   eventWrites = 0;
+  /** Per cube, whether its last version seen is Ready (isReady): the bench's view, not a list. */
+  readonly ready = new Map<string, boolean>();
   ended: string | undefined;
   private readonly controllers = new Set<AbortController>();
   private stopped = false;
@@ -134,8 +136,13 @@ class WriteCounter {
       kc,
       `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
       cubes.metadata?.resourceVersion,
-      (type) => {
+      (type, object) => {
         if (type === 'MODIFIED') this.cubeWrites += 1;
+        const cube = object as CubeAssignment;
+        const name = cube.metadata?.name;
+        if (name === undefined) return;
+        if (type === 'DELETED') this.ready.delete(name);
+        else this.ready.set(name, isReady(cube));
       },
     );
     await this.follow(
@@ -152,7 +159,7 @@ class WriteCounter {
     kc: ReturnType<typeof adminKubeConfig>,
     path: string,
     from: string | undefined,
-    count: (type: string) => void,
+    count: (type: string, object: unknown) => void,
   ): Promise<void> {
     let resourceVersion = from;
     const open = async (): Promise<void> => {
@@ -162,7 +169,7 @@ class WriteCounter {
         (type: string, object: { metadata?: { resourceVersion?: string } }) => {
           resourceVersion = object.metadata?.resourceVersion ?? resourceVersion;
           if (type === 'ERROR') this.ended ??= `${path}: ${JSON.stringify(object)}`;
-          else if (type !== 'BOOKMARK') count(type);
+          else if (type !== 'BOOKMARK') count(type, object);
         },
         () => {
           this.controllers.delete(controller);
@@ -335,6 +342,9 @@ async function main(): Promise<void> {
 
     // ---- N cubes ----
     const names = Array.from({ length: cubeCount }, (_, i) => `c-${String(i).padStart(4, '0')}`);
+    // Watched from before the first create: which are Ready, and every write while they become so
+    // (a list of 1,000 cubes every second would load the API server more than the operator does).
+    await writes.start(kc, ns);
     const created = performance.now();
     await inBatches(names, concurrency, async (name) => {
       const i = Number(name.slice(2));
@@ -352,19 +362,20 @@ async function main(): Promise<void> {
     let lastReport = 0;
     await waitFor(
       `${cubeCount} cubes Ready`,
-      async () => {
-        const cubes = await listCubes(kc, ns);
-        const ready = cubes.filter((c) => c.metadata.name?.startsWith('c-') && isReady(c)).length;
+      () => {
+        if (writes.ended) throw new Error(`readiness not followed: ${writes.ended}`);
+        const ready = names.filter((n) => writes.ready.get(n) === true).length;
         if (performance.now() - lastReport > 10_000) {
           lastReport = performance.now();
           say(`  ${seconds(performance.now() - created)}: ${ready} / ${cubeCount} Ready`);
         }
-        return ready === cubeCount;
+        return Promise.resolve(ready === cubeCount);
       },
       30 * 60_000,
       1_000,
     );
     const allReadyMs = performance.now() - created;
+    const writesToReady = { cubes: writes.cubeWrites, events: writes.eventWrites };
     const atReady = memoryOf(operator.child?.pid);
     say(
       `operator RSS when all are Ready: ${atReady.rssMb.toFixed(0)} MiB (peak so far ${atReady.peakMb.toFixed(0)} MiB)`,
@@ -372,11 +383,14 @@ async function main(): Promise<void> {
     say(
       `all ${cubeCount} Ready ${seconds(allReadyMs)} after the first create (creates took ${seconds(allCreatedMs)})`,
     );
+    say(
+      `operator writes until then: ${writesToReady.cubes} cube versions (${(writesToReady.cubes / (cubeCount + 1)).toFixed(1)} a cube) and ${writesToReady.events} Events`,
+    );
 
     // ---- stable ----
     // The first resync after Ready writes positions once; measured after it.
     await sleep(Math.max(15_000, 1.5 * Number.parseFloat(values.resync) * 1000));
-    await writes.start(kc, ns);
+    const writesBefore = { cubes: writes.cubeWrites, events: writes.eventWrites };
     const before = {
       reconciles: await counterSum(metricsUrl, 'controller_runtime_reconcile_total'),
       reads: await statusReads(receivers),
@@ -389,8 +403,8 @@ async function main(): Promise<void> {
       stableMinutes;
     writes.stop();
     if (writes.ended) throw new Error(`API writes not counted: ${writes.ended}`);
-    const cubeWritesPerMin = writes.cubeWrites / stableMinutes;
-    const eventWritesPerMin = writes.eventWrites / stableMinutes;
+    const cubeWritesPerMin = (writes.cubeWrites - writesBefore.cubes) / stableMinutes;
+    const eventWritesPerMin = (writes.eventWrites - writesBefore.events) / stableMinutes;
     const reads = await statusReads(receivers);
     const readsPerMin = {
       all: (reads.all - before.reads.all) / stableMinutes,

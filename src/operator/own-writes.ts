@@ -4,7 +4,7 @@
 // made with a resourceVersion precondition proves that version superseded. It also tells the watch
 // event of the reconciler's own write from anyone else's, so that its own writes do not wake it.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { objectKey } from './runtime/informer.ts';
+import { objectKey, stripManagedFields } from './runtime/informer.ts';
 
 /** Versions remembered per key: the watch delivers an own write soon after the write returns. */
 const ownVersionsKept = 8;
@@ -16,6 +16,7 @@ export class OwnWrites<T extends KubernetesObject> {
 
   /** Records that `after` was written over `before` (with `before`'s resourceVersion); returns it. */
   wrote(before: T, after: T): T {
+    stripManagedFields(after); // as the cache keeps it
     const key = objectKey(before);
     const own = this.byKey.get(key) ?? { superseded: new Set<string>(), latest: after };
     if (before.metadata?.resourceVersion) own.superseded.add(before.metadata.resourceVersion);

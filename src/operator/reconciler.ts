@@ -50,7 +50,9 @@ import {
   newJournal,
   requeueDelayMs,
   stepReassign,
-  type PhaseBlocked,
+  isSourceless,
+  placementJournal,
+  PhaseBlocked,
   type ReassignContext,
 } from './reassign.ts';
 import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
@@ -933,6 +935,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     // observedGeneration says it is applied. Other edits (placement, suspend) need no roll-out,
     // and must not wait for receivers that are down.
     const specDigest = cubeSpecDigest(assignRequest(object, '', []));
+    let digestPatch: CubeAssignmentStatusPatch = {};
     if (object.status?.specDigest !== specDigest) {
       const notRolledOut = await rollOutSpec(object, cube, receivers, specDigest, signal);
       signal.throwIfAborted();
@@ -952,7 +955,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         });
         return { requeueAfterMs: 2_000 };
       }
-      object = await patchStatus(object, { specDigest });
+      // Written with the status this reconcile writes next.
+      digestPatch = { specDigest };
     }
 
     if (object.spec.suspend) {
@@ -969,6 +973,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       }
       signal.throwIfAborted();
       await patchStatus(object, {
+        ...digestPatch,
         observedGeneration: object.metadata?.generation,
         conditions: conditionsWith(object, [
           {
@@ -1018,14 +1023,24 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     if (plan.moves.length > 0 && !plan.problems.some((p) => p.reason === 'TopicNotFound')) {
-      const j = newJournal(
+      const planned = newJournal(
         plan.moves,
         new Date(),
         `r-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
       );
+      // A first placement is written once, at Starting, with its starting offsets; should the
+      // brokers not give them now, it is written at Planned and its steps report why.
+      const j = isSourceless(planned)
+        ? await placementJournal(reassignContext(object), planned).catch((error: unknown) => {
+            if (!(error instanceof PhaseBlocked)) throw error;
+            return planned;
+          })
+        : planned;
+      signal.throwIfAborted();
       object = await patchStatus(
         object,
         {
+          ...digestPatch,
           observedGeneration: object.metadata?.generation,
           reassign: j,
           conditions: conditionsWith(object, [
@@ -1040,13 +1055,15 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         },
         signal,
       );
-      deps.events.record(
-        object,
-        'Normal',
-        'ReassignPlanned',
-        `reassign ${j.id}: ${describeMoves(j)}`,
-      );
-      // Planned is persisted: its phases run on the next reconciles, one each.
+      // A first placement's Event is its completion, which names every move.
+      if (!isSourceless(j))
+        deps.events.record(
+          object,
+          'Normal',
+          'ReassignPlanned',
+          `reassign ${j.id}: ${describeMoves(j)}`,
+        );
+      // The journal is persisted: its phases run on the next reconciles, one each.
       return { requeueAfterMs: requeueDelayMs.advanced };
     }
 
@@ -1092,6 +1109,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
       partitionRowsMoved(object.status?.partitions, rows ?? []);
     const written = await patchStatus(object, {
+      ...digestPatch,
       observedGeneration: object.metadata?.generation,
       ...(positionsDue ? { partitions: rows, totalLag } : {}),
       segments,

@@ -22,6 +22,8 @@ import type { ReceiverEndpoint } from '../../src/operator/discovery.ts';
 import {
   PhaseBlocked,
   PhaseEntries,
+  isSourceless,
+  placementJournal,
   requeueDelayMs,
   stepReassign,
   type ReassignContext,
@@ -748,12 +750,47 @@ describe('stepReassign: what a step writes', () => {
     });
   });
 
-  test('a move without a source stops at the starting offset', async () => {
+  test('a move without a source stops at the starting offset, and goes on to Starting: nothing drains', async () => {
     const j = journalAt('Pausing', { moves: [{ partition: 2, to: 'rs-b' }] });
     const h = harness(j);
     await stepReassign(h.ctx, j);
-    expect(h.log).toEqual(['persist Draining']);
+    expect(h.log).toEqual(['persist Starting']);
     expect(h.object().status?.reassign?.stopOffsets).toEqual({ '2': '0' });
+  });
+
+  test('a first placement is written at Starting with its starting offsets, then completes in one step: nothing to seal', async () => {
+    const fresh = { moves: [2, 3].map((partition) => ({ partition, to: 'rs-b' })) };
+    const h = harness(undefined);
+    h.ctx.startingOffsets = (ps) =>
+      Promise.resolve(new Map(ps.map((p) => [p, BigInt(40 + p)] as const)));
+    const j = await placementJournal(h.ctx, journalAt('Planned', fresh));
+    expect(isSourceless(j)).toBe(true);
+    expect(j).toMatchObject({ phase: 'Starting', stopOffsets: { '2': '42', '3': '43' } });
+    expect(h.log).toEqual([]);
+
+    const outcome = await stepReassign(h.ctx, j);
+    expect(outcome.kind).toBe('completed');
+    expect(h.log).toEqual([
+      'rs-b-0 assign 2@42/e1/w-,3@43/e1/w-',
+      'rs-b-1 assign 2@42/e1/w-,3@43/e1/w-',
+      'persist cleared',
+    ]);
+    expect(h.object().status).toMatchObject({
+      assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
+      epochs: { '0': 1, '1': 1, '2': 1, '3': 1 },
+    });
+    expect(h.object().status?.reassign).toBeUndefined();
+    expect(h.events).toEqual([
+      'Normal ReassignCompleted: reassign r-2-abcdef moved 2 partition(s): 2 (new)→rs-b, 3 (new)→rs-b',
+    ]);
+  });
+
+  test('a first placement whose starting offsets the brokers do not give: PhaseBlocked, written at Planned by the caller', async () => {
+    const h = harness(undefined);
+    h.ctx.startingOffsets = () => Promise.reject(new Error('connect ECONNREFUSED'));
+    await expect(
+      placementJournal(h.ctx, journalAt('Planned', { moves: [{ partition: 2, to: 'rs-b' }] })),
+    ).rejects.toMatchObject({ reason: 'SourceUnavailable' });
   });
 
   test('Draining raises the stops to the positions of a replica that ran past them, and tells it', async () => {

@@ -68,6 +68,16 @@ export function splitObjectKey(key: string): { namespace: string | undefined; na
 }
 
 /**
+ * Drops what the cache never reads and the server sends with every object: managedFields, a
+ * record of which manager set each field, often larger than the object's spec (controller-runtime's
+ * TransformStripManagedFields). At 1,000 cubes it was a large part of the operator's heap.
+ */
+export function stripManagedFields(obj: unknown): void {
+  const metadata = (obj as { metadata?: { managedFields?: unknown } } | null)?.metadata;
+  if (metadata && 'managedFields' in metadata) delete metadata.managedFields;
+}
+
+/**
  * client-node's Watch with two changes: it asks for bookmarks (they keep the resourceVersion
  * fresh and prove the server alive), and it reports what it hears from the server. It also turns
  * a throw before the request (e.g. failing credentials) into `done(error)`: ListWatch hands
@@ -102,6 +112,7 @@ class SupervisedWatch extends Watch {
         { ...queryParams, allowWatchBookmarks: true },
         (phase, apiObj, watchObj) => {
           this.heardFromServer();
+          stripManagedFields(apiObj);
           callback(phase, apiObj, watchObj);
         },
         (err: unknown) => {
@@ -274,6 +285,7 @@ export class SupervisedInformer<T extends KubernetesObject> {
       throw new Error(`informer ${this.name}: list of a superseded watch dropped`);
     }
     this.lastHeard = this.clock.now();
+    for (const obj of list.items) stripManagedFields(obj);
     this.replace(list.items);
     if (!this.synced) {
       this.synced = true;
