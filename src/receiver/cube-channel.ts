@@ -23,6 +23,7 @@ import { ChannelError } from './channel-error.ts';
 import {
   type CheckpointHeader,
   type CubeCheckpoint,
+  type SegmentCheckpoint,
   checkpointVersion,
   partitionCheckpoint,
   restoredPartition,
@@ -51,7 +52,7 @@ import {
   transition,
 } from './partition-state.ts';
 import { type CubeQuery, querySegments } from './query.ts';
-import { SegmentManager } from './segments.ts';
+import { type Row, SegmentManager, type SegmentState } from './segments.ts';
 import { consumerStatus, partitionStatus, segmentStatus, segmentsView } from './status-view.ts';
 
 export interface CubeSpec {
@@ -104,6 +105,26 @@ export interface PartitionStart {
 
 export const defaultHandedOffRetentionMs = 3_600_000;
 
+/** A fragment taken from a segment's delta, to be written under its name. */
+interface FragmentToWrite {
+  name: string;
+  rows: Map<string, Row>;
+}
+
+/**
+ * What one flush writes, taken from memory in one synchronous step: the checkpoint's positions
+ * cover exactly the rows of the fragments it names, whatever is ingested while it is written.
+ */
+interface FlushSnapshot {
+  fragments: FragmentToWrite[];
+  header: CheckpointHeader;
+  records: SegmentCheckpoint[];
+  held: number[];
+  counts: Record<SegmentState, number>;
+  /** The positions of the partitions not released: the group's committed offsets once durable. */
+  positions: Map<number, bigint>;
+}
+
 /** A partition's state after an event, and what the event asked of the consumer. */
 interface Outcome {
   ps: PartitionState;
@@ -130,6 +151,16 @@ export class CubeChannel {
   private readonly lost = new LostOffsets();
   private fragmentSeq = 0;
   private dirty = false;
+  /** The flushes of this cube, one after the other: each starts when the one before ended. */
+  private flushes: Promise<void> = Promise.resolve();
+  /** A flush asked for that has not started: who asks for one meanwhile is given this one. */
+  private nextFlush: Promise<void> | undefined;
+  /**
+   * Set when a flush failed after it took the changes: the next one writes every segment's
+   * record, and the fragments it took and could not write, again.
+   */
+  private rewriteAll = false;
+  private unwritten: FragmentToWrite[] = [];
   private timer: NodeJS.Timeout | undefined;
   private lastHighWatermarkRefresh = 0;
   private drainWaiters: (() => void)[] = [];
@@ -271,8 +302,10 @@ export class CubeChannel {
       checkpoint.version !== checkpointVersion ||
       JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source) ||
       checkpoint.namespace !== this.options.namespace
-    )
-      this.writeCheckpoint(true);
+    ) {
+      this.rewriteAll = true;
+      await this.inFlushTurn(() => this.writeSnapshot(this.takeSnapshot()));
+    }
     await this.restartConsumer();
     this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
   }
@@ -355,7 +388,7 @@ export class CubeChannel {
     if (this.timer) clearInterval(this.timer);
     // A hand-off cut short is repeated after the restart; one that finished is checkpointed now.
     await this.handOffs.stop();
-    this.flush();
+    await this.flush();
     await this.serially(() => this.consumer.stop());
     await this.ingest.close();
   }
@@ -483,10 +516,12 @@ export class CubeChannel {
     if (this.closed) return;
     try {
       await this.refreshHighWatermarks();
+      if (this.closed) return; // close() flushes
       this.sealReadyWindows();
       this.purgeExpired();
-      this.flush();
-      this.startHandOffs();
+      // A hand-off starts from what a checkpoint holds: a segment sealed here is durably sealed.
+      await this.flush();
+      if (!this.closed) this.startHandOffs();
     } catch (error) {
       this.log.error('periodic work failed; retrying on the next tick', {
         cube: this.cube,
@@ -502,9 +537,7 @@ export class CubeChannel {
   private startHandOffs(): void {
     void this.handOffs
       .handOffSealed()
-      .then(() => {
-        if (!this.closed) this.flush();
-      })
+      .then(() => (this.closed ? undefined : this.flush()))
       .catch((error: unknown) =>
         this.log.error('hand-off pass failed; retrying on the next tick', {
           cube: this.cube,
@@ -562,36 +595,114 @@ export class CubeChannel {
     this.segmentFragments.delete(windowStart);
   }
 
-  /** Writes fragments for changed segments and a checkpoint naming them with the positions. */
-  flush(): void {
-    if (!this.dirty && !this.ingest.dirty) return;
+  /**
+   * Writes fragments for changed segments and a checkpoint naming them with the positions: when
+   * the promise resolves, everything in memory when flush() was called is durable. What is
+   * written is taken from memory in one synchronous step, and written off the event loop (the
+   * consumers of every cube go on meanwhile). One flush at a time: asked for while one runs, a
+   * flush starts when it ends, and every request made until then shares that one. A flush that
+   * fails rejects; the next one writes what it could not.
+   */
+  flush(): Promise<void> {
+    this.nextFlush ??= this.inFlushTurn(() => {
+      this.nextFlush = undefined;
+      return this.flushNow();
+    });
+    return this.nextFlush;
+  }
+
+  /** Runs `step` after every flush asked for before it has ended. */
+  private inFlushTurn(step: () => Promise<void>): Promise<void> {
+    const run = this.flushes.then(step);
+    this.flushes = run.catch(() => undefined);
+    return run;
+  }
+
+  private async flushNow(): Promise<void> {
+    if (!this.dirty && !this.ingest.dirty && !this.rewriteAll) return;
     const end = this.metrics.flushTimer();
+    const snapshot = this.takeSnapshot();
+    await this.writeSnapshot(snapshot);
+    end();
+    this.metrics.publish(
+      this.partitions.values(),
+      (p) => this.segments.clock(p).watermark,
+      snapshot.counts,
+    );
+    // Every checkpoint's positions become the group's committed offsets, paused and stopped
+    // partitions' too: lag exporters then see what this receiver holds, no more, no less.
+    void this.consumer.commit(snapshot.positions).catch(() => undefined);
+  }
+
+  /**
+   * Takes what the next checkpoint holds, in one synchronous step: the segments' deltas as new
+   * fragments, the records of the segments changed since the last checkpoint (of every segment
+   * after a failed one), and the positions and counters. The changes count as written from here.
+   */
+  private takeSnapshot(): FlushSnapshot {
+    // Fragments a failed flush took: written again unless their segment has gone since.
+    const named = new Set([...this.segmentFragments.values()].flat());
+    const fragments = this.unwritten.filter((f) => named.has(f.name));
+    this.unwritten = [];
     for (const segment of this.segments.segments.values()) {
       if (segment.delta.size === 0) continue;
       this.fragmentSeq += 1;
       const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.windowStart}.jsonl`;
-      this.store.writeFragment(name, this.segments.takeDelta(segment).values());
+      fragments.push({ name, rows: this.segments.takeDelta(segment) });
       const list = this.segmentFragments.get(segment.windowStart) ?? [];
       list.push(name);
       this.segmentFragments.set(segment.windowStart, list);
-      faultPoint('after-fragment');
     }
-    const counts = this.writeCheckpoint(false);
+    const all = this.rewriteAll;
+    const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
+    const changed = this.segments.changes();
+    const records = [];
+    for (const segment of this.segments.segments.values()) {
+      counts[segment.state] += 1;
+      if (!all && !changed.has(segment.windowStart)) continue;
+      records.push(
+        segmentCheckpoint(
+          segment,
+          [...(this.segmentFragments.get(segment.windowStart) ?? [])],
+          this.handOffs.pathOf(segment.windowStart),
+        ),
+      );
+    }
+    this.segments.clearChanges();
+    this.rewriteAll = false;
     this.dirty = false;
     this.ingest.dirty = false;
-    end();
-    this.metrics.publish(this.partitions.values(), (p) => this.segments.clock(p).watermark, counts);
-    // Every checkpoint's positions become the group's committed offsets, paused and stopped
-    // partitions' too: lag exporters then see what this receiver holds, no more, no less.
-    void this.consumer
-      .commit(
-        new Map(
-          [...this.partitions.values()]
-            .filter((p) => p.state !== 'released')
-            .map((p) => [p.partition, p.position]),
-        ),
-      )
-      .catch(() => undefined);
+    return {
+      fragments,
+      header: this.checkpointHeader(),
+      records,
+      held: [...this.segments.segments.keys()],
+      counts,
+      positions: new Map(
+        [...this.partitions.values()]
+          .filter((p) => p.state !== 'released')
+          .map((p) => [p.partition, p.position]),
+      ),
+    };
+  }
+
+  /**
+   * Writes a snapshot's fragments, then commits its checkpoint. On failure the next snapshot
+   * holds what this one took: its fragments, and every segment's record.
+   */
+  private async writeSnapshot(snapshot: FlushSnapshot): Promise<void> {
+    try {
+      for (const fragment of snapshot.fragments) {
+        await this.store.writeFragment(fragment.name, fragment.rows.values());
+        faultPoint('after-fragment');
+      }
+      await this.store.commit(snapshot.header, snapshot.records, snapshot.held);
+    } catch (error) {
+      this.unwritten = snapshot.fragments;
+      this.rewriteAll = true;
+      this.dirty = true;
+      throw error;
+    }
   }
 
   private checkpointHeader(): CheckpointHeader {
@@ -610,30 +721,6 @@ export class CubeChannel {
       purgedBelow: this.segments.firstUnpurgedWindow,
       lost: this.lost.toJson(),
     };
-  }
-
-  /**
-   * Commits a checkpoint with the records of the segments changed since the last one (of every
-   * segment with `all`). Returns how many segments are held in each state, for the gauges.
-   */
-  private writeCheckpoint(all: boolean): Record<'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF', number> {
-    const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
-    const changed = this.segments.changes();
-    const records = [];
-    for (const segment of this.segments.segments.values()) {
-      counts[segment.state] += 1;
-      if (!all && !changed.has(segment.windowStart)) continue;
-      records.push(
-        segmentCheckpoint(
-          segment,
-          this.segmentFragments.get(segment.windowStart) ?? [],
-          this.handOffs.pathOf(segment.windowStart),
-        ),
-      );
-    }
-    this.store.commit(this.checkpointHeader(), records, this.segments.segments.keys());
-    this.segments.clearChanges();
-    return counts;
   }
 
   // ---- admin operations ------------------------------------------------------------------
@@ -662,30 +749,36 @@ export class CubeChannel {
     }
     if (fresh.length > 0) {
       this.dirty = true;
-      this.flush();
+      await this.flush();
       await this.restartConsumer();
     }
     return this.status();
   }
 
-  /** Stops consuming; returns each partition's position (next offset to consume). */
-  pause(partitions: number[]): PartitionStatus[] {
+  /**
+   * Stops consuming; returns each partition's position (next offset to consume). The answer is
+   * the partitions as the request left them, given once a checkpoint holds them (the admin
+   * requests below answer the same way).
+   */
+  async pause(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'pause' }]));
+    const answer = outcomes.map((o) => this.partitionStatus(o.ps));
     if (this.changedAny(outcomes)) {
       this.dirty = true;
       // Durable before answering: a restarted receiver must not run past what it reported.
-      this.flush();
+      await this.flush();
     }
-    return outcomes.map((o) => this.partitionStatus(o.ps));
+    return answer;
   }
 
-  resume(partitions: number[]): PartitionStatus[] {
+  async resume(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'resume' }]));
+    const answer = outcomes.map((o) => this.partitionStatus(o.ps));
     if (this.changedAny(outcomes)) {
       this.dirty = true;
-      this.flush();
+      await this.flush();
     }
-    return outcomes.map((o) => this.partitionStatus(o.ps));
+    return answer;
   }
 
   /**
@@ -700,7 +793,7 @@ export class CubeChannel {
       ]),
     );
     this.dirty = true;
-    this.flush();
+    await this.flush();
     const deadline = Date.now() + timeoutMs;
     const allStopped = (): boolean => outcomes.every(({ ps }) => ps.state === 'stopped');
     while (!allStopped() && Date.now() < deadline) {
@@ -712,8 +805,12 @@ export class CubeChannel {
         });
       });
     }
-    this.flush();
-    return { done: allStopped(), partitions: outcomes.map(({ ps }) => this.partitionStatus(ps)) };
+    const answer = {
+      done: allStopped(),
+      partitions: outcomes.map(({ ps }) => this.partitionStatus(ps)),
+    };
+    await this.flush();
+    return answer;
   }
 
   /**
@@ -721,7 +818,10 @@ export class CubeChannel {
    * offsets (the offsets their next owners start from), a partition short of its stop offset is
    * refused, and one past it has the segments holding the excess fenced.
    */
-  release(partitions: number[], stopOffsets: Record<string, string> = {}): PartitionStatus[] {
+  async release(
+    partitions: number[],
+    stopOffsets: Record<string, string> = {},
+  ): Promise<PartitionStatus[]> {
     const outcomes = this.apply(
       partitions.map((p) => {
         const stop = stopOffsets[String(p)];
@@ -731,14 +831,15 @@ export class CubeChannel {
         ];
       }),
     );
+    const answer = outcomes.map((o) => this.partitionStatus(o.ps));
     if (this.changedAny(outcomes)) {
       this.dirty = true;
-      this.flush();
+      await this.flush();
       // A consumer without the released partitions: its start drops their committed offsets
       // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
       void this.restartConsumer();
     }
-    return outcomes.map((o) => this.partitionStatus(o.ps));
+    return answer;
   }
 
   /** Seals every segment (IMMUTABLE) and hands them off; waits up to `waitMs` for the hand-off. */
@@ -747,11 +848,11 @@ export class CubeChannel {
     for (const s of this.segments.segments.values())
       if (s.state === 'ACTIVE') this.segments.seal(s);
     this.dirty = true;
-    this.flush();
+    await this.flush();
     const deadline = Date.now() + waitMs;
     do {
       await untilDeadline(this.handOffs.handOffSealed(), deadline);
-      this.flush();
+      await this.flush();
       if (this.allHandedOff() || Date.now() >= deadline) break;
       await new Promise((r) => setTimeout(r, 100));
     } while (Date.now() < deadline);

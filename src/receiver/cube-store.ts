@@ -2,7 +2,10 @@
 // record per segment, and the manifest (checkpoint.json) naming the records and the positions
 // they correspond to. The manifest's rename is the commit point: records and fragments are durable
 // before it, and those it does not name are leftovers of a crash or superseded, and are deleted.
+// Writes are asynchronous (durable-files.ts) and their caller runs them one at a time: a commit
+// reads and replaces what the one before it committed. Reading, at start-up, is synchronous.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { faultPoint } from '../observability/fault-injection.ts';
 import {
@@ -14,7 +17,7 @@ import {
   encodeManifest,
   encodeSegmentRecord,
 } from './checkpoint.ts';
-import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
+import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 import type { Row } from './segments.ts';
 
 export type { CubeCheckpoint, PartitionCheckpoint, SegmentCheckpoint } from './checkpoint.ts';
@@ -88,11 +91,11 @@ export class CubeStore {
   }
 
   /** Writes one fragment durably (its directory is synced before the commit that names it). */
-  writeFragment(name: string, rows: Iterable<Row>): void {
+  async writeFragment(name: string, rows: Iterable<Row>): Promise<void> {
     const lines: string[] = [];
     for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
-    writeFileDurably(join(this.fragmentDir, name), lines.join('\n'), false);
     this.fragmentsWritten = true;
+    await writeFileDurablyAsync(join(this.fragmentDir, name), lines.join('\n'), false);
   }
 
   readFragment(name: string): Row[] {
@@ -108,8 +111,15 @@ export class CubeStore {
    * Commits a checkpoint: after this returns, a restart resumes from exactly this state. Only the
    * records of `changed` segments are written; the segments held are `held`, and the records and
    * fragments of any other, or superseded, are deleted once the manifest no longer names them.
+   * The caller awaits one commit before it starts the next. A commit that fails leaves what was
+   * committed before as it was, on disk and here; its records may be left over (deleted at the
+   * next start), and the next commit must give every held segment's record again.
    */
-  commit(header: CheckpointHeader, changed: SegmentCheckpoint[], held: Iterable<number>): void {
+  async commit(
+    header: CheckpointHeader,
+    changed: SegmentCheckpoint[],
+    held: Iterable<number>,
+  ): Promise<void> {
     const next = new Map<number, CommittedRecord>();
     const changedWindows = new Set(changed.map((s) => s.windowStart));
     for (const windowStart of held) {
@@ -121,31 +131,29 @@ export class CubeStore {
     for (const segment of changed) {
       this.recordSeq += 1;
       const name = `${String(this.recordSeq).padStart(10, '0')}-${segment.windowStart}.json`;
-      writeFileDurably(join(this.recordDir, name), encodeSegmentRecord(segment), false);
       next.set(segment.windowStart, { name, fragments: segment.fragments });
+      await writeFileDurablyAsync(join(this.recordDir, name), encodeSegmentRecord(segment), false);
     }
-    if (changed.length > 0) fsyncDirectory(this.recordDir);
-    if (this.fragmentsWritten) fsyncDirectory(this.fragmentDir);
+    if (changed.length > 0) await fsyncDirectoryAsync(this.recordDir);
+    if (this.fragmentsWritten) await fsyncDirectoryAsync(this.fragmentDir);
     this.fragmentsWritten = false;
     const segments = [...next]
       .sort(([a], [b]) => a - b)
       .map(([windowStart, r]) => ({ windowStart, record: r.name }));
+    const manifest = encodeManifest({ ...header, segments, recordSeq: this.recordSeq });
     faultPoint('before-checkpoint');
-    writeFileDurably(
-      this.checkpointFile,
-      encodeManifest({ ...header, segments, recordSeq: this.recordSeq }),
-    );
+    await writeFileDurablyAsync(this.checkpointFile, manifest);
     faultPoint('after-checkpoint');
-    const previous = this.committed;
+    const previous = [...this.committed];
+    this.committed.clear();
+    for (const [windowStart, r] of next) this.committed.set(windowStart, r);
     const stillListed = new Set([...next.values()].flatMap((r) => r.fragments));
     for (const [windowStart, old] of previous) {
       if (next.get(windowStart)?.name === old.name) continue;
-      rmSync(join(this.recordDir, old.name), { force: true });
+      await rm(join(this.recordDir, old.name), { force: true });
       for (const f of old.fragments)
-        if (!stillListed.has(f)) rmSync(join(this.fragmentDir, f), { force: true });
+        if (!stillListed.has(f)) await rm(join(this.fragmentDir, f), { force: true });
     }
-    this.committed.clear();
-    for (const [windowStart, r] of next) this.committed.set(windowStart, r);
   }
 
   /**

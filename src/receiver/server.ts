@@ -80,25 +80,25 @@ const cubeRoutes: CubeRoute[] = [
     method: 'POST',
     action: 'pause',
     mutates: true,
-    handle: (r, cube, body) => ({
-      partitions: r.get(cube).pause(partitionsRequest.parse(body).partitions),
+    handle: async (r, cube, body) => ({
+      partitions: await r.get(cube).pause(partitionsRequest.parse(body).partitions),
     }),
   },
   {
     method: 'POST',
     action: 'resume',
     mutates: true,
-    handle: (r, cube, body) => ({
-      partitions: r.get(cube).resume(partitionsRequest.parse(body).partitions),
+    handle: async (r, cube, body) => ({
+      partitions: await r.get(cube).resume(partitionsRequest.parse(body).partitions),
     }),
   },
   {
     method: 'POST',
     action: 'release',
     mutates: true,
-    handle: (r, cube, body) => {
+    handle: async (r, cube, body) => {
       const req = releaseRequest.parse(body);
-      return { partitions: r.get(cube).release(req.partitions, req.stopOffsets) };
+      return { partitions: await r.get(cube).release(req.partitions, req.stopOffsets) };
     },
   },
   {

@@ -54,8 +54,8 @@ beforeEach(async () => {
   ordersConsumer.deliver(0, 0, 3, T0);
   ordersConsumer.deliver(1, 0, 5, T0 + 60_000);
   clicksConsumer.deliver(0, 0, 2, T0);
-  orders.flush();
-  clicks.flush();
+  await orders.flush();
+  await clicks.flush();
 });
 
 afterEach(async () => {
@@ -108,7 +108,7 @@ test('per-partition series carry namespace, cube, topic and partition; freshness
 
 test('a released partition loses its series; the others and other cubes keep theirs', async () => {
   ordersConsumer.highWatermark.set(1, 9n);
-  orders.release([1]);
+  await orders.release([1]);
   for (const name of [
     'streamcube_receiver_partition_position',
     'streamcube_receiver_partition_high_watermark',

@@ -89,9 +89,9 @@ describe('a channel and its group', () => {
     consumer.deliver(0, 0, 5, T0);
     consumer.deliver(1, 0, 3, T0);
     await jest.advanceTimersByTimeAsync(0);
-    channel.pause([1]);
+    await channel.pause([1]);
     expect(consumer.commits.at(-1)).toEqual({ 0: '5', 1: '3', 2: '0' });
-    channel.release([2]);
+    await channel.release([2]);
     expect(consumer.commits.at(-1)).toEqual({ 0: '5', 1: '3' });
   });
 
@@ -100,14 +100,14 @@ describe('a channel and its group', () => {
     await channel.assign(
       [0, 1, 2].map((partition) => ({ partition, position: '0', epoch: 1, watermark: null })),
     );
-    channel.pause([1]);
+    await channel.pause([1]);
     const starts = consumer.starts.length;
-    channel.release([2]);
+    await channel.release([2]);
     await jest.advanceTimersByTimeAsync(0);
     expect(consumer.starts.slice(starts)).toEqual([{ 0: '0', 1: '0' }]);
     expect([...consumer.paused]).toEqual([1]);
     // Released again: nothing changes, no restart.
-    channel.release([2]);
+    await channel.release([2]);
     await jest.advanceTimersByTimeAsync(0);
     expect(consumer.starts).toHaveLength(starts + 1);
   });

@@ -60,7 +60,7 @@ beforeEach(async () => {
   );
   consumer.deliver(0, 0, 3, T0);
   consumer.deliver(1, 0, 2, T0);
-  channel.pause([2]);
+  await channel.pause([2]);
 });
 
 afterEach(async () => {
@@ -156,9 +156,9 @@ test('failed starts back off exponentially up to 30 s; a healthy run resets the 
 test('pause, resume and drain while the consumer is down are kept and applied by the restart', async () => {
   consumer.sink.onCrash(new Error('broker gone'));
   // The pause answers with the position it holds, and the partition stays paused through the restart.
-  const [paused] = channel.pause([0]);
+  const [paused] = await channel.pause([0]);
   expect(paused).toMatchObject({ partition: 0, state: 'paused', position: '3' });
-  channel.resume([2]);
+  await channel.resume([2]);
   expect(states(channel.status())).toEqual({ 0: 'paused', 1: 'failed', 2: 'failed' });
   const drain = channel.drain({ 1: '4' }, 60_000);
   expect(channel.status().partitions[1]).toMatchObject({

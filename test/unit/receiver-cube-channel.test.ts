@@ -50,9 +50,9 @@ afterEach(async () => {
 const checkpoint = () => readCubeCheckpoint(join(dir, 'data', 'cubes', 'default', 'orders'))!;
 const records = () =>
   readdirSync(join(dir, 'data', 'cubes', 'default', 'orders', 'segments')).sort();
-const refusal = (f: () => unknown): { reason: string; field?: string | undefined } => {
+const refusal = async (f: () => unknown): Promise<{ reason: string; field?: string }> => {
   try {
-    f();
+    await f();
   } catch (error) {
     if (error instanceof ChannelError) return { reason: error.reason, field: error.field };
     throw error;
@@ -83,9 +83,9 @@ describe('admin requests', () => {
     });
   });
 
-  test('pause is durable before it answers, and pauses the consumer', () => {
+  test('pause is durable before it answers, and pauses the consumer', async () => {
     consumer.deliver(0, 0, 3, T0);
-    const [p0] = channel.pause([0]);
+    const [p0] = await channel.pause([0]);
     expect(p0).toMatchObject({ state: 'paused', position: '3' });
     expect(consumer.paused).toEqual(new Set([0]));
     expect(checkpoint().partitions.find((p) => p.partition === 0)).toMatchObject({
@@ -94,18 +94,24 @@ describe('admin requests', () => {
     });
   });
 
-  test('refusals carry a reason and the field, not a status code', () => {
-    expect(refusal(() => channel.pause([7]))).toEqual({ reason: 'NotFound', field: 'partitions' });
-    channel.release([1]);
-    expect(refusal(() => channel.resume([1]))).toEqual({ reason: 'Conflict', field: 'partitions' });
-    expect(refusal(() => channel.query({ filters: {}, groupBy: ['city'] }))).toEqual({
+  test('refusals carry a reason and the field, not a status code', async () => {
+    expect(await refusal(() => channel.pause([7]))).toEqual({
+      reason: 'NotFound',
+      field: 'partitions',
+    });
+    await channel.release([1]);
+    expect(await refusal(() => channel.resume([1]))).toEqual({
+      reason: 'Conflict',
+      field: 'partitions',
+    });
+    expect(await refusal(() => channel.query({ filters: {}, groupBy: ['city'] }))).toEqual({
       reason: 'Invalid',
       field: 'groupBy.0',
     });
   });
 
   test('a drain resumes a paused partition from its position and stops it at the stop offset', async () => {
-    channel.pause([0]);
+    await channel.pause([0]);
     const drained = channel.drain({ 0: '5' }, 10 * SECOND);
     expect(consumer.resumes).toEqual([{ 0: '0' }]);
     consumer.deliver(0, 0, 8, T0);
@@ -125,18 +131,18 @@ describe('admin requests', () => {
     consumer.deliver(1, 0, 4, T0);
     consumer.deliver(1, 4, 2, T0 + MINUTE);
     await jest.advanceTimersByTimeAsync(0);
-    expect(refusal(() => channel.release([0], { 0: '9' }))).toEqual({
+    expect(await refusal(() => channel.release([0], { 0: '9' }))).toEqual({
       reason: 'Conflict',
       field: 'stopOffsets.0',
     });
-    expect(channel.release([1], { 1: '6' })[0]).toMatchObject({
+    expect((await channel.release([1], { 1: '6' }))[0]).toMatchObject({
       state: 'released',
       position: '6',
       stopOffset: '6',
     });
     expect(channel.segments.segments.size).toBe(2);
     // Its next owner starts partition 0 at 5: the window holding 5..7 is dropped, never handed off.
-    expect(channel.release([0], { 0: '5' })[0]).toMatchObject({
+    expect((await channel.release([0], { 0: '5' }))[0]).toMatchObject({
       state: 'released',
       position: '8',
       stopOffset: '5',
@@ -144,7 +150,7 @@ describe('admin requests', () => {
     expect([...channel.segments.segments.keys()]).toEqual([T0 + MINUTE]);
     expect(checkpoint().segments.map((s) => s.windowStart)).toEqual([T0 + MINUTE]);
     // Released already: the same release again changes nothing.
-    expect(channel.release([0], { 0: '5' })[0]).toMatchObject({ state: 'released' });
+    expect((await channel.release([0], { 0: '5' }))[0]).toMatchObject({ state: 'released' });
   });
 });
 
@@ -157,13 +163,23 @@ describe('checkpoints and retention', () => {
     }
   }
 
+  /**
+   * Lets the flushes of the ticks fake time ran end (their file I/O is real, not faked), and the
+   * hand-offs after them and their flushes.
+   */
+  async function settle(): Promise<void> {
+    for (let i = 0; i < 3; i++) await channel.flush();
+  }
+
   test('a flush rewrites the records of changed segments only', async () => {
     fillWindows(3);
     await jest.advanceTimersByTimeAsync(2 * SECOND); // sealed, handed off, flushed
+    await settle();
     const before = records();
     expect(before).toHaveLength(4);
     consumer.produce(0, T0 + 3 * MINUTE + SECOND); // the open window only
     await jest.advanceTimersByTimeAsync(SECOND);
+    await settle();
     const after = records();
     expect(after.filter((r) => before.includes(r))).toHaveLength(3);
     expect(after.filter((r) => !before.includes(r))).toEqual([
@@ -174,8 +190,10 @@ describe('checkpoints and retention', () => {
   test('handed-off segments leave memory and the checkpoint after the retention, and their windows stay sealed', async () => {
     fillWindows(3);
     await jest.advanceTimersByTimeAsync(2 * SECOND);
+    await settle();
     expect(channel.status().segmentCounts).toEqual({ ACTIVE: 1, IMMUTABLE: 0, HANDED_OFF: 3 });
     await jest.advanceTimersByTimeAsync(retentionMs);
+    await settle();
     expect(channel.status().segmentCounts).toEqual({ ACTIVE: 1, IMMUTABLE: 0, HANDED_OFF: 0 });
     expect(checkpoint().segments.map((s) => s.windowStart)).toEqual([T0 + 3 * MINUTE]);
     expect(records()).toHaveLength(1);
