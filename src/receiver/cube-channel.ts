@@ -640,10 +640,7 @@ export class CubeChannel {
    * after a failed one), and the positions and counters. The changes count as written from here.
    */
   private takeSnapshot(): FlushSnapshot {
-    // Fragments a failed flush took: written again unless their segment has gone since.
-    const named = new Set([...this.segmentFragments.values()].flat());
-    const fragments = this.unwritten.filter((f) => named.has(f.name));
-    this.unwritten = [];
+    const fragments = this.takeUnwritten();
     for (const segment of this.segments.segments.values()) {
       if (segment.delta.size === 0) continue;
       this.fragmentSeq += 1;
@@ -684,6 +681,15 @@ export class CubeChannel {
           .map((p) => [p.partition, p.position]),
       ),
     };
+  }
+
+  /** Fragments a failed flush took: written again unless their segment has gone since. */
+  private takeUnwritten(): FragmentToWrite[] {
+    if (this.unwritten.length === 0) return [];
+    const named = new Set([...this.segmentFragments.values()].flat());
+    const fragments = this.unwritten.filter((f) => named.has(f.name));
+    this.unwritten = [];
+    return fragments;
   }
 
   /**
