@@ -18,7 +18,6 @@ import {
 } from '../kafka/partition-consumer.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
 import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
-import { faultPoint } from '../observability/fault-injection.ts';
 import { ChannelError } from './channel-error.ts';
 import {
   type CheckpointHeader,
@@ -698,10 +697,9 @@ export class CubeChannel {
    */
   private async writeSnapshot(snapshot: FlushSnapshot): Promise<void> {
     try {
-      for (const fragment of snapshot.fragments) {
-        await this.store.writeFragment(fragment.name, fragment.rows.values());
-        faultPoint('after-fragment');
-      }
+      await this.store.writeFragments(
+        snapshot.fragments.map(({ name, rows }) => ({ name, rows: rows.values() })),
+      );
       await this.store.commit(snapshot.header, snapshot.records, snapshot.held);
     } catch (error) {
       this.unwritten = snapshot.fragments;

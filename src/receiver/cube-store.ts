@@ -27,6 +27,34 @@ interface CommittedRecord {
   fragments: string[];
 }
 
+/**
+ * Files a commit writes or deletes at once. One by one, each of thousands of files (a pass that
+ * hands off thousands of segments) waits for its turn of a busy event loop; all at once, one cube
+ * would fill libuv's thread pool, which every cube's flush (and DNS lookups) share.
+ */
+const filesAtOnce = 8;
+
+/**
+ * Runs `work` on every item, `filesAtOnce` at a time. After a failure no item is started, and the
+ * promise rejects once those under way have ended: no write of a failed commit outlives it.
+ */
+async function eachAtOnce<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async (): Promise<void> => {
+    while (next < items.length && !failure) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(filesAtOnce, items.length) }, worker));
+  if (failure) throw failure.error;
+}
+
 /** Reads a cube's checkpoint from its directory, or undefined when it has none. */
 export function readCubeCheckpoint(dir: string): CubeCheckpoint | undefined {
   return readWithRecords(dir)?.checkpoint;
@@ -90,12 +118,15 @@ export class CubeStore {
     return read.checkpoint;
   }
 
-  /** Writes one fragment durably (its directory is synced before the commit that names it). */
-  async writeFragment(name: string, rows: Iterable<Row>): Promise<void> {
-    const lines: string[] = [];
-    for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
-    this.fragmentsWritten = true;
-    await writeFileDurablyAsync(join(this.fragmentDir, name), lines.join('\n'), false);
+  /** Writes fragments durably (their directory is synced before the commit that names them). */
+  async writeFragments(fragments: { name: string; rows: Iterable<Row> }[]): Promise<void> {
+    if (fragments.length > 0) this.fragmentsWritten = true;
+    await eachAtOnce(fragments, async ({ name, rows }) => {
+      const lines: string[] = [];
+      for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
+      await writeFileDurablyAsync(join(this.fragmentDir, name), lines.join('\n'), false);
+      faultPoint('after-fragment');
+    });
   }
 
   readFragment(name: string): Row[] {
@@ -128,12 +159,15 @@ export class CubeStore {
       else if (!changedWindows.has(windowStart))
         throw new Error(`segment ${windowStart} has no record on disk and none was given`);
     }
-    for (const segment of changed) {
+    const records = changed.map((segment) => {
       this.recordSeq += 1;
       const name = `${String(this.recordSeq).padStart(10, '0')}-${segment.windowStart}.json`;
       next.set(segment.windowStart, { name, fragments: segment.fragments });
-      await writeFileDurablyAsync(join(this.recordDir, name), encodeSegmentRecord(segment), false);
-    }
+      return { name, segment };
+    });
+    await eachAtOnce(records, ({ name, segment }) =>
+      writeFileDurablyAsync(join(this.recordDir, name), encodeSegmentRecord(segment), false),
+    );
     if (changed.length > 0) await fsyncDirectoryAsync(this.recordDir);
     if (this.fragmentsWritten) await fsyncDirectoryAsync(this.fragmentDir);
     this.fragmentsWritten = false;
@@ -148,12 +182,14 @@ export class CubeStore {
     this.committed.clear();
     for (const [windowStart, r] of next) this.committed.set(windowStart, r);
     const stillListed = new Set([...next.values()].flatMap((r) => r.fragments));
+    const superseded: string[] = [];
     for (const [windowStart, old] of previous) {
       if (next.get(windowStart)?.name === old.name) continue;
-      await rm(join(this.recordDir, old.name), { force: true });
+      superseded.push(join(this.recordDir, old.name));
       for (const f of old.fragments)
-        if (!stillListed.has(f)) await rm(join(this.fragmentDir, f), { force: true });
+        if (!stillListed.has(f)) superseded.push(join(this.fragmentDir, f));
     }
+    await eachAtOnce(superseded, (path) => rm(path, { force: true }));
   }
 
   /**

@@ -99,7 +99,7 @@ test('flushes run one at a time; those asked for while one runs share the next, 
   let inFlight = 0;
   let most = 0;
   let commits = 0;
-  for (const method of ['writeFragment', 'commit'] as const) {
+  for (const method of ['writeFragments', 'commit'] as const) {
     const original = Object.getOwnPropertyDescriptor(CubeStore.prototype, method)!.value as (
       this: CubeStore,
       ...args: unknown[]
