@@ -762,26 +762,23 @@ export class CubeChannel {
   /**
    * Stops consuming; returns each partition's position (next offset to consume). The answer is
    * the partitions as the request left them, given once a checkpoint holds them (the admin
-   * requests below answer the same way).
+   * requests below answer the same way). A request that changes nothing flushes too: the same
+   * request a moment before may still be writing what it changed.
    */
   async pause(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'pause' }]));
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    if (this.changedAny(outcomes)) {
-      this.dirty = true;
-      // Durable before answering: a restarted receiver must not run past what it reported.
-      await this.flush();
-    }
+    if (this.changedAny(outcomes)) this.dirty = true;
+    // Durable before answering: a restarted receiver must not run past what it reported.
+    await this.flush();
     return answer;
   }
 
   async resume(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'resume' }]));
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    if (this.changedAny(outcomes)) {
-      this.dirty = true;
-      await this.flush();
-    }
+    if (this.changedAny(outcomes)) this.dirty = true;
+    await this.flush();
     return answer;
   }
 
@@ -836,13 +833,12 @@ export class CubeChannel {
       }),
     );
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    if (this.changedAny(outcomes)) {
-      this.dirty = true;
-      await this.flush();
-      // A consumer without the released partitions: its start drops their committed offsets
-      // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
-      void this.restartConsumer();
-    }
+    const changed = this.changedAny(outcomes);
+    if (changed) this.dirty = true;
+    await this.flush();
+    // A consumer without the released partitions: its start drops their committed offsets
+    // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
+    if (changed) void this.restartConsumer();
     return answer;
   }
 

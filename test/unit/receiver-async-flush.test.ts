@@ -135,6 +135,18 @@ test('flushes run one at a time; those asked for while one runs share the next, 
   expect(most).toBe(1);
 });
 
+test('a request that changes nothing answers once what the same request before it changed is durable', async () => {
+  consumer.deliver(0, 0, 3, T0);
+  const first = channel.pause([0]);
+  const again = await channel.pause([0]);
+  expect(again).toMatchObject([{ state: 'paused', position: '3' }]);
+  expect(readCubeCheckpoint(cubeDir())!.partitions[0]).toMatchObject({
+    state: 'paused',
+    position: '3',
+  });
+  await first;
+});
+
 test('a flush whose writes fail is retried by the next one, with its fragments and every record', async () => {
   // Three segments, checkpointed.
   for (let w = 0; w < 3; w++) consumer.deliver(0, 2 * w, 2, T0 + w * MINUTE);
