@@ -23,6 +23,7 @@ import {
   setPodReady,
 } from '../../src/local/cluster.ts';
 import { freePort } from '../../src/local/processes.ts';
+import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
@@ -224,6 +225,7 @@ export class OperatorProcess {
       process.execPath,
       [
         ...operatorNodeOptions,
+        ...benchNodeArgs('BENCH_OPERATOR_NODE_ARGS'),
         this.options.cli ?? cliPath,
         'operator',
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
