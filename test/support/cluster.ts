@@ -27,7 +27,7 @@ import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
-import { operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -245,7 +245,7 @@ export class OperatorProcess {
         '--resync=1s',
         ...(this.options.args ?? []),
       ],
-      { stdio: ['ignore', log, log], env: { ...process.env, ...env } },
+      { stdio: ['ignore', log, log], env: { ...process.env, ...operatorEnvironment, ...env } },
     );
     closeSync(log);
     await waitFor(
