@@ -167,34 +167,6 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
 const adminRenewIntervalMs = 30_000;
 
 /**
- * One admin client per kafkajs client (a receiver's connection to one source), shared by the group
- * checks of every cube's consumer start: each new cube's first start opened a connection of its
- * own for one OffsetFetch. Dropped on any error, so the next check connects afresh.
- */
-const groupAdmins = new Map<Kafka, Promise<Admin>>();
-
-function groupAdmin(kafka: Kafka): Promise<Admin> {
-  let admin = groupAdmins.get(kafka);
-  if (!admin) {
-    const client = kafka.admin();
-    admin = client.connect().then(() => client);
-    groupAdmins.set(kafka, admin);
-  }
-  return admin;
-}
-
-async function dropGroupAdmin(kafka: Kafka): Promise<void> {
-  const admin = groupAdmins.get(kafka);
-  groupAdmins.delete(kafka);
-  await admin?.then((a) => a.disconnect()).catch(() => undefined);
-}
-
-/** Disconnects the shared group admins (the receiver stops). */
-export async function closeGroupAdmins(): Promise<void> {
-  await Promise.all([...groupAdmins.keys()].map((kafka) => dropGroupAdmin(kafka)));
-}
-
-/**
  * A partition's log end reported by a fetch at most this long ago is current enough: a consumer
  * fetches every partition it does not pause at least once per maxWaitTimeInMs.
  */
@@ -407,7 +379,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   private async purgeLeftPartitions(partitions: number[]): Promise<void> {
     const keep = new Set(partitions);
     try {
-      const admin = await groupAdmin(this.options.kafka);
+      const admin = await this.adminClient();
       const [committed] = await admin.fetchOffsets({
         groupId: this.options.groupId,
         topics: [this.options.topic],
@@ -422,7 +394,6 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       }
       this.purgePending = false;
     } catch (error) {
-      await dropGroupAdmin(this.options.kafka);
       this.options.onGroupPurgeFailed?.(error instanceof Error ? error : new Error(String(error)));
     }
   }

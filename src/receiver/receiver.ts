@@ -4,7 +4,6 @@ import { type Socket, connect as netConnect, isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
-import { closeGroupAdmins } from '../kafka/partition-consumer.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
 import {
   LiveSourceSecurity,
@@ -454,7 +453,6 @@ export class Receiver {
         for (let c = channels.shift(); c; c = channels.shift()) await c.close();
       }),
     );
-    await closeGroupAdmins();
     if (this.deepStoragePromise) (await this.deepStoragePromise).close();
     // With an error, not quietly: kafkajs then disconnects the connection, which stops its
     // request-timeout timer; a socket merely destroyed would leave that timer running.
