@@ -65,14 +65,15 @@ export const consumerSettings = {
   sessionTimeout: 10_000,
   heartbeatInterval: 3_000,
   /**
-   * How long the broker holds a fetch that finds nothing new (one with data returns at once). Every
-   * idle consumer sends one fetch per this period: with 200 ms, 1,000 idle cubes (bench:scale)
-   * were 5,000 fetches a second, which took most of two cores between the broker and the
-   * receivers, and the cubes took twice as long to become Ready as with 1 s. The price: a
-   * consumer stopped (a partition assigned or released) waits for its fetch under way, so up to
-   * this long when its partitions are idle. Kafka's Java consumer waits 500 ms, kafkajs 5 s.
+   * How long the broker holds a fetch that finds nothing new (one with data returns at once), and
+   * how long kafkajs sleeps between fetches when every partition is paused. Every idle consumer
+   * sends one fetch per this period: with 200 ms, 1,000 idle cubes (bench:scale) were 5,000
+   * fetches a second, which took most of two cores between the broker and the receivers. The
+   * price of a longer wait: a consumer stopped (a partition assigned or released) waits for the
+   * fetch or sleep under way; with 1 s bench:reassign's hand-off gap p99 went past its 1 s goal
+   * (1.25 s). 500 ms is the Java consumer's default (fetch.max.wait.ms); kafkajs's is 5 s.
    */
-  maxWaitTimeInMs: 1_000,
+  maxWaitTimeInMs: 500,
   /**
    * At most this much per fetch (kafkajs's default is 10 MiB; a record batch larger than this
    * still comes whole). Every record of a fetch is decoded into objects before the first is
