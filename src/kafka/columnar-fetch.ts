@@ -30,7 +30,13 @@ export const columnarRackId = 'streamcube.columnar-fetch';
 /** Told, for every partition a fetch answered without error, the offset its log ends at. */
 export type FetchedEndReporter = (topic: string, partition: number, end: bigint) => void;
 
-const reporters = new Map<string, FetchedEndReporter>();
+interface Reporting {
+  report: FetchedEndReporter;
+  /** How long the broker may hold each fetch that finds nothing new (kafkajs's own otherwise). */
+  fetchWaitMs?: number;
+}
+
+const reporters = new Map<string, Reporting>();
 let reporterSeq = 0;
 
 /**
@@ -38,12 +44,17 @@ let reporterSeq = 0;
  * fetch, where each fetched partition's log ends: its last stable offset (the consumer reads
  * committed records only; a log without open transactions ends there at its high watermark).
  * Every idle consumer fetches each of its partitions at least once per maxWaitTimeInMs, so the
- * end of the log is known without asking the broker again. `close` stops the reports.
+ * end of the log is known without asking the broker again. `fetchWaitMs` replaces the
+ * consumer's maxWaitTimeInMs in its fetches only: kafkajs also sleeps that long between fetches
+ * when every partition is paused, and a stop waits for that sleep. `close` stops the reports.
  */
-export function reportingRackId(report: FetchedEndReporter): { rackId: string; close: () => void } {
+export function reportingRackId(
+  report: FetchedEndReporter,
+  options: { fetchWaitMs?: number } = {},
+): { rackId: string; close: () => void } {
   reporterSeq += 1;
   const rackId = `${columnarRackId}/${reporterSeq}`;
-  reporters.set(rackId, report);
+  reporters.set(rackId, { report, ...options });
   return { rackId, close: () => reporters.delete(rackId) };
 }
 
@@ -153,8 +164,10 @@ export function installColumnarFetch(): void {
     if (!columnarVersions.has(version)) return build;
     return (args) => {
       if (!isColumnar(args.rackId)) return build(args);
-      const report = reporters.get(args.rackId ?? '');
-      const request = build({ ...args, rackId: '' });
+      const reporting = reporters.get(args.rackId ?? '');
+      const wait = reporting?.fetchWaitMs;
+      const request = build({ ...args, rackId: '', ...(wait ? { maxWaitTime: wait } : {}) });
+      const report = reporting?.report;
       const fetchOffsets = new Map<string, number>();
       for (const { topic, partitions } of args.topics) {
         for (const p of partitions)

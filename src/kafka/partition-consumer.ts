@@ -65,15 +65,12 @@ export const consumerSettings = {
   sessionTimeout: 10_000,
   heartbeatInterval: 3_000,
   /**
-   * How long the broker holds a fetch that finds nothing new (one with data returns at once), and
-   * how long kafkajs sleeps between fetches when every partition is paused. Every idle consumer
-   * sends one fetch per this period: with 200 ms, 1,000 idle cubes (bench:scale) were 5,000
-   * fetches a second, which took most of two cores between the broker and the receivers. The
-   * price of a longer wait: a consumer stopped (a partition assigned or released) waits for the
-   * fetch or sleep under way; with 1 s bench:reassign's hand-off gap p99 went past its 1 s goal
-   * (1.25 s). 500 ms is the Java consumer's default (fetch.max.wait.ms); kafkajs's is 5 s.
+   * kafkajs's wait: how long it asks the broker to hold a fetch that finds nothing new, and how
+   * long it sleeps between fetches when every partition is paused. The receiver's consumers
+   * replace the first with `fetchWaitMs` (through columnar-fetch.ts) and keep this short for the
+   * second: a consumer stopped (a partition assigned or released) waits for the sleep under way.
    */
-  maxWaitTimeInMs: 500,
+  maxWaitTimeInMs: 200,
   /**
    * At most this much per fetch (kafkajs's default is 10 MiB; a record batch larger than this
    * still comes whole). Every record of a fetch is decoded into objects before the first is
@@ -164,6 +161,17 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
   return { offsets, values: packValues(values), fetchOffset: Number(fetchOffset) };
 }
 
+/**
+ * How long the broker may hold a receiver consumer's fetch that finds nothing new (one with data
+ * returns at once). Every idle consumer sends one fetch per this period: with 200 ms, 1,000 idle
+ * cubes (bench:scale) were 5,000 fetches a second, which took most of two cores between the broker
+ * and the receivers. The price: a consumer stopped while its fetch is held waits for it. 1 s:
+ * bench:scale at 1,000 cubes Ready in 116 s against 161 s with 500 ms and 375 s with 200 ms (with
+ * the operator's changes of the same day); bench:reassign's hand-off gap p99 0.67 s with 500 ms
+ * when kafkajs's paused sleep was the same 500 ms, 1.25 s with 1 s.
+ */
+export const fetchWaitMs = 1_000;
+
 /** See highWatermarks. */
 const adminRenewIntervalMs = 30_000;
 
@@ -222,9 +230,12 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     // (killed with -9) holds up the join until its session expires (see sessionTimeout); once
     // joined, the exact assigner gives this member its partitions whatever the other holds.
     installColumnarFetch();
-    const reports = reportingRackId((t, partition, end) => {
-      if (t === topic) this.fetchedEnds.set(partition, { end, at: Date.now() });
-    });
+    const reports = reportingRackId(
+      (t, partition, end) => {
+        if (t === topic) this.fetchedEnds.set(partition, { end, at: Date.now() });
+      },
+      { fetchWaitMs },
+    );
     this.closeReports = reports.close;
     const consumer = kafka.consumer({
       groupId,

@@ -287,11 +287,12 @@ test('kafkajs is the version whose internals columnar-fetch.ts reads', () => {
   expect(columnarRackId).not.toBe('');
 });
 
-test('a reporting rackId is decoded here and tells where each fetched log ends; the broker never sees it', async () => {
+test('a reporting rackId is decoded here, tells where each fetched log ends and sets the fetch wait; the broker never sees it', async () => {
   installColumnarFetch();
   const reported: string[] = [];
-  const { rackId, close } = reportingRackId((topic, partition, end) =>
-    reported.push(`${topic}/${partition} ${end}`),
+  const { rackId, close } = reportingRackId(
+    (topic, partition, end) => reported.push(`${topic}/${partition} ${end}`),
+    { fetchWaitMs: 900 },
   );
   const { fetch } = kafkajsInternals();
   const build = fetch.protocol({ version: 11 });
@@ -308,8 +309,9 @@ test('a reporting rackId is decoded here and tells where each fetched log ends; 
   const log = await encodeLog([data(1, false, 5, 0)], 0);
   await request.response.decode(fetchResponse(log, 3, log.sets.length));
   expect(reported).toEqual([`t/0 ${log.end}`]);
-  // The rack the request carries to the broker is kafkajs's default, not the marker.
-  const plain = build({ ...args, rackId: '' });
+  // The rack the request carries to the broker is kafkajs's default, not the marker; the broker
+  // is asked to hold the fetch for fetchWaitMs.
+  const plain = build({ ...args, rackId: '', maxWaitTime: 900 });
   const encoded = async (r: { request: unknown }) =>
     (await (r.request as { encode(): Promise<{ buffer: Buffer }> }).encode()).buffer;
   expect(await encoded(request)).toEqual(await encoded(plain));
