@@ -27,6 +27,40 @@ export const kafkajsVersion = '2.2.4';
  */
 export const columnarRackId = 'streamcube.columnar-fetch';
 
+/** Told, for every partition a fetch answered without error, the offset its log ends at. */
+export type FetchedEndReporter = (topic: string, partition: number, end: bigint) => void;
+
+interface Reporting {
+  report: FetchedEndReporter;
+  /** How long the broker may hold each fetch that finds nothing new (kafkajs's own otherwise). */
+  fetchWaitMs?: number;
+}
+
+const reporters = new Map<string, Reporting>();
+let reporterSeq = 0;
+
+/**
+ * A `rackId` that marks a consumer's fetches as `columnarRackId` does and also reports, after each
+ * fetch, where each fetched partition's log ends: its last stable offset (the consumer reads
+ * committed records only; a log without open transactions ends there at its high watermark).
+ * Every idle consumer fetches each of its partitions at least once per maxWaitTimeInMs, so the
+ * end of the log is known without asking the broker again. `fetchWaitMs` replaces the
+ * consumer's maxWaitTimeInMs in its fetches only: kafkajs also sleeps that long between fetches
+ * when every partition is paused, and a stop waits for that sleep. `close` stops the reports.
+ */
+export function reportingRackId(
+  report: FetchedEndReporter,
+  options: { fetchWaitMs?: number } = {},
+): { rackId: string; close: () => void } {
+  reporterSeq += 1;
+  const rackId = `${columnarRackId}/${reporterSeq}`;
+  reporters.set(rackId, { report, ...options });
+  return { rackId, close: () => reporters.delete(rackId) };
+}
+
+const isColumnar = (rackId: string | undefined): boolean =>
+  rackId === columnarRackId || rackId?.startsWith(`${columnarRackId}/`) === true;
+
 /** Fetch versions whose record sets are RecordBatch v2 (KIP-98), up to kafkajs's newest. */
 const columnarVersions = new Set([4, 5, 6, 7, 8, 9, 10, 11]);
 
@@ -129,8 +163,11 @@ export function installColumnarFetch(): void {
     const build = protocol({ version });
     if (!columnarVersions.has(version)) return build;
     return (args) => {
-      if (args.rackId !== columnarRackId) return build(args);
-      const request = build({ ...args, rackId: '' });
+      if (!isColumnar(args.rackId)) return build(args);
+      const reporting = reporters.get(args.rackId ?? '');
+      const wait = reporting?.fetchWaitMs;
+      const request = build({ ...args, rackId: '', ...(wait ? { maxWaitTime: wait } : {}) });
+      const report = reporting?.report;
       const fetchOffsets = new Map<string, number>();
       for (const { topic, partitions } of args.topics) {
         for (const p of partitions)
@@ -140,12 +177,35 @@ export function installColumnarFetch(): void {
         ...request,
         response: {
           parse: request.response.parse,
-          decode: (raw) => decodeFetchResponse(raw, version, fetchOffsets, internals),
+          decode: async (raw) => {
+            const decoded = await decodeFetchResponse(raw, version, fetchOffsets, internals);
+            if (report) reportEnds(decoded, report);
+            return decoded;
+          },
         },
       };
     };
   };
   installed = true;
+}
+
+function reportEnds(decoded: Record<string, unknown>, report: FetchedEndReporter): void {
+  const responses = decoded.responses as {
+    topicName: string;
+    partitions: {
+      partition: number;
+      errorCode: number;
+      highWatermark: string;
+      lastStableOffset: string;
+    }[];
+  }[];
+  for (const { topicName, partitions } of responses) {
+    for (const p of partitions) {
+      if (p.errorCode !== 0) continue;
+      const lastStable = BigInt(p.lastStableOffset);
+      report(topicName, p.partition, lastStable >= 0n ? lastStable : BigInt(p.highWatermark));
+    }
+  }
 }
 
 /** Reads the big-endian fields of a response, moving `at`. */

@@ -19,7 +19,7 @@ import { freePort, startService, stopService, waitForService } from './processes
 import { say } from './progress.ts';
 import { applyCrdWith, receiverPod } from './cluster.ts';
 import { type Teardown, runUntilSignal, startDemo } from './stack-parts.ts';
-import { operatorNodeOptions } from '../operator/node-options.ts';
+import { operatorEnvironment, operatorNodeOptions } from '../operator/node-options.ts';
 
 const cliPath = resolve(import.meta.dirname, '../cli.ts');
 
@@ -49,8 +49,12 @@ async function startStreamcube(
   readyUrl: string,
   logFile: string,
   nodeOptions: readonly string[] = [],
+  env: Readonly<Record<string, string>> = {},
 ): Promise<number> {
-  const pid = startService(process.execPath, [...nodeOptions, cliPath, ...args], logFile);
+  const pid = startService(process.execPath, [...nodeOptions, cliPath, ...args], logFile, {
+    ...process.env,
+    ...env,
+  });
   teardown.add(name, () => stopService(pid, 30_000));
   await waitForService(name, async () => (await fetch(readyUrl)).ok, { pid, logFile }, 30_000);
   return pid;
@@ -143,6 +147,7 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
     `http://127.0.0.1:${operatorPort}/readyz`,
     operatorLog,
     operatorNodeOptions,
+    operatorEnvironment,
   );
   const operator = {
     url: `http://127.0.0.1:${operatorPort}`,

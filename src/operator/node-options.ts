@@ -1,9 +1,26 @@
-// The V8 flags the operator runs with, wherever it runs: the chart's default `operator.nodeOptions`
-// (NODE_OPTIONS), `streamcube local` and the test and bench fixtures.
+// How the operator's process runs, wherever it runs: the chart's defaults (`operator.nodeOptions`
+// as NODE_OPTIONS, `operator.mallocArenaMax`), `streamcube local` and the test and bench fixtures.
 //
-// The operator's live heap is small and flat (about 85–90 MiB from 100 to 500 cubes, bench:scale),
-// but it allocates fast (a status read, a merge and a patch per cube per resync), and on a host
-// with much memory V8 lets the young generation grow to 2 × 64 MiB of semi-spaces — a third of the
-// operator's RSS. 16 MiB semi-spaces bound it to 32 MiB; a scavenge of a space that small takes
-// well under a millisecond, and there are more of them, which this workload does not notice.
-export const operatorNodeOptions: readonly string[] = ['--max-semi-space-size=16'];
+// The operator's live heap is small (bench:scale: 85–95 MiB in use at 1,000 cubes of 16 partitions
+// once managedFields are dropped), but it allocates fast (a status read, a merge
+// and a patch per cube per resync), and V8 sizes its heap for the host, not for what is live:
+// - young generation: 8 MiB semi-spaces (16 MiB in all; V8 lets it grow to 2 × 64 MiB on a host
+//   with much memory, a third of the operator's RSS at 100 cubes). A scavenge of a space that
+//   small takes well under a millisecond; this workload does not notice there are more.
+// - old generation: 160 MiB. In use: about 50 MiB at 100 cubes, 85 MiB at 1,000, so this leaves
+//   room for about 1,500 (an estimate, not a run). Without a bound V8 let the old generation
+//   grow to 185 MiB, mostly garbage, at 1,000 cubes. More cubes need a higher bound (about 64 MiB
+//   per 1,000 more): past it the operator stops with "JavaScript heap out of memory" in its log
+//   and is restarted.
+export const operatorNodeOptions: readonly string[] = [
+  '--max-semi-space-size=8',
+  '--max-old-space-size=160',
+];
+
+/**
+ * glibc gives each thread that allocates its own malloc arena, and memory freed in one is not
+ * returned to the others. bench:scale at 1,000 cubes (2026-12-01): with two arenas and a 160 MiB old
+ * generation the operator ended at 280 MiB RSS (peak 298), with the default arenas and 192 MiB at
+ * 330 (peak 341).
+ */
+export const operatorEnvironment: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };

@@ -1063,7 +1063,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           'ReassignPlanned',
           `reassign ${j.id}: ${describeMoves(j)}`,
         );
-      // The journal is persisted: its phases run on the next reconciles, one each.
+      // A first placement written at Starting starts now: the journal it runs from is the one
+      // just written, and a pass through the queue per cube is what 1,000 new cubes wait on.
+      // Any other journal's phases run on the next reconciles, one each.
+      if (j.phase === 'Starting') return runJournal(j);
       return { requeueAfterMs: requeueDelayMs.advanced };
     }
 

@@ -19,7 +19,7 @@ import {
 import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
-import { operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -254,6 +254,16 @@ test('the operator runs with the V8 flags of src/operator/node-options.ts, unles
   expect(nodeOptionsOf(none, 'Deployment', 't-operator')).toBeUndefined();
   const own = await render('operator.nodeOptions=--max-old-space-size=200');
   expect(nodeOptionsOf(own, 'Deployment', 't-operator')).toBe('--max-old-space-size=200');
+});
+
+test('the operator runs with the environment of src/operator/node-options.ts (MALLOC_ARENA_MAX), unless mallocArenaMax says otherwise', async () => {
+  const arenasOf = (objects: Rendered[]): string | undefined =>
+    container(find(objects, 'Deployment', 't-operator')).env?.find(
+      (e) => e.name === 'MALLOC_ARENA_MAX',
+    )?.value;
+  expect(arenasOf(await render())).toBe(operatorEnvironment.MALLOC_ARENA_MAX);
+  expect(arenasOf(await render('operator.mallocArenaMax='))).toBeUndefined();
+  expect(arenasOf(await render('operator.mallocArenaMax=4'))).toBe('4');
 });
 
 test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' port", async () => {

@@ -301,11 +301,12 @@ test('deleting the cube in the middle of a reassign also hands off the replica s
   const topic = await createTopic(admin, 4);
   const load = new SteadyLoad(producer, topic, 4);
   load.start(Date.UTC(2026, 6, 1));
-  // This operator dies the second time a reassign reaches Sealing (the first is the initial
-  // assignment): rs-b has started every partition, status.assignment still names rs-a alone.
+  // This operator dies when a reassign first reaches Sealing (the initial assignment, a first
+  // placement, has nothing to seal): rs-b has started every partition, status.assignment still
+  // names rs-a alone.
   await operator.kill('SIGTERM');
   operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort });
-  await operator.start({ STREAMCUBE_FAULT: 'reassign-Sealing:2' });
+  await operator.start({ STREAMCUBE_FAULT: 'reassign-Sealing' });
   await createCube(cube, topic, ['rs-a'], { 'rs-a': [0, 1, 2, 3] });
   // Ready says rs-a consumes, not that it has read anything yet: it must hold data of its own
   // before the move, or rs-b starts from offset 0 and rs-a has nothing to hand off.

@@ -23,10 +23,11 @@ import {
   setPodReady,
 } from '../../src/local/cluster.ts';
 import { freePort } from '../../src/local/processes.ts';
+import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
-import { operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -224,6 +225,7 @@ export class OperatorProcess {
       process.execPath,
       [
         ...operatorNodeOptions,
+        ...benchNodeArgs('BENCH_OPERATOR_NODE_ARGS'),
         this.options.cli ?? cliPath,
         'operator',
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
@@ -243,7 +245,7 @@ export class OperatorProcess {
         '--resync=1s',
         ...(this.options.args ?? []),
       ],
-      { stdio: ['ignore', log, log], env: { ...process.env, ...env } },
+      { stdio: ['ignore', log, log], env: { ...process.env, ...operatorEnvironment, ...env } },
     );
     closeSync(log);
     await waitFor(

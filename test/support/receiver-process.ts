@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ReceiverClient } from '../../src/protocol/client.ts';
 import { type CubeCheckpoint, readCubeCheckpoint } from '../../src/receiver/cube-store.ts';
 import { freePort } from '../../src/local/processes.ts';
+import { benchNodeArgs } from './bench-node-args.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -86,6 +87,7 @@ export class ReceiverProcess {
     this.child = spawn(
       process.execPath,
       [
+        ...benchNodeArgs('BENCH_RECEIVER_NODE_ARGS'),
         cliPath,
         'receiver',
         `--id=${o.id}`,

@@ -12,6 +12,7 @@ import {
   installColumnarFetch,
   kafkajsInternals,
   kafkajsVersion,
+  reportingRackId,
 } from '../../src/kafka/columnar-fetch.ts';
 import { packedValue } from '../../src/kafka/record-values.ts';
 
@@ -284,4 +285,37 @@ test('kafkajs is the version whose internals columnar-fetch.ts reads', () => {
   expect(kafkajsInternals().version).toBe(kafkajsVersion);
   expect(() => installColumnarFetch()).not.toThrow();
   expect(columnarRackId).not.toBe('');
+});
+
+test('a reporting rackId is decoded here, tells where each fetched log ends and sets the fetch wait; the broker never sees it', async () => {
+  installColumnarFetch();
+  const reported: string[] = [];
+  const { rackId, close } = reportingRackId(
+    (topic, partition, end) => reported.push(`${topic}/${partition} ${end}`),
+    { fetchWaitMs: 900 },
+  );
+  const { fetch } = kafkajsInternals();
+  const build = fetch.protocol({ version: 11 });
+  const args = {
+    replicaId: -1,
+    isolationLevel: 1,
+    maxWaitTime: 200,
+    minBytes: 1,
+    maxBytes: 1_048_576,
+    topics: [{ topic: 't', partitions: [{ partition: 0, fetchOffset: '3', maxBytes: 1_048_576 }] }],
+    rackId,
+  };
+  const request = build(args);
+  const log = await encodeLog([data(1, false, 5, 0)], 0);
+  await request.response.decode(fetchResponse(log, 3, log.sets.length));
+  expect(reported).toEqual([`t/0 ${log.end}`]);
+  // The rack the request carries to the broker is kafkajs's default, not the marker; the broker
+  // is asked to hold the fetch for fetchWaitMs.
+  const plain = build({ ...args, rackId: '', maxWaitTime: 900 });
+  const encoded = async (r: { request: unknown }) =>
+    (await (r.request as { encode(): Promise<{ buffer: Buffer }> }).encode()).buffer;
+  expect(await encoded(request)).toEqual(await encoded(plain));
+  close();
+  await build(args).response.decode(fetchResponse(log, 3, log.sets.length));
+  expect(reported).toHaveLength(1);
 });
