@@ -1,10 +1,11 @@
 // Deep storage in a directory: a hand-off is written into `<key>.tmp` and renamed to `<key>`, so
 // a reader sees a hand-off directory whole or not at all.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { DeepStorage, HandOffFile } from './deep-storage.ts';
-import { fsyncDirectory, writeFileDurably } from './durable-files.ts';
+import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 
 export class FilesystemDeepStorage implements DeepStorage {
   readonly type = 'filesystem';
@@ -23,19 +24,21 @@ export class FilesystemDeepStorage implements DeepStorage {
     return Promise.resolve(existsSync(path) ? readFileSync(path, 'utf8') : undefined);
   }
 
-  writeHandOff(key: string, files: HandOffFile[], manifest: string): Promise<void> {
+  /** Through node:fs/promises: the event loop (every cube's consumer) goes on while it writes. */
+  async writeHandOff(key: string, files: HandOffFile[], manifest: string): Promise<void> {
     const dir = this.locationOf(key);
     const tmp = `${dir}.tmp`;
-    rmSync(tmp, { recursive: true, force: true });
-    mkdirSync(tmp, { recursive: true });
-    for (const file of files) writeFileDurably(join(tmp, file.name), file.body, false);
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp, { recursive: true });
+    await Promise.all(
+      files.map((file) => writeFileDurablyAsync(join(tmp, file.name), file.body, false)),
+    );
     faultPoint('after-hand-off-data');
-    writeFileDurably(join(tmp, 'manifest.json'), manifest, false);
-    fsyncDirectory(tmp);
-    mkdirSync(join(dir, '..'), { recursive: true });
-    renameSync(tmp, dir);
-    fsyncDirectory(join(dir, '..'));
-    return Promise.resolve();
+    await writeFileDurablyAsync(join(tmp, 'manifest.json'), manifest, false);
+    await fsyncDirectoryAsync(tmp);
+    await mkdir(join(dir, '..'), { recursive: true });
+    await rename(tmp, dir);
+    await fsyncDirectoryAsync(join(dir, '..'));
   }
 
   close(): void {}
