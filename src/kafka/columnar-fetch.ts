@@ -1,7 +1,7 @@
 // Fetch responses decoded into columns for the consumers that ask for it: kafkajs decodes every
 // record of a fetch into objects (a KafkaMessage with Buffers, offset and timestamp strings), which
 // was most of a receiver's CPU and memory. This replaces kafkajs's Fetch response decoder (v4–v11,
-// the versions of RecordBatch v2) for fetches marked with `columnarRackId`; kafkajs still does
+// the versions of RecordBatch v2) for fetches marked by `reportingRackId`; kafkajs still does
 // everything else (group, offsets, pauses, seeks, retries) with stand-in messages.
 import { createRequire } from 'node:module';
 import type { ConsumedRecords } from './partition-consumer.ts';
@@ -21,9 +21,9 @@ import {
 export const kafkajsVersion = '2.2.4';
 
 /**
- * Passed as the consumer's `rackId`, which kafkajs hands to every Fetch it sends and to nothing
- * else: it marks the fetches to decode here. It never reaches the broker (sent as '', kafkajs's
- * default).
+ * The prefix of the `rackId`s reportingRackId hands out. kafkajs hands a consumer's rackId to every
+ * Fetch it sends and to nothing else, so it marks the fetches to decode here. It never reaches the
+ * broker (sent as '', kafkajs's default).
  */
 export const columnarRackId = 'streamcube.columnar-fetch';
 
@@ -40,10 +40,10 @@ const reporters = new Map<string, Reporting>();
 let reporterSeq = 0;
 
 /**
- * A `rackId` that marks a consumer's fetches as `columnarRackId` does and also reports, after each
+ * A `rackId` that marks a consumer's fetches to be decoded here and reports, after each
  * fetch, where each fetched partition's log ends: its last stable offset (the consumer reads
  * committed records only; a log without open transactions ends there at its high watermark).
- * Every idle consumer fetches each of its partitions at least once per maxWaitTimeInMs, so the
+ * Every idle consumer fetches each of its partitions at least once per fetch wait, so the
  * end of the log is known without asking the broker again. `fetchWaitMs` replaces the
  * consumer's maxWaitTimeInMs in its fetches only: kafkajs also sleeps that long between fetches
  * when every partition is paused, and a stop waits for that sleep. `close` stops the reports.
@@ -58,8 +58,9 @@ export function reportingRackId(
   return { rackId, close: () => reporters.delete(rackId) };
 }
 
+/** Every consumer that wants its fetches decoded here marks them through reportingRackId. */
 const isColumnar = (rackId: string | undefined): boolean =>
-  rackId === columnarRackId || rackId?.startsWith(`${columnarRackId}/`) === true;
+  rackId?.startsWith(`${columnarRackId}/`) === true;
 
 /** Fetch versions whose record sets are RecordBatch v2 (KIP-98), up to kafkajs's newest. */
 const columnarVersions = new Set([4, 5, 6, 7, 8, 9, 10, 11]);
@@ -153,7 +154,7 @@ export function kafkajsInternals(): KafkajsInternals {
 
 let installed = false;
 
-/** Makes kafkajs decode the fetches marked with `columnarRackId` here (once per process). */
+/** Makes kafkajs decode the fetches marked by `reportingRackId` here (once per process). */
 export function installColumnarFetch(): void {
   if (installed) return;
   const internals = kafkajsInternals();
