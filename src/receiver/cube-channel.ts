@@ -161,6 +161,8 @@ export class CubeChannel {
   private rewriteAll = false;
   private unwritten: FragmentToWrite[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The periodic work under way: ticks, and the hand-off passes they started with their flush. */
+  private readonly background = new Set<Promise<unknown>>();
   private lastHighWatermarkRefresh = 0;
   private drainWaiters: (() => void)[] = [];
   private closed = false;
@@ -306,7 +308,7 @@ export class CubeChannel {
       await this.inFlushTurn(() => this.writeSnapshot(this.takeSnapshot()));
     }
     await this.restartConsumer();
-    this.timer = setInterval(() => void this.tick(), this.options.flushIntervalMs);
+    this.timer = setInterval(() => this.inBackground(this.tick()), this.options.flushIntervalMs);
   }
 
   static readSpec(
@@ -534,15 +536,32 @@ export class CubeChannel {
    * hold sealing and flushing back. Its result is checkpointed when it ends.
    */
   private startHandOffs(): void {
-    void this.handOffs
-      .handOffSealed()
-      .then(() => (this.closed ? undefined : this.flush()))
-      .catch((error: unknown) =>
-        this.log.error('hand-off pass failed; retrying on the next tick', {
-          cube: this.cube,
-          error: (error as Error).message,
-        }),
-      );
+    this.inBackground(
+      this.handOffs
+        .handOffSealed()
+        .then(() => (this.closed ? undefined : this.flush()))
+        .catch((error: unknown) =>
+          this.log.error('hand-off pass failed; retrying on the next tick', {
+            cube: this.cube,
+            error: (error as Error).message,
+          }),
+        ),
+    );
+  }
+
+  /** Keeps periodic work that never rejects until it ends, for whenIdle(). */
+  private inBackground(work: Promise<unknown>): void {
+    const tracked = work.finally(() => this.background.delete(tracked));
+    this.background.add(tracked);
+  }
+
+  /**
+   * Resolves once the periodic work under way has ended, and the work it started: a tick's
+   * flush, the hand-off pass after it and the flush that records the pass. Its files are written
+   * in real time, also when a test fakes the clock that starts the ticks.
+   */
+  async whenIdle(): Promise<void> {
+    while (this.background.size > 0) await Promise.all(this.background);
   }
 
   private async refreshHighWatermarks(): Promise<void> {
