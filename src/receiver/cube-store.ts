@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:f
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { faultPoint } from '../observability/fault-injection.ts';
+import { eachAtOnce } from './at-once.ts';
 import {
   type CheckpointHeader,
   type CubeCheckpoint,
@@ -28,32 +29,10 @@ interface CommittedRecord {
 }
 
 /**
- * Files a commit writes or deletes at once. One by one, each of thousands of files (a pass that
- * hands off thousands of segments) waits for its turn of a busy event loop; all at once, one cube
- * would fill libuv's thread pool, which every cube's flush (and DNS lookups) share.
+ * Files a commit writes or deletes at once: a pass that hands off thousands of segments changes
+ * thousands of records (at-once.ts).
  */
 const filesAtOnce = 8;
-
-/**
- * Runs `work` on every item, `filesAtOnce` at a time. After a failure no item is started, and the
- * promise rejects once those under way have ended: no write of a failed commit outlives it.
- */
-async function eachAtOnce<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failure: { error: unknown } | undefined;
-  const worker = async (): Promise<void> => {
-    while (next < items.length && !failure) {
-      const item = items[next++]!;
-      try {
-        await work(item);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(filesAtOnce, items.length) }, worker));
-  if (failure) throw failure.error;
-}
 
 /** Reads a cube's checkpoint from its directory, or undefined when it has none. */
 export function readCubeCheckpoint(dir: string): CubeCheckpoint | undefined {
@@ -121,7 +100,7 @@ export class CubeStore {
   /** Writes fragments durably (their directory is synced before the commit that names them). */
   async writeFragments(fragments: { name: string; rows: Iterable<Row> }[]): Promise<void> {
     if (fragments.length > 0) this.fragmentsWritten = true;
-    await eachAtOnce(fragments, async ({ name, rows }) => {
+    await eachAtOnce(fragments, filesAtOnce, async ({ name, rows }) => {
       const lines: string[] = [];
       for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
       await writeFileDurablyAsync(join(this.fragmentDir, name), lines.join('\n'), false);
@@ -165,7 +144,7 @@ export class CubeStore {
       next.set(segment.windowStart, { name, fragments: segment.fragments });
       return { name, segment };
     });
-    await eachAtOnce(records, ({ name, segment }) =>
+    await eachAtOnce(records, filesAtOnce, ({ name, segment }) =>
       writeFileDurablyAsync(join(this.recordDir, name), encodeSegmentRecord(segment), false),
     );
     if (changed.length > 0) await fsyncDirectoryAsync(this.recordDir);
@@ -189,7 +168,7 @@ export class CubeStore {
       for (const f of old.fragments)
         if (!stillListed.has(f)) superseded.push(join(this.fragmentDir, f));
     }
-    await eachAtOnce(superseded, (path) => rm(path, { force: true }));
+    await eachAtOnce(superseded, filesAtOnce, (path) => rm(path, { force: true }));
   }
 
   /**

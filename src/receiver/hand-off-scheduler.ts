@@ -4,6 +4,7 @@
 // its hand-off succeeds: deep storage that is down delays hand-offs and loses nothing.
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
+import { eachAtOnce } from './at-once.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
@@ -23,6 +24,14 @@ export interface HandOffRetryPolicy {
   initialMs: number;
   maxMs: number;
 }
+
+/**
+ * Hand-offs of one pass under way at once. One at a time, a pass of thousands of segments (a
+ * receiver that caught up on a backlog) takes a write's round trips and fsyncs per segment, which
+ * overlap when several are in flight (bench:soak); more would crowd the thread pool every cube's
+ * flush shares, or the object store's connections.
+ */
+const handOffsAtOnce = 4;
 
 export const defaultHandOffRetry: HandOffRetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 
@@ -99,7 +108,7 @@ export class HandOffScheduler {
   }
 
   /**
-   * Hands off every IMMUTABLE segment whose backoff is over; one that fails stays IMMUTABLE for a
+   * Hands off every IMMUTABLE segment whose backoff is over, a few at once; one that fails stays IMMUTABLE for a
    * later pass. A call while a pass runs waits for that pass and starts none.
    */
   handOffSealed(): Promise<void> {
@@ -119,54 +128,60 @@ export class HandOffScheduler {
   }
 
   private async runPass(): Promise<void> {
-    for (const segment of [...this.options.segments.segments.values()]) {
+    const held = [...this.options.segments.segments.values()];
+    await eachAtOnce(held, handOffsAtOnce, (segment) => this.handOff(segment));
+  }
+
+  /**
+   * Hands one segment off if it is IMMUTABLE and its backoff is over, as it is when its turn in
+   * the pass comes; a failure is remembered with its backoff, not thrown.
+   */
+  private async handOff(segment: Segment): Promise<void> {
+    if (this.aborter.signal.aborted || segment.state !== 'IMMUTABLE') return;
+    const failed = this.handOffErrors.get(segment.windowStart);
+    if (failed && failed.notBefore > this.now()) return;
+    const end = this.options.metrics.handOffTimer();
+    try {
+      const path = await handOffSegment(
+        this.options.storage,
+        this.options.target,
+        segment,
+        this.options.lostBefore(segment),
+        this.aborter.signal,
+      );
+      faultPoint('after-hand-off');
+      // Purged or replaced while it was written (the cube left): nothing to mark.
+      if (this.options.segments.segments.get(segment.windowStart) !== segment) return;
+      this.options.segments.markHandedOff(segment, Date.now());
+      this.handOffPaths.set(segment.windowStart, path);
+      this.handOffErrors.delete(segment.windowStart);
+      this.options.onHandedOff(segment);
+      end();
+      this.options.logger.info('segment handed off', {
+        cube: this.cube,
+        windowStart: segment.windowStart,
+        path,
+        ...(failed ? { attempts: failed.attempts + 1 } : {}),
+      });
+    } catch (error) {
       if (this.aborter.signal.aborted) return;
-      if (segment.state !== 'IMMUTABLE') continue;
-      const failed = this.handOffErrors.get(segment.windowStart);
-      if (failed && failed.notBefore > this.now()) continue;
-      const end = this.options.metrics.handOffTimer();
-      try {
-        const path = await handOffSegment(
-          this.options.storage,
-          this.options.target,
-          segment,
-          this.options.lostBefore(segment),
-          this.aborter.signal,
-        );
-        faultPoint('after-hand-off');
-        // Purged or replaced while it was written (the cube left): nothing to mark.
-        if (this.options.segments.segments.get(segment.windowStart) !== segment) continue;
-        this.options.segments.markHandedOff(segment, Date.now());
-        this.handOffPaths.set(segment.windowStart, path);
-        this.handOffErrors.delete(segment.windowStart);
-        this.options.onHandedOff(segment);
-        end();
-        this.options.logger.info('segment handed off', {
-          cube: this.cube,
-          windowStart: segment.windowStart,
-          path,
-          ...(failed ? { attempts: failed.attempts + 1 } : {}),
-        });
-      } catch (error) {
-        if (this.aborter.signal.aborted) return;
-        const attempts = (failed?.attempts ?? 0) + 1;
-        const retryInMs = handOffRetryDelay(this.options.retry ?? defaultHandOffRetry, attempts);
-        const lastError = (error as Error).message;
-        this.handOffErrors.set(segment.windowStart, {
-          attempts,
-          lastError,
-          notBefore: this.now() + retryInMs,
-        });
-        this.options.metrics.handOffFailed();
-        this.options.logger.warn('hand-off failed; will retry', {
-          cube: this.cube,
-          windowStart: segment.windowStart,
-          storage: this.options.storage.type,
-          attempts,
-          retryInMs,
-          error: lastError,
-        });
-      }
+      const attempts = (failed?.attempts ?? 0) + 1;
+      const retryInMs = handOffRetryDelay(this.options.retry ?? defaultHandOffRetry, attempts);
+      const lastError = (error as Error).message;
+      this.handOffErrors.set(segment.windowStart, {
+        attempts,
+        lastError,
+        notBefore: this.now() + retryInMs,
+      });
+      this.options.metrics.handOffFailed();
+      this.options.logger.warn('hand-off failed; will retry', {
+        cube: this.cube,
+        windowStart: segment.windowStart,
+        storage: this.options.storage.type,
+        attempts,
+        retryInMs,
+        error: lastError,
+      });
     }
   }
 
