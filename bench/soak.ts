@@ -57,17 +57,25 @@ async function patiently<T>(request: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Sum and count of the receiver's flush-duration histogram. */
-async function flushTotals(r: ReceiverProcess): Promise<{ sum: number; count: number }> {
+/**
+ * Sum and count of the receiver's flush-duration histogram, and its event loop's delay (p99 and
+ * max, in seconds) since the scrape before: prom-client resets its delay histogram at each scrape,
+ * and no one else scrapes the receiver here.
+ */
+async function scrape(
+  r: ReceiverProcess,
+): Promise<{ sum: number; count: number; loopP99: number; loopMax: number }> {
   const text = await (await fetch(`${r.baseUrl}/metrics`)).text();
   const value = (name: string): number =>
     text
       .split('\n')
-      .filter((l) => l.startsWith(`${name}{`))
+      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
       .reduce((a, l) => a + Number(l.split(' ').at(-1)), 0);
   return {
     sum: value('streamcube_receiver_flush_duration_seconds_sum'),
     count: value('streamcube_receiver_flush_duration_seconds_count'),
+    loopP99: value('nodejs_eventloop_lag_p99_seconds'),
+    loopMax: value('nodejs_eventloop_lag_max_seconds'),
   };
 }
 
@@ -147,10 +155,12 @@ async function main(): Promise<void> {
       'manifest KiB',
       'flushes',
       'flush ms mean',
+      'loop p99 ms',
+      'loop max ms',
       'RSS MiB',
     ];
     const rows: string[][] = [header];
-    let last = await patiently(() => flushTotals(receiver));
+    let last = await patiently(() => scrape(receiver));
     const started = Date.now();
     let produced = 0;
     const step = Math.floor(MINUTE / perWindow);
@@ -180,7 +190,7 @@ async function main(): Promise<void> {
         const counts = status.segmentCounts ?? { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
         const disk = sizeOf(cubeDir);
         const manifest = statSync(join(cubeDir, 'checkpoint.json')).size;
-        const now = await patiently(() => flushTotals(receiver));
+        const now = await patiently(() => scrape(receiver));
         const flushes = now.count - last.count;
         rows.push([
           String(upTo),
@@ -193,6 +203,8 @@ async function main(): Promise<void> {
           (manifest / 1024).toFixed(1),
           String(flushes),
           flushes > 0 ? (((now.sum - last.sum) / flushes) * 1000).toFixed(2) : '-',
+          (now.loopP99 * 1000).toFixed(0),
+          (now.loopMax * 1000).toFixed(0),
           rssMiB(receiver.child?.pid),
         ]);
         last = now;
@@ -202,7 +214,7 @@ async function main(): Promise<void> {
     const widths = header.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
     say('');
     say(
-      `${windows} windows × ${perWindow} events × ${partitions} partitions; checkpoint = the cube's directory (manifest, segment records, fragments); flush = fragments + checkpoint, mean per interval`,
+      `${windows} windows × ${perWindow} events × ${partitions} partitions; checkpoint = the cube's directory (manifest, segment records, fragments); flush = fragments + checkpoint, mean per interval; loop = the receiver's event-loop delay since the line before`,
     );
     for (const row of rows) say(row.map((cell, i) => cell.padStart(widths[i]!)).join('  '));
   } catch (error) {
