@@ -1,6 +1,7 @@
 // The hand-off scheduler with deep storage that fails: the segment stays IMMUTABLE, each failure
 // is counted and reported with the time of the next attempt, attempts back off (1 s doubling to
 // the maximum), and once storage works again the segment is handed off and the report says where.
+// A pass hands off a few segments at once.
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
@@ -39,15 +40,26 @@ const schema = cubeSchema.parse({
   window: '1m',
 });
 
-test('a failing store: the segment waits IMMUTABLE, retries back off, and it lands once the store is back', async () => {
+/** Sealed segments of one event each, in the one-minute windows `0..windows-1`. */
+function sealedSegments(windows: number): SegmentManager {
   const segments = new SegmentManager(schema);
-  segments.accept(0, 1, 0n, { time: 30_000, dimensions: ['de'], values: [1] });
-  const segment = segments.segments.get(0)!;
-  segments.seal(segment);
-  const registry = new Registry();
-  const metrics = createReceiverMetrics(registry);
-  const storage = new FlakyStorage();
-  let now = 1_000_000;
+  for (let w = 0; w < windows; w++) {
+    segments.accept(0, 1, BigInt(w), {
+      time: w * 60_000 + 30_000,
+      dimensions: ['de'],
+      values: [1],
+    });
+    segments.seal(segments.segments.get(w * 60_000)!);
+  }
+  return segments;
+}
+
+function schedulerOf(
+  storage: DeepStorage,
+  segments: SegmentManager,
+  now?: () => number,
+): { scheduler: HandOffScheduler; metrics: ReturnType<typeof createReceiverMetrics> } {
+  const metrics = createReceiverMetrics(new Registry());
   const scheduler = new HandOffScheduler({
     storage,
     target: { namespace: 'a', cube: 'orders', replicaSet: 'rs-a', receiver: 'r0', schema },
@@ -58,8 +70,17 @@ test('a failing store: the segment waits IMMUTABLE, retries back off, and it lan
     lostBefore: () => new Map(),
     onHandedOff: () => undefined,
     retry: { initialMs: 1_000, maxMs: 4_000 },
-    now: () => now,
+    ...(now ? { now } : {}),
   });
+  return { scheduler, metrics };
+}
+
+test('a failing store: the segment waits IMMUTABLE, retries back off, and it lands once the store is back', async () => {
+  const segments = sealedSegments(1);
+  const segment = segments.segments.get(0)!;
+  const storage = new FlakyStorage();
+  let now = 1_000_000;
+  const { scheduler, metrics } = schedulerOf(storage, segments, () => now);
   const failures = async (): Promise<number> =>
     (await metrics.handOffFailures.get()).values.find((v) => v.labels.cube === 'orders')?.value ??
     0;
@@ -94,4 +115,28 @@ test('a failing store: the segment waits IMMUTABLE, retries back off, and it lan
     'manifest.json',
   ]);
   expect(await failures()).toBe(5);
+});
+
+test('a pass hands off a few segments at once, four at the most, and every one of them lands', async () => {
+  const storage = new FlakyStorage();
+  storage.down = false;
+  let inFlight = 0;
+  let most = 0;
+  const write = storage.writeHandOff.bind(storage);
+  storage.writeHandOff = async (...args) => {
+    inFlight += 1;
+    most = Math.max(most, inFlight);
+    // Several turns of the event loop, as a write through the thread pool takes.
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+    inFlight -= 1;
+    return write(...args);
+  };
+  const segments = sealedSegments(10);
+  const { scheduler } = schedulerOf(storage, segments);
+  await scheduler.handOffSealed();
+  expect(most).toBe(4);
+  expect(storage.writes).toBe(10);
+  expect([...segments.segments.values()].map((s) => s.state)).toEqual(
+    Array<string>(10).fill('HANDED_OFF'),
+  );
 });
