@@ -104,6 +104,13 @@ export interface PartitionStart {
 
 export const defaultHandedOffRetentionMs = 3_600_000;
 
+/**
+ * The longest a partition's next batch waits for hand-offs that are behind: the consumer sends
+ * its heartbeats between batches, every 3 s at most, within a session of 10 s
+ * (partition-consumer.ts); a stop of the consumer (a partition assigned or released) waits too.
+ */
+const handOffBackPressureMs = 3_000;
+
 /** A fragment taken from a segment's delta, to be written under its name. */
 interface FragmentToWrite {
   name: string;
@@ -216,7 +223,12 @@ export class CubeChannel {
       },
     });
     const sink: PartitionSink = {
-      onRecords: (p, records, hw) => this.ingest.onRecords(p, records, hw),
+      onRecords: (p, records, hw) =>
+        bothSettled(
+          this.ingest.onRecords(p, records, hw),
+          // Sealing faster than it hands off, a receiver catching up slows down to its hand-offs.
+          this.handOffs.caughtUp(handOffBackPressureMs),
+        ),
       onFilteredRange: (p, first, last, hw) => this.ingest.onFilteredRange(p, first, last, hw),
       wants: (p) => isLive(this.partitions.get(p)?.state ?? 'released'),
       onCrash: (error) => this.supervisor.crashed(error),
@@ -956,4 +968,14 @@ async function untilDeadline(work: Promise<void>, deadline: number): Promise<voi
     }),
   ]);
   clearTimeout(timer);
+}
+
+/** What a sink's onRecords returns for two waits: nothing when neither waits, else both. */
+function bothSettled(
+  a: void | Promise<void>,
+  b: Promise<void> | undefined,
+): Promise<void> | undefined {
+  if (!a) return b;
+  if (!b) return a;
+  return Promise.all([a, b]).then(() => undefined);
 }

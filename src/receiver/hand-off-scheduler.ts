@@ -33,6 +33,13 @@ export interface HandOffRetryPolicy {
  */
 const handOffsAtOnce = 4;
 
+/**
+ * Sealed segments waiting for their first hand-off beyond which hand-offs are behind, and ingest
+ * waits (caughtUp): a receiver catching up on a backlog seals windows faster than it hands them
+ * off, and would hold ever more of them, in memory and in its checkpoint (bench:soak).
+ */
+const maxAwaitingHandOff = 100;
+
 export const defaultHandOffRetry: HandOffRetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 
 /** The wait after the `failures`-th failure in a row. */
@@ -72,6 +79,8 @@ export class HandOffScheduler {
   private pass: Promise<void> | undefined;
   /** Aborts the writes of the pass under way when the channel closes. */
   private readonly aborter = new AbortController();
+  /** Who waits for hand-offs to catch up: woken after each hand-off, and at stop. */
+  private readonly caughtUpWaiters = new Set<() => void>();
 
   constructor(options: HandOffSchedulerOptions) {
     this.options = options;
@@ -108,8 +117,8 @@ export class HandOffScheduler {
   }
 
   /**
-   * Hands off every IMMUTABLE segment whose backoff is over, a few at once; one that fails stays IMMUTABLE for a
-   * later pass. A call while a pass runs waits for that pass and starts none.
+   * Hands off every IMMUTABLE segment whose backoff is over, a few at once; one that fails stays
+   * IMMUTABLE for a later pass. A call while a pass runs waits for that pass and starts none.
    */
   handOffSealed(): Promise<void> {
     if (this.pass) return this.pass;
@@ -124,7 +133,46 @@ export class HandOffScheduler {
   /** Aborts the pass under way (its segments stay IMMUTABLE) and waits for it to end. */
   async stop(): Promise<void> {
     this.aborter.abort();
+    this.wakeCaughtUpWaiters();
     await this.pass;
+  }
+
+  /**
+   * Whether more than `maxAwaitingHandOff` sealed segments wait for their first hand-off. One
+   * whose hand-off failed does not count: deep storage that is down must not stop ingest (its
+   * segments are held, and handed off once it is back).
+   */
+  behind(): boolean {
+    let awaiting = 0;
+    for (const s of this.options.segments.segments.values()) {
+      if (s.state !== 'IMMUTABLE' || this.handOffErrors.has(s.windowStart)) continue;
+      awaiting += 1;
+      if (awaiting > maxAwaitingHandOff) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Undefined when hand-offs are not behind; otherwise a promise that resolves once they are not,
+   * or after `maxWaitMs`, or when the scheduler stops.
+   */
+  caughtUp(maxWaitMs: number): Promise<void> | undefined {
+    if (!this.behind()) return undefined;
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.caughtUpWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, maxWaitMs);
+      this.caughtUpWaiters.add(done);
+    });
+  }
+
+  private wakeCaughtUpWaiters(): void {
+    if (this.caughtUpWaiters.size === 0) return;
+    if (!this.aborter.signal.aborted && this.behind()) return;
+    for (const done of [...this.caughtUpWaiters]) done();
   }
 
   private async runPass(): Promise<void> {
@@ -140,6 +188,14 @@ export class HandOffScheduler {
     if (this.aborter.signal.aborted || segment.state !== 'IMMUTABLE') return;
     const failed = this.handOffErrors.get(segment.windowStart);
     if (failed && failed.notBefore > this.now()) return;
+    try {
+      await this.tryHandOff(segment, failed);
+    } finally {
+      this.wakeCaughtUpWaiters();
+    }
+  }
+
+  private async tryHandOff(segment: Segment, failed: FailedHandOff | undefined): Promise<void> {
     const end = this.options.metrics.handOffTimer();
     try {
       const path = await handOffSegment(
