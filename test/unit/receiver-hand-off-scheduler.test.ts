@@ -1,7 +1,8 @@
 // The hand-off scheduler with deep storage that fails: the segment stays IMMUTABLE, each failure
 // is counted and reported with the time of the next attempt, attempts back off (1 s doubling to
 // the maximum), and once storage works again the segment is handed off and the report says where.
-// A pass hands off a few segments at once.
+// A pass hands off a few segments at once; more than 100 sealed segments not tried yet make
+// hand-offs behind, and ingest waits for them.
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
@@ -139,4 +140,26 @@ test('a pass hands off a few segments at once, four at the most, and every one o
   expect([...segments.segments.values()].map((s) => s.state)).toEqual(
     Array<string>(10).fill('HANDED_OFF'),
   );
+});
+
+test('more than 100 sealed segments not tried yet: hand-offs are behind until they catch up; failed ones do not count', async () => {
+  const storage = new FlakyStorage();
+  storage.down = false;
+  expect(schedulerOf(storage, sealedSegments(100)).scheduler.caughtUp(60_000)).toBeUndefined();
+  const { scheduler } = schedulerOf(storage, sealedSegments(101));
+  let caughtUp = false;
+  void scheduler.caughtUp(60_000)?.then(() => (caughtUp = true));
+  await Promise.resolve();
+  expect(caughtUp).toBe(false);
+  await scheduler.handOffSealed();
+  expect(caughtUp).toBe(true);
+  expect(scheduler.behind()).toBe(false);
+
+  // Deep storage down: a segment that failed waits for its backoff, and ingest does not wait.
+  storage.down = true;
+  const down = schedulerOf(storage, sealedSegments(101)).scheduler;
+  expect(down.behind()).toBe(true);
+  await down.handOffSealed();
+  expect(down.behind()).toBe(false);
+  expect(down.caughtUp(60_000)).toBeUndefined();
 });
