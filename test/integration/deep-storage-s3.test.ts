@@ -279,15 +279,18 @@ test('killed between the data object and the manifest: readers see no hand-off; 
   const records = new Map([[0, makeWindowedEvents(0, 150, Date.UTC(2026, 0, 6, 8))]]);
   const topic = await consumeAll(receiver, records);
 
-  // Sealing hands off; the first hand-off's data object is written, then the process dies.
+  // Sealing hands off, four segments at once; the first hand-off's data object is written, then
+  // the process dies, the others' data objects written or not: no manifest is.
   await receiver.client
     .inNamespace(namespace)
     .seal(cube, 30_000)
     .catch(() => undefined);
   await receiver.exited();
   expect(receiver.exitSignal).toBe('SIGKILL');
-  const left = await listObjects(s3, bucket, `${prefix}/`);
-  expect(left.map((o) => o.key.split('/').at(-1))).toEqual(['data.arrow']);
+  const left = (await listObjects(s3, bucket, `${prefix}/`)).map((o) => o.key.split('/').at(-1));
+  expect(left.length).toBeGreaterThanOrEqual(1);
+  expect(left.length).toBeLessThanOrEqual(4);
+  expect(new Set(left)).toEqual(new Set(['data.arrow']));
   expect(
     await readHandOffsWithPyarrow(await downloadHandOffs(s3, bucket, `${prefix}/`), schema),
   ).toEqual([]);

@@ -26,7 +26,8 @@ import pyarrow as pa, pyarrow.ipc as ipc
 root, columns = sys.argv[1], json.loads(sys.argv[2])
 out = []
 for dirpath, _, filenames in sorted(os.walk(root)):
-    if 'manifest.json' not in filenames:
+    # A directory being written is <key>.tmp until its rename: not a hand-off yet.
+    if 'manifest.json' not in filenames or dirpath.endswith('.tmp'):
         continue
     with open(os.path.join(dirpath, 'manifest.json')) as f:
         manifest = json.load(f)
