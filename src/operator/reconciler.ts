@@ -29,7 +29,6 @@ import {
   isStaleLeader,
   type StaleLeaderError,
 } from '../protocol/client.ts';
-import { cubeKeyString } from '../protocol/cube-paths.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
@@ -37,7 +36,7 @@ import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
 import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import type { OwnWrites } from './own-writes.ts';
-import { SharedReads } from './shared-reads.ts';
+import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import {
@@ -143,7 +142,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     let c = clients.get(baseUrl);
     if (!c) {
       c = new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
-        onMutation: () => receiverCubes.invalidate(baseUrl),
+        onMutation: (cube) => receiverCubes.changedOn(baseUrl, cube),
         ...(deps.leaderTerm ? { term: deps.leaderTerm } : {}),
         ...(deps.onStaleLeader ? { onStaleLeader: deps.onStaleLeader } : {}),
       });
@@ -152,28 +151,36 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return c;
   };
   /**
-   * One GET /v1/cubes per receiver per resync, shared by all its cubes, of every namespace:
-   * `<namespace>/<cube>` → summary.
+   * One GET /v1/cubes per receiver per resync, shared by all its cubes, of every namespace; a
+   * cube changed since is read alone.
    */
-  const receiverCubes = new SharedReads<Map<string, CubeSummary>>({
-    fetch: async (baseUrl) =>
-      new Map(
-        (await clientAt(baseUrl).cubes()).cubes.map((c) => [
-          cubeKeyString({ namespace: c.namespace, name: c.cube }),
-          c,
-        ]),
-      ),
-    maxAgeMs: deps.resyncMs,
-  });
+  const receiverCubes = new ReceiverCubes(
+    {
+      list: async (baseUrl) => (await clientAt(baseUrl).cubes()).cubes,
+      one: async (baseUrl, key, signal) => {
+        try {
+          return cubeSummaryOf(
+            await clientAt(baseUrl).inNamespace(key.namespace).cubeStatus(key.name, signal),
+          );
+        } catch (error) {
+          if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+          throw error;
+        }
+      },
+    },
+    { maxAgeMs: deps.resyncMs },
+  );
   /** The cube as the receiver last reported it; undefined when the receiver does not hold it. */
-  const cubeOn = async (
+  const cubeOn = (
     endpoint: ReceiverEndpoint,
     object: CubeAssignment,
     cube: string,
     signal: AbortSignal,
   ): Promise<CubeSummary | undefined> =>
-    (await receiverCubes.get(endpoint.baseUrl, signal)).get(
-      cubeKeyString({ namespace: object.metadata?.namespace ?? 'default', name: cube }),
+    receiverCubes.get(
+      endpoint.baseUrl,
+      { namespace: object.metadata?.namespace ?? 'default', name: cube },
+      signal,
     );
   /** Per cube key, when live positions were last written to status (Date.now()). */
   const positionsWrittenAt = new Map<string, number>();

@@ -27,7 +27,7 @@ import {
   staleLeaderReason,
 } from './admin-api.ts';
 import type { BearerTokens } from './token-file.ts';
-import { type CubeAction, cubePath, defaultCubeNamespace } from './cube-paths.ts';
+import { type CubeAction, type CubeKey, cubePath, defaultCubeNamespace } from './cube-paths.ts';
 
 export class ReceiverApiError extends Error {
   readonly status: number;
@@ -63,8 +63,11 @@ export class InvalidReceiverResponse extends Error {
 }
 
 export interface ReceiverClientOptions {
-  /** Called after every call that may change the receiver's state (not GET, not query). */
-  onMutation?: () => void;
+  /**
+   * Called after every call that may change the receiver's state (not GET, not query), with the
+   * cube it was about (undefined: any of the receiver's).
+   */
+  onMutation?: (cube?: CubeKey) => void;
   /**
    * The caller's leader term, sent with every mutating call (header x-streamcube-term);
    * undefined sends none (a call at term 0, as before fencing).
@@ -92,7 +95,7 @@ export class ReceiverClient {
   private readonly options: ReceiverClientOptions | undefined;
   private readonly tokens: BearerTokens;
   private readonly timeoutMs: number;
-  private readonly onMutation: (() => void) | undefined;
+  private readonly onMutation: ((cube?: CubeKey) => void) | undefined;
   private readonly term: (() => number | undefined) | undefined;
   private readonly onStaleLeader: ((error: StaleLeaderError) => void) | undefined;
 
@@ -133,9 +136,16 @@ export class ReceiverClient {
     method: string,
     path: string,
     schema: z.ZodType<T>,
-    options: { body?: unknown; signal?: AbortSignal; timeoutMs?: number; mutates?: boolean } = {},
+    options: {
+      body?: unknown;
+      signal?: AbortSignal;
+      timeoutMs?: number;
+      mutates?: boolean;
+      /** The cube the call is about: told to onMutation. */
+      cube?: string;
+    } = {},
   ): Promise<T> {
-    const { body, signal, timeoutMs = this.timeoutMs, mutates = method !== 'GET' } = options;
+    const { body, signal, timeoutMs = this.timeoutMs, mutates = method !== 'GET', cube } = options;
     const timeout = AbortSignal.timeout(timeoutMs);
     const where = `${method} ${this.baseUrl}${path}`;
     const term = mutates ? this.term?.() : undefined;
@@ -167,7 +177,10 @@ export class ReceiverClient {
       }
     } finally {
       // Sent or not, the receiver may have acted on it: what was read of it before is stale.
-      if (mutates) this.onMutation?.();
+      if (mutates)
+        this.onMutation?.(
+          cube === undefined ? undefined : { namespace: this.namespace, name: cube },
+        );
     }
     const text = await response.text();
     let parsed: unknown = text;
@@ -214,7 +227,7 @@ export class ReceiverClient {
   cubeStatus = (cube: string, signal?: AbortSignal): Promise<CubeStatus> =>
     this.call('GET', this.path(cube), cubeStatus, { signal });
   assign = (cube: string, request: AssignCubeRequest, signal?: AbortSignal): Promise<CubeStatus> =>
-    this.call('PUT', this.path(cube), cubeStatus, { body: request, signal });
+    this.call('PUT', this.path(cube), cubeStatus, { body: request, signal, cube });
   /** POST /v1/namespaces/:ns/cubes/:cube/<action> with a list of partitions; answers their states. */
   private partitionsCall =
     (action: 'pause' | 'resume') =>
@@ -222,6 +235,7 @@ export class ReceiverClient {
       this.call('POST', this.path(cube, action), partitionsResponse, {
         body: { partitions },
         signal,
+        cube,
       });
 
   pause = this.partitionsCall('pause');
@@ -239,12 +253,14 @@ export class ReceiverClient {
     this.call('POST', this.path(cube, 'release'), partitionsResponse, {
       body: { partitions, ...(stopOffsets ? { stopOffsets } : {}) },
       signal,
+      cube,
     });
   /** Long-polls up to `request.timeoutMs`; `done: false` with the positions when not finished. */
   drain = (cube: string, request: DrainRequest, signal?: AbortSignal): Promise<DrainResponse> =>
     this.call('POST', this.path(cube, 'drain'), drainResponse, {
       body: request,
       signal,
+      cube,
       timeoutMs: (request.timeoutMs ?? 30_000) + this.timeoutMs,
     });
   /** Seals and starts the hand-off; waits for it up to `waitMs` (0: answers at once). */
@@ -252,11 +268,13 @@ export class ReceiverClient {
     this.call('POST', this.path(cube, 'seal'), cubeStatus, {
       body: { waitMs },
       signal,
+      cube,
       timeoutMs: waitMs + this.timeoutMs,
     });
   unassign = (cube: string, force = false, signal?: AbortSignal): Promise<UnassignResponse> =>
     this.call('DELETE', `${this.path(cube)}${force ? '?force=true' : ''}`, unassignResponse, {
       signal,
+      cube,
     });
   query = (cube: string, request: QueryRequest, signal?: AbortSignal): Promise<QueryResponse> =>
     this.call('POST', this.path(cube, 'query'), queryResponse, {

@@ -31,6 +31,11 @@ export interface OperatorStack {
    * finds its receivers in the stack's namespace (--receiver-namespace), as the Helm chart's do.
    */
   startOperator(env?: NodeJS.ProcessEnv, cubesIn?: string): Promise<OperatorProcess>;
+  /**
+   * Starts one more receiver in `replicaSet`, `<rs>-<n>` after the last, with its Ready pod: the
+   * set scaled up, as a StatefulSet would do it. Appended to `replicas`; stopped in afterAll.
+   */
+  addReplica(replicaSet: string): Promise<ReceiverProcess>;
 }
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
@@ -80,27 +85,29 @@ export function useOperatorStack(options: {
     return operator;
   };
 
+  stack.addReplica = async (rs) => {
+    const replicas = (stack.replicas[rs] ??= []);
+    const receiver = await startReceiverPod(stack.kc, stack.namespace, {
+      name: `${rs}-${replicas.length}`,
+      replicaSet: rs,
+      ip: loopbackAddress(),
+      port: receiverPort,
+      token: stack.token,
+      deepStorageDir: stack.deepStorageDir,
+      ...options.receiver,
+    });
+    replicas.push(receiver);
+    return receiver;
+  };
+
   beforeAll(async () => {
     stack.admin = stack.kafka.admin();
     await Promise.all([stack.admin.connect(), applyCrd()]);
     stack.namespace = await createNamespace(stack.kc, options.name);
     receiverPort = await freePort();
     for (const rs of options.replicaSets) {
-      const replicas: ReceiverProcess[] = (stack.replicas[rs] = []);
-      for (let i = 0; i < (options.replicas ?? 1); i++) {
-        replicas.push(
-          await startReceiverPod(stack.kc, stack.namespace, {
-            name: `${rs}-${i}`,
-            replicaSet: rs,
-            ip: loopbackAddress(),
-            port: receiverPort,
-            token: stack.token,
-            deepStorageDir: stack.deepStorageDir,
-            ...options.receiver,
-          }),
-        );
-      }
-      stack.receivers[rs] = replicas[0]!;
+      for (let i = 0; i < (options.replicas ?? 1); i++) await stack.addReplica(rs);
+      stack.receivers[rs] = stack.replicas[rs]![0]!;
     }
     stack.operator = await stack.startOperator(options.operatorEnv);
   });

@@ -4,20 +4,9 @@
 import { SharedReads } from '../../src/operator/shared-reads.ts';
 import type { CubeSummaries, CubeSummary } from '../../src/protocol/admin-api.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
+import { cubeSummary } from '../support/cube-summaries.ts';
 
-const summary = (cube: string, specDigest = 'd1'): CubeSummary => ({
-  namespace: 'default',
-  cube,
-  replicaSet: 'rs-a',
-  receiver: 'rs-a-0',
-  topic: 'orders',
-  specDigest,
-  partitions: [],
-  segments: { active: 0, immutable: 0, handedOff: 0 },
-  ingested: 0,
-  rejected: {},
-  consumer: { state: 'running', failures: 0 },
-});
+const summary = cubeSummary;
 
 /** A receiver whose answers the test releases one by one. */
 function fakeReceiver() {

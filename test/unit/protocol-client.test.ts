@@ -70,7 +70,7 @@ beforeAll(async () => {
   });
   const { port } = server.address() as AddressInfo;
   client = new ReceiverClient(`http://127.0.0.1:${port}`, 'token', 5_000, {
-    onMutation: () => mutations.push('changed'),
+    onMutation: (cube) => mutations.push(cube ? `${cube.namespace}/${cube.name}` : 'any'),
   });
 });
 afterAll(() => server.close());
@@ -101,13 +101,17 @@ test.each<[string, () => Promise<unknown>, string, string]>([
   expect((error as Error).message).toContain('/v1/namespaces/default/cubes/orders/');
 });
 
-test('mutating calls are reported, reads and queries are not', async () => {
+test('mutating calls are reported with their cube, reads and queries are not', async () => {
   await client.cubes();
   await client.query('orders', {});
   expect(mutations).toEqual([]);
   await client.release('orders', [0]);
   await client.pause('orders', [0]).catch(() => undefined);
-  expect(mutations).toEqual(['changed', 'changed']);
+  await client
+    .inNamespace('shop')
+    .pause('orders', [0])
+    .catch(() => undefined);
+  expect(mutations).toEqual(['default/orders', 'default/orders', 'shop/orders']);
 });
 
 test('every mutating call carries the term header, reads do not; a 409 StaleLeader is thrown as StaleLeaderError and reported', async () => {
