@@ -927,7 +927,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
           deps.metrics.reassignSeconds.observe(
-            labels,
+            { namespace },
             (Date.now() - Date.parse(j.startedAt)) / 1000,
           );
           deps.metrics.reassignsTotal.inc({ ...labels, result: 'completed' });

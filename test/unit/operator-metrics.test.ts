@@ -51,16 +51,33 @@ test('a cube that is gone loses every series; the same name in another namespace
     setPhase(metrics, labels, 'Draining');
     metrics.partitionsUnassigned.set(labels, 0);
     metrics.segments.set({ ...labels, state: 'active' }, 1);
-    metrics.reassignSeconds.observe(labels, 1.5);
+    metrics.reassignSeconds.observe({ namespace: labels.namespace }, 1.5);
     publishPartitions(metrics, { ...labels, topic: 't' }, [{ partition: 0, position: '1' }]);
   }
   const before = await registry.metrics();
   expect(before).toContain('namespace="shop",cube="orders"');
   forgetCube(metrics, orders);
   const after = await registry.metrics();
-  expect(after).not.toContain('namespace="shop"');
+  expect(after).not.toContain('namespace="shop",cube=');
+  // The reassign durations are the namespace's, kept for its other cubes.
+  expect(lines(after, 'streamcube_reassign_duration_seconds_count')).toEqual([
+    'streamcube_reassign_duration_seconds_count{namespace="shop"} 1',
+    'streamcube_reassign_duration_seconds_count{namespace="team-b"} 1',
+  ]);
   const ofB = (text: string): string[] =>
     text.split('\n').filter((l) => l.includes('namespace="team-b"'));
   expect(ofB(after)).toEqual(ofB(before));
   expect(ofB(after).length).toBeGreaterThan(10);
+});
+
+test('only the phase in flight has a series, at 1; none once the reassign is over', async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  setPhase(metrics, orders, 'Pausing');
+  setPhase(metrics, orders, 'Draining');
+  expect(lines(await registry.metrics(), 'streamcube_reassign_phase')).toEqual([
+    'streamcube_reassign_phase{namespace="shop",cube="orders",phase="Draining"} 1',
+  ]);
+  setPhase(metrics, orders, undefined);
+  expect(lines(await registry.metrics(), 'streamcube_reassign_phase')).toEqual([]);
 });
