@@ -4,14 +4,17 @@
 // mid-move, while a seeded fault schedule kill -9s a receiver (its pod NotReady) or an operator
 // and restarts it, or freezes the leader past its lease (SIGSTOP, then SIGCONT). Then everything
 // settles and the audit reads every replica's live segments and hand-offs: each partition's log
-// tiled exactly, totals equal to what was produced. CI runs 1.5 minutes of chaos;
+// tiled exactly, totals equal to what was produced; and pyarrow, an independent reader, finds in
+// every receiver's hand-off files the events the audit counted there. CI runs 1.5 minutes of chaos;
 // `npm run chaos -- --minutes N [--seed S]` runs this test for longer, or replays a seed.
 import { waitForSettled } from '../support/cluster.ts';
 import { type FaultKind, faultKinds, newSeed, runChaos, waitForDropped } from '../support/chaos.ts';
 import { auditFigures, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
-import { highWatermarks, totalsOf } from '../support/events.ts';
+import { highWatermarks, testSchema, totalsOf } from '../support/events.ts';
+import { handOffTotals, handOffs } from '../support/hand-offs.ts';
 import { loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 
 const minutes = Number(process.env.STREAMCUBE_CHAOS_MINUTES ?? '1.5');
 const seed = process.env.STREAMCUBE_CHAOS_SEED
@@ -74,8 +77,27 @@ test(
         highWatermarks: await highWatermarks(stack.kafka, topic),
         expected: totalsOf(load.all()),
       });
+      const arrow = (await readHandOffsWithPyarrow(stack.deepStorageDir, testSchema)).filter(
+        (h) => h.manifest.cube === name,
+      );
+      const eventsAt = testSchema.dimensions.length;
+      for (const r of Object.values(stack.replicas).flat()) {
+        const id = r.options.id;
+        const byPyarrow = arrow
+          .filter((h) => h.manifest.receiver === id)
+          .flatMap((h) => h.rows.map((row) => Number(row[eventsAt])))
+          .reduce((a, b) => a + b, 0);
+        const own = handOffs(stack.deepStorageDir, name).filter((h) => h.manifest.receiver === id);
+        const audited = handOffTotals(own).events;
+        if (byPyarrow !== audited)
+          failures.push(
+            new Error(
+              `${name} on ${id}: pyarrow reads ${byPyarrow} events handed off, the audit ${audited}`,
+            ),
+          );
+      }
       lines.push(
-        `${name}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; events lost ${figures.lost}, counted twice ${figures.twice}; settled ${JSON.stringify(owned)}`,
+        `${name}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; events lost ${figures.lost}, counted twice ${figures.twice}; ${arrow.length} hand-off files read by pyarrow; settled ${JSON.stringify(owned)}`,
       );
     }
     say(
