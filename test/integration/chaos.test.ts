@@ -1,14 +1,23 @@
 // Chaos (issue 9), on real parts: two replica sets of two receivers, two operators on one Lease,
 // two cubes under produced load at different rates (4 partitions fast, 3 slow). Every few seconds
 // each cube gets a random placement (replica-set list, strategy, pins), sometimes a second one
-// mid-move, while a seeded fault schedule kill -9s a receiver (its pod NotReady) or an operator
-// and restarts it, or freezes the leader past its lease (SIGSTOP, then SIGCONT). Then everything
-// settles and the audit reads every replica's live segments and hand-offs: each partition's log
-// tiled exactly, totals equal to what was produced; and pyarrow, an independent reader, finds in
-// every receiver's hand-off files the events the audit counted there. CI runs 1.5 minutes of chaos;
+// mid-move, while a seeded fault schedule kill -9s an operator (any time) or a receiver (its pod
+// NotReady; between moves, new ones held back until it is back, unless
+// STREAMCUBE_CHAOS_RECEIVER_KILLS=any-time: see test/support/chaos.ts) and restarts it, or freezes
+// the leader past its lease (SIGSTOP, then SIGCONT). Then everything settles and the audit reads
+// every replica's live segments and hand-offs: each partition's log tiled exactly, totals equal to
+// what was produced; and pyarrow, an independent reader, finds in every receiver's hand-off files
+// the events the audit counted there. CI runs 1.5 minutes of chaos;
 // `npm run chaos -- --minutes N [--seed S]` runs this test for longer, or replays a seed.
 import { waitForSettled } from '../support/cluster.ts';
-import { type FaultKind, faultKinds, newSeed, runChaos, waitForDropped } from '../support/chaos.ts';
+import {
+  type FaultKind,
+  type ReceiverKills,
+  faultKinds,
+  newSeed,
+  runChaos,
+  waitForDropped,
+} from '../support/chaos.ts';
 import { auditFigures, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
 import { highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { handOffTotals, handOffs } from '../support/hand-offs.ts';
@@ -21,6 +30,8 @@ const seed = process.env.STREAMCUBE_CHAOS_SEED
   ? Number(process.env.STREAMCUBE_CHAOS_SEED)
   : newSeed();
 const faults: readonly FaultKind[] = faultKinds;
+const receiverKills: ReceiverKills =
+  process.env.STREAMCUBE_CHAOS_RECEIVER_KILLS === 'any-time' ? 'any-time' : 'at-rest';
 
 const stack = useOperatorStack({ name: 'chaos', replicaSets: ['rs-a', 'rs-b'], replicas: 2 });
 const suite = useLoads(stack);
@@ -32,7 +43,9 @@ const say = (line: string): void => {
 test(
   'reassigns every few seconds under random faults of receivers and operators: nothing lost, nothing counted twice',
   async () => {
-    say(`seed ${seed}: replay with npm run chaos -- --minutes ${minutes} --seed ${seed}`);
+    say(
+      `seed ${seed}: replay with npm run chaos -- --minutes ${minutes} --seed ${seed} --receiver-kills ${receiverKills}`,
+    );
     const start = Date.UTC(2026, 5, 1);
     const cubes = [
       { name: 'fast', partitions: 4, ...(await loadedCube(stack, suite, 'fast', start)) },
@@ -52,6 +65,7 @@ test(
       durationMs: minutes * 60_000,
       seed,
       faults,
+      receiverKills,
       say,
     });
 
@@ -101,7 +115,7 @@ test(
       );
     }
     say(
-      `summary (seed ${seed}, ${minutes} min): ${summary.placements} placements, ${summary.reassigns} reassigns completed; faults: ${faultKinds.map((k) => `${k} ${summary.faults[k]}`).join(', ')}`,
+      `summary (seed ${seed}, ${minutes} min, receiver kills ${receiverKills}): ${summary.placements} placements, ${summary.reassigns} reassigns completed; faults: ${faultKinds.map((k) => `${k} ${summary.faults[k]}`).join(', ')}`,
     );
     for (const line of lines) say(line);
     if (failures.length > 0) throw failures[0];

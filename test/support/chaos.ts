@@ -123,6 +123,15 @@ export function describePlacement(spec: PlacementSpec): string {
 export const faultKinds = ['receiver-kill', 'operator-kill', 'leader-freeze'] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
+/**
+ * When a receiver may be killed: `at-rest` waits until no move is in flight and holds new
+ * placements back until it is up and every cube has settled again; `any-time` kills it whenever
+ * the schedule says, in the middle of a move or while its set loses or regains partitions.
+ * `any-time` finds a stuck move today (a replica down while its set is emptied of a cube comes back
+ * holding partitions under old epochs whose stop offsets no sibling remembers): issue 9.
+ */
+export type ReceiverKills = 'at-rest' | 'any-time';
+
 export interface ChaosOptions {
   stack: OperatorStack;
   /** The cubes to reassign, with their topics' partition counts; created and settled already. */
@@ -130,6 +139,7 @@ export interface ChaosOptions {
   durationMs: number;
   seed: number;
   faults: readonly FaultKind[];
+  receiverKills: ReceiverKills;
   /** Where the timeline goes, line by line, as it happens. */
   say: (line: string) => void;
 }
@@ -170,6 +180,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const operators: OperatorProcess[] = [stack.operator];
   let failed = false;
   const over = (): boolean => failed || Date.now() - t0 >= o.durationMs;
+  // Receiver kills at rest: moves in flight, and whether new ones are held back.
+  let moving = 0;
+  let holdMoves = false;
+  const settled = (cube: string): Promise<CubeAssignment> =>
+    waitForSettled(kc, namespace, cube, () => true, settleMs);
 
   /** Two operators on the Lease: one that exited (a stale leader stops) or was killed, replaced. */
   const keepTwoOperators = async (): Promise<void> => {
@@ -197,6 +212,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const reassignLoop = async (cube: { name: string; partitions: number }, random: Random) => {
     const api = cubeApi(kc);
     while (!over()) {
+      while (holdMoves && !failed) await sleep(100);
+      // Counted before anything is awaited: a receiver kill at rest waits for it.
+      moving += 1;
       const before = (await api.get(namespace, cube.name)).status?.assignment;
       const placements = random.chance(0.2) ? 2 : 1;
       for (let i = 0; i < placements; i++) {
@@ -207,20 +225,22 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         summary.placements += 1;
         log(`${cube.name}: placement ${describePlacement(spec)}${i > 0 ? ' (mid-move)' : ''}`);
       }
-      let settled: CubeAssignment;
+      let done: CubeAssignment;
       try {
-        settled = await waitForSettled(kc, namespace, cube.name, () => true, settleMs);
+        done = await settled(cube.name);
       } catch (error) {
         const now = await api.get(namespace, cube.name);
         throw new Error(
           `seed ${o.seed}: cube ${cube.name} did not settle within ${settleMs} ms (a stuck move?); status: ${JSON.stringify(now.status)}`,
           { cause: error },
         );
+      } finally {
+        moving -= 1;
       }
-      const after = settled.status?.assignment;
+      const after = done.status?.assignment;
       if (JSON.stringify(after) !== JSON.stringify(before)) summary.reassigns += 1;
       log(
-        `${cube.name}: settled ${JSON.stringify(after)} epochs ${JSON.stringify(settled.status?.epochs)}`,
+        `${cube.name}: settled ${JSON.stringify(after)} epochs ${JSON.stringify(done.status?.epochs)}`,
       );
       await sleep(random.between(1_000, 4_000));
     }
@@ -231,6 +251,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       case 'receiver-kill': {
         // Never two down at once: a replica set always keeps a replica.
         const r = random.pick(Object.values(stack.replicas).flat());
+        if (o.receiverKills === 'at-rest') {
+          holdMoves = true;
+          while (moving > 0 && !failed) await sleep(100);
+        }
         await setPodReady(kc, namespace, r.options.id, r.options.host!, false);
         await r.kill('SIGKILL');
         const downMs = random.between(500, 8_000);
@@ -239,6 +263,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         await r.start();
         await setPodReady(kc, namespace, r.options.id, r.options.host!, true);
         log(`receiver ${r.options.id} restarted`);
+        if (holdMoves) {
+          for (const cube of o.cubes) await settled(cube.name);
+          holdMoves = false;
+        }
         break;
       }
       case 'operator-kill': {
@@ -275,7 +303,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     }
   };
 
-  log(`seed ${o.seed}: ${o.durationMs / 1000} s of reassigns and faults (${o.faults.join(', ')})`);
+  log(
+    `seed ${o.seed}: ${o.durationMs / 1000} s of reassigns and faults (${o.faults.join(', ')}; receiver kills ${o.receiverKills})`,
+  );
   const loops = [
     faultLoop(random.fork()),
     ...o.cubes.map((cube) => reassignLoop(cube, random.fork())),
