@@ -1,5 +1,5 @@
 // `npm run chaos -- --minutes N [--seed S]`: the chaos integration test (test/integration/
-// chaos.test.ts) with N minutes of reassigns and faults instead of CI's 1.5, or a seed replayed.
+// chaos.test.ts) with N minutes of reassigns and faults instead of CI's 2, or a seed replayed.
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 

@@ -7,7 +7,7 @@
 // the leader past its lease (SIGSTOP, then SIGCONT). Then everything settles and the audit reads
 // every replica's live segments and hand-offs: each partition's log tiled exactly, totals equal to
 // what was produced; and pyarrow, an independent reader, finds in every receiver's hand-off files
-// the events the audit counted there. CI runs 1.5 minutes of chaos;
+// the events the audit counted there. CI runs 2 minutes of chaos;
 // `npm run chaos -- --minutes N [--seed S]` runs this test for longer, or replays a seed.
 import { waitForSettled } from '../support/cluster.ts';
 import {
@@ -25,7 +25,7 @@ import { loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 
-const minutes = Number(process.env.STREAMCUBE_CHAOS_MINUTES ?? '1.5');
+const minutes = Number(process.env.STREAMCUBE_CHAOS_MINUTES ?? '2');
 const seed = process.env.STREAMCUBE_CHAOS_SEED
   ? Number(process.env.STREAMCUBE_CHAOS_SEED)
   : newSeed();

@@ -295,10 +295,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
 
   const faultLoop = async (random: Random): Promise<void> => {
     await keepTwoOperators();
+    // Kinds drawn from a shuffled bag: every kind once in each round of them, in random order.
+    let bag: FaultKind[] = [];
     while (!over()) {
       await sleep(random.between(2_000, 6_000));
       if (over() || o.faults.length === 0) continue;
-      await fault(random.pick(o.faults), random);
+      if (bag.length === 0) bag = random.shuffle(o.faults);
+      await fault(bag.pop()!, random);
       await keepTwoOperators();
     }
   };
