@@ -129,6 +129,12 @@ export const segmentStates = ['ACTIVE', 'IMMUTABLE', 'HANDED_OFF'] as const;
 export const segmentStatus = z.object({
   windowStart: z.int(),
   windowEnd: z.int(),
+  /**
+   * Present (1, 2…) on a window's later segments: one opened after the window's first was sealed,
+   * for a partition that had not passed the window yet (moved in from another replica set, or
+   * silent). A window's generations hold disjoint offsets; a reader adds them up.
+   */
+  generation: z.int().min(1).optional(),
   state: z.enum(segmentStates),
   rowCount: z.int().min(0),
   /** partition → [[from, to), ...] offsets accounted to this segment. */

@@ -30,6 +30,8 @@ export interface PartitionCheckpoint {
 }
 
 export interface SegmentCheckpoint {
+  /** The segment's key (segments.ts), absent when it is the window start (generation 0). */
+  key?: number;
   windowStart: number;
   windowEnd: number;
   state: SegmentState;
@@ -70,6 +72,7 @@ export interface CubeCheckpoint extends CheckpointHeader {
 /** Version 2's manifest: the header and, per segment, the file holding its record. */
 export interface CheckpointManifest extends CheckpointHeader {
   version: 2;
+  /** Per segment, its key (named `windowStart`: a window's first segment has it as key). */
   segments: { windowStart: number; record: string }[];
   recordSeq: number;
 }
@@ -158,12 +161,17 @@ export function restoredPartition(
   };
 }
 
+/** A checkpointed segment's key: its window start unless it says otherwise. */
+export const segmentKey = (s: Pick<SegmentCheckpoint, 'key' | 'windowStart'>): number =>
+  s.key ?? s.windowStart;
+
 export function segmentCheckpoint(
   s: Segment,
   fragments: string[],
   handOffPath: string | undefined,
 ): SegmentCheckpoint {
   return {
+    ...(s.key === s.windowStart ? {} : { key: s.key }),
     windowStart: s.windowStart,
     windowEnd: s.windowEnd,
     state: s.state,
@@ -182,6 +190,7 @@ export function restoredSegment(
   now: number,
 ): Omit<Segment, 'rows' | 'delta'> {
   return {
+    key: segmentKey(s),
     windowStart: s.windowStart,
     windowEnd: s.windowEnd,
     state: s.state,

@@ -152,6 +152,7 @@ export class CubeChannel {
   private readonly ingest: IngestPipeline;
   private readonly handOffs: HandOffScheduler;
   private readonly metrics: ChannelMetrics;
+  /** Per segment key, the fragment files holding its rows. */
   private readonly segmentFragments = new Map<number, string[]>();
   /** Offsets Kafka deleted before they were read, per partition. */
   private readonly lost = new LostOffsets();
@@ -218,7 +219,7 @@ export class CubeChannel {
       // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
       // record yet is found done when it is repeated after a crash.
       onHandedOff: (segment) => {
-        this.segmentFragments.delete(segment.windowStart);
+        this.segmentFragments.delete(segment.key);
         this.dirty = true;
       },
     });
@@ -351,8 +352,8 @@ export class CubeChannel {
       const segment = this.segments.restoreSegment(restoredSegment(s, now));
       for (const name of s.fragments)
         this.segments.restoreRows(segment, this.store.readFragment(name));
-      this.segmentFragments.set(s.windowStart, [...s.fragments]);
-      if (s.handOffPath) this.handOffs.restorePath(s.windowStart, s.handOffPath);
+      this.segmentFragments.set(segment.key, [...s.fragments]);
+      if (s.handOffPath) this.handOffs.restorePath(segment.key, s.handOffPath);
     }
     this.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
     this.lost.restore(c.lost);
@@ -485,7 +486,7 @@ export class CubeChannel {
         continue;
       }
       this.segments.discard(segment);
-      this.forget(segment.windowStart);
+      this.forget(segment.key);
       this.metrics.segmentFenced();
     }
     this.dirty = true;
@@ -614,15 +615,15 @@ export class CubeChannel {
   private purgeExpired(): void {
     for (const segment of this.handOffs.expired(Date.now())) {
       this.segments.purge(segment);
-      this.forget(segment.windowStart);
+      this.forget(segment.key);
       this.dirty = true;
     }
   }
 
   /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
-  private forget(windowStart: number): void {
-    this.handOffs.forget(windowStart);
-    this.segmentFragments.delete(windowStart);
+  private forget(key: number): void {
+    this.handOffs.forget(key);
+    this.segmentFragments.delete(key);
   }
 
   /**
@@ -674,11 +675,11 @@ export class CubeChannel {
     for (const segment of this.segments.segments.values()) {
       if (segment.delta.size === 0) continue;
       this.fragmentSeq += 1;
-      const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.windowStart}.jsonl`;
+      const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.key}.jsonl`;
       fragments.push({ name, rows: this.segments.takeDelta(segment) });
-      const list = this.segmentFragments.get(segment.windowStart) ?? [];
+      const list = this.segmentFragments.get(segment.key) ?? [];
       list.push(name);
-      this.segmentFragments.set(segment.windowStart, list);
+      this.segmentFragments.set(segment.key, list);
     }
     const all = this.rewriteAll;
     const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
@@ -686,12 +687,12 @@ export class CubeChannel {
     const records = [];
     for (const segment of this.segments.segments.values()) {
       counts[segment.state] += 1;
-      if (!all && !changed.has(segment.windowStart)) continue;
+      if (!all && !changed.has(segment.key)) continue;
       records.push(
         segmentCheckpoint(
           segment,
-          [...(this.segmentFragments.get(segment.windowStart) ?? [])],
-          this.handOffs.pathOf(segment.windowStart),
+          [...(this.segmentFragments.get(segment.key) ?? [])],
+          this.handOffs.pathOf(segment.key),
         ),
       );
     }
@@ -942,7 +943,7 @@ export class CubeChannel {
         segmentStatus(
           s,
           this.segments.rowCount(s),
-          this.handOffs.report(s.windowStart),
+          this.handOffs.report(s.key),
           this.lost.before(s.ranges),
         ),
       ),

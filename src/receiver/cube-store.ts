@@ -17,6 +17,7 @@ import {
   decodeSegmentRecord,
   encodeManifest,
   encodeSegmentRecord,
+  segmentKey,
 } from './checkpoint.ts';
 import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 import type { Row } from './segments.ts';
@@ -65,7 +66,7 @@ export class CubeStore {
   readonly dir: string;
   private readonly fragmentDir: string;
   private readonly recordDir: string;
-  /** Per window start, the record the committed manifest names and the fragments it lists. */
+  /** Per segment key, the record the committed manifest names and the fragments it lists. */
   private readonly committed = new Map<number, CommittedRecord>();
   private recordSeq = 0;
   /** Fragments written since the last commit: their directory is synced before it. */
@@ -90,8 +91,8 @@ export class CubeStore {
     this.committed.clear();
     if (!read) return undefined;
     for (const s of read.checkpoint.segments) {
-      const name = read.records.get(s.windowStart);
-      if (name !== undefined) this.committed.set(s.windowStart, { name, fragments: s.fragments });
+      const name = read.records.get(segmentKey(s));
+      if (name !== undefined) this.committed.set(segmentKey(s), { name, fragments: s.fragments });
     }
     this.recordSeq = read.recordSeq;
     return read.checkpoint;
@@ -119,7 +120,7 @@ export class CubeStore {
 
   /**
    * Commits a checkpoint: after this returns, a restart resumes from exactly this state. Only the
-   * records of `changed` segments are written; the segments held are `held`, and the records and
+   * records of `changed` segments are written; the segments held are `held` (keys), and the records and
    * fragments of any other, or superseded, are deleted once the manifest no longer names them.
    * The caller awaits one commit before it starts the next. A commit that fails leaves what was
    * committed before as it was, on disk and here; its records may be left over (deleted at the
@@ -131,17 +132,17 @@ export class CubeStore {
     held: Iterable<number>,
   ): Promise<void> {
     const next = new Map<number, CommittedRecord>();
-    const changedWindows = new Set(changed.map((s) => s.windowStart));
-    for (const windowStart of held) {
-      const record = this.committed.get(windowStart);
-      if (record) next.set(windowStart, record);
-      else if (!changedWindows.has(windowStart))
-        throw new Error(`segment ${windowStart} has no record on disk and none was given`);
+    const changedKeys = new Set(changed.map(segmentKey));
+    for (const key of held) {
+      const record = this.committed.get(key);
+      if (record) next.set(key, record);
+      else if (!changedKeys.has(key))
+        throw new Error(`segment ${key} has no record on disk and none was given`);
     }
     const records = changed.map((segment) => {
       this.recordSeq += 1;
-      const name = `${String(this.recordSeq).padStart(10, '0')}-${segment.windowStart}.json`;
-      next.set(segment.windowStart, { name, fragments: segment.fragments });
+      const name = `${String(this.recordSeq).padStart(10, '0')}-${segmentKey(segment)}.json`;
+      next.set(segmentKey(segment), { name, fragments: segment.fragments });
       return { name, segment };
     });
     await eachAtOnce(records, filesAtOnce, ({ name, segment }) =>
@@ -152,18 +153,18 @@ export class CubeStore {
     this.fragmentsWritten = false;
     const segments = [...next]
       .sort(([a], [b]) => a - b)
-      .map(([windowStart, r]) => ({ windowStart, record: r.name }));
+      .map(([key, r]) => ({ windowStart: key, record: r.name }));
     const manifest = encodeManifest({ ...header, segments, recordSeq: this.recordSeq });
     faultPoint('before-checkpoint');
     await writeFileDurablyAsync(this.checkpointFile, manifest);
     faultPoint('after-checkpoint');
     const previous = [...this.committed];
     this.committed.clear();
-    for (const [windowStart, r] of next) this.committed.set(windowStart, r);
+    for (const [key, r] of next) this.committed.set(key, r);
     const stillListed = new Set([...next.values()].flatMap((r) => r.fragments));
     const superseded: string[] = [];
-    for (const [windowStart, old] of previous) {
-      if (next.get(windowStart)?.name === old.name) continue;
+    for (const [key, old] of previous) {
+      if (next.get(key)?.name === old.name) continue;
       superseded.push(join(this.recordDir, old.name));
       for (const f of old.fragments)
         if (!stillListed.has(f)) superseded.push(join(this.fragmentDir, f));

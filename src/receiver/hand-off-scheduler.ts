@@ -73,6 +73,7 @@ export interface HandOffSchedulerOptions {
 
 export class HandOffScheduler {
   private readonly options: HandOffSchedulerOptions;
+  /** By segment key, as the paths. */
   private readonly handOffErrors = new Map<number, FailedHandOff>();
   private readonly handOffPaths = new Map<number, string>();
   /** The pass under way, if any. */
@@ -95,18 +96,18 @@ export class HandOffScheduler {
   }
 
   /** A hand-off recorded in a checkpoint. */
-  restorePath(windowStart: number, path: string): void {
-    this.handOffPaths.set(windowStart, path);
+  restorePath(key: number, path: string): void {
+    this.handOffPaths.set(key, path);
   }
 
-  pathOf(windowStart: number): string | undefined {
-    return this.handOffPaths.get(windowStart);
+  pathOf(key: number): string | undefined {
+    return this.handOffPaths.get(key);
   }
 
   /** What the status says of a segment's hand-off, if anything. */
-  report(windowStart: number): HandOffReport | undefined {
-    const handOff = this.handOffErrors.get(windowStart);
-    const path = this.handOffPaths.get(windowStart);
+  report(key: number): HandOffReport | undefined {
+    const handOff = this.handOffErrors.get(key);
+    const path = this.handOffPaths.get(key);
     if (!handOff && !path) return undefined;
     return {
       attempts: handOff?.attempts ?? 1,
@@ -145,7 +146,7 @@ export class HandOffScheduler {
   behind(): boolean {
     let awaiting = 0;
     for (const s of this.options.segments.segments.values()) {
-      if (s.state !== 'IMMUTABLE' || this.handOffErrors.has(s.windowStart)) continue;
+      if (s.state !== 'IMMUTABLE' || this.handOffErrors.has(s.key)) continue;
       awaiting += 1;
       if (awaiting > maxAwaitingHandOff) return true;
     }
@@ -186,7 +187,7 @@ export class HandOffScheduler {
    */
   private async handOff(segment: Segment): Promise<void> {
     if (this.aborter.signal.aborted || segment.state !== 'IMMUTABLE') return;
-    const failed = this.handOffErrors.get(segment.windowStart);
+    const failed = this.handOffErrors.get(segment.key);
     if (failed && failed.notBefore > this.now()) return;
     try {
       await this.tryHandOff(segment, failed);
@@ -207,10 +208,10 @@ export class HandOffScheduler {
       );
       faultPoint('after-hand-off');
       // Purged or replaced while it was written (the cube left): nothing to mark.
-      if (this.options.segments.segments.get(segment.windowStart) !== segment) return;
+      if (this.options.segments.segments.get(segment.key) !== segment) return;
       this.options.segments.markHandedOff(segment, Date.now());
-      this.handOffPaths.set(segment.windowStart, path);
-      this.handOffErrors.delete(segment.windowStart);
+      this.handOffPaths.set(segment.key, path);
+      this.handOffErrors.delete(segment.key);
       this.options.onHandedOff(segment);
       end();
       this.options.logger.info('segment handed off', {
@@ -224,7 +225,7 @@ export class HandOffScheduler {
       const attempts = (failed?.attempts ?? 0) + 1;
       const retryInMs = handOffRetryDelay(this.options.retry ?? defaultHandOffRetry, attempts);
       const lastError = (error as Error).message;
-      this.handOffErrors.set(segment.windowStart, {
+      this.handOffErrors.set(segment.key, {
         attempts,
         lastError,
         notBefore: this.now() + retryInMs,
@@ -252,8 +253,8 @@ export class HandOffScheduler {
   }
 
   /** Forgets a purged segment. */
-  forget(windowStart: number): void {
-    this.handOffPaths.delete(windowStart);
-    this.handOffErrors.delete(windowStart);
+  forget(key: number): void {
+    this.handOffPaths.delete(key);
+    this.handOffErrors.delete(key);
   }
 }

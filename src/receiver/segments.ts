@@ -17,6 +17,14 @@ export interface Row {
 }
 
 export interface Segment {
+  /**
+   * The segment's key among those held: its window start plus its generation. A window's first
+   * segment is generation 0 (key = window start); a window whose segment was sealed before one of
+   * its partitions had passed it (that partition came from another replica set, or was silent)
+   * gets another, generation 1, 2…, so that an event is judged by its partition's own clock
+   * alone. Generations stay below the window's length, so keys of two windows never meet.
+   */
+  readonly key: number;
   readonly windowStart: number;
   readonly windowEnd: number;
   readonly state: SegmentState;
@@ -39,7 +47,10 @@ type MutableSegment = { -readonly [K in keyof Segment]: Segment[K] };
 export interface PartitionClock {
   /** Highest event time seen in the partition (its event-time watermark), or null. */
   watermark: number | null;
-  /** Window start of the segment that took the partition's last accepted event. */
+  /**
+   * Key of the segment that took the partition's last accepted event (its window start, unless
+   * the window has more than one generation).
+   */
   currentWindow: number | null;
   /** Offsets consumed before any accepted event had a segment to go to. */
   pending: OffsetRange[];
@@ -58,6 +69,10 @@ export interface IngestResult {
 
 const tooLate = rejectReasons.indexOf('too_late');
 const windowSealed = rejectReasons.indexOf('window_sealed');
+
+/** A segment key's generation: 0 for a window's first segment. */
+export const generationOf = (s: Pick<Segment, 'key' | 'windowStart'>): number =>
+  s.key - s.windowStart;
 
 const NUL = '\u0000';
 
@@ -95,16 +110,19 @@ export const epochsToJson = (epochs: ReadonlyMap<number, number>): Record<string
 export class SegmentManager {
   readonly windowMs: number;
   readonly latenessMs: number;
+  /** Segments by key. */
   private readonly held = new Map<number, Segment>();
   readonly segments: ReadonlyMap<number, Segment> = this.held;
+  /** Per window start, its ACTIVE segment: a window has at most one. */
+  private readonly active = new Map<number, Segment>();
   private readonly clocks = new Map<number, PartitionClock>();
   readonly partitions: ReadonlyMap<number, Readonly<PartitionClock>> = this.clocks;
   /**
-   * Windows before this one were handed off and purged: an event for one of them is refused as
-   * sealed, as it was while the segment was held, and pending offsets never reopen one.
+   * Windows before this one were handed off and purged: pending offsets never reopen one (an
+   * event for one that its partition has not passed opens another generation of it).
    */
   private purgedBelow = Number.NEGATIVE_INFINITY;
-  /** Window starts of segments changed since clearChanges(): what a checkpoint rewrites. */
+  /** Keys of segments changed since clearChanges(): what a checkpoint rewrites. */
   private changed = new Set<number>();
   readonly schema: CubeSchema;
   private readonly functions: MeasureFunction[];
@@ -146,20 +164,29 @@ export class SegmentManager {
     return Math.floor(time / this.windowMs) * this.windowMs;
   }
 
-  private segmentFor(windowStart: number): Segment {
-    let s = this.segments.get(windowStart);
-    if (!s) {
-      s = {
-        windowStart,
-        windowEnd: windowStart + this.windowMs,
-        state: 'ACTIVE',
-        rows: new Map(),
-        delta: new Map(),
-        ranges: new Map(),
-        epochs: new Map(),
-      };
-      this.held.set(windowStart, s);
-    }
+  /**
+   * The window's ACTIVE segment, opened if it has none: the next generation after those held, or
+   * undefined when the window has used every generation it can (one per millisecond of it).
+   */
+  private segmentFor(windowStart: number): Segment | undefined {
+    const open = this.active.get(windowStart);
+    if (open) return open;
+    let key = windowStart;
+    for (const s of this.held.values())
+      if (s.windowStart === windowStart && s.key >= key) key = s.key + 1;
+    if (key - windowStart >= this.windowMs) return undefined;
+    const s: Segment = {
+      key,
+      windowStart,
+      windowEnd: windowStart + this.windowMs,
+      state: 'ACTIVE',
+      rows: new Map(),
+      delta: new Map(),
+      ranges: new Map(),
+      epochs: new Map(),
+    };
+    this.held.set(key, s);
+    this.active.set(windowStart, s);
     return s;
   }
 
@@ -178,7 +205,7 @@ export class SegmentManager {
     addRange(ranges, from, to);
     const known = segment.epochs.get(partition);
     if (known === undefined || epoch > known) segment.epochs.set(partition, epoch);
-    this.changed.add(segment.windowStart);
+    this.changed.add(segment.key);
   }
 
   /** The ACTIVE segment that offsets without an event of their own are accounted to. */
@@ -189,8 +216,11 @@ export class SegmentManager {
   }
 
   /**
-   * Aggregates an event read at `offset`, or rejects it as too late or for a sealed window. `key`
-   * is keyOf(event.dimensions), for a caller that has it already.
+   * Aggregates an event read at `offset`, or rejects it as too late: its partition's watermark
+   * passed its window's end plus the lateness. That is the only judgement, and it depends on the
+   * partition alone, so that every replica set decides alike whichever held the partition before:
+   * an event for a window sealed here (other partitions passed it) opens another generation of
+   * it. `key` is keyOf(event.dimensions), for a caller that has it already.
    */
   accept(
     partition: number,
@@ -206,21 +236,17 @@ export class SegmentManager {
       this.skip(partition, epoch, offset, offset + 1n);
       return { ok: false, reason: 'too_late' };
     }
-    const existing = this.segments.get(windowStart);
-    if (
-      (existing && existing.state !== 'ACTIVE') ||
-      (!existing && windowStart < this.purgedBelow)
-    ) {
+    const segment = this.segmentFor(windowStart);
+    if (!segment) {
       this.skip(partition, epoch, offset, offset + 1n);
       return { ok: false, reason: 'window_sealed' };
     }
-    const segment = existing ?? this.segmentFor(windowStart);
     if (clock.pending.length > 0) {
       for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
       clock.pending = [];
     }
     this.cover(segment, partition, epoch, offset, offset + 1n);
-    clock.currentWindow = windowStart;
+    clock.currentWindow = segment.key;
     if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
 
     const rowKey = key ?? keyOf(event.dimensions);
@@ -326,13 +352,12 @@ export class SegmentManager {
         pos = offset + 1;
         continue;
       }
-      let segment = current?.windowStart === windowStart ? current : this.segments.get(windowStart);
-      if ((segment && segment.state !== 'ACTIVE') || (!segment && windowStart < this.purgedBelow)) {
+      const segment = current?.windowStart === windowStart ? current : this.segmentFor(windowStart);
+      if (!segment) {
         rejected[windowSealed]! += 1;
         pos = offset + 1;
         continue;
       }
-      segment ??= this.segmentFor(windowStart);
       if (segment !== current || clock.pending.length > 0) {
         flushRun();
         if (clock.pending.length > 0) {
@@ -342,7 +367,7 @@ export class SegmentManager {
         current = segment;
       }
       pos = offset + 1;
-      clock.currentWindow = windowStart;
+      clock.currentWindow = segment.key;
       if (time > watermark) watermark = time;
 
       if (segment !== cached) {
@@ -385,7 +410,8 @@ export class SegmentManager {
 
   restoreSegment(segment: Omit<Segment, 'rows' | 'delta'>): Segment {
     const s: Segment = { ...segment, rows: new Map(), delta: new Map() };
-    this.held.set(s.windowStart, s);
+    this.held.set(s.key, s);
+    if (s.state === 'ACTIVE') this.active.set(s.windowStart, s);
     return s;
   }
 
@@ -406,7 +432,7 @@ export class SegmentManager {
     return delta;
   }
 
-  /** Window starts of the segments changed (coverage, state) since clearChanges(). */
+  /** Keys of the segments changed (coverage, state) since clearChanges(). */
   changes(): ReadonlySet<number> {
     return this.changed;
   }
@@ -423,15 +449,15 @@ export class SegmentManager {
     s.handedOffAt = at;
     s.state = 'HANDED_OFF';
     s.rows = new Map();
-    this.changed.add(segment.windowStart);
+    this.changed.add(segment.key);
   }
 
   /** Forgets a handed-off segment; its window and every earlier one stay refused as sealed. */
   purge(segment: Segment): void {
     if (segment.state !== 'HANDED_OFF')
       throw new Error(`segment ${segment.windowStart} is ${segment.state}, not handed off`);
-    this.held.delete(segment.windowStart);
-    this.changed.delete(segment.windowStart);
+    this.held.delete(segment.key);
+    this.changed.delete(segment.key);
     if (segment.windowEnd > this.purgedBelow) this.purgedBelow = segment.windowEnd;
   }
 
@@ -452,8 +478,9 @@ export class SegmentManager {
   discard(segment: Segment): void {
     if (segment.state === 'HANDED_OFF')
       throw new Error(`segment ${segment.windowStart} is handed off already`);
-    this.held.delete(segment.windowStart);
-    this.changed.delete(segment.windowStart);
+    this.held.delete(segment.key);
+    this.changed.delete(segment.key);
+    if (this.active.get(segment.windowStart) === segment) this.active.delete(segment.windowStart);
   }
 
   /**
@@ -462,7 +489,7 @@ export class SegmentManager {
    */
   sealableWindows(partitions: number[], idle: (partition: number) => boolean): Segment[] {
     const ready: Segment[] = [];
-    for (const s of [...this.segments.values()].sort((a, b) => a.windowStart - b.windowStart)) {
+    for (const s of [...this.segments.values()].sort((a, b) => a.key - b.key)) {
       if (s.state !== 'ACTIVE') continue;
       const closesAt = s.windowEnd + this.latenessMs;
       const allPassed = partitions.every((p) => {
@@ -480,33 +507,32 @@ export class SegmentManager {
    */
   seal(segment: Segment): void {
     (segment as MutableSegment).state = 'IMMUTABLE';
-    this.changed.add(segment.windowStart);
+    if (this.active.get(segment.windowStart) === segment) this.active.delete(segment.windowStart);
+    this.changed.add(segment.key);
   }
 
   /**
    * Gives pending offsets of `partition` to the latest ACTIVE segment; with none, to the window of
-   * the partition's watermark (or `fallbackTime`), or the first window after it that is not sealed.
+   * the partition's watermark (or `fallbackTime`), or the first window after it that holds no
+   * segment: sealed data is never touched.
    */
   settlePending(partition: number, epoch: number, fallbackTime: number): void {
     const clock = this.clockOf(partition);
     if (clock.pending.length === 0) return;
-    const active = [...this.segments.values()].filter((s) => s.state === 'ACTIVE');
+    const latest = [...this.active.values()].sort((a, b) => b.windowStart - a.windowStart)[0];
     const target =
-      active.sort((a, b) => b.windowStart - a.windowStart)[0] ??
-      this.segmentFor(Math.max(this.windowOf(clock.watermark ?? fallbackTime), this.purgedBelow));
-    if (target.state !== 'ACTIVE') {
-      // The fallback window is sealed already: open the next one rather than touch sealed data.
-      const next = this.segmentFor(this.nextFreeWindow(target.windowStart));
-      for (const r of clock.pending) this.cover(next, partition, epoch, r.from, r.to);
-    } else {
-      for (const r of clock.pending) this.cover(target, partition, epoch, r.from, r.to);
-    }
+      latest ??
+      this.segmentFor(this.nextFreeWindow(this.windowOf(clock.watermark ?? fallbackTime)));
+    // A window that holds no segment opens at generation 0.
+    for (const r of clock.pending) this.cover(target!, partition, epoch, r.from, r.to);
     clock.pending = [];
   }
 
+  /** The first window from `from` on that holds no segment and was not purged. */
   private nextFreeWindow(from: number): number {
+    const taken = new Set([...this.held.values()].map((s) => s.windowStart));
     let w = Math.max(from, this.purgedBelow);
-    while (this.segments.get(w) && this.segments.get(w)?.state !== 'ACTIVE') w += this.windowMs;
+    while (taken.has(w)) w += this.windowMs;
     return w;
   }
 

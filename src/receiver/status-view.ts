@@ -8,7 +8,7 @@ import type { HandOffReport } from './hand-off-scheduler.ts';
 import type { LostOffsetsJson } from './lost-offsets.ts';
 import { type OffsetRange, rangeMapToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
-import { type Segment, type SegmentState, epochsToJson } from './segments.ts';
+import { type Segment, type SegmentState, epochsToJson, generationOf } from './segments.ts';
 
 /** Handed-off segments a status lists, the latest ones; older ones are only counted. */
 export const listedHandedOffSegments = 100;
@@ -56,6 +56,7 @@ export function segmentStatus(
   return {
     windowStart: s.windowStart,
     windowEnd: s.windowEnd,
+    ...(generationOf(s) > 0 ? { generation: generationOf(s) } : {}),
     state: s.state,
     rowCount,
     offsetRanges: rangeMapToJson(s.ranges),
@@ -74,7 +75,7 @@ export function segmentsView(
   handedOff = listedHandedOffSegments,
 ): { listed: Segment[]; counts: Record<SegmentState, number> } {
   const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
-  const sorted = [...segments].sort((a, b) => a.windowStart - b.windowStart);
+  const sorted = [...segments].sort((a, b) => a.key - b.key);
   for (const s of sorted) counts[s.state] += 1;
   let skip = Math.max(0, counts.HANDED_OFF - handedOff);
   const listed = sorted.filter((s) => s.state !== 'HANDED_OFF' || skip-- <= 0);

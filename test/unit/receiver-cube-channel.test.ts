@@ -185,7 +185,7 @@ describe('checkpoints and retention', () => {
     ]);
   });
 
-  test('handed-off segments leave memory and the checkpoint after the retention, and their windows stay sealed', async () => {
+  test('handed-off segments leave memory and the checkpoint after the retention', async () => {
     fillWindows(3);
     await jest.advanceTimersByTimeAsync(2 * SECOND);
     await settle();
@@ -196,14 +196,41 @@ describe('checkpoints and retention', () => {
     expect(checkpoint().segments.map((s) => s.windowStart)).toEqual([T0 + 3 * MINUTE]);
     expect(records()).toHaveLength(1);
 
-    // A purged window is not opened again, also after a restart: a partition new here (no
-    // watermark, so not too late) with an event of that window has it refused as sealed.
+    // An event is judged by its partition's clock alone, also after a restart: a partition new
+    // here (no watermark, so not too late) with an event of a purged window opens it again, as
+    // its previous replica set, where that window was open, would have taken it.
     await channel.close();
     await openChannel();
     await channel.assign([{ partition: 2, position: '0', epoch: 1, watermark: null }]);
     consumer.deliver(2, 0, 1, T0 + 30 * SECOND);
-    expect(channel.status().rejected).toEqual({ window_sealed: 1 });
-    expect(channel.status().segments.map((s) => s.windowStart)).toEqual([T0 + 3 * MINUTE]);
+    expect(channel.status().rejected).toEqual({});
+    expect(channel.status().segments.map((s) => s.windowStart)).toEqual([T0, T0 + 3 * MINUTE]);
+  });
+
+  test('an event for a window sealed here opens its next generation, which survives a restart', async () => {
+    fillWindows(1);
+    await jest.advanceTimersByTimeAsync(2 * SECOND);
+    await settle();
+    expect(channel.status().segments.map((s) => [s.windowStart, s.state])).toEqual([
+      [T0, 'HANDED_OFF'],
+      [T0 + MINUTE, 'ACTIVE'],
+    ]);
+    // Partition 2 comes from a replica set where window T0 was still open.
+    await channel.assign([{ partition: 2, position: '7', epoch: 2, watermark: T0 + 20 * SECOND }]);
+    consumer.deliver(2, 7, 2, T0 + 30 * SECOND);
+    await jest.advanceTimersByTimeAsync(SECOND);
+    await settle();
+    const second = { windowStart: T0, generation: 1, state: 'ACTIVE' };
+    expect(channel.status().rejected).toEqual({});
+    expect(channel.status().segments[1]).toMatchObject({
+      ...second,
+      offsetRanges: { 2: [['7', '9']] },
+    });
+    await channel.close();
+    await openChannel();
+    expect(channel.status().segments[1]).toMatchObject({ ...second, rowCount: 1 });
+    // Live: window T0 + 1 min's two events and the second generation's two (rows read back).
+    expect(channel.query({ groupBy: [], filters: {} }).rows).toEqual([[4]]);
   });
 
   test('a checkpoint of an unknown version is refused by name', async () => {

@@ -39,6 +39,7 @@ function segment(
   rows = 1,
 ): Segment {
   return {
+    key: window,
     windowStart: window,
     windowEnd: window + 3_600_000,
     state: 'IMMUTABLE',

@@ -3,7 +3,12 @@
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 import type { ParsedEvent } from '../../src/receiver/event.ts';
 import type { OffsetRange } from '../../src/receiver/offset-ranges.ts';
-import { type Segment, SegmentManager, combine } from '../../src/receiver/segments.ts';
+import {
+  type Segment,
+  SegmentManager,
+  combine,
+  generationOf,
+} from '../../src/receiver/segments.ts';
 
 const H = 3_600_000;
 const MIN = 60_000;
@@ -180,6 +185,7 @@ describe('aggregation', () => {
   test('restoreRows merges rows read back from fragments into a restored segment', () => {
     const s = new SegmentManager(schema);
     const segment = s.restoreSegment({
+      key: T0,
       windowStart: T0,
       windowEnd: T0 + H,
       state: 'ACTIVE',
@@ -277,26 +283,60 @@ describe('watermarks and lateness', () => {
 });
 
 describe('sealed windows', () => {
-  test('an event for a sealed window is window_sealed, accounted to the current ACTIVE segment', () => {
+  test('an event for a sealed window its partition has not passed opens the window’s next generation', () => {
     const s = new SegmentManager(schema);
     s.accept(0, 1, 0n, ev(T0 + 5 * MIN));
     s.accept(1, 1, 0n, ev(T0 + H + 5 * MIN));
     s.seal(s.segments.get(T0)!);
-    // Partition 1's own watermark would still allow the event: the window is sealed all the same.
-    expect(s.accept(1, 1, 1n, ev(T0 + 50 * MIN))).toEqual({ ok: false, reason: 'window_sealed' });
+    // Partition 1's own watermark allows the event: it is judged by that alone, as the replica set
+    // that held the partition before (where the window was not sealed) would have judged it.
+    expect(s.accept(1, 1, 1n, ev(T0 + 50 * MIN))).toEqual({ ok: true, windowStart: T0 });
+    const second = s.segments.get(T0 + 1)!;
+    expect([second.windowStart, generationOf(second), second.state]).toEqual([T0, 1, 'ACTIVE']);
+    expect(rangesOf(second, 1)).toEqual([[1, 2]]);
+    expect(rowsOf(second.rows)).toEqual({ de: [1, 1, 1, 1] });
     expect(rangesOf(s.segments.get(T0), 1)).toEqual([]);
-    expect(rangesOf(s.segments.get(T0 + H), 1)).toEqual([[0, 2]]);
     expect(rowsOf(s.segments.get(T0)!.rows)).toEqual({ de: [1, 1, 1, 1] });
-    expect(s.clock(1).watermark).toBe(T0 + H + 5 * MIN);
+    expect(s.clock(1).currentWindow).toBe(T0 + 1);
+    // The window's ACTIVE generation takes the window's next events, of any partition.
+    expect(s.accept(0, 1, 1n, ev(T0 + 6 * MIN))).toEqual({ ok: true, windowStart: T0 });
+    expect(rangesOf(second, 0)).toEqual([[1, 2]]);
+    s.skip(1, 1, 2n, 4n);
+    expect(rangesOf(second, 1)).toEqual([[1, 4]]);
+    // Sealed in turn, the next event opens generation 2.
+    s.seal(second);
+    s.accept(0, 1, 2n, ev(T0 + 7 * MIN));
+    expect(generationOf(s.segments.get(T0 + 2)!)).toBe(2);
+    // Too late stays too late: partition 1 passed T0 + H + 5 min.
+    expect(s.accept(1, 1, 4n, ev(T0 - 10 * MIN))).toEqual({ ok: false, reason: 'too_late' });
   });
 
-  test('a handed-off window rejects too', () => {
+  test('a handed-off or purged window opens again for a partition that has not passed it', () => {
     const s = new SegmentManager(schema);
     s.accept(0, 1, 0n, ev(T0));
     s.seal(s.segments.get(T0)!);
     s.markHandedOff(s.segments.get(T0)!, T0);
-    expect(s.accept(1, 1, 0n, ev(T0))).toEqual({ ok: false, reason: 'window_sealed' });
-    expect(s.clock(1).pending).toEqual([{ from: 0n, to: 1n }]);
+    expect(s.accept(1, 1, 0n, ev(T0))).toEqual({ ok: true, windowStart: T0 });
+    expect(rangesOf(s.segments.get(T0 + 1), 1)).toEqual([[0, 1]]);
+    const second = s.segments.get(T0 + 1)!;
+    s.seal(second);
+    s.markHandedOff(second, T0);
+    s.purge(s.segments.get(T0)!);
+    s.purge(second);
+    expect(s.accept(2, 1, 0n, ev(T0))).toEqual({ ok: true, windowStart: T0 });
+    expect(rangesOf(s.segments.get(T0), 2)).toEqual([[0, 1]]);
+  });
+
+  test('a window that has used every generation it can rejects as window_sealed', () => {
+    const s = new SegmentManager(
+      cubeSchema.parse({ ...schema, window: '2ms', allowedLateness: '1ms' }),
+    );
+    s.accept(0, 1, 0n, ev(T0));
+    s.seal(s.segments.get(T0)!);
+    s.accept(1, 1, 0n, ev(T0));
+    s.seal(s.segments.get(T0 + 1)!);
+    expect(s.accept(2, 1, 0n, ev(T0))).toEqual({ ok: false, reason: 'window_sealed' });
+    expect(s.clock(2).pending).toEqual([{ from: 0n, to: 1n }]);
   });
 
   test('offsets after the partition’s current segment was sealed wait as pending', () => {
@@ -304,12 +344,11 @@ describe('sealed windows', () => {
     s.accept(0, 1, 0n, ev(T0));
     s.seal(s.segments.get(T0)!);
     s.skip(0, 1, 1n, 3n);
-    expect(s.accept(0, 1, 3n, ev(T0 + 1))).toEqual({ ok: false, reason: 'window_sealed' });
-    expect(pairs(s.clock(0).pending)).toEqual([[1, 4]]);
+    expect(pairs(s.clock(0).pending)).toEqual([[1, 3]]);
     expect(rangesOf(s.segments.get(T0), 0)).toEqual([[0, 1]]);
     // The next accepted event takes them along into its own segment.
-    s.accept(0, 1, 4n, ev(T0 + 2 * H));
-    expect(rangesOf(s.segments.get(T0 + 2 * H), 0)).toEqual([[1, 5]]);
+    s.accept(0, 1, 3n, ev(T0 + 2 * H));
+    expect(rangesOf(s.segments.get(T0 + 2 * H), 0)).toEqual([[1, 4]]);
     expect(s.clock(0).pending).toEqual([]);
   });
 });

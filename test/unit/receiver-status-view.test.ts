@@ -4,6 +4,7 @@ import type { Segment, SegmentState } from '../../src/receiver/segments.ts';
 import { segmentsView } from '../../src/receiver/status-view.ts';
 
 const segment = (windowStart: number, state: SegmentState): Segment => ({
+  key: windowStart,
   windowStart,
   windowEnd: windowStart + 1,
   state,
