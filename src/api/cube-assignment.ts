@@ -320,6 +320,11 @@ export const observedPartition = z.object({
     .array(z.object({ from: offset, to: offset }))
     .max(10)
     .optional(),
+  /**
+   * Offsets before this one, from the first a receiver keeps, are handed off to deep storage (the
+   * partition's committed-to offset); written at most once per resync, like the position.
+   */
+  handedOffTo: offset.optional(),
 });
 export type ObservedPartition = z.infer<typeof observedPartition>;
 

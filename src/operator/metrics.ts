@@ -42,6 +42,11 @@ export function createOperatorMetrics(registry: Registry) {
       help: 'Partitions of the topic without a consuming owner',
       labelNames: ['namespace', 'cube'],
     }),
+    tilingFindings: sharedGauge(registry, {
+      name: 'streamcube_offset_tiling_findings',
+      help: "Gaps and overlaps found at the last check in the cube's offsets across replica sets (0: every partition tiles)",
+      labelNames: ['namespace', 'cube'],
+    }),
     position: sharedGauge(registry, {
       name: 'streamcube_partition_position',
       help: 'Next offset to consume, as reported by one receiver of the owning replica set',
@@ -156,4 +161,5 @@ export function forgetCube(metrics: OperatorMetrics, labels: CubeLabels): void {
   for (const result of reassignResults) metrics.reassignsTotal.remove({ ...labels, result });
   for (const state of segmentStates) metrics.segments.remove({ ...labels, state });
   metrics.partitionsUnassigned.remove(labels);
+  metrics.tilingFindings.remove(labels);
 }

@@ -59,6 +59,12 @@ import { classifySourceError } from '../kafka/source-security.ts';
 import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';
 import type { EventRecorder } from './events.ts';
 import {
+  type ReplicaCoverage,
+  type TilingFinding,
+  checkTiling,
+  offsetsNotTiled,
+} from './tiling.ts';
+import {
   desiredAtRest,
   desiredInMove,
   noRepairs,
@@ -677,8 +683,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     /** ConsumerFailed, one per receiver whose consumer is down. */
     failed: Problem[];
     rejected: RejectionDelta[];
+    /** Gaps and overlaps across the replicas' copies (meaningful at rest only). */
+    tiling: TilingFinding[];
   }> {
     const assignment = object.status?.assignment ?? {};
+    const coverages: ReplicaCoverage[] = [];
     const key = `${object.metadata?.namespace ?? 'default'}/${cube}`;
     const labels = { namespace: object.metadata?.namespace ?? 'default', cube };
     const partitionRows: ObservedPartition[] = [];
@@ -736,6 +745,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           rejected: status.rejected,
         });
         if (delta) rejected.push(delta);
+        coverages.push({
+          receiver,
+          replicaSet: rs,
+          coverage: status.coverage,
+          lost: new Map(
+            status.partitions.map((p) => [
+              p.partition,
+              (p.lostRanges ?? []).map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) })),
+            ]),
+          ),
+        });
       }
       // Positions from a replica whose consumer runs: a failed one's are frozen.
       const report = (reports.find((r) => r.status.consumer.state === 'running') ?? reports[0])
@@ -773,12 +793,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const [state, n] of Object.entries(segments))
       deps.metrics.segments.set({ ...labels, state }, n);
     partitionRows.sort((a, b) => a.partition - b.partition);
+    const tiling = checkTiling(coverages);
+    for (const row of partitionRows) {
+      const to = tiling.handedOffTo.get(row.partition);
+      if (to !== undefined) row.handedOffTo = to.toString();
+    }
     return {
       status: { partitions: partitionRows, totalLag: totalLag.toString(), segments },
       unowned,
       problems,
       failed,
       rejected,
+      tiling: tiling.findings,
     };
   }
 
@@ -1102,6 +1128,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       rejectedEventsThreshold,
     );
     if (lateData) problems.push(lateData);
+    // Copies that do not tile lose or double-count data. Checked at rest, once the replicas have
+    // converged: a repair under way (a replica past a stop offset not fenced yet) is not a finding.
+    const tiling = converged.pending ? undefined : observed.tiling;
+    if (tiling) deps.metrics.tilingFindings.set({ namespace, cube }, tiling.length);
+    if (tiling && tiling.length > 0) problems.push(offsetsNotTiled(tiling));
     // Late or bad data is worth a Degraded condition, but the cube is consumed: still Ready.
     const notReady = problems.filter((p) => !p.keepsReady);
     const ready = notReady.length === 0;

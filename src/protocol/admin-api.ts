@@ -188,6 +188,22 @@ const cubeStatusBase = z.object({
   /** Records skipped, by reason, since the cube was assigned here (kept across restarts). */
   rejected: z.record(z.string(), z.int().min(0)),
   consumer: consumerStatus,
+  /**
+   * partition → the offsets this receiver keeps of it (in segments of any state, purged ones
+   * included, and offsets pending a segment) and, of those, the ones handed off, as merged
+   * ranges [from, to); absent when a checkpoint of an older receiver left the purged ones
+   * unknown. The operator checks with them that each partition's offsets tile across replica
+   * sets, and how far each is handed off.
+   */
+  coverage: z
+    .record(
+      partitionKey,
+      z.object({
+        kept: z.array(z.tuple([offset, offset])),
+        handedOff: z.array(z.tuple([offset, offset])),
+      }),
+    )
+    .optional(),
 });
 
 export const cubeStatus = cubeStatusBase.extend({

@@ -59,6 +59,11 @@ export interface CheckpointHeader {
   fragmentSeq: number;
   /** Windows before this one were handed off and purged; absent when none was. */
   purgedBelow?: number | null;
+  /**
+   * partition → offsets of the segments purged so far; absent in checkpoints written before it
+   * was kept (the receiver's coverage is unknown then, once a segment was purged).
+   */
+  purged?: Record<string, RangeJson[]>;
   /** partition → offsets Kafka deleted before they were read; absent when none was. */
   lost?: Record<string, LostOffsetsJson>;
 }

@@ -52,7 +52,15 @@ import {
 } from './partition-state.ts';
 import { type CubeQuery, querySegments } from './query.ts';
 import { type Row, SegmentManager, type SegmentState } from './segments.ts';
-import { consumerStatus, partitionStatus, segmentStatus, segmentsView } from './status-view.ts';
+import { rangeMapFromJson } from './offset-ranges.ts';
+import {
+  consumerStatus,
+  coverageStatus,
+  partitionStatus,
+  purgedStatus,
+  segmentStatus,
+  segmentsView,
+} from './status-view.ts';
 
 export interface CubeSpec {
   source: KafkaSource;
@@ -348,6 +356,7 @@ export class CubeChannel {
       this.countLost(p.partition, 0n);
     }
     this.segments.restorePurgedBelow(c.purgedBelow ?? null);
+    this.segments.restorePurgedCoverage(c.purged ? rangeMapFromJson(c.purged) : undefined);
     for (const s of c.segments) {
       const segment = this.segments.restoreSegment(restoredSegment(s, now));
       for (const name of s.fragments)
@@ -755,6 +764,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       fragmentSeq: this.fragmentSeq,
       purgedBelow: this.segments.firstUnpurgedWindow,
+      ...purgedStatus(this.segments.purgedOffsets),
       lost: this.lost.toJson(),
     };
   }
@@ -951,6 +961,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       rejected: Object.fromEntries(this.ingest.rejected),
       consumer: consumerStatus(this.supervisor.health()),
+      ...coverageStatus(this.segments.coverage()),
     };
   }
 

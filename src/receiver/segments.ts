@@ -122,6 +122,11 @@ export class SegmentManager {
    * event for one that its partition has not passed opens another generation of it).
    */
   private purgedBelow = Number.NEGATIVE_INFINITY;
+  /**
+   * Per partition, the offsets of the segments purged so far (all handed off); null when a
+   * checkpoint written before it was kept says segments were purged: coverage unknown then.
+   */
+  private purgedCoverage: Map<number, OffsetRange[]> | null = new Map();
   /** Keys of segments changed since clearChanges(): what a checkpoint rewrites. */
   private changed = new Set<number>();
   readonly schema: CubeSchema;
@@ -420,6 +425,49 @@ export class SegmentManager {
     if (windowStart !== null && windowStart > this.purgedBelow) this.purgedBelow = windowStart;
   }
 
+  /**
+   * What a checkpoint recorded of the purged segments' offsets; `undefined` (a checkpoint of
+   * before) with segments purged leaves the coverage unknown.
+   */
+  restorePurgedCoverage(coverage: Map<number, OffsetRange[]> | undefined): void {
+    if (coverage) this.purgedCoverage = coverage;
+    else if (Number.isFinite(this.purgedBelow)) this.purgedCoverage = null;
+  }
+
+  /** The purged segments' offsets per partition, for the checkpoint; null when unknown. */
+  get purgedOffsets(): ReadonlyMap<number, OffsetRange[]> | null {
+    return this.purgedCoverage;
+  }
+
+  /**
+   * Per partition, the offsets this replica keeps — in segments of any state, purged ones (handed
+   * off), and pending — and of those the ones handed off; null when a checkpoint of before left
+   * the purged ones unknown. Fenced offsets (discarded segments) are in neither.
+   */
+  coverage(): Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null {
+    if (!this.purgedCoverage) return null;
+    const out = new Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }>();
+    const of = (p: number) => {
+      let c = out.get(p);
+      if (!c) out.set(p, (c = { kept: [], handedOff: [] }));
+      return c;
+    };
+    for (const [p, ranges] of this.purgedCoverage)
+      for (const r of ranges) {
+        addRange(of(p).kept, r.from, r.to);
+        addRange(of(p).handedOff, r.from, r.to);
+      }
+    for (const s of this.held.values())
+      for (const [p, ranges] of s.ranges)
+        for (const r of ranges) {
+          addRange(of(p).kept, r.from, r.to);
+          if (s.state === 'HANDED_OFF') addRange(of(p).handedOff, r.from, r.to);
+        }
+    for (const [p, clock] of this.clocks)
+      for (const r of clock.pending) addRange(of(p).kept, r.from, r.to);
+    return out;
+  }
+
   /** The first window not purged, or null when none was. */
   get firstUnpurgedWindow(): number | null {
     return Number.isFinite(this.purgedBelow) ? this.purgedBelow : null;
@@ -459,6 +507,12 @@ export class SegmentManager {
     this.held.delete(segment.key);
     this.changed.delete(segment.key);
     if (segment.windowEnd > this.purgedBelow) this.purgedBelow = segment.windowEnd;
+    if (this.purgedCoverage)
+      for (const [p, ranges] of segment.ranges) {
+        let into = this.purgedCoverage.get(p);
+        if (!into) this.purgedCoverage.set(p, (into = []));
+        for (const r of ranges) addRange(into, r.from, r.to);
+      }
   }
 
   /**

@@ -2,11 +2,16 @@
 // consumer (its Prometheus series are in channel-metrics.ts). Pure views of the channel's state;
 // old handed-off segments are counted, not listed, so that a status stays small however long the
 // cube runs.
-import type { ConsumerStatus, PartitionStatus, SegmentStatus } from '../protocol/admin-api.ts';
+import type {
+  ConsumerStatus,
+  CubeStatus,
+  PartitionStatus,
+  SegmentStatus,
+} from '../protocol/admin-api.ts';
 import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
 import type { LostOffsetsJson } from './lost-offsets.ts';
-import { type OffsetRange, rangeMapToJson } from './offset-ranges.ts';
+import { type OffsetRange, type RangeJson, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
 import { type Segment, type SegmentState, epochsToJson, generationOf } from './segments.ts';
 
@@ -81,3 +86,24 @@ export function segmentsView(
   const listed = sorted.filter((s) => s.state !== 'HANDED_OFF' || skip-- <= 0);
   return { listed, counts };
 }
+
+/** A cube status's coverage field: absent when the receiver does not know it. */
+export function coverageStatus(
+  coverage: Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null,
+): Pick<CubeStatus, 'coverage'> {
+  if (!coverage) return {};
+  return {
+    coverage: Object.fromEntries(
+      [...coverage].map(([p, c]) => [
+        String(p),
+        { kept: rangesToJson(c.kept), handedOff: rangesToJson(c.handedOff) },
+      ]),
+    ),
+  };
+}
+
+/** The checkpoint's record of purged offsets: absent when unknown. */
+export const purgedStatus = (
+  purged: ReadonlyMap<number, OffsetRange[]> | null,
+): { purged?: Record<string, RangeJson[]> } =>
+  purged ? { purged: rangeMapToJson(new Map(purged)) } : {};

@@ -9,7 +9,7 @@
 // what was produced; and pyarrow, an independent reader, finds in every receiver's hand-off files
 // the events the audit counted there. CI runs 2 minutes of chaos;
 // `npm run chaos -- --minutes N [--seed S]` runs this test for longer, or replays a seed.
-import { waitForSettled } from '../support/cluster.ts';
+import { waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import {
   type FaultKind,
   type ReceiverKills,
@@ -84,6 +84,10 @@ test(
         replicaSets: stack.replicas,
         owned,
       }).catch((error: unknown) => failures.push(error));
+      // The operator's own tiling check agrees with the audit.
+      await waitForTilingReported(stack.kc, stack.namespace, name).catch((error: unknown) =>
+        failures.push(error),
+      );
       const figures = await auditFigures({
         cube: name,
         deepStorageDir: stack.deepStorageDir,

@@ -6,7 +6,7 @@
 // counted once, by replica 0 and by replica 1 of the sets, and the new replica's data, from where
 // it was given the cube, tiles each partition's log together with the target's.
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
+import { cubeApi, cubeEvents, waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import { expectExactAndTiled, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
 import { highWatermarks, totalsOf } from '../support/events.ts';
 import { handOffs } from '../support/hand-offs.ts';
@@ -134,6 +134,8 @@ test("a third replica added under load is given its set's state, and a move off 
     deepStorageDir,
     replicaSets: { 'rs-a': [a0!, a1!], 'rs-b': [b0!, b1!] },
   });
+  // The operator's own tiling check agrees.
+  await waitForTilingReported(stack.kc, stack.namespace, cube);
   // rs-a-2 holds partitions 0 and 1 from where it was given them up to the stop offsets, where
   // rs-b's data begins: with rs-b-0's, every event from there on once, no gap, no overlap.
   await expectExactAndTiled({

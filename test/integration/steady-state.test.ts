@@ -9,7 +9,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { QueryResponse } from '../../src/protocol/admin-api.ts';
-import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
+import {
+  type OffsetRange,
+  addRange,
+  rangesFromJson,
+  tilingProblems,
+} from '../../src/receiver/offset-ranges.ts';
 import {
   type TestEvent,
   createTopic,
@@ -20,7 +25,7 @@ import {
 import { type ModelRow, mergeRows, modelCube } from '../support/cube-model.ts';
 import { type ArrowHandOff, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
-import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { cubeApi, waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import {
   type JavaProducer,
@@ -214,4 +219,23 @@ test('three minutes of mixed-rate production with two reassigns: exact, tiled, o
   expect(sealedWindows.size).toBeGreaterThanOrEqual(2);
   const ready = finalCube.status?.conditions?.find((c) => c.type === 'Ready')?.status;
   expect(ready).toBe('True');
+  // The operator's own tiling check agrees, and what it says is handed off is in deep storage:
+  // per partition, the run of offsets from 0 that pyarrow read in the hand-offs reaches it.
+  const reported = await waitForTilingReported(kc, namespace, cube);
+  const handedOff = new Map<number, OffsetRange[]>();
+  for (const h of (await readHeld()).handOffs)
+    for (const [p, ranges] of Object.entries(h.manifest.offsetRanges))
+      for (const r of rangesFromJson(ranges)) {
+        const into = handedOff.get(Number(p)) ?? [];
+        addRange(into, r.from, r.to);
+        handedOff.set(Number(p), into);
+      }
+  for (const row of reported.status?.partitions ?? []) {
+    const run = handedOff.get(row.partition)?.[0];
+    const reach = run?.from === 0n ? run.to : 0n;
+    expect([row.partition, BigInt(row.handedOffTo!) <= reach]).toEqual([row.partition, true]);
+  }
+  expect(
+    (reported.status?.partitions ?? []).filter((p) => BigInt(p.handedOffTo!) > 0n).length,
+  ).toBeGreaterThan(0);
 }, 300_000);

@@ -335,3 +335,33 @@ export class OperatorProcess {
     return readFileSync(this.logFile, 'utf8');
   }
 }
+
+/**
+ * The operator's own tiling report, once an observation at rest wrote it: every partition row
+ * says how far it is handed off, and no condition says the replicas' offsets do not tile. On a
+ * timeout the error tells what the status said last.
+ */
+export function waitForTilingReported(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  timeoutMs = 60_000,
+): Promise<CubeAssignment> {
+  const api = cubeApi(kc);
+  return waitFor(
+    `cube ${namespace}/${name}: every partition handed off to some offset, and no OffsetsNotTiled`,
+    async () => {
+      const cube = await api.get(namespace, name);
+      const rows = cube.status?.partitions ?? [];
+      const notTiled = (cube.status?.conditions ?? []).find((c) => c.reason === 'OffsetsNotTiled');
+      if (rows.length > 0 && rows.every((p) => p.handedOffTo !== undefined) && !notTiled)
+        return cube;
+      throw new Error(
+        `partitions ${JSON.stringify(rows.map((p) => [p.partition, p.handedOffTo ?? null]))}` +
+          (notTiled ? `; ${notTiled.message}` : ''),
+      );
+    },
+    timeoutMs,
+    200,
+  );
+}

@@ -513,3 +513,52 @@ describe('sealableWindows', () => {
     expect(rangesOf(segment, 0)).toEqual([[0, 1]]);
   });
 });
+
+describe('coverage', () => {
+  const coverageOf = (s: SegmentManager) =>
+    Object.fromEntries(
+      [...(s.coverage() ?? [])].map(([p, c]) => [
+        p,
+        { kept: pairs(c.kept), handedOff: pairs(c.handedOff) },
+      ]),
+    );
+
+  test('kept: every segment, purged ones and pending; handed off: those handed off; fenced: neither', () => {
+    const s = new SegmentManager(schema);
+    s.accept(0, 1, 0n, ev(T0));
+    s.accept(0, 1, 1n, ev(T0 + H));
+    s.accept(1, 1, 0n, ev(T0 + 2 * H));
+    s.skip(2, 1, 0n, 4n); // pending: partition 2 has no segment yet
+    const first = s.segments.get(T0)!;
+    s.seal(first);
+    s.markHandedOff(first, T0);
+    expect(coverageOf(s)).toEqual({
+      0: { kept: [[0, 2]], handedOff: [[0, 1]] },
+      1: { kept: [[0, 1]], handedOff: [] },
+      2: { kept: [[0, 4]], handedOff: [] },
+    });
+    // Purged, the window's offsets stay in the coverage, handed off.
+    s.purge(first);
+    expect(coverageOf(s)[0]).toEqual({ kept: [[0, 2]], handedOff: [[0, 1]] });
+    expect(pairs(s.purgedOffsets!.get(0))).toEqual([[0, 1]]);
+    // A discarded (fenced) segment's offsets leave it.
+    s.discard(s.segments.get(T0 + 2 * H)!);
+    expect(coverageOf(s)[1]).toBeUndefined();
+  });
+
+  test('restored: the purged offsets as the checkpoint kept them; unknown when it did not', () => {
+    const known = new SegmentManager(schema);
+    known.restorePurgedBelow(T0 + H);
+    known.restorePurgedCoverage(new Map([[0, [{ from: 0n, to: 7n }]]]));
+    expect(coverageOf(known)).toEqual({ 0: { kept: [[0, 7]], handedOff: [[0, 7]] } });
+    const older = new SegmentManager(schema);
+    older.restorePurgedBelow(T0 + H);
+    older.restorePurgedCoverage(undefined);
+    expect(older.coverage()).toBeNull();
+    // Nothing purged: nothing unknown.
+    const fresh = new SegmentManager(schema);
+    fresh.restorePurgedBelow(null);
+    fresh.restorePurgedCoverage(undefined);
+    expect(fresh.coverage()).toEqual(new Map());
+  });
+});

@@ -1,0 +1,159 @@
+// The tiling check the operator reports: every replica's copy of a partition, with the other
+// replica sets' offsets, tiles the log; a gap or an overlap is named with the copies that show it,
+// offsets Kafka deleted before they were read are no gap, and how far each partition is handed off.
+import { type ReplicaCoverage, checkTiling, offsetsNotTiled } from '../../src/operator/tiling.ts';
+
+type Ranges = [number, number][];
+
+const replica = (
+  receiver: string,
+  partitions: Record<number, { kept: Ranges; handedOff?: Ranges; lost?: Ranges }>,
+): ReplicaCoverage => ({
+  receiver,
+  replicaSet: receiver.replace(/-\d+$/, ''),
+  coverage: Object.fromEntries(
+    Object.entries(partitions).map(([p, c]) => [
+      p,
+      {
+        kept: c.kept.map(([a, b]): [string, string] => [String(a), String(b)]),
+        handedOff: (c.handedOff ?? []).map(([a, b]): [string, string] => [String(a), String(b)]),
+      },
+    ]),
+  ),
+  lost: new Map(
+    Object.entries(partitions).map(([p, c]) => [
+      Number(p),
+      (c.lost ?? []).map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) })),
+    ]),
+  ),
+});
+
+const findings = (replicas: ReplicaCoverage[]): string[] =>
+  checkTiling(replicas).findings.map(
+    (f) => `${f.partition} ${f.kind} [${f.from}, ${f.to}) ${f.receivers.sort().join(',')}`,
+  );
+
+const handedOffTo = (replicas: ReplicaCoverage[]): Record<number, string> =>
+  Object.fromEntries([...checkTiling(replicas).handedOffTo].map(([p, to]) => [p, String(to)]));
+
+test.each<[string, ReplicaCoverage[], string[]]>([
+  [
+    'a partition moved from rs-a to rs-b at 100, both replicas of each alike',
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
+      replica('rs-a-1', { 0: { kept: [[0, 100]] } }),
+      replica('rs-b-0', { 0: { kept: [[100, 250]] } }),
+      replica('rs-b-1', { 0: { kept: [[100, 240]] } }),
+    ],
+    [],
+  ],
+  [
+    'offsets no set kept between two owners: a gap every copy shows',
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
+      replica('rs-b-0', { 0: { kept: [[120, 250]] } }),
+    ],
+    ['0 gap [100, 120) rs-a-0,rs-b-0'],
+  ],
+  [
+    'a source that ran past the stop offset unfenced: an overlap',
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 120]] } }),
+      replica('rs-b-0', { 0: { kept: [[100, 250]] } }),
+    ],
+    ['0 overlap [100, 120) rs-a-0,rs-b-0'],
+  ],
+  [
+    'one replica missing offsets its sibling has: a gap in its copy only',
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
+      replica('rs-a-1', {
+        0: {
+          kept: [
+            [0, 50],
+            [60, 100],
+          ],
+        },
+      }),
+      replica('rs-b-0', { 0: { kept: [[100, 200]] } }),
+    ],
+    ['0 gap [50, 60) rs-a-1'],
+  ],
+  [
+    'offsets Kafka deleted before a set read them are no gap; what they do not cover is',
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
+      replica('rs-b-0', { 0: { kept: [[140, 200]], lost: [[100, 130]] } }),
+    ],
+    ['0 gap [130, 140) rs-a-0,rs-b-0'],
+  ],
+  [
+    'partitions are checked apart, and a copy that moved back and forth tiles',
+    [
+      replica('rs-a-0', {
+        0: {
+          kept: [
+            [0, 100],
+            [300, 400],
+          ],
+        },
+        1: { kept: [[0, 10]] },
+      }),
+      replica('rs-b-0', { 0: { kept: [[100, 300]] }, 1: { kept: [[12, 20]] } }),
+    ],
+    ['1 gap [10, 12) rs-a-0,rs-b-0'],
+  ],
+])('%s', (_, replicas, expected) => {
+  expect(findings(replicas)).toEqual(expected);
+});
+
+test('a replica that does not know its coverage (an older checkpoint) is left out', () => {
+  const older: ReplicaCoverage = { ...replica('rs-a-1', {}), coverage: undefined };
+  expect(
+    findings([
+      replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
+      older,
+      replica('rs-b-0', { 0: { kept: [[100, 200]] } }),
+    ]),
+  ).toEqual([]);
+});
+
+test('handed off to: the end of the handed-off run from the first offset kept anywhere', () => {
+  expect(
+    handedOffTo([
+      replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] }, 1: { kept: [[5, 9]] } }),
+      // Its sibling has handed off less: one copy in deep storage is enough.
+      replica('rs-a-1', { 0: { kept: [[0, 100]], handedOff: [[0, 40]] } }),
+      replica('rs-b-0', {
+        0: {
+          kept: [[100, 250]],
+          handedOff: [
+            [100, 180],
+            [190, 200],
+          ],
+        },
+        1: { kept: [[9, 30]], handedOff: [[9, 20]] },
+      }),
+    ]),
+  ).toEqual({ 0: '180', 1: '5' });
+});
+
+test('the Degraded problem names the first findings and counts the rest; the cube stays Ready', () => {
+  const replicas = [
+    replica('rs-a-0', { 0: { kept: [[0, 10]] }, 1: { kept: [[0, 10]] }, 2: { kept: [[0, 10]] } }),
+    replica('rs-b-0', {
+      0: { kept: [[11, 20]] },
+      1: { kept: [[12, 20]] },
+      2: { kept: [[13, 20]] },
+      3: { kept: [[0, 5]] },
+    }),
+    replica('rs-c-0', { 3: { kept: [[4, 9]] } }),
+  ];
+  expect(offsetsNotTiled(checkTiling(replicas).findings)).toEqual({
+    reason: 'OffsetsNotTiled',
+    message:
+      "the replicas' offsets do not tile (4 findings): partition 0: gap [10, 11) in the copy of rs-a-0, rs-b-0; " +
+      'partition 1: gap [10, 12) in the copy of rs-a-0, rs-b-0; partition 2: gap [10, 13) in the copy of rs-a-0, rs-b-0; and 1 more',
+    keepsReady: true,
+  });
+});
