@@ -13,6 +13,14 @@ import {
 } from '../src/local/environment.ts';
 import { settings } from '../src/local/settings.ts';
 
+/** The median of the values (the mean of the middle two for an even count); NaN of none. */
+export function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 export function say(text: string): void {
   process.stdout.write(`${text}\n`);
 }

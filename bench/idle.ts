@@ -10,7 +10,7 @@ import { createKafka } from '../src/kafka/client.ts';
 import { registerCodecs } from '../src/kafka/codecs.ts';
 import { KafkajsPartitionConsumer } from '../src/kafka/partition-consumer.ts';
 import { createTopic } from '../test/support/events.ts';
-import { benchFlags, positive, say } from './environment.ts';
+import { benchFlags, median, positive, say } from './environment.ts';
 import { benchBroker } from './kafka-broker.ts';
 
 const usage = `Usage: npm run bench:idle -- [options]
@@ -91,11 +91,6 @@ async function run(variant: Variant, args: string[]): Promise<number> {
   return (JSON.parse(line) as { cpu: number }).cpu;
 }
 
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 const percent = (cpu: number): string => `${(cpu * 100).toFixed(1)}%`;
 
 async function main(): Promise<void> {

@@ -22,6 +22,7 @@ import {
 } from '../test/support/java-producer.ts';
 import { logBatches } from '../test/support/log-batches.ts';
 import { benchBroker } from './kafka-broker.ts';
+import { median } from './environment.ts';
 
 const usage = `Usage: npm run bench:receiver -- [options]
 
@@ -334,12 +335,6 @@ async function produceEventsWithJava(
 }
 
 // ---- the run ---------------------------------------------------------------------------------
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -23,7 +23,7 @@ import { type Admin, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import { freePort } from '../src/local/processes.ts';
-import { benchEnvironment, benchFlags, positive, say } from './environment.ts';
+import { benchEnvironment, benchFlags, median, positive, say } from './environment.ts';
 import { phaseOrder, phaseSpans, reassignIds } from './operator-log.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
 import {
@@ -57,10 +57,6 @@ const probe = 'probe';
 const goals = { readyMs: 60_000, operatorRssMb: 300, reassignRatio: 2 };
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN;
-};
 
 /** VmHWM (peak) and VmRSS of a process, in MiB. */
 function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } {

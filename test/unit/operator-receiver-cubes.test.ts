@@ -5,9 +5,7 @@ import { ReceiverCubes } from '../../src/operator/receiver-cubes.ts';
 import type { CubeSummary } from '../../src/protocol/admin-api.ts';
 import type { CubeKey } from '../../src/protocol/cube-paths.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
-import { cubeSummary } from '../support/cube-summaries.ts';
-
-const summary = cubeSummary;
+import { cubeSummary as summary } from '../support/cube-summaries.ts';
 
 /** A receiver whose listings and single reads the test answers one by one. */
 function fakeReceiver() {

@@ -4,9 +4,7 @@
 import { SharedReads } from '../../src/operator/shared-reads.ts';
 import type { CubeSummaries, CubeSummary } from '../../src/protocol/admin-api.ts';
 import { ManualClock } from '../../src/operator/runtime/clock.ts';
-import { cubeSummary } from '../support/cube-summaries.ts';
-
-const summary = cubeSummary;
+import { cubeSummary as summary } from '../support/cube-summaries.ts';
 
 /** A receiver whose answers the test releases one by one. */
 function fakeReceiver() {
