@@ -338,6 +338,12 @@ export const cubeAssignmentStatus = z.object({
   assignment: partitionsByReplicaSet().optional(),
   /** partition → assignment epoch, bumped on every move. */
   epochs: z.record(partitionKey, z.int().min(0)).optional(),
+  /**
+   * partition → the offset its current epoch began at (the stop offset of the move that gave it
+   * to its owner): where a replica that missed that move, still holding the partition under the
+   * epoch before, hands it over once every sibling that knew the stop has dropped the cube.
+   */
+  epochStarts: z.record(partitionKey, offset).optional(),
   /** Present only while a move is in flight. */
   reassign: reassignJournal.optional(),
   partitions: z

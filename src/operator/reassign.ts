@@ -740,11 +740,19 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   }
   if (unavailable) throw unavailable;
   const epochs = { ...(ctx.object.status?.epochs ?? {}) };
-  for (const m of journal.moves)
+  const epochStarts: Record<string, string> = {};
+  for (const m of journal.moves) {
     epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
+    // Where Starting started the targets (a merge patch: the other partitions' stay).
+    epochStarts[String(m.partition)] = journal.stopOffsets?.[String(m.partition)] ?? '0';
+  }
   return finished(
     {},
-    { assignment: mapReplacement(ctx.object.status?.assignment, assignment), epochs },
+    {
+      assignment: mapReplacement(ctx.object.status?.assignment, assignment),
+      epochs,
+      epochStarts,
+    },
   );
 }
 

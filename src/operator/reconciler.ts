@@ -649,7 +649,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         );
         const desired = journal
           ? desiredInMove(journal, epochs, rs)
-          : desiredAtRest(assignment, epochs, rs, held, siblings);
+          : desiredAtRest(assignment, epochs, rs, held, siblings, object.status?.epochStarts);
         const repairs = replicaRepairs(held, desired, {
           suspended: object.spec.suspend === true,
           ownsNothing: !journal && (assignment[rs] ?? []).length === 0,

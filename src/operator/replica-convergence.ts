@@ -149,7 +149,7 @@ export interface SiblingReport {
  * owned under status.epochs and taken, by a replica that lacks one, at the position of a sibling
  * that holds it under that epoch (the sibling's copy is the data before it). A partition it
  * holds but does not own is handed over at the offset a sibling released it at under the same
- * epoch, when one did.
+ * epoch, when one did, else, one move behind, where its owner's epoch began (status.epochStarts).
  */
 export function desiredAtRest(
   assignment: Record<string, number[]>,
@@ -157,6 +157,8 @@ export function desiredAtRest(
   replicaSet: string,
   held: ReportedPartition[],
   siblings: SiblingReport[],
+  /** status.epochStarts: where each partition's current epoch began. */
+  epochStarts: Record<string, string> = {},
 ): DesiredPartition[] {
   const owned = assignment[replicaSet] ?? [];
   const out: DesiredPartition[] = [];
@@ -182,7 +184,14 @@ export function desiredAtRest(
     const released = siblings
       .flatMap((s) => s.partitions)
       .find((q) => q.partition === r.partition && q.epoch === r.epoch && q.state === 'released');
-    const stop = released ? (released.stopOffset ?? released.position) : undefined;
+    // No sibling released it under this epoch (they dropped the cube with their set's last
+    // partition): a replica one move behind hands it over where the owner's epoch began. One
+    // further behind missed more than one move, whose first stop is not kept: left unresolved.
+    const stop = released
+      ? (released.stopOffset ?? released.position)
+      : r.epoch + 1 === epoch
+        ? epochStarts[String(r.partition)]
+        : undefined;
     out.push({
       partition: r.partition,
       owned: false,

@@ -871,12 +871,13 @@ describe('stepReassign: what a step writes', () => {
     expect(h.object().status?.reassign?.watermarks).toEqual({ '0': 1_500, '1': 2_000 });
   });
 
-  test('Sealing writes the final assignment (the emptied source deleted) and bumped epochs', async () => {
+  test('Sealing writes the final assignment (the emptied source deleted), bumped epochs and where they began', async () => {
     const h = harness(journalAt('Sealing'));
     await stepReassign(h.ctx, journalAt('Sealing'));
     expect(h.object().status).toMatchObject({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
       reassign: { phase: 'Done' },
     });
     expect(Object.keys(h.object().status?.assignment ?? {})).toEqual(['rs-b']);
@@ -966,6 +967,7 @@ describe('stepReassign: a whole move, one phase per step', () => {
     expect(h.object().status).toEqual({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
     });
   });
 
@@ -1067,6 +1069,7 @@ describe('stepReassign: a source replica set that disappears after Draining', ()
     expect(h.object().status).toEqual({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
     });
   });
 });

@@ -196,6 +196,31 @@ describe('desiredAtRest', () => {
     });
   });
 
+  test('with no sibling left to say, a replica one move behind hands over where the epoch began; one further behind is not told', () => {
+    // rs-a was emptied while this replica was down: its siblings released, sealed and dropped
+    // the cube; partition 1 is rs-b's at epoch 2, from offset 40.
+    const starts = { '0': '12', '1': '40' };
+    const oneBehind = { ...held('paused', 1, '30'), partition: 1 };
+    expect(desiredAtRest(assignment, epochs, 'rs-a', [oneBehind], [], starts)[1]).toEqual({
+      partition: 1,
+      owned: false,
+      epoch: 2,
+      stop: '40',
+    });
+    // Two moves behind: where epoch 1 ended is not the start of epoch 2.
+    const twoBehind = { ...oneBehind, epoch: 0 };
+    expect(desiredAtRest(assignment, epochs, 'rs-a', [twoBehind], [], starts)[1]).toEqual({
+      partition: 1,
+      owned: false,
+      epoch: 2,
+    });
+    // A sibling that released it under the same epoch still says where.
+    const released = { ...held('released', 1, '45', '41'), partition: 1 };
+    expect(
+      desiredAtRest(assignment, epochs, 'rs-a', [oneBehind], [sibling([released])], starts)[1],
+    ).toEqual({ partition: 1, owned: false, epoch: 2, stop: '41' });
+  });
+
   test('a partition without an epoch in status is left alone', () => {
     expect(desiredAtRest({ 'rs-a': [0] }, {}, 'rs-a', [], [])).toEqual([]);
   });
