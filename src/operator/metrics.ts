@@ -34,7 +34,7 @@ export function createOperatorMetrics(registry: Registry) {
     }),
     reassignPhase: sharedGauge(registry, {
       name: 'streamcube_reassign_phase',
-      help: "1 for the phase a cube's reassign is in; no series while none is",
+      help: '1 for the phase a cube reassign is in, 0 for the others',
       labelNames: ['namespace', 'cube', 'phase'],
     }),
     partitionsUnassigned: sharedGauge(registry, {
@@ -88,19 +88,13 @@ export function createOperatorMetrics(registry: Registry) {
 
 export type OperatorMetrics = ReturnType<typeof createOperatorMetrics>;
 
-/**
- * The phase in flight at 1, no series for the others: 1,000 cubes at rest exported 6,000 zeros,
- * which every scrape rendered.
- */
 export function setPhase(
   metrics: OperatorMetrics,
   labels: CubeLabels,
   phase: string | undefined,
 ): void {
-  for (const p of reassignPhases) {
-    if (p === phase) metrics.reassignPhase.set({ ...labels, phase: p }, 1);
-    else metrics.reassignPhase.remove({ ...labels, phase: p });
-  }
+  for (const p of reassignPhases)
+    metrics.reassignPhase.set({ ...labels, phase: p }, p === phase ? 1 : 0);
 }
 
 /** Counters of finished reassigns exist at zero once a cube is seen, for rate() and alerts. */

@@ -135,3 +135,30 @@ export async function expectExactOnceCaughtUp(o: {
     expected: totalsOf(o.load.all()),
   });
 }
+
+/** What an audit found, in figures: offsets held by no replica set, and held twice. */
+export interface AuditFigures {
+  /** Offsets in a gap of the tiling, summed over partitions (the most any replica index lacks). */
+  lost: bigint;
+  /** Offsets covered more than once, summed over partitions (the most of any replica index). */
+  twice: bigint;
+  /** Events each replica index holds (live segments and hand-offs), against `audit.expected`. */
+  events: number[];
+}
+
+/** The audit's findings as figures, for a summary: the same reading as expectExactAndTiled. */
+export async function auditFigures(audit: CubeAudit): Promise<AuditFigures> {
+  const replicas = Math.max(...Object.values(audit.replicaSets).map((list) => list.length));
+  const figures: AuditFigures = { lost: 0n, twice: 0n, events: [] };
+  for (let i = 0; i < replicas; i++) {
+    const held = await heldByReplica(audit, i);
+    const sum = { gap: 0n, overlap: 0n };
+    for (const [p, end] of audit.highWatermarks)
+      for (const x of tilingProblems(held.ranges.get(p) ?? [], audit.starts?.get(p) ?? 0n, end))
+        sum[x.kind] += x.to - x.from;
+    if (sum.gap > figures.lost) figures.lost = sum.gap;
+    if (sum.overlap > figures.twice) figures.twice = sum.overlap;
+    figures.events.push(held.totals.events);
+  }
+  return figures;
+}

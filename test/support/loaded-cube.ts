@@ -1,5 +1,5 @@
-// Where operator suites with two replica sets start: a cube over a new 4-partition topic under
-// steady load, settled by `range` on rs-a (partitions 0, 1) and rs-b (2, 3).
+// Where operator suites with two replica sets start: a cube over a new topic (4 partitions unless
+// told) under steady load, settled by `range` on rs-a (partitions 0, 1) and rs-b (2, 3).
 import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeApi, waitForSettled } from './cluster.ts';
@@ -37,18 +37,27 @@ export const assigned =
   (c: CubeAssignment): boolean =>
     JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
 
+/** A loaded cube's topic and load: 4 partitions, 10 events each every 100 ms unless told. */
+export interface LoadShape {
+  partitions?: number;
+  perRound?: number;
+  pauseMs?: number;
+}
+
 /**
  * Creates the cube with its load started at event time `start`; the load is registered with the
- * suite's (useLoads) first, so that it is stopped even when the cube does not settle.
+ * suite's (useLoads) first, so that it is stopped even when the cube does not settle. `range`
+ * gives rs-a the first half of the partitions (one more when odd), rs-b the rest.
  */
 export async function loadedCube(
   stack: OperatorStack,
   suite: { producer: () => Producer; loads: SteadyLoad[] },
   cube: string,
   start: number,
+  { partitions = 4, perRound = 10, pauseMs = 100 }: LoadShape = {},
 ): Promise<{ topic: string; load: SteadyLoad }> {
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(suite.producer(), topic, 4, 10, 100);
+  const topic = await createTopic(stack.admin, partitions);
+  const load = new SteadyLoad(suite.producer(), topic, partitions, perRound, pauseMs);
   suite.loads.push(load);
   load.start(start);
   await cubeApi(stack.kc).create(stack.namespace, cube, {
@@ -57,11 +66,13 @@ export async function loadedCube(
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
   });
+  const all = [...Array(partitions).keys()];
+  const half = Math.ceil(partitions / 2);
   await waitForSettled(
     stack.kc,
     stack.namespace,
     cube,
-    assigned({ 'rs-a': [0, 1], 'rs-b': [2, 3] }),
+    assigned({ 'rs-a': all.slice(0, half), 'rs-b': all.slice(half) }),
   );
   return { topic, load };
 }

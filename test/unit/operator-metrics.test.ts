@@ -69,15 +69,3 @@ test('a cube that is gone loses every series; the same name in another namespace
   expect(ofB(after)).toEqual(ofB(before));
   expect(ofB(after).length).toBeGreaterThan(10);
 });
-
-test('only the phase in flight has a series, at 1; none once the reassign is over', async () => {
-  const registry = new Registry();
-  const metrics = createOperatorMetrics(registry);
-  setPhase(metrics, orders, 'Pausing');
-  setPhase(metrics, orders, 'Draining');
-  expect(lines(await registry.metrics(), 'streamcube_reassign_phase')).toEqual([
-    'streamcube_reassign_phase{namespace="shop",cube="orders",phase="Draining"} 1',
-  ]);
-  setPhase(metrics, orders, undefined);
-  expect(lines(await registry.metrics(), 'streamcube_reassign_phase')).toEqual([]);
-});
