@@ -647,9 +647,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             ? []
             : [{ running: r.status.consumer.state === 'running', partitions: r.status.partitions }],
         );
+        const view = { epochs, epochStarts: object.status?.epochStarts ?? {}, siblings };
         const desired = journal
-          ? desiredInMove(journal, epochs, rs)
-          : desiredAtRest(assignment, epochs, rs, held, siblings, object.status?.epochStarts);
+          ? desiredInMove(journal, assignment, rs, held, view)
+          : desiredAtRest(assignment, rs, held, view);
         const repairs = replicaRepairs(held, desired, {
           suspended: object.spec.suspend === true,
           ownsNothing: !journal && (assignment[rs] ?? []).length === 0,
