@@ -34,7 +34,7 @@ import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
-import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
+import { notReadyByReplicaSet, receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import type { OwnWrites } from './own-writes.ts';
 import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
@@ -804,7 +804,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const log = deps.logger.child({ cube, namespace });
     const labels = { namespace, cube };
     initCube(deps.metrics, labels);
-    const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
+    const pods = deps.listPods(namespace);
+    const receivers = receiversByReplicaSet(pods, deps.receiverPort);
 
     if (object.metadata?.deletionTimestamp) {
       if (object.metadata.finalizers?.includes(finalizer))
@@ -826,6 +827,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       cube,
       object: obj,
       receivers,
+      notReady: notReadyByReplicaSet(pods),
       client: (endpoint) => clientFor(endpoint, obj),
       startingOffsets: (ps: number[]) =>
         deps.topics.startingOffsets(
