@@ -45,3 +45,18 @@ export function receiversByReplicaSet(
   for (const list of out.values()) list.sort((a, b) => (a.name < b.name ? -1 : 1));
   return out;
 }
+
+/**
+ * Receivers that are not Ready (down, restarting), by replica set, sorted by pod name. Pods being
+ * deleted are left out: they are leaving the set, not coming back to it.
+ */
+export function notReadyByReplicaSet(pods: V1Pod[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const pod of pods) {
+    const replicaSet = pod.metadata?.labels?.[replicaSetLabel];
+    const name = pod.metadata?.name;
+    if (!replicaSet || !name || pod.metadata?.deletionTimestamp || isPodReady(pod)) continue;
+    out.set(replicaSet, [...(out.get(replicaSet) ?? []), name].sort());
+  }
+  return out;
+}

@@ -95,6 +95,12 @@ export interface ReassignContext {
    * raiseStops), as observe's convergence does at rest: to count it.
    */
   onReplicaRepaired: (endpoint: ReceiverEndpoint, repair: string) => void;
+  /**
+   * Pods of each replica set that are not Ready (down, restarting): Pausing waits for the ones of
+   * the move's sources and Sealing for those of all its sets, up to the phase timeout (see
+   * waitForAway). Absent: none.
+   */
+  notReady?: Map<string, string[]>;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
   entries: PhaseEntries;
@@ -132,6 +138,8 @@ export const requeueDelayMs = {
   blocked: 2_000,
   /** Done or rolled back: the next reconcile observes the receivers. */
   finished: 500,
+  /** Pausing or Sealing waits for a replica of the move's sets that is not Ready. */
+  replicaAway: 500,
 } as const;
 
 /** What one step did; `object` is the last version of the cube this step read or wrote. */
@@ -422,6 +430,8 @@ async function startingOffsetsOf(
 
 /** Pause the moving partitions on every replica of each source; stop = max position. */
 async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const waiting = waitForAway(ctx, journal, 'sources');
+  if (waiting) return waiting;
   const stop = new Map<number, bigint>();
   for (const [rs, partitions] of bySource(journal)) {
     await onHolders(ctx, journal, rs, async (endpoint) => {
@@ -429,7 +439,11 @@ async function pausing(ctx: ReassignContext, journal: ReassignJournal): Promise<
         c.pause(ctx.cube, partitions, ctx.signal),
       );
       receiverFinished('Pausing');
+      const epochs = ctx.object.status?.epochs ?? {};
       for (const p of answer.partitions) {
+        // A replica behind status (a move it missed, not yet converged) holds another epoch's
+        // position: it says nothing of where this one is.
+        if (p.epoch < (epochs[String(p.partition)] ?? 0)) continue;
         const position = BigInt(p.position);
         if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
       }
@@ -701,6 +715,10 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
  * still pending, re-checked on the next reconcile.
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  if (!isSourceless(journal)) {
+    const waiting = waitForAway(ctx, journal, 'all');
+    if (waiting) return waiting;
+  }
   const assignment = finalAssignment(ctx.object, journal);
   // A source set with no ready receiver blocks Done, after the other sources are sealed.
   let unavailable: PhaseBlocked | undefined;
@@ -740,12 +758,56 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   }
   if (unavailable) throw unavailable;
   const epochs = { ...(ctx.object.status?.epochs ?? {}) };
-  for (const m of journal.moves)
+  const epochStarts: Record<string, string> = {};
+  for (const m of journal.moves) {
     epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
+    // Where Starting started the targets (a merge patch: the other partitions' stay).
+    epochStarts[String(m.partition)] = journal.stopOffsets?.[String(m.partition)] ?? '0';
+  }
   return finished(
     {},
-    { assignment: mapReplacement(ctx.object.status?.assignment, assignment), epochs },
+    {
+      assignment: mapReplacement(ctx.object.status?.assignment, assignment),
+      epochs,
+      epochStarts,
+    },
   );
+}
+
+/**
+ * A replica that misses a move is brought to its end exactly only while the move can still say
+ * where it was: Pausing waits for the sources' replicas that are not Ready (one paused late counts
+ * in the stop offsets; one left out comes back consuming, and runs past them before it is reached,
+ * its excess then fenced with the whole segments holding it), and Sealing for the targets' and
+ * sources' (brought there with the journal's stop offsets before it is cleared). Each waits up to
+ * the phase timeout; past it, the move goes on without them and a Warning says so.
+ */
+function waitForAway(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  sets: 'sources' | 'all',
+): PhaseRun | undefined {
+  const named = new Set(
+    journal.moves.flatMap((m) => [
+      ...(m.from === undefined ? [] : [m.from]),
+      ...(sets === 'all' ? [m.to] : []),
+    ]),
+  );
+  const away = [...named].flatMap((rs) => ctx.notReady?.get(rs) ?? []);
+  if (away.length === 0) return undefined;
+  const who = `receiver${plural(away, '', 's')} ${away.join(', ')}`;
+  if (inPhaseMs(ctx, journal) <= ctx.phaseTimeoutMs) {
+    const message = `${who} of the move's replica sets ${plural(away, 'is', 'are')} not Ready: ${journal.phase} waits for ${plural(away, 'it', 'them')}, up to ${ctx.phaseTimeoutMs / 1000}s`;
+    return { finished: false, message, requeueAfterMs: requeueDelayMs.replicaAway };
+  }
+  const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
+  if (ctx.entries.tell(`${namespace}/${name}`, journal, `away ${journal.phase}`))
+    ctx.event(
+      'Warning',
+      'ReplicaMissedMove',
+      `reassign ${journal.id} goes on in ${journal.phase} without ${who}, not Ready for ${ctx.phaseTimeoutMs / 1000}s: ${plural(away, 'it is', 'they are')} brought to ${plural(away, 'its', 'their')} set's state when back, exactly if ${plural(away, 'it', 'they')} missed no more than this move`,
+    );
+  return undefined;
 }
 
 const runPhase: Record<

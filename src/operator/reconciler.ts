@@ -34,7 +34,7 @@ import type { Logger } from '../observability/logger.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReconcileResult } from './runtime/controller.ts';
 import { splitObjectKey } from './runtime/informer.ts';
-import { receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
+import { notReadyByReplicaSet, receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import type { OwnWrites } from './own-writes.ts';
 import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
@@ -653,9 +653,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
             ? []
             : [{ running: r.status.consumer.state === 'running', partitions: r.status.partitions }],
         );
+        const view = { epochs, epochStarts: object.status?.epochStarts ?? {}, siblings };
         const desired = journal
-          ? desiredInMove(journal, epochs, rs)
-          : desiredAtRest(assignment, epochs, rs, held, siblings);
+          ? desiredInMove(journal, assignment, rs, held, view)
+          : desiredAtRest(assignment, rs, held, view);
         const repairs = replicaRepairs(held, desired, {
           suspended: object.spec.suspend === true,
           ownsNothing: !journal && (assignment[rs] ?? []).length === 0,
@@ -829,7 +830,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const log = deps.logger.child({ cube, namespace });
     const labels = { namespace, cube };
     initCube(deps.metrics, labels);
-    const receivers = receiversByReplicaSet(deps.listPods(namespace), deps.receiverPort);
+    const pods = deps.listPods(namespace);
+    const receivers = receiversByReplicaSet(pods, deps.receiverPort);
 
     if (object.metadata?.deletionTimestamp) {
       if (object.metadata.finalizers?.includes(finalizer))
@@ -851,6 +853,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       cube,
       object: obj,
       receivers,
+      notReady: notReadyByReplicaSet(pods),
       client: (endpoint) => clientFor(endpoint, obj),
       startingOffsets: (ps: number[]) =>
         deps.topics.startingOffsets(

@@ -14,8 +14,12 @@ export interface StartPosition {
 
 /** What one partition of the cube should be on a replica. */
 export type DesiredPartition =
-  /** Its set owns it: consuming under `epoch`; a replica that lacks it takes it at `start`. */
-  | { partition: number; owned: true; epoch: number; start?: StartPosition }
+  /**
+   * Its set owns it: consuming under `epoch`; a replica that lacks it takes it at `start`. One
+   * that still holds it under an older epoch (a move away and back it missed) hands that epoch
+   * over at `handOver`, where it ended (undefined: not known), before it takes it at `start`.
+   */
+  | { partition: number; owned: true; epoch: number; start?: StartPosition; handOver?: string }
   /**
    * Its set does not own it: a replica still holding it under an older epoch than `epoch` (its
    * owner's) hands it over at `stop`, the offset the owner started from (undefined: not known).
@@ -84,6 +88,32 @@ export function replicaRepairs(
   const releasing: number[] = [];
   const releaseStops: Record<string, string> = {};
   const drains: Record<string, string> = {};
+  /** Where `r`'s epoch ends: the desired offset when known, else the one it was drained to. */
+  const stopOf = (r: ReportedPartition, stop: string | undefined): string | undefined =>
+    stop ?? (r.state === 'stopped' ? (r.stopOffset ?? undefined) : undefined);
+  /** Stopped exactly where its epoch ends: nothing past it to fence, nothing short to read. */
+  const handedOver = (r: ReportedPartition, stop: string | undefined): boolean => {
+    const at = stopOf(r, stop);
+    return r.state === 'stopped' && at !== undefined && BigInt(r.position) === BigInt(at);
+  };
+  /** Hands `r`'s epoch over where it ends: drained short of it, released at or past it. */
+  const handOver = (r: ReportedPartition, desiredStop: string | undefined): void => {
+    const stop = stopOf(r, desiredStop);
+    if (stop === undefined) {
+      out.unresolved.push({
+        partition: r.partition,
+        reason: `held under epoch ${r.epoch} at ${r.position}, and the offset that epoch ended at is not known`,
+      });
+      if (r.state === 'consuming' || r.state === 'draining') out.pause.push(r.partition);
+      return;
+    }
+    if (BigInt(r.position) < BigInt(stop)) {
+      drains[String(r.partition)] = stop;
+    } else {
+      releasing.push(r.partition);
+      releaseStops[String(r.partition)] = stop;
+    }
+  };
   for (const d of desired) {
     const r = held.get(d.partition);
     if (d.owned) {
@@ -100,6 +130,12 @@ export function replicaRepairs(
           partition: d.partition,
           reason: `released under its set's epoch ${d.epoch}`,
         });
+      } else if (r && r.state !== 'released' && !handedOver(r, d.handOver)) {
+        // Its older epoch first: taken under the new one as it stands, the data it read past
+        // that epoch's end would be kept (counted twice), and what it missed never read.
+        handOver(r, d.handOver);
+        if (d.start && releasing.includes(d.partition))
+          out.assign.push({ partition: d.partition, epoch: d.epoch, ...d.start });
       } else if (d.start) {
         out.assign.push({ partition: d.partition, epoch: d.epoch, ...d.start });
       } else {
@@ -111,22 +147,7 @@ export function replicaRepairs(
       continue;
     }
     if (!r || r.state === 'released' || r.epoch >= d.epoch) continue;
-    // A replica drained to a stop offset knows it; the desired one, when known, wins.
-    const stop = d.stop ?? (r.state === 'stopped' ? (r.stopOffset ?? undefined) : undefined);
-    if (stop === undefined) {
-      out.unresolved.push({
-        partition: d.partition,
-        reason: `held under epoch ${r.epoch} at ${r.position}, and the offset its owner started from is not known`,
-      });
-      if (r.state === 'consuming' || r.state === 'draining') out.pause.push(d.partition);
-      continue;
-    }
-    if (BigInt(r.position) < BigInt(stop)) {
-      drains[String(d.partition)] = stop;
-    } else {
-      releasing.push(d.partition);
-      releaseStops[String(d.partition)] = stop;
-    }
+    handOver(r, d.stop);
   }
   if (releasing.length > 0) out.release = { partitions: releasing, stopOffsets: releaseStops };
   if (Object.keys(drains).length > 0) out.drain = drains;
@@ -144,45 +165,83 @@ export interface SiblingReport {
   partitions: ReportedPartition[];
 }
 
+/** What status says of the cube's partitions, and what the replica's siblings report. */
+export interface ConvergenceView {
+  /** status.epochs. */
+  epochs: Record<string, number>;
+  /** status.epochStarts: where each partition's current epoch began. */
+  epochStarts: Record<string, string>;
+  siblings: SiblingReport[];
+}
+
 /**
- * With no reassign in flight: what every replica of `replicaSet` should hold. Its partitions are
- * owned under status.epochs and taken, by a replica that lacks one, at the position of a sibling
- * that holds it under that epoch (the sibling's copy is the data before it). A partition it
- * holds but does not own is handed over at the offset a sibling released it at under the same
- * epoch, when one did.
+ * Where the partition's epoch `epoch` ended, when that is known: where a sibling released it
+ * under that epoch, or, for the epoch right before the current one, where the current one began.
+ * Further back it is not kept: a replica that missed more than one move of a partition (down
+ * past the grace a move's Sealing gives it) cannot hand that epoch over exactly.
+ */
+export function epochEnd(
+  partition: number,
+  epoch: number,
+  view: ConvergenceView,
+): string | undefined {
+  const released = view.siblings
+    .flatMap((s) => s.partitions)
+    .find((q) => q.partition === partition && q.epoch === epoch && q.state === 'released');
+  if (released) return released.stopOffset ?? released.position;
+  return view.epochs[String(partition)] === epoch + 1
+    ? view.epochStarts[String(partition)]
+    : undefined;
+}
+
+/**
+ * With no reassign in flight: what a replica of `replicaSet` holding `held` should hold. Its
+ * set's partitions are owned under status.epochs; one it lacks, or holds under an older epoch
+ * (handed over first where that epoch ended), it takes where the current epoch began
+ * (status.epochStarts), so that its own copy of the epoch is whole. A replica that holds nothing
+ * of the cube (new, or its volume lost: its history is gone anyway), or a status without that
+ * offset, takes a running sibling's position instead, the sibling's copy standing for the data
+ * before. A partition it holds but does not own it hands over where its epoch ended (epochEnd).
  */
 export function desiredAtRest(
   assignment: Record<string, number[]>,
-  epochs: Record<string, number>,
   replicaSet: string,
   held: ReportedPartition[],
-  siblings: SiblingReport[],
+  view: ConvergenceView,
 ): DesiredPartition[] {
+  const { epochs, epochStarts, siblings } = view;
   const owned = assignment[replicaSet] ?? [];
   const out: DesiredPartition[] = [];
   const ordered = [...siblings].sort((a, b) => Number(b.running) - Number(a.running));
+  const mine = new Map(held.map((p) => [p.partition, p]));
   for (const p of owned) {
     // No epoch in status (a status written before epochs): nothing to compare with.
     const epoch = epochs[String(p)];
     if (epoch === undefined) continue;
+    const began = epochStarts[String(p)];
     const from = ordered
       .flatMap((s) => s.partitions)
       .find((q) => q.partition === p && q.epoch === epoch && q.state !== 'released');
+    const start =
+      began !== undefined && held.length > 0
+        ? { position: began, watermark: null }
+        : from && { position: from.position, watermark: from.watermark };
+    const r = mine.get(p);
+    const handOver =
+      r && r.state !== 'released' && r.epoch < epoch ? epochEnd(p, r.epoch, view) : undefined;
     out.push({
       partition: p,
       owned: true,
       epoch,
-      ...(from ? { start: { position: from.position, watermark: from.watermark } } : {}),
+      ...(start ? { start } : {}),
+      ...(handOver === undefined ? {} : { handOver }),
     });
   }
   const owners = new Set(Object.values(assignment).flat());
   for (const r of held) {
     const epoch = epochs[String(r.partition)];
     if (owned.includes(r.partition) || !owners.has(r.partition) || epoch === undefined) continue;
-    const released = siblings
-      .flatMap((s) => s.partitions)
-      .find((q) => q.partition === r.partition && q.epoch === r.epoch && q.state === 'released');
-    const stop = released ? (released.stopOffset ?? released.position) : undefined;
+    const stop = epochEnd(r.partition, r.epoch, view);
     out.push({
       partition: r.partition,
       owned: false,
@@ -194,30 +253,44 @@ export function desiredAtRest(
 }
 
 /**
- * While a move is past its Starting phase: what the replicas of `replicaSet` should hold of the
- * moving partitions. A target's replicas own them under the next epoch from the stop offsets;
- * a source's have handed them over at those offsets.
+ * While a move is past its Starting phase: what a replica of `replicaSet` holding `held` should
+ * hold. A target's replicas own the moving partitions under the next epoch from the stop
+ * offsets; a source's have handed them over at those offsets. A replica still behind status
+ * (a move before this one it missed) hands its older epoch over where that ended first. The
+ * partitions that do not move are as at rest.
  */
 export function desiredInMove(
   journal: ReassignJournal,
-  epochs: Record<string, number>,
+  assignment: Record<string, number[]>,
   replicaSet: string,
+  held: ReportedPartition[],
+  view: ConvergenceView,
 ): DesiredPartition[] {
+  const { epochs } = view;
+  const mine = new Map(held.map((p) => [p.partition, p]));
+  const moving = new Set(journal.moves.map((m) => m.partition));
   const out: DesiredPartition[] = [];
   for (const m of journal.moves) {
     const stop = journal.stopOffsets?.[String(m.partition)];
-    const epoch = (epochs[String(m.partition)] ?? 0) + 1;
+    const current = epochs[String(m.partition)] ?? 0;
+    const epoch = current + 1;
+    const r = mine.get(m.partition);
+    const behind = r && r.state !== 'released' && r.epoch < current;
     if (m.to === replicaSet && stop !== undefined) {
       const watermark = journal.watermarks?.[String(m.partition)] ?? null;
+      const handOver = behind ? epochEnd(m.partition, r.epoch, view) : undefined;
       out.push({
         partition: m.partition,
         owned: true,
         epoch,
         start: { position: stop, watermark },
+        ...(handOver === undefined ? {} : { handOver }),
       });
     } else if (m.from === replicaSet) {
-      out.push({ partition: m.partition, owned: false, epoch, ...(stop ? { stop } : {}) });
+      const end = behind ? epochEnd(m.partition, r.epoch, view) : stop;
+      out.push({ partition: m.partition, owned: false, epoch, ...(end ? { stop: end } : {}) });
     }
   }
-  return out;
+  const still = desiredAtRest(assignment, replicaSet, held, view);
+  return [...out, ...still.filter((d) => !moving.has(d.partition))];
 }

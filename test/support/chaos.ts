@@ -126,9 +126,8 @@ export type FaultKind = (typeof faultKinds)[number];
 /**
  * When a receiver may be killed: `at-rest` waits until no move is in flight and holds new
  * placements back until it is up and every cube has settled again; `any-time` kills it whenever
- * the schedule says, in the middle of a move or while its set loses or regains partitions.
- * `any-time` finds a stuck move today (a replica down while its set is emptied of a cube comes back
- * holding partitions under old epochs whose stop offsets no sibling remembers): issue 9.
+ * the schedule says, in the middle of a move or while its set loses or regains partitions (issue
+ * 9: moves wait in Pausing and Sealing for a replica of their sets that is not Ready).
  */
 export type ReceiverKills = 'at-rest' | 'any-time';
 

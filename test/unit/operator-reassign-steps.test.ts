@@ -871,16 +871,43 @@ describe('stepReassign: what a step writes', () => {
     expect(h.object().status?.reassign?.watermarks).toEqual({ '0': 1_500, '1': 2_000 });
   });
 
-  test('Sealing writes the final assignment (the emptied source deleted) and bumped epochs', async () => {
+  test('Sealing writes the final assignment (the emptied source deleted), bumped epochs and where they began', async () => {
     const h = harness(journalAt('Sealing'));
     await stepReassign(h.ctx, journalAt('Sealing'));
     expect(h.object().status).toMatchObject({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
       reassign: { phase: 'Done' },
     });
     expect(Object.keys(h.object().status?.assignment ?? {})).toEqual(['rs-b']);
   });
+
+  test.each([
+    ['Pausing', 'rs-a', 'rs-b'],
+    ['Sealing', 'rs-b', 'rs-c'],
+  ] as const)(
+    '%s waits for a replica of %s that is not Ready, up to the phase timeout, then goes on and says so; %s is not waited for',
+    async (phase, waitedFor, other) => {
+      const waiting = harness(journalAt(phase));
+      waiting.ctx.notReady = new Map([[waitedFor, [`${waitedFor}-2`]]]);
+      const outcome = await stepReassign(waiting.ctx, journalAt(phase));
+      expect(outcome.kind).toBe('waiting');
+      expect(outcome.kind === 'waiting' && outcome.message).toBe(
+        `receiver ${waitedFor}-2 of the move's replica sets is not Ready: ${phase} waits for it, up to 60s`,
+      );
+      expect(waiting.log).toEqual([]);
+      const untouched = harness(journalAt(phase));
+      untouched.ctx.notReady = new Map([[other, [`${other}-0`]]]);
+      expect((await stepReassign(untouched.ctx, journalAt(phase))).kind).toBe('advanced');
+      const late = harness(journalAt(phase), { inPhaseMs: phaseTimeoutMs + 1 });
+      late.ctx.notReady = new Map([[waitedFor, [`${waitedFor}-2`]]]);
+      expect((await stepReassign(late.ctx, journalAt(phase))).kind).toBe('advanced');
+      expect(late.events).toEqual([
+        `Warning ReplicaMissedMove: reassign r-2-abcdef goes on in ${phase} without receiver ${waitedFor}-2, not Ready for 60s: it is brought to its set's state when back, exactly if it missed no more than this move`,
+      ]);
+    },
+  );
 
   test('Done emits ReassignCompleted; a roll-back emits ReassignRolledBack with the cause', async () => {
     const done = harness(journalAt('Done'));
@@ -966,6 +993,7 @@ describe('stepReassign: a whole move, one phase per step', () => {
     expect(h.object().status).toEqual({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
     });
   });
 
@@ -1067,6 +1095,7 @@ describe('stepReassign: a source replica set that disappears after Draining', ()
     expect(h.object().status).toEqual({
       assignment: { 'rs-b': [0, 1] },
       epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '105', '1': '200' },
     });
   });
 });
