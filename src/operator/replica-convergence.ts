@@ -291,6 +291,8 @@ export function desiredInMove(
       out.push({ partition: m.partition, owned: false, epoch, ...(end ? { stop: end } : {}) });
     }
   }
-  const still = desiredAtRest(assignment, replicaSet, held, view);
+  // A replica that holds nothing of the cube (it lacks it: a new one, a lost volume) is given
+  // the partitions that do not move by observe once the move is done (restoreCube), not here.
+  const still = held.length > 0 ? desiredAtRest(assignment, replicaSet, held, view) : [];
   return [...out, ...still.filter((d) => !moving.has(d.partition))];
 }

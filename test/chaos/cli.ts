@@ -9,8 +9,9 @@ const usage = `Usage: npm run chaos -- [--minutes N] [--seed S]
   --seed S      the fault schedule's seed (printed by every run)  [default: a new one]
   --receiver-kills at-rest|any-time
                 at-rest: between moves, placements held back while a receiver
-                is down; any-time: also mid-move (finds a stuck move today,
-                see test/support/chaos.ts)                  [default at-rest]
+                is down; any-time: also mid-move (moves then wait up to the
+                phase timeout for the killed replica, see test/support/chaos.ts)
+                                                            [default at-rest]
 `;
 
 const { values } = parseArgs({

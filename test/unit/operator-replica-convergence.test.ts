@@ -307,6 +307,24 @@ describe('desiredInMove', () => {
     expect(desiredInMove(journal, before, 'rs-c', [], at({ '0': 1 }))).toEqual([]);
   });
 
+  test('the partitions that do not move are as at rest, but not for a replica lacking the cube', () => {
+    const now = { 'rs-a': [0, 1], 'rs-b': [] };
+    const sibling = {
+      running: true,
+      partitions: [{ ...held('consuming', 1, '300'), partition: 1 }],
+    };
+    const view = { epochs: { '0': 1, '1': 1 }, epochStarts: {}, siblings: [sibling] };
+    const holding = [{ ...held('paused', 1, '100') }];
+    expect(desiredInMove(journal, now, 'rs-a', holding, view)).toContainEqual({
+      partition: 1,
+      owned: true,
+      epoch: 1,
+      start: { position: '300', watermark: held('consuming', 1, '300').watermark },
+    });
+    // Lacking the cube (a wiped volume), it is given partition 1 by observe once the move is done.
+    expect(desiredInMove(journal, now, 'rs-a', [], view).map((d) => d.partition)).toEqual([0, 2]);
+  });
+
   test('a source replica behind status hands its own epoch over where that ended, not at the stops', () => {
     // Epoch 1 of partition 0 ended at 60 (a move to rs-b and back this replica missed).
     const behind = [{ ...held('consuming', 0, '90') }];
