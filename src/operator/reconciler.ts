@@ -794,7 +794,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     for (const [state, n] of Object.entries(segments))
       deps.metrics.segments.set({ ...labels, state }, n);
     partitionRows.sort((a, b) => a.partition - b.partition);
-    const tiling = checkTiling(coverages);
+    const tiling = checkTiling(coverages, object.status?.epochStarts ?? {});
     for (const row of partitionRows) {
       const to = tiling.handedOffTo.get(row.partition);
       if (to !== undefined) row.handedOffTo = to.toString();

@@ -56,57 +56,104 @@ function uncovered(gap: OffsetRange, covered: OffsetRange[]): OffsetRange[] {
   return out;
 }
 
+/** The part of `ranges` within [from, to). */
+const within = (ranges: OffsetRange[], from: bigint, to: bigint): OffsetRange[] =>
+  ranges
+    .filter((r) => r.to > from && r.from < to)
+    .map((r) => ({ from: r.from > from ? r.from : from, to: r.to < to ? r.to : to }));
+
 /**
- * Checks every replica's copy of each partition against the other replica sets: its kept offsets
- * and the union of each other set's must tile from the first offset kept anywhere to the last,
- * offsets Kafka deleted before they were read counting as accounted for. A replica that reports
- * no coverage (an older checkpoint) is left out.
+ * Checks every replica's copy of each partition, with what can be told from the reports alone:
+ * receivers forget a cube they no longer hold, so the offsets a replica set kept before it
+ * dropped the cube (handed off) are missing from them, and a hole between two sets' ranges is no
+ * finding in itself. Found are:
+ * - overlaps: offsets a replica keeps that another replica set keeps too (counted twice);
+ * - gaps in a replica's copy where a sibling of its set keeps offsets it does not (within the
+ *   span both cover; offsets Kafka deleted before the replica read them excepted);
+ * - gaps from where the partition's current epoch began (`epochStarts`, when known) on, across
+ *   the replica sets: what the owner's replicas keep must run on from there.
+ * A replica that reports no coverage (an older checkpoint) is left out.
  */
-export function checkTiling(replicas: ReplicaCoverage[]): TilingReport {
+export function checkTiling(
+  replicas: ReplicaCoverage[],
+  epochStarts: Record<string, string> = {},
+): TilingReport {
   const known = replicas.filter((r) => r.coverage !== undefined);
   const partitions = new Set<number>();
   for (const r of known) for (const p of Object.keys(r.coverage!)) partitions.add(Number(p));
   const findings = new Map<string, TilingFinding>();
+  const find = (p: number, kind: 'gap' | 'overlap', range: OffsetRange, receiver: string) => {
+    const key = `${p} ${kind} ${range.from} ${range.to}`;
+    const finding = findings.get(key) ?? {
+      partition: p,
+      kind,
+      from: range.from,
+      to: range.to,
+      receivers: [],
+    };
+    if (!finding.receivers.includes(receiver)) finding.receivers.push(receiver);
+    findings.set(key, finding);
+  };
   const handedOffTo = new Map<number, bigint>();
   for (const p of [...partitions].sort((a, b) => a - b)) {
     const kept = (r: ReplicaCoverage): OffsetRange[] =>
       rangesFromJson(r.coverage![String(p)]?.kept ?? []);
     const holders = known.filter((r) => kept(r).length > 0);
-    const lost = merged(known.map((r) => r.lost.get(p) ?? []));
-    const bySet = new Map<string, OffsetRange[][]>();
-    for (const r of holders) bySet.set(r.replicaSet, [...(bySet.get(r.replicaSet) ?? []), kept(r)]);
-    const setUnion = new Map([...bySet].map(([rs, lists]) => [rs, merged(lists)]));
+    const lostOf = (r: ReplicaCoverage): OffsetRange[] => merged([r.lost.get(p) ?? []]);
+    const bySet = new Map<string, ReplicaCoverage[]>();
+    for (const r of holders) bySet.set(r.replicaSet, [...(bySet.get(r.replicaSet) ?? []), r]);
+    const setUnion = new Map([...bySet].map(([rs, rs_]) => [rs, merged(rs_.map(kept))]));
+    const began = epochStarts[String(p)];
     for (const r of holders) {
-      const ranges = [
-        ...kept(r),
-        ...[...setUnion].filter(([rs]) => rs !== r.replicaSet).flatMap(([, u]) => u),
-      ];
-      const start = ranges.reduce((m, x) => (x.from < m ? x.from : m), ranges[0]!.from);
-      const end = ranges.reduce((m, x) => (x.to > m ? x.to : m), ranges[0]!.to);
-      for (const problem of tilingProblems(ranges, start, end)) {
-        const parts =
-          problem.kind === 'gap'
-            ? uncovered(problem, lost)
-            : [{ from: problem.from, to: problem.to }];
-        for (const part of parts) {
-          const key = `${p} ${problem.kind} ${part.from} ${part.to}`;
-          const finding = findings.get(key) ?? {
-            partition: p,
-            kind: problem.kind,
-            from: part.from,
-            to: part.to,
-            receivers: [],
-          };
-          finding.receivers.push(r.receiver);
-          findings.set(key, finding);
-        }
+      const mine = kept(r);
+      const others = [...setUnion].filter(([rs]) => rs !== r.replicaSet).flatMap(([, u]) => u);
+      const all = [...mine, ...others];
+      const lo = all.reduce((m, x) => (x.from < m ? x.from : m), all[0]!.from);
+      const hi = all.reduce((m, x) => (x.to > m ? x.to : m), all[0]!.to);
+      for (const problem of tilingProblems(all, lo, hi))
+        if (problem.kind === 'overlap') find(p, 'overlap', problem, r.receiver);
+      // Gaps against its siblings, where both keep offsets.
+      for (const sibling of bySet.get(r.replicaSet)!) {
+        if (sibling === r) continue;
+        const theirs = kept(sibling);
+        const from = mine[0]!.from > theirs[0]!.from ? mine[0]!.from : theirs[0]!.from;
+        const lastMine = mine[mine.length - 1]!.to;
+        const lastTheirs = theirs[theirs.length - 1]!.to;
+        const to = lastMine < lastTheirs ? lastMine : lastTheirs;
+        if (from >= to) continue;
+        const accounted = merged([mine, lostOf(r)]);
+        for (const t of within(theirs, from, to))
+          for (const part of uncovered(t, accounted)) find(p, 'gap', part, r.receiver);
+      }
+    }
+    // Gaps across the sets from where the current epoch began, per set: its replicas together
+    // must run on from there (a replica given the partition late is its siblings' business,
+    // above). From the epoch's start when the set before still reports its range up to it, else
+    // from the first offset the set keeps past it (the set before may have dropped the cube).
+    if (began !== undefined) {
+      const from = BigInt(began);
+      for (const [rs, members] of bySet) {
+        const union = setUnion.get(rs)!;
+        const others = [...setUnion].filter(([o]) => o !== rs).flatMap(([, u]) => u);
+        const all = merged([union, others]);
+        const hi = all[all.length - 1]!.to;
+        const after = within(union, from, hi);
+        if (after.length === 0) continue;
+        const reaches = all.some((x) => x.from < from && x.to >= from);
+        const start = reaches ? from : after[0]!.from;
+        const lost = merged(members.map(lostOf));
+        for (const problem of tilingProblems(within(all, start, hi), start, hi))
+          if (problem.kind === 'gap')
+            for (const part of uncovered(problem, lost))
+              for (const r of members)
+                if (within(kept(r), from, hi).length > 0) find(p, 'gap', part, r.receiver);
       }
     }
     const everything = merged(holders.map(kept));
     if (everything.length === 0) continue;
     const handedOff = merged([
       ...known.map((r) => rangesFromJson(r.coverage![String(p)]?.handedOff ?? [])),
-      lost,
+      ...known.map(lostOf),
     ]);
     const start = everything[0]!.from;
     const first = handedOff.find((r) => r.from <= start && r.to > start);

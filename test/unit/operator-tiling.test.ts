@@ -28,15 +28,18 @@ const replica = (
   ),
 });
 
-const findings = (replicas: ReplicaCoverage[]): string[] =>
-  checkTiling(replicas).findings.map(
+const findings = (
+  replicas: ReplicaCoverage[],
+  epochStarts: Record<string, string> = {},
+): string[] =>
+  checkTiling(replicas, epochStarts).findings.map(
     (f) => `${f.partition} ${f.kind} [${f.from}, ${f.to}) ${f.receivers.sort().join(',')}`,
   );
 
 const handedOffTo = (replicas: ReplicaCoverage[]): Record<number, string> =>
   Object.fromEntries([...checkTiling(replicas).handedOffTo].map(([p, to]) => [p, String(to)]));
 
-test.each<[string, ReplicaCoverage[], string[]]>([
+test.each<[string, ReplicaCoverage[], Record<string, string>, string[]]>([
   [
     'a partition moved from rs-a to rs-b at 100, both replicas of each alike',
     [
@@ -45,15 +48,33 @@ test.each<[string, ReplicaCoverage[], string[]]>([
       replica('rs-b-0', { 0: { kept: [[100, 250]] } }),
       replica('rs-b-1', { 0: { kept: [[100, 240]] } }),
     ],
+    { 0: '100' },
     [],
   ],
   [
-    'offsets no set kept between two owners: a gap every copy shows',
+    'the owner starting short of where its epoch began: a gap in its copies',
     [
       replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
       replica('rs-b-0', { 0: { kept: [[120, 250]] } }),
+      replica('rs-b-1', { 0: { kept: [[120, 250]] } }),
     ],
-    ['0 gap [100, 120) rs-a-0,rs-b-0'],
+    { 0: '100' },
+    ['0 gap [100, 120) rs-b-0,rs-b-1'],
+  ],
+  [
+    'a hole between sets before the current epoch is no finding: the set that kept it dropped the cube',
+    [
+      replica('rs-b-0', {
+        0: {
+          kept: [
+            [0, 530],
+            [542, 700],
+          ],
+        },
+      }),
+    ],
+    { 0: '542' },
+    [],
   ],
   [
     'a source that ran past the stop offset unfenced: an overlap',
@@ -61,6 +82,7 @@ test.each<[string, ReplicaCoverage[], string[]]>([
       replica('rs-a-0', { 0: { kept: [[0, 120]] } }),
       replica('rs-b-0', { 0: { kept: [[100, 250]] } }),
     ],
+    { 0: '100' },
     ['0 overlap [100, 120) rs-a-0,rs-b-0'],
   ],
   [
@@ -77,15 +99,51 @@ test.each<[string, ReplicaCoverage[], string[]]>([
       }),
       replica('rs-b-0', { 0: { kept: [[100, 200]] } }),
     ],
+    {},
     ['0 gap [50, 60) rs-a-1'],
   ],
   [
-    'offsets Kafka deleted before a set read them are no gap; what they do not cover is',
+    'a set that starts past where the epoch began, the set before gone: no finding',
+    [replica('rs-b-0', { 0: { kept: [[120, 250]] } })],
+    { 0: '100' },
+    [],
+  ],
+  [
+    'a replica given the partition late (a new one) is compared from where it began',
+    [
+      replica('rs-a-0', { 0: { kept: [[20, 100]] } }),
+      replica('rs-a-1', { 0: { kept: [[70, 100]] } }),
+      replica('rs-b-0', { 0: { kept: [[0, 20]] } }),
+    ],
+    { 0: '20' },
+    [],
+  ],
+  [
+    'offsets Kafka deleted before a replica read them are no gap; what they do not cover is',
     [
       replica('rs-a-0', { 0: { kept: [[0, 100]] } }),
-      replica('rs-b-0', { 0: { kept: [[140, 200]], lost: [[100, 130]] } }),
+      replica('rs-b-0', {
+        0: {
+          kept: [
+            [100, 105],
+            [140, 200],
+          ],
+          lost: [[105, 130]],
+        },
+      }),
+      replica('rs-b-1', { 0: { kept: [[100, 200]] } }),
+      replica('rs-b-2', {
+        0: {
+          kept: [
+            [100, 105],
+            [140, 200],
+          ],
+          lost: [[105, 140]],
+        },
+      }),
     ],
-    ['0 gap [130, 140) rs-a-0,rs-b-0'],
+    { 0: '100' },
+    ['0 gap [130, 140) rs-b-0'],
   ],
   [
     'partitions are checked apart, and a copy that moved back and forth tiles',
@@ -101,10 +159,11 @@ test.each<[string, ReplicaCoverage[], string[]]>([
       }),
       replica('rs-b-0', { 0: { kept: [[100, 300]] }, 1: { kept: [[12, 20]] } }),
     ],
-    ['1 gap [10, 12) rs-a-0,rs-b-0'],
+    { 0: '300', 1: '10' },
+    ['1 gap [10, 12) rs-b-0'],
   ],
-])('%s', (_, replicas, expected) => {
-  expect(findings(replicas)).toEqual(expected);
+])('%s', (_, replicas, epochStarts, expected) => {
+  expect(findings(replicas, epochStarts)).toEqual(expected);
 });
 
 test('a replica that does not know its coverage (an older checkpoint) is left out', () => {
@@ -140,11 +199,11 @@ test('handed off to: the end of the handed-off run from the first offset kept an
 
 test('the Degraded problem names the first findings and counts the rest; the cube stays Ready', () => {
   const replicas = [
-    replica('rs-a-0', { 0: { kept: [[0, 10]] }, 1: { kept: [[0, 10]] }, 2: { kept: [[0, 10]] } }),
+    replica('rs-a-0', { 0: { kept: [[0, 11]] }, 1: { kept: [[0, 12]] }, 2: { kept: [[0, 13]] } }),
     replica('rs-b-0', {
-      0: { kept: [[11, 20]] },
-      1: { kept: [[12, 20]] },
-      2: { kept: [[13, 20]] },
+      0: { kept: [[10, 20]] },
+      1: { kept: [[10, 20]] },
+      2: { kept: [[10, 20]] },
       3: { kept: [[0, 5]] },
     }),
     replica('rs-c-0', { 3: { kept: [[4, 9]] } }),
@@ -152,8 +211,8 @@ test('the Degraded problem names the first findings and counts the rest; the cub
   expect(offsetsNotTiled(checkTiling(replicas).findings)).toEqual({
     reason: 'OffsetsNotTiled',
     message:
-      "the replicas' offsets do not tile (4 findings): partition 0: gap [10, 11) in the copy of rs-a-0, rs-b-0; " +
-      'partition 1: gap [10, 12) in the copy of rs-a-0, rs-b-0; partition 2: gap [10, 13) in the copy of rs-a-0, rs-b-0; and 1 more',
+      "the replicas' offsets do not tile (4 findings): partition 0: overlap [10, 11) in the copy of rs-a-0, rs-b-0; " +
+      'partition 1: overlap [10, 12) in the copy of rs-a-0, rs-b-0; partition 2: overlap [10, 13) in the copy of rs-a-0, rs-b-0; and 1 more',
     keepsReady: true,
   });
 });
