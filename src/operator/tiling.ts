@@ -96,13 +96,16 @@ export function checkTiling(
   };
   const handedOffTo = new Map<number, bigint>();
   for (const p of [...partitions].sort((a, b) => a - b)) {
-    const kept = (r: ReplicaCoverage): OffsetRange[] =>
-      rangesFromJson(r.coverage![String(p)]?.kept ?? []);
+    // Each replica's ranges of the partition, parsed once.
+    const keptBy = new Map(
+      known.map((r) => [r, rangesFromJson(r.coverage![String(p)]?.kept ?? [])]),
+    );
+    const kept = (r: ReplicaCoverage): OffsetRange[] => keptBy.get(r)!;
     const holders = known.filter((r) => kept(r).length > 0);
     const lostOf = (r: ReplicaCoverage): OffsetRange[] => merged([r.lost.get(p) ?? []]);
     const bySet = new Map<string, ReplicaCoverage[]>();
     for (const r of holders) bySet.set(r.replicaSet, [...(bySet.get(r.replicaSet) ?? []), r]);
-    const setUnion = new Map([...bySet].map(([rs, rs_]) => [rs, merged(rs_.map(kept))]));
+    const setUnion = new Map([...bySet].map(([rs, members]) => [rs, merged(members.map(kept))]));
     const began = epochStarts[String(p)];
     for (const r of holders) {
       const mine = kept(r);

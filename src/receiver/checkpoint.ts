@@ -5,6 +5,7 @@
 import type { CubeSchema, KafkaSource } from '../api/cube.ts';
 import type { PartitionStateName } from '../protocol/admin-api.ts';
 import {
+  type OffsetRange,
   type RangeJson,
   rangeMapFromJson,
   rangeMapToJson,
@@ -165,6 +166,11 @@ export function restoredPartition(
     },
   };
 }
+
+/** The checkpoint header's record of purged offsets: absent when unknown. */
+export const purgedCheckpoint = (
+  purged: ReadonlyMap<number, OffsetRange[]> | null,
+): Pick<CheckpointHeader, 'purged'> => (purged ? { purged: rangeMapToJson(new Map(purged)) } : {});
 
 /** A checkpointed segment's key: its window start unless it says otherwise. */
 export const segmentKey = (s: Pick<SegmentCheckpoint, 'key' | 'windowStart'>): number =>

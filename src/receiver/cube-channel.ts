@@ -25,6 +25,7 @@ import {
   type SegmentCheckpoint,
   checkpointVersion,
   partitionCheckpoint,
+  purgedCheckpoint,
   restoredPartition,
   restoredSegment,
   segmentCheckpoint,
@@ -57,7 +58,6 @@ import {
   consumerStatus,
   coverageStatus,
   partitionStatus,
-  purgedStatus,
   segmentStatus,
   segmentsView,
 } from './status-view.ts';
@@ -764,7 +764,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       fragmentSeq: this.fragmentSeq,
       purgedBelow: this.segments.firstUnpurgedWindow,
-      ...purgedStatus(this.segments.purgedOffsets),
+      ...purgedCheckpoint(this.segments.purgedOffsets),
       lost: this.lost.toJson(),
     };
   }

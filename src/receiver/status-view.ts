@@ -11,7 +11,7 @@ import type {
 import type { ConsumerHealth } from './consumer-supervisor.ts';
 import type { HandOffReport } from './hand-off-scheduler.ts';
 import type { LostOffsetsJson } from './lost-offsets.ts';
-import { type OffsetRange, type RangeJson, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
+import { type OffsetRange, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
 import { type PartitionState, lagOf, reportedState } from './partition-state.ts';
 import { type Segment, type SegmentState, epochsToJson, generationOf } from './segments.ts';
 
@@ -101,9 +101,3 @@ export function coverageStatus(
     ),
   };
 }
-
-/** The checkpoint's record of purged offsets: absent when unknown. */
-export const purgedStatus = (
-  purged: ReadonlyMap<number, OffsetRange[]> | null,
-): { purged?: Record<string, RangeJson[]> } =>
-  purged ? { purged: rangeMapToJson(new Map(purged)) } : {};
