@@ -152,6 +152,19 @@ export const segmentStatus = z.object({
       lastError: z.string().optional(),
       /** When a failed hand-off is tried again (ISO-8601); retries back off exponentially. */
       nextAttemptAt: z.string().optional(),
+      /**
+       * The window's commit record for this replica set after this receiver's last commit of the
+       * window (hand-off-commit.ts): which replica's copy readers read. `committed`: this
+       * receiver's, `covered`: another replica's covering at least as much, `behind`: another's
+       * covering offsets this one has not handed off yet.
+       */
+      commit: z
+        .object({
+          outcome: z.enum(['committed', 'covered', 'behind']),
+          by: z.string(),
+          version: z.int().min(1),
+        })
+        .optional(),
     })
     .optional(),
 });

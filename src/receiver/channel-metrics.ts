@@ -23,6 +23,7 @@ type CubeLabel = 'namespace' | 'cube';
 type PartitionLabel = CubeLabel | 'topic' | 'partition';
 
 const segmentStates: SegmentState[] = ['ACTIVE', 'IMMUTABLE', 'HANDED_OFF'];
+const commitOutcomes = ['committed', 'covered', 'behind'] as const;
 
 export class ChannelMetrics {
   private readonly metrics: ReceiverMetrics;
@@ -40,6 +41,7 @@ export class ChannelMetrics {
     for (const reason of rejectReasons) metrics.rejected.inc({ ...this.cubeLabels, reason }, 0);
     metrics.handOffFailures.inc(this.cubeLabels, 0);
     metrics.segmentsFenced.inc(this.cubeLabels, 0);
+    for (const outcome of commitOutcomes) metrics.commits.inc({ ...this.cubeLabels, outcome }, 0);
     metrics.consumerFailures.inc(this.cubeLabels, 0);
     metrics.consumerUp.set(this.cubeLabels, 1);
   }
@@ -86,6 +88,11 @@ export class ChannelMetrics {
   /** A segment dropped unhanded-off: it held offsets past a stop offset (cube-channel fenceExcess). */
   segmentFenced(): void {
     this.metrics.segmentsFenced.inc(this.cubeLabels);
+  }
+
+  /** A commit of a window's hand-offs (hand-off-commit.ts) and what came of it. */
+  commitOutcome(outcome: (typeof commitOutcomes)[number]): void {
+    this.metrics.commits.inc({ ...this.cubeLabels, outcome });
   }
 
   handOffFailed(): void {
@@ -151,6 +158,7 @@ export class ChannelMetrics {
     ])
       metric.remove(this.cubeLabels);
     for (const reason of rejectReasons) m.rejected.remove({ ...this.cubeLabels, reason });
+    for (const outcome of commitOutcomes) m.commits.remove({ ...this.cubeLabels, outcome });
     for (const state of segmentStates) m.segments.remove({ ...this.cubeLabels, state });
   }
 }

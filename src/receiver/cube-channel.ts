@@ -52,7 +52,7 @@ import {
   transition,
 } from './partition-state.ts';
 import { type CubeQuery, querySegments } from './query.ts';
-import { type Row, SegmentManager, type SegmentState } from './segments.ts';
+import { type Row, type Segment, SegmentManager, type SegmentState } from './segments.ts';
 import { rangeMapFromJson } from './offset-ranges.ts';
 import {
   consumerStatus,
@@ -495,7 +495,7 @@ export class CubeChannel {
         continue;
       }
       this.segments.discard(segment);
-      this.forget(segment.key);
+      this.forget(segment);
       this.metrics.segmentFenced();
     }
     this.dirty = true;
@@ -624,15 +624,15 @@ export class CubeChannel {
   private purgeExpired(): void {
     for (const segment of this.handOffs.expired(Date.now())) {
       this.segments.purge(segment);
-      this.forget(segment.key);
+      this.forget(segment);
       this.dirty = true;
     }
   }
 
   /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
-  private forget(key: number): void {
-    this.handOffs.forget(key);
-    this.segmentFragments.delete(key);
+  private forget(segment: Segment): void {
+    this.handOffs.forget(segment);
+    this.segmentFragments.delete(segment.key);
   }
 
   /**

@@ -1,8 +1,9 @@
 // Deep storage in a directory: a hand-off is written into `<key>.tmp` and renamed to `<key>`, so
 // a reader sees a hand-off directory whole or not at all.
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { link, mkdir, readFile, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { DeepStorage, HandOffFile } from './deep-storage.ts';
 import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
@@ -39,6 +40,49 @@ export class FilesystemDeepStorage implements DeepStorage {
     await mkdir(join(dir, '..'), { recursive: true });
     await rename(tmp, dir);
     await fsyncDirectoryAsync(join(dir, '..'));
+  }
+
+  async listKeys(prefix: string): Promise<string[]> {
+    const root = this.locationOf(prefix);
+    try {
+      const entries = await readdir(root, { recursive: true, withFileTypes: true });
+      return entries
+        .filter((e) => e.isFile())
+        .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+  }
+
+  async readObject(key: string): Promise<string | undefined> {
+    try {
+      return await readFile(this.locationOf(key), 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Written durably under a name of its own, then linked to `key`: link() fails when `key` exists,
+   * atomically (on NFS too), so of two writers exactly one wins and a reader never sees it torn.
+   */
+  async createObject(key: string, body: string): Promise<boolean> {
+    const path = this.locationOf(key);
+    await mkdir(dirname(path), { recursive: true });
+    const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+    await writeFileDurablyAsync(tmp, body, false);
+    try {
+      await link(tmp, path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw error;
+    } finally {
+      await unlink(tmp).catch(() => undefined);
+    }
+    await fsyncDirectoryAsync(dirname(path));
+    return true;
   }
 
   close(): void {}

@@ -4,6 +4,7 @@
 // ServiceAccount annotated with a role), a profile, or the instance's role.
 import {
   GetObjectCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
@@ -45,23 +46,75 @@ export class S3DeepStorage implements DeepStorage {
     return `s3://${this.location.bucket}/${this.objectKey(key, '')}`.replace(/\/$/, '');
   }
 
-  async readManifest(key: string, signal?: AbortSignal): Promise<string | undefined> {
+  readManifest(key: string, signal?: AbortSignal): Promise<string | undefined> {
+    return this.get(this.objectKey(key, 'manifest.json'), signal);
+  }
+
+  readObject(key: string, signal?: AbortSignal): Promise<string | undefined> {
+    return this.get(this.objectKey(key, ''), signal);
+  }
+
+  private async get(objectKey: string, signal?: AbortSignal): Promise<string | undefined> {
     try {
       const response = await this.client.send(
-        new GetObjectCommand({
-          Bucket: this.location.bucket,
-          Key: this.objectKey(key, 'manifest.json'),
-        }),
+        new GetObjectCommand({ Bucket: this.location.bucket, Key: objectKey }),
         signal ? { abortSignal: signal } : {},
       );
       return await response.Body?.transformToString('utf8');
     } catch (error) {
       if (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
         return undefined;
-      throw describe(
-        error,
-        `reading s3://${this.location.bucket}/${this.objectKey(key, 'manifest.json')}`,
+      throw describe(error, `reading s3://${this.location.bucket}/${objectKey}`);
+    }
+  }
+
+  async listKeys(prefix: string, signal?: AbortSignal): Promise<string[]> {
+    const base = `${this.objectKey(prefix, '')}/`;
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      try {
+        const page = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.location.bucket,
+            Prefix: base,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+          signal ? { abortSignal: signal } : {},
+        );
+        for (const o of page.Contents ?? []) if (o.Key) keys.push(o.Key.slice(base.length));
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } catch (error) {
+        throw describe(error, `listing s3://${this.location.bucket}/${base}`);
+      }
+    } while (token);
+    return keys;
+  }
+
+  /**
+   * A conditional PUT (If-None-Match: *, S3's create-if-absent since 2024; MinIO, Ceph RGW and
+   * versitygw have it too): 412 when the key exists, 409 when another conditional write of it is
+   * under way. Either way this writer lost.
+   */
+  async createObject(key: string, body: string, signal?: AbortSignal): Promise<boolean> {
+    const objectKey = this.objectKey(key, '');
+    try {
+      await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.location.bucket,
+          Key: objectKey,
+          Body: body,
+          ContentType: 'application/json',
+          IfNoneMatch: '*',
+        }),
+        signal ? { abortSignal: signal } : {},
       );
+      return true;
+    } catch (error) {
+      const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata
+        ?.httpStatusCode;
+      if (status === 412 || status === 409) return false;
+      throw describe(error, `writing s3://${this.location.bucket}/${objectKey}`);
     }
   }
 

@@ -40,6 +40,18 @@ export interface DeepStorage {
     manifest: string,
     signal?: AbortSignal,
   ): Promise<void>;
+  /**
+   * Keys of every object under `prefix` (a hand-off key's leading parts), relative to it, in no
+   * particular order. Hand-offs being written may show their files, not only whole ones.
+   */
+  listKeys(prefix: string, signal?: AbortSignal): Promise<string[]>;
+  /** The text of the object at `key`, if there is one. */
+  readObject(key: string, signal?: AbortSignal): Promise<string | undefined>;
+  /**
+   * Writes `body` at `key` only if no object is there: true when written, false when one was (a
+   * compare-and-set: of two writers of one key, exactly one gets true). Whole or not at all.
+   */
+  createObject(key: string, body: string, signal?: AbortSignal): Promise<boolean>;
   /** Releases connections. */
   close(): void;
 }

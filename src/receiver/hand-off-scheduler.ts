@@ -7,6 +7,7 @@ import { faultPoint } from '../observability/fault-injection.ts';
 import { eachAtOnce } from './at-once.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
+import { type CommitOutcome, commitWindow, recordedHandOff } from './hand-off-commit.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
 import type { OffsetRange } from './offset-ranges.ts';
 import type { Segment, SegmentManager } from './segments.ts';
@@ -17,6 +18,8 @@ export interface HandOffReport {
   lastError?: string;
   /** When a failed hand-off is tried again (ISO-8601). */
   nextAttemptAt?: string;
+  /** The window's commit record after this receiver's last commit of the window. */
+  commit?: { outcome: 'committed' | 'covered' | 'behind'; by: string; version: number };
 }
 
 /** Backoff between attempts of one segment: `initialMs` doubling up to `maxMs`. */
@@ -76,6 +79,11 @@ export class HandOffScheduler {
   /** By segment key, as the paths. */
   private readonly handOffErrors = new Map<number, FailedHandOff>();
   private readonly handOffPaths = new Map<number, string>();
+  /** Segments written to deep storage whose commit has not succeeded yet (by key). */
+  private readonly written = new Map<number, Segment>();
+  /** Per window start: the last commit's outcome, and the commit under way (one at a time). */
+  private readonly commits = new Map<number, CommitOutcome>();
+  private readonly committing = new Map<number, Promise<unknown>>();
   /** The pass under way, if any. */
   private pass: Promise<void> | undefined;
   /** Aborts the writes of the pass under way when the channel closes. */
@@ -109,9 +117,23 @@ export class HandOffScheduler {
     const handOff = this.handOffErrors.get(key);
     const path = this.handOffPaths.get(key);
     if (!handOff && !path) return undefined;
+    const segment = this.options.segments.segments.get(key);
+    const commit = segment && path ? this.commits.get(segment.windowStart) : undefined;
     return {
       attempts: handOff?.attempts ?? 1,
       ...(path ? { path } : {}),
+      ...(commit
+        ? {
+            commit:
+              commit.kind === 'committed'
+                ? {
+                    outcome: 'committed',
+                    by: this.options.target.receiver,
+                    version: commit.version,
+                  }
+                : { outcome: commit.kind, by: commit.by, version: commit.version },
+          }
+        : {}),
       ...(handOff?.lastError ? { lastError: handOff.lastError } : {}),
       ...(handOff && !path ? { nextAttemptAt: new Date(handOff.notBefore).toISOString() } : {}),
     };
@@ -206,7 +228,9 @@ export class HandOffScheduler {
         this.options.lostBefore(segment),
         this.aborter.signal,
       );
+      this.written.set(segment.key, segment);
       faultPoint('after-hand-off');
+      const committed = await this.commit(segment.windowStart);
       // Purged or replaced while it was written (the cube left): nothing to mark.
       if (this.options.segments.segments.get(segment.key) !== segment) return;
       this.options.segments.markHandedOff(segment, Date.now());
@@ -218,6 +242,8 @@ export class HandOffScheduler {
         cube: this.cube,
         windowStart: segment.windowStart,
         path,
+        commit: committed.kind,
+        commitVersion: committed.version,
         ...(failed ? { attempts: failed.attempts + 1 } : {}),
       });
     } catch (error) {
@@ -242,6 +268,45 @@ export class HandOffScheduler {
     }
   }
 
+  /**
+   * Commits this receiver's hand-offs of a window (every one written, held or not): one commit of
+   * a window at a time here, so two generations handed off at once are listed together.
+   */
+  private commit(windowStart: number): Promise<CommitOutcome> {
+    const before = this.committing.get(windowStart) ?? Promise.resolve();
+    const next = before
+      .catch(() => undefined)
+      .then(async () => {
+        const mine = [...this.options.segments.segments.values(), ...this.written.values()]
+          .filter(
+            (s, i, all) =>
+              s.windowStart === windowStart &&
+              (s.state === 'HANDED_OFF' || this.written.has(s.key)) &&
+              all.findIndex((t) => t.key === s.key) === i,
+          )
+          .map((s) => recordedHandOff(this.options.target, s));
+        const outcome = await commitWindow({
+          storage: this.options.storage,
+          target: this.options.target,
+          windowStart,
+          mine,
+          signal: this.aborter.signal,
+        });
+        this.commits.set(windowStart, outcome);
+        this.options.metrics.commitOutcome(outcome.kind);
+        for (const [key, s] of this.written)
+          if (s.windowStart === windowStart) this.written.delete(key);
+        return outcome;
+      });
+    this.committing.set(windowStart, next);
+    void next
+      .finally(() => {
+        if (this.committing.get(windowStart) === next) this.committing.delete(windowStart);
+      })
+      .catch(() => undefined);
+    return next;
+  }
+
   /** Handed-off segments whose retention is over at `now`: the channel purges them. */
   expired(now: number): Segment[] {
     const due: Segment[] = [];
@@ -252,9 +317,13 @@ export class HandOffScheduler {
     return due;
   }
 
-  /** Forgets a purged segment. */
-  forget(key: number): void {
-    this.handOffPaths.delete(key);
-    this.handOffErrors.delete(key);
+  /** Forgets a purged segment (no longer held by the segment manager). */
+  forget(segment: Pick<Segment, 'key' | 'windowStart'>): void {
+    this.handOffPaths.delete(segment.key);
+    this.handOffErrors.delete(segment.key);
+    this.written.delete(segment.key);
+    const held = this.options.segments.segments;
+    if (![...held.values()].some((s) => s.windowStart === segment.windowStart))
+      this.commits.delete(segment.windowStart);
   }
 }

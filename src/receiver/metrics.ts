@@ -84,6 +84,12 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['namespace', 'cube'],
       registers: r,
     }),
+    commits: new Counter({
+      name: 'streamcube_receiver_window_commits_total',
+      help: "Commits of this receiver's hand-offs of a window (one committed copy per window and replica set), by outcome: committed (its copy is the data now), covered (another replica's committed copy covers as much), behind (another replica's covers offsets this one has not handed off yet)",
+      labelNames: ['namespace', 'cube', 'outcome'],
+      registers: r,
+    }),
     consumerFailures: new Counter({
       name: 'streamcube_receiver_consumer_failures_total',
       help: 'Crashes and failed starts of the Kafka consumer of a cube (each restarted with backoff)',

@@ -21,7 +21,8 @@ import {
   windowedSchema,
 } from '../support/events.ts';
 import { modelCube, sealedWindows } from '../support/cube-model.ts';
-import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import { readCommittedWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import { S3DeepStorage } from '../../src/receiver/deep-storage-s3.ts';
 import {
   expectRowsEqual,
   expectTiling,
@@ -131,11 +132,19 @@ async function metrics(r: ReceiverProcess): Promise<string> {
   return (await fetch(`${r.baseUrl}/metrics`)).text();
 }
 
-/** Each hand-off folder holds exactly data.arrow and manifest.json, the manifest written last. */
+/**
+ * Each hand-off folder holds exactly data.arrow and manifest.json, the manifest written last, and
+ * its replica set's folder of the window a commit record.
+ */
 async function expectWholeHandOffs(prefix: string): Promise<number> {
   const objects = await listObjects(s3, bucket, `${prefix}/`);
   const folders = new Map<string, Map<string, Date>>();
+  const committed = new Set<string>();
   for (const o of objects) {
+    if (/\/commit\.\d{8}\.json$/.test(o.key)) {
+      committed.add(o.key.slice(0, o.key.lastIndexOf('/')));
+      continue;
+    }
     const slash = o.key.lastIndexOf('/');
     const files = folders.get(o.key.slice(0, slash)) ?? new Map<string, Date>();
     files.set(o.key.slice(slash + 1), o.lastModified);
@@ -146,6 +155,7 @@ async function expectWholeHandOffs(prefix: string): Promise<number> {
     expect(files.get('manifest.json')!.getTime()).toBeGreaterThanOrEqual(
       files.get('data.arrow')!.getTime(),
     );
+    expect(committed).toContain(folder.slice(0, folder.lastIndexOf('/')));
   }
   return folders.size;
 }
@@ -266,6 +276,12 @@ test('sealed windows land in the bucket; while the server is down hand-offs wait
       0n,
       end.get(p)!,
     );
+  // A reader of committed copies only reads the same: one receiver, every copy committed.
+  const committed = await readCommittedWithPyarrow(
+    await downloadHandOffs(s3, bucket, `${prefix}/`),
+    schema,
+  );
+  expect(committed.map((f) => f.dir).sort()).toEqual(files.map((f) => f.dir).sort());
   // No duplicate and no stray object: one data object and one manifest per window.
   expect(await expectWholeHandOffs(prefix)).toBe(model.windows.size);
   await receiver.client.inNamespace(namespace).release(cube, partitions);
@@ -339,4 +355,43 @@ test('credentials come from the environment (the SDK default chain): a wrong sec
   // The server's own answer, as the SDK reports it: a signature made with another secret.
   expect(refused.handOff?.lastError).toMatch(/SignatureDoesNotMatch \(HTTP 403\)/);
   expect(await listObjects(s3, bucket, `${prefix}/`)).toEqual([]);
+});
+
+test('commit records: a create-if-absent PUT (If-None-Match) lets exactly one of two writers of a key win; listing finds them', async () => {
+  // The store takes credentials from the SDK's default chain, as a receiver does: the env.
+  const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+  process.env.AWS_ACCESS_KEY_ID = server.accessKeyId;
+  process.env.AWS_SECRET_ACCESS_KEY = server.secretAccessKey;
+  const storage = new S3DeepStorage({
+    type: 's3',
+    bucket,
+    prefix: 'cas',
+    endpoint: server.endpoint,
+    region: server.region,
+    forcePathStyle: true,
+  });
+  try {
+    for (let i = 0; i < 5; i++) {
+      const key = `w/replicaSet=rs-a/commit.0000000${i}.json`;
+      const won = await Promise.all([
+        storage.createObject(key, 'one'),
+        storage.createObject(key, 'two'),
+      ]);
+      expect(won.filter(Boolean)).toHaveLength(1);
+      expect(await storage.createObject(key, 'three')).toBe(false);
+      expect(await storage.readObject(key)).toBe(won[0] ? 'one' : 'two');
+    }
+    expect(await storage.readObject('w/replicaSet=rs-a/absent.json')).toBeUndefined();
+    expect((await storage.listKeys('w')).sort()).toEqual(
+      [0, 1, 2, 3, 4].map((i) => `replicaSet=rs-a/commit.0000000${i}.json`),
+    );
+  } finally {
+    storage.close();
+    for (const [name, value] of [
+      ['AWS_ACCESS_KEY_ID', saved.id],
+      ['AWS_SECRET_ACCESS_KEY', saved.secret],
+    ] as const)
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+  }
 });

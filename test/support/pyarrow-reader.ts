@@ -43,6 +43,35 @@ for dirpath, _, filenames in sorted(os.walk(root)):
 json.dump(out, sys.stdout)
 `;
 
+// The reader of committed data: per window and replica set, the newest commit record, and the
+// hand-offs it lists; any other hand-off is a copy nobody committed.
+const committedScript = `
+import json, os, re, sys
+import pyarrow as pa, pyarrow.ipc as ipc
+root, columns = sys.argv[1], json.loads(sys.argv[2])
+out = []
+for dirpath, _, filenames in sorted(os.walk(root)):
+    versions = sorted(int(m.group(1)) for m in (re.fullmatch(r'commit\\.(\\d+)\\.json', f) for f in filenames) if m)
+    if not versions:
+        continue
+    with open(os.path.join(dirpath, 'commit.%08d.json' % versions[-1])) as f:
+        record = json.load(f)
+    for h in record['handOffs']:
+        handoff = os.path.join(dirpath, h['dir'])
+        with open(os.path.join(handoff, 'manifest.json')) as f:
+            manifest = json.load(f)
+        with pa.memory_map(os.path.join(handoff, manifest['dataFile'])) as source:
+            table = ipc.open_file(source).read_all()
+        out.append({
+            'dir': os.path.relpath(handoff, root),
+            'manifest': manifest,
+            'fields': {f.name: str(f.type) for f in table.schema},
+            'rows': [list(r) for r in zip(*[table.column(c).to_pylist() for c in columns])],
+            'windowStarts': table.column('window_start').cast(pa.int64()).to_pylist(),
+        })
+json.dump(out, sys.stdout)
+`;
+
 const aggregateScript = `
 import json, os, sys
 import pyarrow as pa, pyarrow.ipc as ipc
@@ -75,6 +104,22 @@ export async function readHandOffsWithPyarrow(
   const dims = schema.dimensions ?? [];
   const columns = [...dims, ...schema.measures.map((m) => m.name)];
   const files = (await python(readScript, [root, JSON.stringify(columns)])) as ArrowHandOff[];
+  const key = (r: ModelRow): string => r.slice(0, dims.length).join('\u0000');
+  for (const f of files) f.rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  return files;
+}
+
+/**
+ * The committed hand-offs under `root`: for each window and replica set, those the newest commit
+ * record lists (hand-off-commit.ts), one replica's copy. What a reader of the lake should read.
+ */
+export async function readCommittedWithPyarrow(
+  root: string,
+  schema: AssignCubeRequest['schema'],
+): Promise<ArrowHandOff[]> {
+  const dims = schema.dimensions ?? [];
+  const columns = [...dims, ...schema.measures.map((m) => m.name)];
+  const files = (await python(committedScript, [root, JSON.stringify(columns)])) as ArrowHandOff[];
   const key = (r: ModelRow): string => r.slice(0, dims.length).join('\u0000');
   for (const f of files) f.rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   return files;

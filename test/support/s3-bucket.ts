@@ -68,15 +68,20 @@ export async function downloadHandOffs(
   const dir = tempDir('s3-download');
   const objects = await listObjects(client, bucket, prefix);
   const manifests = objects.filter((o) => o.key.endsWith('/manifest.json'));
+  const download = async (o: { key: string }): Promise<void> => {
+    const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: o.key }));
+    const path = join(dir, o.key.slice(prefix.length));
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, await response.Body!.transformToByteArray());
+  };
+  // Commit records (hand-off-commit.ts) too: written whole, by one PUT each.
+  for (const o of objects.filter((x) => /\/commit\.\d+\.json$/.test(x.key))) await download(o);
   for (const manifest of manifests) {
     const folder = manifest.key.slice(0, -'manifest.json'.length);
     for (const o of objects.filter(
       (x) => x.key.startsWith(folder) && !x.key.slice(folder.length).includes('/'),
     )) {
-      const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: o.key }));
-      const path = join(dir, o.key.slice(prefix.length));
-      mkdirSync(dirname(path), { recursive: true });
-      writeFileSync(path, await response.Body!.transformToByteArray());
+      await download(o);
     }
   }
   return dir;

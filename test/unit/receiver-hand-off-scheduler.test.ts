@@ -7,31 +7,15 @@ import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
 import { ChannelMetrics } from '../../src/receiver/channel-metrics.ts';
-import type { DeepStorage, HandOffFile } from '../../src/receiver/deep-storage.ts';
+import type { DeepStorage } from '../../src/receiver/deep-storage.ts';
 import { HandOffScheduler } from '../../src/receiver/hand-off-scheduler.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { SegmentManager } from '../../src/receiver/segments.ts';
+import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
 
-/** Deep storage in memory that refuses every write while `down`. */
-class FlakyStorage implements DeepStorage {
-  readonly type = 's3';
-  down = true;
-  writes = 0;
-  readonly objects = new Map<string, string>();
-  locationOf(key: string): string {
-    return `s3://lake/${key}`;
-  }
-  readManifest(key: string): Promise<string | undefined> {
-    if (this.down) return Promise.reject(new Error('connect ECONNREFUSED'));
-    return Promise.resolve(this.objects.get(`${key}/manifest.json`));
-  }
-  writeHandOff(key: string, files: HandOffFile[], manifest: string): Promise<void> {
-    this.writes += 1;
-    for (const f of files) this.objects.set(`${key}/${f.name}`, String(f.body.byteLength));
-    this.objects.set(`${key}/manifest.json`, manifest);
-    return Promise.resolve();
-  }
-  close(): void {}
+/** Deep storage in memory that refuses every call while `down`. */
+class FlakyStorage extends MemoryDeepStorage {
+  override down = true;
 }
 
 const schema = cubeSchema.parse({
@@ -110,8 +94,13 @@ test('a failing store: the segment waits IMMUTABLE, retries back off, and it lan
   expect(storage.writes).toBe(1);
   const path = scheduler.report(0)?.path;
   expect(path).toMatch(/^s3:\/\/lake\/namespace=a\/orders\/window=0\/replicaSet=rs-a\/r0\.e1\./);
-  expect(scheduler.report(0)).toEqual({ attempts: 1, path });
+  expect(scheduler.report(0)).toEqual({
+    attempts: 1,
+    path,
+    commit: { outcome: 'committed', by: 'r0', version: 1 },
+  });
   expect([...storage.objects.keys()].map((k) => k.split('/').at(-1)).sort()).toEqual([
+    'commit.00000001.json',
     'data.arrow',
     'manifest.json',
   ]);

@@ -1,0 +1,245 @@
+// One committed copy of each window of a replica set. Every replica of a set hands off its own
+// copy of each sealed segment, and the replicas cut a window into segments (generations) at
+// different offsets (an idle partition is judged by wall-clock time). So the unit committed is a
+// whole window of one replica set: a commit record names one replica's hand-offs of the window,
+// and readers read the latest record and nothing else of the window.
+//
+// Records are versioned and created only if absent (`commit.<n>.json`, a compare-and-set in a
+// directory or a bucket): version n+1 is written by a replica whose hand-offs of the window cover
+// strictly more offsets than version n, so a reader never meets two replicas' data of one window,
+// and each new version covers everything the last one did. A copy that overlaps what another
+// replica set committed of the window under a later epoch (a replica ran past a stop offset before
+// it was fenced) is refused.
+import type { DeepStorage } from './deep-storage.ts';
+import { type HandOffTarget, handOffKey } from './hand-off.ts';
+import {
+  type OffsetRange,
+  type RangeJson,
+  addRange,
+  rangeMapFromJson,
+  rangeMapToJson,
+} from './offset-ranges.ts';
+import { type Segment, epochsToJson } from './segments.ts';
+
+/** What a commit record says: the hand-offs of one window of one replica set that are the data. */
+export interface CommitRecord {
+  version: number;
+  receiver: string;
+  replicaSet: string;
+  windowStart: string;
+  /** Hand-off directories, relative to the record's directory (`<receiver>.e<epoch>.<digest>`). */
+  handOffs: {
+    dir: string;
+    offsetRanges: Record<string, RangeJson[]>;
+    epochs: Record<string, number>;
+  }[];
+  /** partition → the offsets the listed hand-offs cover together. */
+  offsetRanges: Record<string, RangeJson[]>;
+  committedAt: string;
+}
+
+export const commitRecordName = (version: number): string =>
+  `commit.${String(version).padStart(8, '0')}.json`;
+
+const recordPattern = /^replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
+
+/** The directory of one window of a cube in deep storage (every replica set's hand-offs under it). */
+export function windowDir(target: HandOffTarget, windowStart: number): string {
+  return handOffKey(target, { windowStart, epochs: new Map(), ranges: new Map() })
+    .split('/')
+    .slice(0, -2)
+    .join('/');
+}
+
+type Coverage = Map<number, OffsetRange[]>;
+
+export function coverageOf(
+  handOffs: readonly { offsetRanges: Record<string, RangeJson[]> }[],
+): Coverage {
+  const out: Coverage = new Map();
+  for (const h of handOffs)
+    for (const [p, ranges] of rangeMapFromJson(h.offsetRanges)) {
+      const acc = out.get(p) ?? [];
+      for (const r of ranges) addRange(acc, r.from, r.to);
+      out.set(p, acc);
+    }
+  return out;
+}
+
+/** Whether every offset of `inner` is in `outer` (both merged, sorted ranges per partition). */
+export function covers(outer: Coverage, inner: Coverage): boolean {
+  for (const [p, ranges] of inner) {
+    const out = outer.get(p) ?? [];
+    for (const r of ranges) {
+      if (r.to <= r.from) continue;
+      if (!out.some((o) => o.from <= r.from && r.to <= o.to)) return false;
+    }
+  }
+  return true;
+}
+
+const sameCoverage = (a: Coverage, b: Coverage): boolean => covers(a, b) && covers(b, a);
+
+/** Partitions (with the first offset range) where `a` and `b` share offsets. */
+export function overlapping(
+  a: Coverage,
+  b: Coverage,
+): { partition: number; from: bigint; to: bigint }[] {
+  const found: { partition: number; from: bigint; to: bigint }[] = [];
+  for (const [p, ranges] of a) {
+    for (const r of ranges)
+      for (const o of b.get(p) ?? []) {
+        const from = r.from > o.from ? r.from : o.from;
+        const to = r.to < o.to ? r.to : o.to;
+        if (from < to) found.push({ partition: p, from, to });
+      }
+  }
+  return found;
+}
+
+export type CommitDecision =
+  | { kind: 'commit'; handOffs: CommitRecord['handOffs'] }
+  /** The latest record already covers at least what this replica could commit. */
+  | { kind: 'covered'; by: string }
+  /** The latest record (another replica's) holds offsets this replica's hand-offs lack. */
+  | { kind: 'behind'; by: string }
+  /** Overlaps a later epoch's committed copy in another replica set: never to be committed. */
+  | { kind: 'stale'; detail: string };
+
+/**
+ * What a replica commits of a window, given its own hand-offs of it, the window's latest record
+ * of its replica set (if any), and the latest records of the other replica sets.
+ */
+export function decideCommit(o: {
+  receiver: string;
+  mine: CommitRecord['handOffs'];
+  latest: CommitRecord | undefined;
+  otherSets: CommitRecord[];
+}): CommitDecision {
+  // A replica's own earlier record lists hand-offs its memory may have purged since.
+  const candidate = [...o.mine];
+  if (o.latest?.receiver === o.receiver)
+    for (const h of o.latest.handOffs)
+      if (!candidate.some((c) => c.dir === h.dir)) candidate.push(h);
+  const mine = coverageOf(candidate);
+  if (o.latest) {
+    const committed = rangeMapFromJson(o.latest.offsetRanges);
+    if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
+    if (sameCoverage(mine, committed)) return { kind: 'covered', by: o.latest.receiver };
+  }
+  for (const other of o.otherSets) {
+    const shared = overlapping(mine, rangeMapFromJson(other.offsetRanges));
+    for (const s of shared) {
+      const myEpoch = epochIn(candidate, s.partition, s.from);
+      const theirEpoch = epochIn(other.handOffs, s.partition, s.from);
+      if (theirEpoch !== undefined && myEpoch !== undefined && myEpoch < theirEpoch)
+        return {
+          kind: 'stale',
+          detail: `partition ${s.partition} offsets [${s.from}, ${s.to}) under epoch ${myEpoch} are committed by replica set ${other.replicaSet} (receiver ${other.receiver}) under epoch ${theirEpoch}`,
+        };
+    }
+  }
+  return { kind: 'commit', handOffs: candidate };
+}
+
+/** The epoch under which the hand-off holding `offset` of `partition` consumed it. */
+function epochIn(
+  handOffs: CommitRecord['handOffs'],
+  partition: number,
+  offset: bigint,
+): number | undefined {
+  for (const h of handOffs) {
+    const ranges = h.offsetRanges[String(partition)];
+    if (ranges?.some(([from, to]) => BigInt(from) <= offset && offset < BigInt(to)))
+      return h.epochs[String(partition)];
+  }
+  return undefined;
+}
+
+/** A hand-off of `segment` as a record lists it. */
+export function recordedHandOff(
+  target: HandOffTarget,
+  segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges'>,
+): CommitRecord['handOffs'][number] {
+  return {
+    dir: handOffKey(target, segment).split('/').at(-1)!,
+    offsetRanges: rangeMapToJson(segment.ranges),
+    epochs: epochsToJson(segment.epochs),
+  };
+}
+
+/** The latest record of each replica set under a window's directory. */
+export async function latestRecords(
+  storage: DeepStorage,
+  dir: string,
+  signal?: AbortSignal,
+): Promise<Map<string, CommitRecord>> {
+  const newest = new Map<string, { version: number; key: string }>();
+  for (const key of await storage.listKeys(dir, signal)) {
+    const m = recordPattern.exec(key);
+    if (!m) continue;
+    const version = Number(m[2]);
+    if ((newest.get(m[1]!)?.version ?? 0) < version) newest.set(m[1]!, { version, key });
+  }
+  const out = new Map<string, CommitRecord>();
+  for (const [set, { key }] of newest) {
+    const text = await storage.readObject(`${dir}/${key}`, signal);
+    if (text !== undefined) out.set(set, JSON.parse(text) as CommitRecord);
+  }
+  return out;
+}
+
+export type CommitOutcome =
+  | { kind: 'committed'; version: number }
+  | { kind: 'covered' | 'behind'; by: string; version: number };
+
+/** Attempts at one commit when other writers keep taking the next version first. */
+const maxRaces = 8;
+
+/**
+ * Commits this replica's hand-offs of one window if they cover more than the set's latest record.
+ * Throws when the copy is stale (see decideCommit) or storage fails: the hand-off is tried again.
+ */
+export async function commitWindow(o: {
+  storage: DeepStorage;
+  target: HandOffTarget;
+  windowStart: number;
+  mine: CommitRecord['handOffs'];
+  now?: () => number;
+  signal?: AbortSignal | undefined;
+}): Promise<CommitOutcome> {
+  const dir = windowDir(o.target, o.windowStart);
+  for (let race = 0; race < maxRaces; race++) {
+    const records = await latestRecords(o.storage, dir, o.signal);
+    const latest = records.get(o.target.replicaSet);
+    const decision = decideCommit({
+      receiver: o.target.receiver,
+      mine: o.mine,
+      latest,
+      otherSets: [...records].filter(([set]) => set !== o.target.replicaSet).map(([, r]) => r),
+    });
+    if (decision.kind === 'stale')
+      throw new Error(`not committed: this copy is stale: ${decision.detail}`);
+    // This replica's own record covers its copy already (a generation committed with another).
+    if (decision.kind === 'covered' && decision.by === o.target.receiver)
+      return { kind: 'committed', version: latest!.version };
+    if (decision.kind !== 'commit')
+      return { kind: decision.kind, by: decision.by, version: latest!.version };
+    const version = (latest?.version ?? 0) + 1;
+    const record: CommitRecord = {
+      version,
+      receiver: o.target.receiver,
+      replicaSet: o.target.replicaSet,
+      windowStart: new Date(o.windowStart).toISOString(),
+      handOffs: decision.handOffs,
+      offsetRanges: rangeMapToJson(coverageOf(decision.handOffs)),
+      committedAt: new Date(o.now?.() ?? Date.now()).toISOString(),
+    };
+    const key = `${dir}/replicaSet=${o.target.replicaSet}/${commitRecordName(version)}`;
+    if (await o.storage.createObject(key, JSON.stringify(record, null, 2), o.signal))
+      return { kind: 'committed', version };
+  }
+  throw new Error(
+    `not committed: ${maxRaces} attempts each found a newer commit record of the window written meanwhile`,
+  );
+}

@@ -1,0 +1,211 @@
+// One committed copy per window and replica set (hand-off-commit.ts): the latest commit record
+// names one replica's hand-offs; a new version is written only by a replica covering strictly
+// more; a copy overlapping a later epoch's committed copy of another set is refused; two writers
+// of one version: exactly one wins. With the hand-off scheduler: two generations handed off in
+// one pass are committed together. And the directory store's create-if-absent.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
+import winston from 'winston';
+import { cubeSchema } from '../../src/api/cube.ts';
+import { ChannelMetrics } from '../../src/receiver/channel-metrics.ts';
+import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
+import {
+  type CommitRecord,
+  commitWindow,
+  decideCommit,
+  latestRecords,
+  windowDir,
+} from '../../src/receiver/hand-off-commit.ts';
+import type { HandOffTarget } from '../../src/receiver/hand-off.ts';
+import { HandOffScheduler } from '../../src/receiver/hand-off-scheduler.ts';
+import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
+import { SegmentManager } from '../../src/receiver/segments.ts';
+import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+
+const schema = cubeSchema.parse({
+  timestampField: 'ts',
+  dimensions: ['country'],
+  measures: [{ name: 'events', function: 'count' }],
+  window: '1m',
+});
+
+const target = (receiver: string, replicaSet = 'rs-a'): HandOffTarget => ({
+  namespace: 'a',
+  cube: 'orders',
+  replicaSet,
+  receiver,
+  schema,
+});
+
+/** A hand-off as a record lists it: partition → [from, to) ranges, one epoch for all. */
+function handOff(
+  dir: string,
+  ranges: Record<number, [number, number][]>,
+  epoch = 1,
+): CommitRecord['handOffs'][number] {
+  return {
+    dir,
+    offsetRanges: Object.fromEntries(
+      Object.entries(ranges).map(([p, list]) => [p, list.map(([f, t]) => [String(f), String(t)])]),
+    ) as CommitRecord['handOffs'][number]['offsetRanges'],
+    epochs: Object.fromEntries(Object.keys(ranges).map((p) => [p, epoch])),
+  };
+}
+
+async function latest(storage: MemoryDeepStorage, set = 'rs-a'): Promise<CommitRecord | undefined> {
+  return (await latestRecords(storage, windowDir(target('x'), 0))).get(set);
+}
+
+const commit = (
+  storage: MemoryDeepStorage,
+  receiver: string,
+  mine: CommitRecord['handOffs'],
+  set = 'rs-a',
+) => commitWindow({ storage, target: target(receiver, set), windowStart: 0, mine });
+
+test('the first copy commits; a sibling covering strictly more replaces it; one covering the same or less does not', async () => {
+  const storage = new MemoryDeepStorage();
+  expect(await commit(storage, 'r0', [handOff('r0.g0', { 0: [[0, 100]] })])).toEqual({
+    kind: 'committed',
+    version: 1,
+  });
+  // r1 cut the window later: its one segment covers what r0's did and more.
+  expect(await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 150]] })])).toEqual({
+    kind: 'committed',
+    version: 2,
+  });
+  // r0's second generation brings it level with r1: nothing to commit.
+  expect(
+    await commit(storage, 'r0', [
+      handOff('r0.g0', { 0: [[0, 100]] }),
+      handOff('r0.g1', { 0: [[100, 150]] }),
+    ]),
+  ).toEqual({ kind: 'covered', by: 'r1', version: 2 });
+  const record = (await latest(storage))!;
+  expect(record.receiver).toBe('r1');
+  expect(record.handOffs.map((h) => h.dir)).toEqual(['r1.g0']);
+  expect(record.offsetRanges).toEqual({ '0': [['0', '150']] });
+  expect([...storage.objects.keys()].sort()).toEqual([
+    'namespace=a/orders/window=0/replicaSet=rs-a/commit.00000001.json',
+    'namespace=a/orders/window=0/replicaSet=rs-a/commit.00000002.json',
+  ]);
+});
+
+test('copies that each hold offsets the other lacks: the committed one stays until one covers the other', async () => {
+  const storage = new MemoryDeepStorage();
+  await commit(storage, 'r0', [handOff('r0.g0', { 0: [[0, 100]], 1: [[0, 50]] })]);
+  expect(await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 50]], 1: [[0, 100]] })])).toEqual({
+    kind: 'behind',
+    by: 'r0',
+    version: 1,
+  });
+  expect(
+    await commit(storage, 'r1', [
+      handOff('r1.g0', { 0: [[0, 50]], 1: [[0, 100]] }),
+      handOff('r1.g1', { 0: [[50, 100]] }),
+    ]),
+  ).toEqual({ kind: 'committed', version: 2 });
+  expect((await latest(storage))!.handOffs.map((h) => h.dir)).toEqual(['r1.g0', 'r1.g1']);
+});
+
+test("a replica's own earlier record keeps the hand-offs it has purged from memory since", async () => {
+  const storage = new MemoryDeepStorage();
+  await commit(storage, 'r0', [handOff('r0.g0', { 0: [[0, 100]] })]);
+  expect(await commit(storage, 'r0', [handOff('r0.g1', { 0: [[100, 120]] })])).toEqual({
+    kind: 'committed',
+    version: 2,
+  });
+  const record = (await latest(storage))!;
+  expect(record.handOffs.map((h) => h.dir)).toEqual(['r0.g1', 'r0.g0']);
+  expect(record.offsetRanges).toEqual({ '0': [['0', '120']] });
+});
+
+test('a copy overlapping what another replica set committed under a later epoch is refused; under an earlier one it commits', async () => {
+  const storage = new MemoryDeepStorage();
+  // rs-b owns partition 0 from offset 100 under epoch 3.
+  await commit(storage, 'b0', [handOff('b0.g0', { 0: [[100, 200]] }, 3)], 'rs-b');
+  // r0 of rs-a ran past its stop offset (100) under epoch 2 before it was fenced.
+  await expect(commit(storage, 'r0', [handOff('r0.g0', { 0: [[0, 150]] }, 2)])).rejects.toThrow(
+    'not committed: this copy is stale: partition 0 offsets [100, 150) under epoch 2 are committed by replica set rs-b (receiver b0) under epoch 3',
+  );
+  expect(await latest(storage)).toBeUndefined();
+  // Its sibling stopped in time.
+  expect(await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 100]] }, 2)])).toEqual({
+    kind: 'committed',
+    version: 1,
+  });
+  // The decision alone: the later epoch is not the stale one.
+  expect(
+    decideCommit({
+      receiver: 'b0',
+      mine: [handOff('b0.g0', { 0: [[100, 200]] }, 3)],
+      latest: undefined,
+      otherSets: [{ ...(await latest(storage))!, offsetRanges: { '0': [['0', '150']] } }],
+    }).kind,
+  ).toBe('commit');
+});
+
+test('two replicas committing at once: each version is written once, and the last covers both', async () => {
+  for (let run = 0; run < 20; run++) {
+    const storage = new MemoryDeepStorage();
+    const outcomes = await Promise.all([
+      commit(storage, 'r0', [handOff('r0.g0', { 0: [[0, 100]] })]),
+      commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 150]] })]),
+    ]);
+    expect(outcomes.filter((o) => o.kind === 'committed').length).toBeGreaterThanOrEqual(1);
+    const record = (await latest(storage))!;
+    expect(record.receiver).toBe('r1');
+    expect(record.offsetRanges).toEqual({ '0': [['0', '150']] });
+  }
+});
+
+test('the scheduler commits two generations of a window handed off in one pass together', async () => {
+  const storage = new MemoryDeepStorage();
+  const segments = new SegmentManager(schema);
+  const event = { time: 30_000, dimensions: ['de'], values: [1] };
+  segments.accept(0, 1, 0n, event);
+  segments.seal(segments.segments.get(0)!);
+  segments.accept(0, 1, 1n, event);
+  const second = [...segments.segments.values()].find((s) => s.state === 'ACTIVE')!;
+  segments.seal(second);
+  const scheduler = new HandOffScheduler({
+    storage,
+    target: target('r0'),
+    segments,
+    metrics: new ChannelMetrics(createReceiverMetrics(new Registry()), {
+      namespace: 'a',
+      cube: 'orders',
+      topic: 't',
+    }),
+    logger: winston.createLogger({ silent: true }),
+    retentionMs: 60_000,
+    lostBefore: () => new Map(),
+    onHandedOff: () => undefined,
+  });
+  await scheduler.handOffSealed();
+  expect([...segments.segments.values()].map((s) => s.state)).toEqual(['HANDED_OFF', 'HANDED_OFF']);
+  const record = (await latest(storage))!;
+  expect(record.handOffs).toHaveLength(2);
+  expect(record.offsetRanges).toEqual({ '0': [['0', '2']] });
+  expect(scheduler.report(0)?.commit?.outcome).toBe('committed');
+});
+
+test('in a directory: of two creates of one key exactly one wins; listing gives keys relative to the prefix', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-commit-'));
+  const storage = new FilesystemDeepStorage(dir);
+  for (let i = 0; i < 10; i++) {
+    const won = await Promise.all([
+      storage.createObject(`w/replicaSet=rs-a/commit.${i}.json`, 'one'),
+      storage.createObject(`w/replicaSet=rs-a/commit.${i}.json`, 'two'),
+    ]);
+    expect(won.filter(Boolean)).toHaveLength(1);
+  }
+  expect(await storage.readObject('w/replicaSet=rs-a/commit.0.json')).toMatch(/^(one|two)$/);
+  expect(await storage.readObject('w/replicaSet=rs-a/absent.json')).toBeUndefined();
+  expect((await storage.listKeys('w')).sort()).toEqual(
+    Array.from({ length: 10 }, (_, i) => `replicaSet=rs-a/commit.${i}.json`).sort(),
+  );
+  expect(await storage.listKeys('nowhere')).toEqual([]);
+});
