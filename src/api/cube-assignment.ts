@@ -321,8 +321,9 @@ export const observedPartition = z.object({
     .max(10)
     .optional(),
   /**
-   * Offsets before this one, from the first a receiver keeps, are handed off to deep storage (the
-   * partition's committed-to offset); written at most once per resync, like the position.
+   * Offsets before this one, from the first a receiver keeps, are handed off to deep storage and
+   * committed (a commit record of their window names a copy holding them): the partition's
+   * committed-to offset. Written at most once per resync, like the position.
    */
   handedOffTo: offset.optional(),
 });

@@ -203,7 +203,8 @@ const cubeStatusBase = z.object({
   consumer: consumerStatus,
   /**
    * partition → the offsets this receiver keeps of it (in segments of any state, purged ones
-   * included, and offsets pending a segment) and, of those, the ones handed off, as merged
+   * included, and offsets pending a segment) and, of those, the ones handed off and committed
+   * (their window's commit record is this receiver's or covers them: hand-off-commit.ts), as merged
    * ranges [from, to); absent when a checkpoint of an older receiver left the purged ones
    * unknown. The operator checks with them that each partition's offsets tile across replica
    * sets, and how far each is handed off.

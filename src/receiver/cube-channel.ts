@@ -961,7 +961,7 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       rejected: Object.fromEntries(this.ingest.rejected),
       consumer: consumerStatus(this.supervisor.health()),
-      ...coverageStatus(this.segments.coverage()),
+      ...coverageStatus(this.segments.coverage((seg) => this.handOffs.committed(seg.windowStart))),
     };
   }
 

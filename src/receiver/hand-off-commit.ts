@@ -78,8 +78,6 @@ export function covers(outer: Coverage, inner: Coverage): boolean {
   return true;
 }
 
-const sameCoverage = (a: Coverage, b: Coverage): boolean => covers(a, b) && covers(b, a);
-
 /** Partitions (with the first offset range) where `a` and `b` share offsets. */
 export function overlapping(
   a: Coverage,
@@ -124,8 +122,8 @@ export function decideCommit(o: {
   const mine = coverageOf(candidate);
   if (o.latest) {
     const committed = rangeMapFromJson(o.latest.offsetRanges);
+    if (covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
     if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
-    if (sameCoverage(mine, committed)) return { kind: 'covered', by: o.latest.receiver };
   }
   for (const other of o.otherSets) {
     const shared = overlapping(mine, rangeMapFromJson(other.offsetRanges));

@@ -43,6 +43,9 @@ const handOffsAtOnce = 4;
  */
 const maxAwaitingHandOff = 100;
 
+/** How often a window handed off here but not known committed is looked at again. */
+const recheckCommitMs = 10_000;
+
 export const defaultHandOffRetry: HandOffRetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 
 /** The wait after the `failures`-th failure in a row. */
@@ -84,6 +87,8 @@ export class HandOffScheduler {
   /** Per window start: the last commit's outcome, and the commit under way (one at a time). */
   private readonly commits = new Map<number, CommitOutcome>();
   private readonly committing = new Map<number, Promise<unknown>>();
+  /** Per window start: when a window not known committed was last looked at again. */
+  private readonly rechecked = new Map<number, number>();
   /** The pass under way, if any. */
   private pass: Promise<void> | undefined;
   /** Aborts the writes of the pass under way when the channel closes. */
@@ -201,6 +206,45 @@ export class HandOffScheduler {
   private async runPass(): Promise<void> {
     const held = [...this.options.segments.segments.values()];
     await eachAtOnce(held, handOffsAtOnce, (segment) => this.handOff(segment));
+    await this.recheckCommits();
+  }
+
+  /**
+   * Whether the window's hand-offs here are committed, by this replica's record or by a
+   * sibling's covering at least as much: what coverage reports as handed off, and what retention
+   * may purge.
+   */
+  committed(windowStart: number): boolean {
+    const outcome = this.commits.get(windowStart)?.kind;
+    return outcome === 'committed' || outcome === 'covered';
+  }
+
+  /**
+   * Windows handed off here but not known committed — `behind` a sibling's record, or restored
+   * from a checkpoint — are looked at again every `recheckCommitMs`: a sibling may have
+   * committed more since, or (hand-offs of a release before commit records) nobody committed.
+   */
+  private async recheckCommits(): Promise<void> {
+    const now = this.now();
+    const due = new Set<number>();
+    for (const s of this.options.segments.segments.values())
+      if (
+        s.state === 'HANDED_OFF' &&
+        !this.committed(s.windowStart) &&
+        (this.rechecked.get(s.windowStart) ?? -Infinity) + recheckCommitMs <= now
+      )
+        due.add(s.windowStart);
+    for (const windowStart of due) {
+      if (this.aborter.signal.aborted) return;
+      this.rechecked.set(windowStart, now);
+      await this.commit(windowStart).catch((error: unknown) => {
+        this.options.logger.warn('commit of a handed-off window failed; will retry', {
+          cube: this.cube,
+          windowStart,
+          error: (error as Error).message,
+        });
+      });
+    }
   }
 
   /**
@@ -311,7 +355,12 @@ export class HandOffScheduler {
   expired(now: number): Segment[] {
     const due: Segment[] = [];
     for (const s of this.options.segments.segments.values()) {
-      if (s.state === 'HANDED_OFF' && (s.handedOffAt ?? now) + this.options.retentionMs <= now)
+      if (
+        s.state === 'HANDED_OFF' &&
+        (s.handedOffAt ?? now) + this.options.retentionMs <= now &&
+        // A copy not known committed stays until it is (or a sibling's covers it).
+        this.committed(s.windowStart)
+      )
         due.push(s);
     }
     return due;
@@ -323,7 +372,9 @@ export class HandOffScheduler {
     this.handOffErrors.delete(segment.key);
     this.written.delete(segment.key);
     const held = this.options.segments.segments;
-    if (![...held.values()].some((s) => s.windowStart === segment.windowStart))
+    if (![...held.values()].some((s) => s.windowStart === segment.windowStart)) {
       this.commits.delete(segment.windowStart);
+      this.rechecked.delete(segment.windowStart);
+    }
   }
 }

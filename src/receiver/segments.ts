@@ -441,10 +441,13 @@ export class SegmentManager {
 
   /**
    * Per partition, the offsets this replica keeps — in segments of any state, purged ones (handed
-   * off), and pending — and of those the ones handed off; null when a checkpoint of before left
-   * the purged ones unknown. Fenced offsets (discarded segments) are in neither.
+   * off), and pending — and of those the ones handed off and `committed` (purged ones are); null
+   * when a checkpoint of before left the purged ones unknown. Fenced offsets (discarded segments)
+   * are in neither.
    */
-  coverage(): Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null {
+  coverage(
+    committed: (segment: Segment) => boolean = () => true,
+  ): Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null {
     if (!this.purgedCoverage) return null;
     const out = new Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }>();
     const of = (p: number) => {
@@ -461,7 +464,7 @@ export class SegmentManager {
       for (const [p, ranges] of s.ranges)
         for (const r of ranges) {
           addRange(of(p).kept, r.from, r.to);
-          if (s.state === 'HANDED_OFF') addRange(of(p).handedOff, r.from, r.to);
+          if (s.state === 'HANDED_OFF' && committed(s)) addRange(of(p).handedOff, r.from, r.to);
         }
     for (const [p, clock] of this.clocks)
       for (const r of clock.pending) addRange(of(p).kept, r.from, r.to);

@@ -20,10 +20,10 @@ import {
 } from '../support/chaos.ts';
 import { auditFigures, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
 import { highWatermarks, testSchema, totalsOf } from '../support/events.ts';
-import { handOffTotals, handOffs } from '../support/hand-offs.ts';
+import { committed, handOffTotals, handOffs } from '../support/hand-offs.ts';
 import { loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import { readCommittedWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 
 const minutes = Number(process.env.STREAMCUBE_CHAOS_MINUTES ?? '2');
 const seed = process.env.STREAMCUBE_CHAOS_SEED
@@ -114,8 +114,23 @@ test(
             ),
           );
       }
+      // The reader of committed data (pyarrow over the copies commit records name) reads what
+      // the audit's committed view counted.
+      const committedByPyarrow = (await readCommittedWithPyarrow(stack.deepStorageDir, testSchema))
+        .filter((h) => h.manifest.cube === name)
+        .flatMap((h) => h.rows.map((row) => Number(row[eventsAt])))
+        .reduce((a, b) => a + b, 0);
+      const committedAudited = handOffTotals(
+        committed(stack.deepStorageDir, name).flatMap((c) => c.handOffs),
+      ).events;
+      if (committedByPyarrow !== committedAudited)
+        failures.push(
+          new Error(
+            `${name}: pyarrow reads ${committedByPyarrow} committed events, the audit ${committedAudited}`,
+          ),
+        );
       lines.push(
-        `${name}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; events lost ${figures.lost}, counted twice ${figures.twice}; ${arrow.length} hand-off files read by pyarrow; settled ${JSON.stringify(owned)}`,
+        `${name}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; events lost ${figures.lost}, counted twice ${figures.twice}; committed view (one copy per window and set, ${figures.committed.records} commit records, ${committedByPyarrow} events in committed files read by pyarrow): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; ${arrow.length} hand-off files read by pyarrow; settled ${JSON.stringify(owned)}`,
       );
     }
     say(

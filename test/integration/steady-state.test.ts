@@ -23,7 +23,7 @@ import {
   windowedSchema,
 } from '../support/events.ts';
 import { type ModelRow, mergeRows, modelCube } from '../support/cube-model.ts';
-import { type ArrowHandOff, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import { type ArrowHandOff, readCommittedWithPyarrow } from '../support/pyarrow-reader.ts';
 import { expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
 import { cubeApi, waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
@@ -61,7 +61,7 @@ async function readHeld(): Promise<Held> {
       r.client.query(cube, { groupBy: schema.dimensions }).catch(() => undefined),
     ),
   );
-  const handOffs = (await readHandOffsWithPyarrow(stack.deepStorageDir, schema)).filter(
+  const handOffs = (await readCommittedWithPyarrow(stack.deepStorageDir, schema)).filter(
     (h) => h.manifest.cube === cube && !h.dir.endsWith('.tmp'),
   );
   return { answers: answers.filter((a) => a !== undefined), handOffs };

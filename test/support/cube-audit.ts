@@ -11,7 +11,7 @@ import {
 import type { Kafka } from 'kafkajs';
 import { type Totals, highWatermarks, totalsOf } from './events.ts';
 import type { SteadyLoad } from './load.ts';
-import { addTotals, handOffTotals, handOffs } from './hand-offs.ts';
+import { addTotals, committed, handOffTotals, handOffs } from './hand-offs.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from './receiver-checks.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 
@@ -42,6 +42,12 @@ export interface CubeAudit {
    */
   starts?: Map<number, bigint>;
   expected: Totals;
+  /**
+   * Whether to audit the committed view too (expectCommittedExact), as every audit without
+   * `starts` does unless told not to: a suite that wipes the committing replica's data has its
+   * live part gone until a sibling commits more.
+   */
+  committed?: boolean;
 }
 
 /** What one replica per replica set holds: offset ranges per partition and totals. */
@@ -81,6 +87,96 @@ export async function heldByReplica(
 }
 
 /**
+ * What a reader of committed data holds, with the live data not committed yet: per replica set
+ * and window, the hand-offs the newest commit record lists and the live (not handed off) segments
+ * of the replica that committed them; a window nobody committed, the live segments of the set's
+ * first replica holding the cube. Read until two readings of the replicas' segments agree around
+ * the reading of the records, so that a commit in between is not counted twice or missed.
+ */
+export async function heldCommitted(
+  audit: CubeAudit,
+): Promise<{ ranges: Map<number, OffsetRange[]>; totals: Totals; committed: number }> {
+  const liveOf = async (r: ReceiverProcess): Promise<SegmentStatus[] | undefined> => {
+    const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
+    return orNothing<SegmentStatus[] | undefined>(
+      async () => (await client.cubeStatus(audit.cube)).segments,
+      undefined,
+    );
+  };
+  const readAll = async () =>
+    Promise.all(
+      Object.values(audit.replicaSets).map((list) =>
+        Promise.all(list.map(async (r) => ({ r, segments: await liveOf(r) }))),
+      ),
+    );
+  const shape = (all: Awaited<ReturnType<typeof readAll>>): string =>
+    JSON.stringify(
+      all.map((list) =>
+        list.map((x) => x.segments?.map((s) => [s.windowStart, s.generation, s.state])),
+      ),
+    );
+  for (let attempt = 0; ; attempt++) {
+    const before = await readAll();
+    const records = committed(audit.deepStorageDir, audit.cube, audit.namespace);
+    const after = await readAll();
+    if (shape(before) !== shape(after) && attempt < 20) continue;
+    const ranges = new Map<number, OffsetRange[]>();
+    const add = (offsetRanges: Record<string, [string, string][]>): void => {
+      for (const [p, list] of Object.entries(offsetRanges))
+        ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
+    };
+    let totals = none;
+    for (const [i, rs] of Object.keys(audit.replicaSets).entries()) {
+      const replicas = after[i]!;
+      const ofSet = records.filter((c) => c.replicaSet === rs);
+      const windows = new Set<number>(ofSet.map((c) => c.windowStart));
+      for (const { segments } of replicas)
+        for (const seg of segments ?? [])
+          if (seg.state !== 'HANDED_OFF') windows.add(seg.windowStart);
+      for (const w of windows) {
+        const record = ofSet.find((c) => c.windowStart === w);
+        if (record) {
+          for (const h of record.handOffs) add(h.manifest.offsetRanges);
+          totals = addTotals(totals, handOffTotals(record.handOffs));
+        }
+        const reader = record
+          ? replicas.find((x) => x.r.options.id === record.record.receiver)
+          : replicas.find((x) => x.segments !== undefined);
+        if (!reader?.segments) continue;
+        const client = audit.namespace
+          ? reader.r.client.inNamespace(audit.namespace)
+          : reader.r.client;
+        const live = await client.query(audit.cube, { from: w, to: w + 1 });
+        if (live.segments === 0) continue;
+        add(live.offsetRanges);
+        totals = addTotals(totals, totalsFromQuery(live));
+      }
+    }
+    return { ranges, totals, committed: records.length };
+  }
+}
+
+/**
+ * Asserts that committed data with what is live tiles [start, highWatermark) and adds up exactly
+ * (heldCommitted): one copy per window and replica set, whichever replica's it is.
+ */
+export async function expectCommittedExact(audit: CubeAudit): Promise<void> {
+  const held = await heldCommitted(audit);
+  const problems: Record<string, string[]> = {};
+  for (const [p, end] of audit.highWatermarks) {
+    // `starts` is where one replica begins; the set's committed data begins at 0.
+    const start = 0n;
+    const found = tilingProblems(held.ranges.get(p) ?? [], start, end);
+    if (found.length > 0)
+      problems[`committed, partition ${p} of [${start}, ${end})`] = found.map(
+        (x) => `${x.kind} [${x.from}, ${x.to})`,
+      );
+  }
+  expect(problems).toEqual({});
+  expectTotals(held.totals, audit.expected);
+}
+
+/**
  * Asserts, replica by replica, that the offsets tile [start, highWatermark) (start 0 unless
  * `starts` says otherwise) and the totals are exact.
  */
@@ -102,6 +198,8 @@ export async function expectExactAndTiled(audit: CubeAudit): Promise<void> {
     expect(problems).toEqual({});
     expectTotals(held.totals, audit.expected);
   }
+  // An audit from `starts` is one replica's view from where it began, not its set's data.
+  if (audit.committed !== false && audit.starts === undefined) await expectCommittedExact(audit);
 }
 
 /**
@@ -144,12 +242,19 @@ export interface AuditFigures {
   twice: bigint;
   /** Events each replica index holds (live segments and hand-offs), against `audit.expected`. */
   events: number[];
+  /** The same of the committed view (heldCommitted): one copy per window and replica set. */
+  committed: { lost: bigint; twice: bigint; events: number; records: number };
 }
 
 /** The audit's findings as figures, for a summary: the same reading as expectExactAndTiled. */
 export async function auditFigures(audit: CubeAudit): Promise<AuditFigures> {
   const replicas = Math.max(...Object.values(audit.replicaSets).map((list) => list.length));
-  const figures: AuditFigures = { lost: 0n, twice: 0n, events: [] };
+  const figures: AuditFigures = {
+    lost: 0n,
+    twice: 0n,
+    events: [],
+    committed: { lost: 0n, twice: 0n, events: 0, records: 0 },
+  };
   for (let i = 0; i < replicas; i++) {
     const held = await heldByReplica(audit, i);
     const sum = { gap: 0n, overlap: 0n };
@@ -160,5 +265,11 @@ export async function auditFigures(audit: CubeAudit): Promise<AuditFigures> {
     if (sum.overlap > figures.twice) figures.twice = sum.overlap;
     figures.events.push(held.totals.events);
   }
+  const held = await heldCommitted(audit);
+  for (const [p, end] of audit.highWatermarks)
+    for (const x of tilingProblems(held.ranges.get(p) ?? [], 0n, end))
+      figures.committed[x.kind === 'gap' ? 'lost' : 'twice'] += x.to - x.from;
+  figures.committed.events = held.totals.events;
+  figures.committed.records = held.committed;
   return figures;
 }

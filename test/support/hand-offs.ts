@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { tableFromIPC } from 'apache-arrow';
 import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
+import type { CommitRecord } from '../../src/receiver/hand-off-commit.ts';
 import type { Totals } from './events.ts';
 
 export interface HandOff {
@@ -33,6 +34,59 @@ export function handOffs(deepStorageDir: string, cube: string, namespace?: strin
     (h) =>
       h.manifest.cube === cube && (namespace === undefined || h.manifest.namespace === namespace),
   );
+}
+
+export interface Committed {
+  windowStart: number;
+  replicaSet: string;
+  record: CommitRecord;
+  /** The hand-offs the record lists. */
+  handOffs: HandOff[];
+}
+
+/**
+ * The newest commit record of each window and replica set of cubes named `cube` (and of
+ * `namespace`, when given), with the hand-offs it lists: what a reader of committed data reads.
+ */
+export function committed(deepStorageDir: string, cube: string, namespace?: string): Committed[] {
+  const out: Committed[] = [];
+  const walk = (dir: string): void => {
+    if (!existsSync(dir)) return;
+    const names = readdirSync(dir);
+    const versions = names
+      .map((n) => /^commit\.(\d+)\.json$/.exec(n))
+      .filter((m) => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b);
+    if (versions.length > 0) {
+      const record = JSON.parse(
+        readFileSync(join(dir, `commit.${String(versions.at(-1)).padStart(8, '0')}.json`), 'utf8'),
+      ) as CommitRecord;
+      const listed = record.handOffs.map((h) => ({
+        dir: join(dir, h.dir),
+        manifest: JSON.parse(
+          readFileSync(join(dir, h.dir, 'manifest.json'), 'utf8'),
+        ) as HandOffManifest,
+      }));
+      const first = listed[0]?.manifest;
+      if (first?.cube === cube && (namespace === undefined || first.namespace === namespace))
+        out.push({
+          windowStart: Date.parse(record.windowStart),
+          replicaSet: record.replicaSet,
+          record,
+          handOffs: listed,
+        });
+      return;
+    }
+    for (const name of names) {
+      const path = join(dir, name);
+      if (name.endsWith('.tmp') || !statSync(path).isDirectory()) continue;
+      if (existsSync(join(path, 'manifest.json'))) continue;
+      walk(path);
+    }
+  };
+  walk(deepStorageDir);
+  return out;
 }
 
 /** Totals of the test schema's measures over the given hand-offs' Arrow files. */

@@ -192,6 +192,56 @@ test('the scheduler commits two generations of a window handed off in one pass t
   expect(scheduler.report(0)?.commit?.outcome).toBe('committed');
 });
 
+test("a copy behind a sibling's record is kept and not reported committed until a record covers it; then retention purges it", async () => {
+  const storage = new MemoryDeepStorage();
+  const segments = new SegmentManager(schema);
+  const event = { time: 30_000, dimensions: ['de'], values: [1] };
+  segments.accept(0, 1, 0n, event);
+  segments.accept(1, 1, 0n, event);
+  segments.seal(segments.segments.get(0)!);
+  // The sibling cut the window later on partition 0 and earlier on partition 1.
+  await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 5]] })]);
+  let now = 1_000_000;
+  const scheduler = new HandOffScheduler({
+    storage,
+    target: target('r0'),
+    segments,
+    metrics: new ChannelMetrics(createReceiverMetrics(new Registry()), {
+      namespace: 'a',
+      cube: 'orders',
+      topic: 't',
+    }),
+    logger: winston.createLogger({ silent: true }),
+    retentionMs: 60_000,
+    lostBefore: () => new Map(),
+    onHandedOff: () => undefined,
+    now: () => now,
+  });
+  await scheduler.handOffSealed();
+  expect(segments.segments.get(0)!.state).toBe('HANDED_OFF');
+  expect(scheduler.report(0)?.commit).toEqual({ outcome: 'behind', by: 'r1', version: 1 });
+  const committedCoverage = () =>
+    Object.fromEntries(
+      [...segments.coverage((s) => scheduler.committed(s.windowStart))!].map(([p, c]) => [
+        p,
+        c.handedOff.map((r) => [Number(r.from), Number(r.to)]),
+      ]),
+    );
+  expect(committedCoverage()).toEqual({ 0: [], 1: [] });
+  expect(scheduler.expired(Date.now() + 3_600_000)).toEqual([]);
+
+  // The sibling commits the whole window; the next look (10 s on) finds this copy covered.
+  await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 5]], 1: [[0, 1]] })]);
+  now += 5_000;
+  await scheduler.handOffSealed();
+  expect(scheduler.report(0)?.commit?.outcome).toBe('behind');
+  now += 5_000;
+  await scheduler.handOffSealed();
+  expect(scheduler.report(0)?.commit).toEqual({ outcome: 'covered', by: 'r1', version: 2 });
+  expect(committedCoverage()).toEqual({ 0: [[0, 1]], 1: [[0, 1]] });
+  expect(scheduler.expired(Date.now() + 3_600_000)).toHaveLength(1);
+});
+
 test('in a directory: of two creates of one key exactly one wins; listing gives keys relative to the prefix', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-commit-'));
   const storage = new FilesystemDeepStorage(dir);
