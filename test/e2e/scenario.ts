@@ -4,7 +4,7 @@
 // Each step is an assertion; the first that fails ends the run with diagnostics.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
+import { readCommittedWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import {
   allReady,
   config,
@@ -200,6 +200,23 @@ const steps: Step[] = [
           const events = h.rows.reduce((a, r) => a + Number(r[0]), 0);
           byReceiver.set(h.manifest.receiver, (byReceiver.get(h.manifest.receiver) ?? 0) + events);
         }
+        // A reader of committed data (one copy per window and replica set, whichever replica's
+        // the commit record names) reads every event once too.
+        const committed = (
+          await readCommittedWithPyarrow(
+            join(deep.root, `namespace=${config.namespace}`, config.cube),
+            {
+              timestampField: 'ts',
+              dimensions: [],
+              measures: [{ name: 'events', function: 'count' }],
+              window: '1h',
+            },
+          )
+        ).reduce((a, h) => a + h.rows.reduce((b, r) => b + Number(r[0]), 0), 0);
+        if (committed !== expected.events)
+          throw new Error(
+            `pyarrow reads ${committed} committed events, produced ${expected.events}`,
+          );
         // Replica i of rs-a and replica i of rs-b together hold every event once.
         for (const replica of [0, 1]) {
           const sum =
