@@ -49,7 +49,7 @@ function handOff(
     dir,
     offsetRanges: Object.fromEntries(
       Object.entries(ranges).map(([p, list]) => [p, list.map(([f, t]) => [String(f), String(t)])]),
-    ) as CommitRecord['handOffs'][number]['offsetRanges'],
+    ),
     epochs: Object.fromEntries(Object.keys(ranges).map((p) => [p, epoch])),
   };
 }
