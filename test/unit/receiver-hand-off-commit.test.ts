@@ -4,6 +4,7 @@
 // of one version: exactly one wins. With the hand-off scheduler: two generations handed off in
 // one pass are committed together. And the directory store's create-if-absent.
 import { mkdtempSync } from 'node:fs';
+import fc from 'fast-check';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -14,6 +15,8 @@ import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesyste
 import {
   type CommitRecord,
   commitWindow,
+  covers,
+  coverageOf,
   decideCommit,
   latestRecords,
   windowDir,
@@ -258,4 +261,90 @@ test('in a directory: of two creates of one key exactly one wins; listing gives 
     Array.from({ length: 10 }, (_, i) => `replicaSet=rs-a/commit.${i}.json`).sort(),
   );
   expect(await storage.listKeys('nowhere')).toEqual([]);
+});
+
+// Replicas of one set each cut the window into generations at their own offsets, hand them off
+// and commit in any order, two at once at times. Whatever the order: the newest record names one
+// replica's hand-offs, disjoint; each record covers what the one before did; and once every
+// replica has handed off the whole window, the newest record covers all of it.
+test('property: one replica per record, records only grow, and the whole window ends committed', async () => {
+  const partitions = [0, 1];
+  const replica = fc.record({
+    // Cut points per partition, one per generation but the last (which ends at the log's end).
+    cuts: fc.array(fc.tuple(fc.nat(99), fc.nat(99)), { maxLength: 3 }),
+  });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(replica, { minLength: 2, maxLength: 3 }),
+      fc.array(fc.tuple(fc.nat(2), fc.boolean()), { minLength: 1, maxLength: 20 }),
+      fc.tuple(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 100 })),
+      async (replicas, schedule, ends) => {
+        const storage = new MemoryDeepStorage();
+        // Each replica's generations: ranges [cut g-1, cut g) per partition, sorted cuts.
+        const generations = replicas.map((r, i) => {
+          const bounds = partitions.map((p) => [
+            0,
+            ...r.cuts.map((c) => Math.min(c[p]!, ends[p]! - 1) + 0).sort((a, b) => a - b),
+            ends[p]!,
+          ]);
+          return Array.from({ length: r.cuts.length + 1 }, (_, g) =>
+            handOff(
+              `r${i}.g${g}`,
+              Object.fromEntries(
+                partitions.map((p) => [p, [[bounds[p]![g]!, bounds[p]![g + 1]!]]]),
+              ) as Record<number, [number, number][]>,
+            ),
+          );
+        });
+        const handedOff = replicas.map(() => 0);
+        let before: CommitRecord | undefined;
+        const step = async (r: number): Promise<void> => {
+          if (handedOff[r]! >= generations[r]!.length) return;
+          handedOff[r]! += 1;
+          await commit(storage, `r${r}`, generations[r]!.slice(0, handedOff[r]));
+        };
+        const check = async (): Promise<void> => {
+          const now = await latest(storage);
+          if (!now) return;
+          expect(new Set(now.handOffs.map((h) => h.dir.split('.')[0]))).toEqual(
+            new Set([now.receiver]),
+          );
+          const total = now.handOffs.reduce(
+            (n, h) =>
+              n +
+              Object.values(h.offsetRanges)
+                .flat()
+                .reduce((m, [f, t]) => m + Number(t) - Number(f), 0),
+            0,
+          );
+          const merged = [...coverageOf(now.handOffs).values()]
+            .flat()
+            .reduce((m, r) => m + Number(r.to - r.from), 0);
+          expect(total).toBe(merged);
+          if (before)
+            expect(covers(coverageOf(now.handOffs), coverageOf(before.handOffs))).toBe(true);
+          before = now;
+        };
+        for (const [r, together] of schedule) {
+          const which = r % replicas.length;
+          if (together) await Promise.all([step(which), step((which + 1) % replicas.length)]);
+          else await step(which);
+          await check();
+        }
+        // Every replica hands off the rest of the window.
+        for (let r = 0; r < replicas.length; r++)
+          while (handedOff[r]! < generations[r]!.length) {
+            await step(r);
+            await check();
+          }
+        const final = coverageOf((await latest(storage))!.handOffs);
+        expect(
+          Object.fromEntries(
+            [...final].map(([p, list]) => [p, list.map((x) => [Number(x.from), Number(x.to)])]),
+          ),
+        ).toEqual(Object.fromEntries(partitions.map((p) => [p, [[0, ends[p]!]]])));
+      },
+    ),
+    { numRuns: 300 },
+  );
 });
