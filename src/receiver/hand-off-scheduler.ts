@@ -314,7 +314,8 @@ export class HandOffScheduler {
 
   /**
    * Commits this receiver's hand-offs of a window (every one written, held or not): one commit of
-   * a window at a time here, so two generations handed off at once are listed together.
+   * a window at a time here, so two generations handed off at once are listed together in one
+   * version (the compare-and-set keeps it exact either way: a loser reads the winner and goes on).
    */
   private commit(windowStart: number): Promise<CommitOutcome> {
     const before = this.committing.get(windowStart) ?? Promise.resolve();
