@@ -59,8 +59,9 @@ export function totalsOf(events: TestEvent[]): Totals {
   return {
     events: events.length,
     revenue: events.reduce((a, e) => a + e.price, 0),
-    cheapest: Math.min(...events.map((e) => e.price)),
-    dearest: Math.max(...events.map((e) => e.price)),
+    // A fold, not Math.min(...): a 30-minute chaos run's 150,000 events overflow the call stack.
+    cheapest: events.reduce((a, e) => Math.min(a, e.price), Infinity),
+    dearest: events.reduce((a, e) => Math.max(a, e.price), -Infinity),
   };
 }
 
