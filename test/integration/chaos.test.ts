@@ -33,7 +33,12 @@ const faults: readonly FaultKind[] = faultKinds;
 const receiverKills: ReceiverKills =
   process.env.STREAMCUBE_CHAOS_RECEIVER_KILLS === 'any-time' ? 'any-time' : 'at-rest';
 
-const stack = useOperatorStack({ name: 'chaos', replicaSets: ['rs-a', 'rs-b'], replicas: 2 });
+const stack = useOperatorStack({
+  name: 'chaos',
+  replicaSets: ['rs-a', 'rs-b'],
+  replicas: 2,
+  ownBroker: true,
+});
 const suite = useLoads(stack);
 
 const say = (line: string): void => {
@@ -67,6 +72,7 @@ test(
       faults,
       receiverKills,
       say,
+      loads: suite.loads,
     });
 
     const failures: unknown[] = [];

@@ -17,6 +17,7 @@ import {
   waitForSettled,
   type OperatorProcess,
 } from './cluster.ts';
+import type { SteadyLoad } from './load.ts';
 import type { OperatorStack } from './operator-stack.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 import { waitFor } from './wait.ts';
@@ -120,7 +121,12 @@ export function describePlacement(spec: PlacementSpec): string {
   return `[${spec.replicaSets.join(', ')}] ${spec.strategy}${pins}`;
 }
 
-export const faultKinds = ['receiver-kill', 'operator-kill', 'leader-freeze'] as const;
+export const faultKinds = [
+  'receiver-kill',
+  'operator-kill',
+  'leader-freeze',
+  'broker-restart',
+] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
 /**
@@ -141,6 +147,11 @@ export interface ChaosOptions {
   receiverKills: ReceiverKills;
   /** Where the timeline goes, line by line, as it happens. */
   say: (line: string) => void;
+  /**
+   * The loads writing to the cubes' topics: paused through a broker restart, so that what they
+   * wrote stays known exactly.
+   */
+  loads: SteadyLoad[];
 }
 
 export interface ChaosSummary {
@@ -276,6 +287,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         const downMs = random.between(0, 3_000);
         log(`fault operator-kill: ${role} ${target.identity} kill -9, replaced after ${downMs} ms`);
         await sleep(downMs);
+        break;
+      }
+      case 'broker-restart': {
+        if (!stack.restartBroker)
+          throw new Error('broker-restart needs useOperatorStack({ ownBroker: true })');
+        await Promise.all(o.loads.map((l) => l.pause()));
+        const downMs = random.between(1_000, 6_000);
+        log(`fault broker-restart: the broker stopped, down ${downMs} ms (the loads paused)`);
+        await stack.restartBroker(downMs);
+        for (const l of o.loads) l.resume();
+        log('broker started again on its ports and data; loads resumed');
         break;
       }
       case 'leader-freeze': {

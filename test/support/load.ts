@@ -8,6 +8,10 @@ export class SteadyLoad {
   private running = false;
   private loop: Promise<void> | undefined;
   private round = 0;
+  /** While set, the loop waits before its next round (pause()). */
+  private paused: { resume: Promise<void>; release: () => void } | undefined;
+  /** The round being sent, if any. */
+  private sending: Promise<unknown> | undefined;
 
   private producer: Producer;
   private readonly topic: string;
@@ -40,8 +44,11 @@ export class SteadyLoad {
           for (const e of events) messages.push({ partition: p, value: JSON.stringify(e) });
         }
         this.round += 1;
-        await this.producer.send({ topic: this.topic, acks: -1, messages });
+        this.sending = this.producer.send({ topic: this.topic, acks: -1, messages });
+        await this.sending;
+        this.sending = undefined;
         await new Promise((r) => setTimeout(r, this.pauseMs));
+        if (this.paused) await this.paused.resume;
       }
     })();
   }
@@ -55,6 +62,25 @@ export class SteadyLoad {
     this.partitions = partitions;
   }
 
+  /**
+   * Holds the loop before its next round, once the round being sent is written: the ground truth
+   * stays exact through an outage of the broker (a send cut short would leave it unknown).
+   */
+  async pause(): Promise<void> {
+    if (!this.paused) {
+      let release = (): void => undefined;
+      const resume = new Promise<void>((r) => (release = r));
+      this.paused = { resume, release };
+    }
+    await this.sending;
+  }
+
+  resume(): void {
+    const paused = this.paused;
+    this.paused = undefined;
+    paused?.release();
+  }
+
   /** Rounds written so far. */
   get rounds(): number {
     return this.round;
@@ -62,6 +88,7 @@ export class SteadyLoad {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.resume();
     await this.loop;
   }
 

@@ -3,11 +3,14 @@
 // the operator — started in beforeAll, stopped in afterAll with any other operator the suite
 // started on the same Lease. The fields are set once beforeAll has run.
 import { randomInt } from 'node:crypto';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel, type Admin, type Kafka } from 'kafkajs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
 import { type TestEnvironment } from '../../src/local/environment.ts';
-import { freePort } from '../../src/local/processes.ts';
+import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
+import { freePort, stopService } from '../../src/local/processes.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { OperatorProcess, applyCrd, createNamespace, startReceiverPod } from './cluster.ts';
 import { type ReceiverProcessOptions, ReceiverProcess, tempDir } from './receiver-process.ts';
@@ -36,6 +39,11 @@ export interface OperatorStack {
    * set scaled up, as a StatefulSet would do it. Appended to `replicas`; stopped in afterAll.
    */
   addReplica(replicaSet: string): Promise<ReceiverProcess>;
+  /**
+   * With `ownBroker`: stops the suite's broker, waits `downMs`, and starts it again on the same
+   * ports and data, as an outage of the Kafka cluster is.
+   */
+  restartBroker?: (downMs: number) => Promise<void>;
 }
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
@@ -53,6 +61,11 @@ export function useOperatorStack(options: {
   operatorEnv?: NodeJS.ProcessEnv;
   /** Flags added to every operator this stack starts. */
   operatorArgs?: string[];
+  /**
+   * A Kafka broker of the suite's own (started in beforeAll, stopped in afterAll), which it may
+   * restart (`restartBroker`) without touching other suites' broker.
+   */
+  ownBroker?: boolean;
 }): OperatorStack {
   const env = testEnvironment();
   const stack = {
@@ -100,7 +113,25 @@ export function useOperatorStack(options: {
     return receiver;
   };
 
+  let broker: KafkaBroker | undefined;
   beforeAll(async () => {
+    if (options.ownBroker) {
+      const dir = join(tempDir(`${options.name}-kafka`), 'kafka');
+      broker = await startKafka(dir);
+      stack.env = { ...env, kafka: { ...env.kafka, bootstrap: broker.bootstrap } };
+      stack.kafka = createKafka({
+        clientId: `${options.name}-test`,
+        brokers: [broker.bootstrap],
+        logLevel: logLevel.NOTHING,
+      });
+      stack.restartBroker = async (downMs) => {
+        const before = broker!;
+        await stopService(before.pid);
+        broker = undefined;
+        await sleep(downMs);
+        broker = await startKafka(dir, before.version, before.ports);
+      };
+    }
     stack.admin = stack.kafka.admin();
     await Promise.all([stack.admin.connect(), applyCrd()]);
     stack.namespace = await createNamespace(stack.kc, options.name);
@@ -116,6 +147,7 @@ export function useOperatorStack(options: {
     for (const operator of operators) await operator.kill('SIGTERM');
     for (const r of Object.values(stack.replicas).flat()) await r.stop();
     await stack.admin?.disconnect();
+    if (broker) await stopService(broker.pid);
   });
 
   return stack;
