@@ -164,16 +164,13 @@ test('two replicas committing at once: each version is written once, and the las
   }
 });
 
-test('the scheduler commits two generations of a window handed off in one pass together', async () => {
-  const storage = new MemoryDeepStorage();
-  const segments = new SegmentManager(schema);
-  const event = { time: 30_000, dimensions: ['de'], values: [1] };
-  segments.accept(0, 1, 0n, event);
-  segments.seal(segments.segments.get(0)!);
-  segments.accept(0, 1, 1n, event);
-  const second = [...segments.segments.values()].find((s) => s.state === 'ACTIVE')!;
-  segments.seal(second);
-  const scheduler = new HandOffScheduler({
+/** The hand-off scheduler of receiver r0 of rs-a, with a manual clock when given. */
+function schedulerOf(
+  storage: MemoryDeepStorage,
+  segments: SegmentManager,
+  now?: () => number,
+): HandOffScheduler {
+  return new HandOffScheduler({
     storage,
     target: target('r0'),
     segments,
@@ -186,7 +183,20 @@ test('the scheduler commits two generations of a window handed off in one pass t
     retentionMs: 60_000,
     lostBefore: () => new Map(),
     onHandedOff: () => undefined,
+    ...(now ? { now } : {}),
   });
+}
+
+test('the scheduler commits two generations of a window handed off in one pass together', async () => {
+  const storage = new MemoryDeepStorage();
+  const segments = new SegmentManager(schema);
+  const event = { time: 30_000, dimensions: ['de'], values: [1] };
+  segments.accept(0, 1, 0n, event);
+  segments.seal(segments.segments.get(0)!);
+  segments.accept(0, 1, 1n, event);
+  const second = [...segments.segments.values()].find((s) => s.state === 'ACTIVE')!;
+  segments.seal(second);
+  const scheduler = schedulerOf(storage, segments);
   await scheduler.handOffSealed();
   expect([...segments.segments.values()].map((s) => s.state)).toEqual(['HANDED_OFF', 'HANDED_OFF']);
   const record = (await latest(storage))!;
@@ -205,21 +215,7 @@ test("a copy behind a sibling's record is kept and not reported committed until 
   // The sibling cut the window later on partition 0 and earlier on partition 1.
   await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 5]] })]);
   let now = 1_000_000;
-  const scheduler = new HandOffScheduler({
-    storage,
-    target: target('r0'),
-    segments,
-    metrics: new ChannelMetrics(createReceiverMetrics(new Registry()), {
-      namespace: 'a',
-      cube: 'orders',
-      topic: 't',
-    }),
-    logger: winston.createLogger({ silent: true }),
-    retentionMs: 60_000,
-    lostBefore: () => new Map(),
-    onHandedOff: () => undefined,
-    now: () => now,
-  });
+  const scheduler = schedulerOf(storage, segments, () => now);
   await scheduler.handOffSealed();
   expect(segments.segments.get(0)!.state).toBe('HANDED_OFF');
   expect(scheduler.report(0)?.commit).toEqual({ outcome: 'behind', by: 'r1', version: 1 });
