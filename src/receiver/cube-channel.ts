@@ -631,7 +631,7 @@ export class CubeChannel {
 
   /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
   private forget(segment: Segment): void {
-    this.handOffs.forget(segment);
+    this.handOffs.forget(segment.key);
     this.segmentFragments.delete(segment.key);
   }
 

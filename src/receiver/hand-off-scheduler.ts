@@ -227,13 +227,22 @@ export class HandOffScheduler {
   private async recheckCommits(): Promise<void> {
     const now = this.now();
     const due = new Set<number>();
-    for (const s of this.options.segments.segments.values())
+    const held = new Set<number>();
+    for (const s of this.options.segments.segments.values()) {
+      held.add(s.windowStart);
       if (
         s.state === 'HANDED_OFF' &&
         !this.committed(s.windowStart) &&
         (this.rechecked.get(s.windowStart) ?? -Infinity) + recheckCommitMs <= now
       )
         due.add(s.windowStart);
+    }
+    // What is kept per window goes with the window's last segment (purged or fenced).
+    for (const windowStart of [...this.commits.keys(), ...this.rechecked.keys()])
+      if (!held.has(windowStart) && !this.committing.has(windowStart)) {
+        this.commits.delete(windowStart);
+        this.rechecked.delete(windowStart);
+      }
     for (const windowStart of due) {
       if (this.aborter.signal.aborted) return;
       this.rechecked.set(windowStart, now);
@@ -322,14 +331,13 @@ export class HandOffScheduler {
     const next = before
       .catch(() => undefined)
       .then(async () => {
-        const mine = [...this.options.segments.segments.values(), ...this.written.values()]
-          .filter(
-            (s, i, all) =>
-              s.windowStart === windowStart &&
-              (s.state === 'HANDED_OFF' || this.written.has(s.key)) &&
-              all.findIndex((t) => t.key === s.key) === i,
-          )
-          .map((s) => recordedHandOff(this.options.target, s));
+        // By key: a written segment is held too until it is purged.
+        const ofWindow = new Map<number, Segment>();
+        for (const s of this.options.segments.segments.values())
+          if (s.windowStart === windowStart && s.state === 'HANDED_OFF') ofWindow.set(s.key, s);
+        for (const s of this.written.values())
+          if (s.windowStart === windowStart) ofWindow.set(s.key, s);
+        const mine = [...ofWindow.values()].map((s) => recordedHandOff(this.options.target, s));
         const outcome = await commitWindow({
           storage: this.options.storage,
           target: this.options.target,
@@ -367,15 +375,10 @@ export class HandOffScheduler {
     return due;
   }
 
-  /** Forgets a purged segment (no longer held by the segment manager). */
-  forget(segment: Pick<Segment, 'key' | 'windowStart'>): void {
-    this.handOffPaths.delete(segment.key);
-    this.handOffErrors.delete(segment.key);
-    this.written.delete(segment.key);
-    const held = this.options.segments.segments;
-    if (![...held.values()].some((s) => s.windowStart === segment.windowStart)) {
-      this.commits.delete(segment.windowStart);
-      this.rechecked.delete(segment.windowStart);
-    }
+  /** Forgets a purged segment (its window's commit outcome goes at the next pass). */
+  forget(key: number): void {
+    this.handOffPaths.delete(key);
+    this.handOffErrors.delete(key);
+    this.written.delete(key);
   }
 }

@@ -20,36 +20,37 @@ export interface ArrowHandOff {
   windowStarts: number[];
 }
 
-const readScript = `
-import json, os, sys
+// What both readers share: one hand-off directory read into the shape of ArrowHandOff.
+const readPrelude = `
+import json, os, re, sys
 import pyarrow as pa, pyarrow.ipc as ipc
 root, columns = sys.argv[1], json.loads(sys.argv[2])
 out = []
-for dirpath, _, filenames in sorted(os.walk(root)):
-    # A directory being written is <key>.tmp until its rename: not a hand-off yet.
-    if 'manifest.json' not in filenames or dirpath.endswith('.tmp'):
-        continue
-    with open(os.path.join(dirpath, 'manifest.json')) as f:
+def read_handoff(path):
+    with open(os.path.join(path, 'manifest.json')) as f:
         manifest = json.load(f)
-    with pa.memory_map(os.path.join(dirpath, manifest['dataFile'])) as source:
+    with pa.memory_map(os.path.join(path, manifest['dataFile'])) as source:
         table = ipc.open_file(source).read_all()
     out.append({
-        'dir': os.path.relpath(dirpath, root),
+        'dir': os.path.relpath(path, root),
         'manifest': manifest,
         'fields': {f.name: str(f.type) for f in table.schema},
         'rows': [list(r) for r in zip(*[table.column(c).to_pylist() for c in columns])],
         'windowStarts': table.column('window_start').cast(pa.int64()).to_pylist(),
     })
+`;
+
+const readScript = `${readPrelude}
+for dirpath, _, filenames in sorted(os.walk(root)):
+    # A directory being written is <key>.tmp until its rename: not a hand-off yet.
+    if 'manifest.json' in filenames and not dirpath.endswith('.tmp'):
+        read_handoff(dirpath)
 json.dump(out, sys.stdout)
 `;
 
 // The reader of committed data: per window and replica set, the newest commit record, and the
 // hand-offs it lists; any other hand-off is a copy nobody committed.
-const committedScript = `
-import json, os, re, sys
-import pyarrow as pa, pyarrow.ipc as ipc
-root, columns = sys.argv[1], json.loads(sys.argv[2])
-out = []
+const committedScript = `${readPrelude}
 for dirpath, _, filenames in sorted(os.walk(root)):
     versions = sorted(int(m.group(1)) for m in (re.fullmatch(r'commit\\.(\\d+)\\.json', f) for f in filenames) if m)
     if not versions:
@@ -57,18 +58,7 @@ for dirpath, _, filenames in sorted(os.walk(root)):
     with open(os.path.join(dirpath, 'commit.%08d.json' % versions[-1])) as f:
         record = json.load(f)
     for h in record['handOffs']:
-        handoff = os.path.join(dirpath, h['dir'])
-        with open(os.path.join(handoff, 'manifest.json')) as f:
-            manifest = json.load(f)
-        with pa.memory_map(os.path.join(handoff, manifest['dataFile'])) as source:
-            table = ipc.open_file(source).read_all()
-        out.append({
-            'dir': os.path.relpath(handoff, root),
-            'manifest': manifest,
-            'fields': {f.name: str(f.type) for f in table.schema},
-            'rows': [list(r) for r in zip(*[table.column(c).to_pylist() for c in columns])],
-            'windowStarts': table.column('window_start').cast(pa.int64()).to_pylist(),
-        })
+        read_handoff(os.path.join(dirpath, h['dir']))
 json.dump(out, sys.stdout)
 `;
 
@@ -96,33 +86,37 @@ async function python(script: string, args: string[]): Promise<unknown> {
   return JSON.parse(stdout) as unknown;
 }
 
-/** Every hand-off (manifest + Arrow data) under `root`, in directory order. */
-export async function readHandOffsWithPyarrow(
+/** The hand-offs a script reads under `root`, each one's rows sorted by their dimensions. */
+async function readWith(
+  script: string,
   root: string,
   schema: AssignCubeRequest['schema'],
 ): Promise<ArrowHandOff[]> {
   const dims = schema.dimensions ?? [];
   const columns = [...dims, ...schema.measures.map((m) => m.name)];
-  const files = (await python(readScript, [root, JSON.stringify(columns)])) as ArrowHandOff[];
+  const files = (await python(script, [root, JSON.stringify(columns)])) as ArrowHandOff[];
   const key = (r: ModelRow): string => r.slice(0, dims.length).join('\u0000');
   for (const f of files) f.rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   return files;
+}
+
+/** Every hand-off (manifest + Arrow data) under `root`, in directory order. */
+export function readHandOffsWithPyarrow(
+  root: string,
+  schema: AssignCubeRequest['schema'],
+): Promise<ArrowHandOff[]> {
+  return readWith(readScript, root, schema);
 }
 
 /**
  * The committed hand-offs under `root`: for each window and replica set, those the newest commit
  * record lists (hand-off-commit.ts), one replica's copy. What a reader of the lake should read.
  */
-export async function readCommittedWithPyarrow(
+export function readCommittedWithPyarrow(
   root: string,
   schema: AssignCubeRequest['schema'],
 ): Promise<ArrowHandOff[]> {
-  const dims = schema.dimensions ?? [];
-  const columns = [...dims, ...schema.measures.map((m) => m.name)];
-  const files = (await python(committedScript, [root, JSON.stringify(columns)])) as ArrowHandOff[];
-  const key = (r: ModelRow): string => r.slice(0, dims.length).join('\u0000');
-  for (const f of files) f.rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-  return files;
+  return readWith(committedScript, root, schema);
 }
 
 /** Every Arrow file under `root` concatenated and aggregated with pyarrow's group_by. */
