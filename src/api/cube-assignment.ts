@@ -222,6 +222,11 @@ export const cubeAssignmentSpec = z
       .boolean()
       .default(false)
       .describe('Stop reconciling: no moves start (one in flight completes).'),
+    failoverAfter: kubernetesDuration
+      .default('5m')
+      .describe(
+        'How long every receiver pod of a replica set holding partitions may be not Ready before its partitions fail over to the other replica sets, from the end of what it committed (its copies fenced).',
+      ),
     rejectedEventsThreshold: percentage
       .default('1%')
       .describe(
@@ -270,6 +275,8 @@ export const reassignPhases = [
   'Planned',
   'Pausing',
   'Draining',
+  /** A failover only: the lost replica sets are fenced and their committed offsets read. */
+  'Fencing',
   'Starting',
   'Sealing',
   'Done',
@@ -296,6 +303,26 @@ export const reassignJournal = z.object({
    * source replicas: the target starts with it, so the move changes no lateness decision.
    */
   watermarks: z.record(partitionKey, z.int()).optional(),
+  /**
+   * Present on a failover: the replica sets lost (no ready receiver for spec.failoverAfter) whose
+   * partitions the moves take elsewhere. Its phases are Planned → Fencing → Starting.
+   */
+  failover: z
+    .object({
+      replicaSets: z
+        .array(replicaSetName)
+        .min(1)
+        .meta(kubernetes({ listType: 'set' })),
+      /**
+       * partition → offset ranges [from, to) at or past its stop offset that the lost set had
+       * committed already: the new owner skips them (they are counted once, in the lost set's
+       * commit records). Written in Fencing.
+       */
+      committedAbove: z
+        .record(partitionKey, z.array(z.object({ from: offset, to: offset })).max(1000))
+        .optional(),
+    })
+    .optional(),
   startedAt: timestamp,
   /** When the current phase began: its deadline counts from here. */
   phaseStartedAt: timestamp.optional(),

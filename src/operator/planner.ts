@@ -24,6 +24,13 @@ export interface PlanInput {
   partitions: number[] | undefined;
   /** Replica sets that have at least one ready receiver (of the spec or not). */
   availableReplicaSets: Set<string>;
+  /**
+   * Replica sets without a ready receiver for longer than spec.failoverAfter: their partitions
+   * are placed on the others (a failover), not kept waiting for them.
+   */
+  lostReplicaSets?: ReadonlySet<string>;
+  /** Replica sets without a ready receiver, not lost yet: when they are (epoch ms). */
+  failoverAt?: ReadonlyMap<string, number>;
 }
 
 export interface Problem {
@@ -62,13 +69,25 @@ export function planAssignment(input: PlanInput): Plan {
   // its receivers (pause, drain), and failover is a separate, later step. Nothing new goes to it.
   const topic = new Set(input.partitions);
   const stranded = new Map<number, string>();
+  const lost = input.lostReplicaSets ?? new Set<string>();
   for (const [partition, holders] of holdersByPartition(current)) {
     if (!topic.has(partition) || holders.some((rs) => input.availableReplicaSets.has(rs))) continue;
+    if (holders.every((rs) => lost.has(rs))) continue;
     stranded.set(partition, holders[0]!);
   }
   const strandedHolders = sortedNames(stranded.values());
+  // Lost sets that hold partitions: those fail over (their own problem, below).
+  const lostHolders = new Map<string, number[]>();
+  for (const [partition, holders] of holdersByPartition(current))
+    for (const rs of holders)
+      if (topic.has(partition) && lost.has(rs) && !input.availableReplicaSets.has(rs))
+        lostHolders.set(
+          rs,
+          [...(lostHolders.get(rs) ?? []), partition].sort((a, b) => a - b),
+        );
   const idle = input.replicaSets.filter(
-    (rs) => !input.availableReplicaSets.has(rs) && !strandedHolders.includes(rs),
+    (rs) =>
+      !input.availableReplicaSets.has(rs) && !strandedHolders.includes(rs) && !lostHolders.has(rs),
   );
   if (idle.length > 0) {
     problems.push({
@@ -78,9 +97,20 @@ export function planAssignment(input: PlanInput): Plan {
   }
   for (const rs of strandedHolders) {
     const held = [...stranded].filter(([, owner]) => owner === rs).map(([p]) => p);
+    const at = input.failoverAt?.get(rs);
+    const until =
+      at === undefined
+        ? 'they stay there until it is back'
+        : `they stay there until it is back, or fail over to the other replica sets at ${new Date(at).toISOString()} (spec.failoverAfter)`;
     problems.push({
       reason: 'ReplicaSetUnavailable',
-      message: `replica set ${rs}${input.replicaSets.includes(rs) ? '' : ' (no longer in spec.replicaSets)'} holds partition${held.length > 1 ? 's' : ''} ${held.sort((a, b) => a - b).join(', ')} but has no ready receiver pod (label ${replicaSetLabel}); they stay there until it is back`,
+      message: `replica set ${rs}${input.replicaSets.includes(rs) ? '' : ' (no longer in spec.replicaSets)'} holds partition${held.length > 1 ? 's' : ''} ${held.sort((a, b) => a - b).join(', ')} but has no ready receiver pod (label ${replicaSetLabel}); ${until}`,
+    });
+  }
+  for (const [rs, held] of lostHolders) {
+    problems.push({
+      reason: 'ReplicaSetLost',
+      message: `replica set ${rs} has had no ready receiver pod for longer than spec.failoverAfter: partition${held.length > 1 ? 's' : ''} ${held.join(', ')} fail${held.length > 1 ? '' : 's'} over to the other replica sets`,
     });
   }
   const pinProblems = validatePins({

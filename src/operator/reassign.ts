@@ -13,7 +13,7 @@ import type {
   ReassignJournal,
   ReassignPhase,
 } from '../api/cube-assignment.ts';
-import type { AssignCubeRequest, CubeStatus } from '../protocol/admin-api.ts';
+import type { AssignCubeRequest, CubeStatus, FenceResponse } from '../protocol/admin-api.ts';
 import { ReceiverApiError, isStaleLeader, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
@@ -39,7 +39,7 @@ export class PhaseBlocked extends Error {
 /** The receiver calls a reassign makes. */
 export type ReassignReceiver = Pick<
   ReceiverClient,
-  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign' | 'cubeStatus'
+  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign' | 'cubeStatus' | 'fence'
 >;
 
 /**
@@ -178,6 +178,7 @@ export const nextPhase: Record<ReassignPhase, ReassignPhase> = {
   Planned: 'Pausing',
   Pausing: 'Draining',
   Draining: 'Starting',
+  Fencing: 'Starting',
   Starting: 'Sealing',
   Sealing: 'Done',
   Done: 'Done',
@@ -196,6 +197,8 @@ export function isSourceless(journal: ReassignJournal): boolean {
 
 /** The phase a finished one leads to, for this journal (see isSourceless). */
 function phaseAfter(journal: ReassignJournal): ReassignPhase {
+  // A failover's sources are gone: nothing to pause or drain; Fencing says where to start.
+  if (journal.failover && journal.phase === 'Planned') return 'Fencing';
   const next = nextPhase[journal.phase];
   return next === 'Draining' && isSourceless(journal) ? 'Starting' : next;
 }
@@ -267,6 +270,7 @@ function sourceEndpoints(
     Planned: '',
     Pausing: `the reassign waits in Pausing and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
     Draining: `the reassign waits in Draining and rolls back after ${ctx.phaseTimeoutMs / 1000}s if it is not back`,
+    Fencing: '',
     Starting: `${them}, drained to ${plural(partitions, 'its stop offset', 'their stop offsets')}, cannot be released: ${plural(partitions, 'it waits', 'they wait')} for the set to come back (its data is on its volumes) and ${plural(partitions, 'is', 'are')} not consumed until then`,
     Sealing: `its segments of ${ctx.cube} cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)`,
     Done: '',
@@ -654,11 +658,117 @@ export function fencedMessage(
   return `receiver ${endpoint.name} (${endpoint.replicaSet}) had consumed past the stop offsets of partitions ${what} under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off`;
 }
 
+/**
+ * A failover's first phase: the lost replica sets are fenced in deep storage, through a receiver
+ * of a target set (the operator has no access of its own), which then reads what each lost set had
+ * committed of its partitions. Each partition restarts at its first offset not committed since its
+ * epoch began, and the targets read over what the lost set committed past that (late events of a
+ * window it committed): nothing is counted twice, and of its uncommitted data nothing is lost.
+ */
+async function fencing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const epochs = ctx.object.status?.epochs ?? {};
+  const epochStarts = ctx.object.status?.epochStarts ?? {};
+  const fencers = [...byTarget(journal).keys()].flatMap((rs) => ctx.receivers.get(rs) ?? []);
+  if (fencers.length === 0)
+    throw new PhaseBlocked(
+      'TargetReceiverUnavailable',
+      `no receiver of the failover's target replica sets (${[...byTarget(journal).keys()].join(', ')}) is ready to fence ${journal.failover!.replicaSets.join(', ')}`,
+    );
+  const stops: Record<string, string> = {};
+  const above: Record<string, { from: string; to: string }[]> = {};
+  const unknownStarts = journal.moves
+    .filter((m) => epochStarts[String(m.partition)] === undefined)
+    .map((m) => m.partition);
+  const fallback =
+    unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
+  for (const [rs, partitions] of bySource(journal)) {
+    const request = {
+      replicaSet: rs,
+      id: journal.id,
+      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+    };
+    let answer: FenceResponse | undefined;
+    let failure: unknown;
+    for (const endpoint of fencers) {
+      try {
+        answer = await call(ctx, endpoint, 'fence', 'FenceFailed', (c) =>
+          c.fence(ctx.cube, request, ctx.signal),
+        );
+        break;
+      } catch (error) {
+        if (!(error instanceof PhaseBlocked)) throw error;
+        failure = error;
+      }
+    }
+    if (!answer) throw failure;
+    receiverFinished('Fencing');
+    for (const p of partitions) {
+      const start = BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
+      const committed = (answer.committed[String(p)] ?? []).map(([from, to]) => ({
+        from: BigInt(from),
+        to: BigInt(to),
+      }));
+      const { restart, readOver } = failoverStart(start, committed);
+      stops[String(p)] = restart.toString();
+      if (readOver.length > 0)
+        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+    }
+  }
+  ctx.event('Warning', 'FailoverStarted', failoverStartedMessage(ctx, journal, stops, above));
+  return finished({
+    stopOffsets: stops,
+    failover: { ...journal.failover!, committedAbove: above },
+  });
+}
+
+/**
+ * Where a failed-over partition restarts: its first offset from `epochStart` on that the lost set
+ * did not commit, and the committed ranges past it, to be read over. `committed`: merged, sorted.
+ */
+export function failoverStart(
+  epochStart: bigint,
+  committed: { from: bigint; to: bigint }[],
+): { restart: bigint; readOver: { from: bigint; to: bigint }[] } {
+  let restart = epochStart;
+  for (const r of committed) {
+    if (r.to <= restart) continue;
+    if (r.from > restart) break;
+    restart = r.to;
+  }
+  return { restart, readOver: committed.filter((r) => r.from > restart) };
+}
+
+function failoverStartedMessage(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  stops: Record<string, string>,
+  above: Record<string, { from: string; to: string }[]>,
+): string {
+  const observed = new Map((ctx.object.status?.partitions ?? []).map((p) => [p.partition, p]));
+  let reread = 0n;
+  let known = true;
+  for (const m of journal.moves) {
+    const last = observed.get(m.partition)?.position;
+    if (last === undefined) {
+      known = false;
+      continue;
+    }
+    let n = BigInt(last) - BigInt(stops[String(m.partition)] ?? last);
+    for (const r of above[String(m.partition)] ?? [])
+      if (BigInt(r.to) <= BigInt(last)) n -= BigInt(r.to) - BigInt(r.from);
+    if (n > 0n) reread += n;
+  }
+  const sets = journal.failover!.replicaSets;
+  const skipped = Object.values(above).reduce((n, list) => n + list.length, 0);
+  return `failover ${journal.id}: replica set${plural(sets, '', 's')} ${sets.join(', ')} had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) and ${plural(sets, 'is', 'are')} fenced; ${describeMoves(journal)} restart from ${describeOffsets(stops)}, the end of what ${plural(sets, 'it', 'they')} committed: ${reread} offset${reread === 1n ? '' : 's'} re-read${known ? '' : ' (more where no position was reported)'}${skipped > 0 ? `, ${skipped} committed range${skipped === 1 ? '' : 's'} past the restart read over` : ''}`;
+}
+
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   // Every source releases before any target starts: a source set with no ready receiver blocks
-  // the phase here (its partitions are drained and stopped, not lost).
-  for (const [rs, partitions] of bySource(journal)) {
+  // the phase here (its partitions are drained and stopped, not lost). A failover's sources are
+  // lost and fenced: they are released when back, by convergence.
+  for (const [rs, partitions] of journal.failover ? [] : bySource(journal)) {
     for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       try {
         const pending = await releaseAtStops(
@@ -684,6 +794,13 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
       position: journal.stopOffsets?.[String(p)] ?? '0',
       epoch: (epochs[String(p)] ?? 0) + 1,
       watermark: journal.watermarks?.[String(p)] ?? null,
+      ...(journal.failover?.committedAbove?.[String(p)]?.length
+        ? {
+            committedElsewhere: journal.failover.committedAbove[String(p)]!.map(
+              (r) => [r.from, r.to] as [string, string],
+            ),
+          }
+        : {}),
     }));
     try {
       for (const endpoint of endpointsOf(ctx, rs, 'target')) {
@@ -720,9 +837,10 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
     if (waiting) return waiting;
   }
   const assignment = finalAssignment(ctx.object, journal);
-  // A source set with no ready receiver blocks Done, after the other sources are sealed.
+  // A source set with no ready receiver blocks Done, after the other sources are sealed. A
+  // failover's are fenced: convergence releases them when back, and their committed data stays.
   let unavailable: PhaseBlocked | undefined;
-  for (const rs of bySource(journal).keys()) {
+  for (const rs of journal.failover ? [] : bySource(journal).keys()) {
     if ((assignment[rs] ?? []).length > 0) continue;
     let endpoints: ReceiverEndpoint[];
     try {
@@ -817,6 +935,7 @@ const runPhase: Record<
   Planned: () => Promise.resolve(finished()),
   Pausing: pausing,
   Draining: draining,
+  Fencing: fencing,
   Starting: starting,
   Sealing: sealing,
 };
@@ -864,7 +983,7 @@ export async function stepReassign(
     return { kind: 'waiting', object, journal: next, message, requeueAfterMs };
   }
   ctx.signal.throwIfAborted();
-  if (journal.phase === 'Starting' && isSourceless(journal)) {
+  if (journal.phase === 'Starting' && (isSourceless(journal) || journal.failover)) {
     // Nothing to seal: the assignment and epochs are written with the journal's end.
     const sealed = await sealing(ctx, journal);
     return complete(ctx, journal, sealed.finished ? (sealed.status ?? {}) : {});
@@ -888,11 +1007,18 @@ async function complete(
   const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
   const object = await ctx.persist({ ...status, reassign: null });
   ctx.entries.forget(`${namespace}/${name}`);
-  ctx.event(
-    'Normal',
-    'ReassignCompleted',
-    `reassign ${journal.id} moved ${journal.moves.length} partition(s): ${describeMoves(journal)}`,
-  );
+  if (journal.failover)
+    ctx.event(
+      'Normal',
+      'FailoverCompleted',
+      `failover ${journal.id} of replica set${plural(journal.failover.replicaSets, '', 's')} ${journal.failover.replicaSets.join(', ')} done: ${describeMoves(journal)}, consumed from ${describeOffsets(journal.stopOffsets ?? {})}`,
+    );
+  else
+    ctx.event(
+      'Normal',
+      'ReassignCompleted',
+      `reassign ${journal.id} moved ${journal.moves.length} partition(s): ${describeMoves(journal)}`,
+    );
   return { kind: 'completed', object, journal, requeueAfterMs: requeueDelayMs.finished };
 }
 

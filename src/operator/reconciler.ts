@@ -39,6 +39,8 @@ import type { OwnWrites } from './own-writes.ts';
 import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
+import { sortedNames } from '../assign/assignment.ts';
+import { parseDuration } from '../api/duration.ts';
 import {
   PhaseEntries,
   assignRequest,
@@ -750,10 +752,15 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           receiver,
           replicaSet: rs,
           coverage: status.coverage,
+          // Offsets a fenced set committed, read over here (a failover), are accounted as lost
+          // ones are: in no segment of this replica, and no gap.
           lost: new Map(
             status.partitions.map((p) => [
               p.partition,
-              (p.lostRanges ?? []).map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) })),
+              [
+                ...(p.lostRanges ?? []),
+                ...(status.coverage?.[String(p.partition)]?.elsewhere ?? []),
+              ].map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) })),
             ]),
           ),
         });
@@ -811,6 +818,43 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
   // Which phase of a reassign this process last started, per cube: announced once per entry.
   const phaseEntries = new PhaseEntries();
+  /**
+   * Per `<namespace>/<replica set>`, since when it has had no ready receiver, as this process saw
+   * it: a failover waits spec.failoverAfter from then (a new leader starts the wait anew).
+   */
+  const awaySince = new Map<string, number>();
+
+  /**
+   * The replica sets holding partitions of the cube that have had no ready receiver for longer
+   * than spec.failoverAfter (lost), and when the others without one will be.
+   */
+  const lostReplicaSets = (
+    object: CubeAssignment,
+    available: ReadonlySet<string>,
+  ): { lost: Set<string>; failoverAt: Map<string, number> } => {
+    const namespace = object.metadata?.namespace ?? 'default';
+    const now = Date.now();
+    const afterMs = parseDuration(object.spec.failoverAfter) ?? 300_000;
+    const lost = new Set<string>();
+    const failoverAt = new Map<string, number>();
+    const sets = new Set([
+      ...object.spec.replicaSets,
+      ...Object.keys(object.status?.assignment ?? {}),
+    ]);
+    for (const rs of sets) {
+      const key = `${namespace}/${rs}`;
+      if (available.has(rs)) {
+        awaySince.delete(key);
+        continue;
+      }
+      const since = awaySince.get(key) ?? now;
+      awaySince.set(key, since);
+      if (!(object.status?.assignment?.[rs] ?? []).length) continue;
+      if (now - since >= afterMs) lost.add(rs);
+      else failoverAt.set(rs, since + afterMs);
+    }
+    return { lost, failoverAt };
+  };
 
   return async function reconcile(
     key: string,
@@ -1043,15 +1087,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       };
       log.warn('cannot read topic metadata', { error: (error as Error).message });
     }
+    const availableReplicaSets = new Set(
+      [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
+    );
+    const away = lostReplicaSets(object, availableReplicaSets);
     const plan = planAssignment({
       strategy: object.spec.strategy,
       replicaSets: object.spec.replicaSets,
       pins: object.spec.pins,
       current: object.status?.assignment,
       partitions,
-      availableReplicaSets: new Set(
-        [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
-      ),
+      availableReplicaSets,
+      lostReplicaSets: away.lost,
+      failoverAt: away.failoverAt,
     });
     if (sourceProblem) {
       const replacement = sourceProblem;
@@ -1059,11 +1107,17 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     if (plan.moves.length > 0 && !plan.problems.some((p) => p.reason === 'TopicNotFound')) {
-      const planned = newJournal(
-        plan.moves,
-        new Date(),
-        `r-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
-      );
+      // A failover moves the lost sets' partitions alone; any other move is planned after it.
+      const failedOver = plan.moves.filter((m) => m.from !== undefined && away.lost.has(m.from));
+      const failoverSets = sortedNames(failedOver.map((m) => m.from!));
+      const planned: ReassignJournal = {
+        ...newJournal(
+          failedOver.length > 0 ? failedOver : plan.moves,
+          new Date(),
+          `${failedOver.length > 0 ? 'f' : 'r'}-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
+        ),
+        ...(failedOver.length > 0 ? { failover: { replicaSets: failoverSets } } : {}),
+      };
       // A first placement is written once, at Starting, with its starting offsets; should the
       // brokers not give them now, it is written at Planned and its steps report why.
       const j = isSourceless(planned)
@@ -1091,8 +1145,9 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         },
         signal,
       );
-      // A first placement's Event is its completion, which names every move.
-      if (!isSourceless(j))
+      // A first placement's Event is its completion, which names every move; a failover's
+      // FailoverStarted names its offsets once they are known, in Fencing.
+      if (!isSourceless(j) && !j.failover)
         deps.events.record(
           object,
           'Normal',

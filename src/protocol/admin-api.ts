@@ -31,6 +31,14 @@ export const partitionStart = z.object({
   epoch,
   /** Event-time watermark carried over from the previous owner, so a move changes no decision. */
   watermark: z.number().int().nullable().default(null),
+  /**
+   * Offset ranges [from, to) at or past `position` that a fenced replica set committed already
+   * (a failover): read over, never aggregated here, and reported as `elsewhere` in the coverage.
+   */
+  committedElsewhere: z
+    .array(z.tuple([offset, offset]))
+    .max(1000)
+    .optional(),
 });
 
 export const assignCubeRequest = z.object({
@@ -65,6 +73,30 @@ export const drainRequest = z.object({
   timeoutMs: z.number().int().min(0).max(600_000).default(30_000),
 });
 export type DrainRequest = z.input<typeof drainRequest>;
+
+/**
+ * POST …/cubes/:cube/fence, to a receiver of a live replica set: fences `replicaSet` (lost) for
+ * `partitions` — a record in deep storage under which none of that set's copies holding those
+ * partitions under those epochs or older is committed any more — then, after `graceMs` (for a
+ * commit of the lost set already under way), reads what the set had committed of them.
+ */
+export const fenceRequest = z.object({
+  replicaSet: z.string().min(1).max(63),
+  /** The failover's id: the fence record's name (the same request twice writes it once). */
+  id: z.string().min(1).max(63),
+  /** partition → the highest epoch fenced. */
+  partitions: z.record(partitionKey, epoch),
+  graceMs: z.number().int().min(0).max(60_000).default(5_000),
+});
+export type FenceRequest = z.input<typeof fenceRequest>;
+
+export const fenceResponse = z.object({
+  /** partition → merged ranges [from, to) the set's latest commit records cover. */
+  committed: z.record(partitionKey, z.array(z.tuple([offset, offset]))),
+  /** The set's commit records read (the newest of each window). */
+  records: z.int().min(0),
+});
+export type FenceResponse = z.infer<typeof fenceResponse>;
 
 export const sealRequest = z.object({
   /** Wait for the hand-off of the sealed segments, up to this long. */
@@ -156,13 +188,14 @@ export const segmentStatus = z.object({
        * The window's commit record for this replica set after this receiver's last commit of the
        * window (hand-off-commit.ts): which replica's copy readers read. `committed`: this
        * receiver's, `covered`: another replica's covering at least as much, `behind`: another's
-       * covering offsets this one has not handed off yet.
+       * covering offsets this one has not handed off yet, `fenced`: never to be committed, its
+       * replica set fenced by a failover (`by` names the fence; `version` 0: no record).
        */
       commit: z
         .object({
-          outcome: z.enum(['committed', 'covered', 'behind']),
+          outcome: z.enum(['committed', 'covered', 'behind', 'fenced']),
           by: z.string(),
-          version: z.int().min(1),
+          version: z.int().min(0),
         })
         .optional(),
     })
@@ -215,6 +248,11 @@ const cubeStatusBase = z.object({
       z.object({
         kept: z.array(z.tuple([offset, offset])),
         handedOff: z.array(z.tuple([offset, offset])),
+        /**
+         * Offsets a fenced replica set committed, read over here (a failover's new owner): in no
+         * segment of this receiver, counted in that set's commit records. Absent: none.
+         */
+        elsewhere: z.array(z.tuple([offset, offset])).optional(),
       }),
     )
     .optional(),

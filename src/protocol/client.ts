@@ -8,6 +8,7 @@ import {
   cubeSummaries,
   drainResponse,
   errorResponse,
+  fenceResponse,
   leaderTermHeader,
   partitionsResponse,
   queryResponse,
@@ -19,6 +20,8 @@ import {
   type DrainRequest,
   type DrainResponse,
   type ErrorResponse,
+  type FenceRequest,
+  type FenceResponse,
   type PartitionsResponse,
   type QueryRequest,
   type QueryResponse,
@@ -270,6 +273,14 @@ export class ReceiverClient {
       signal,
       cube,
       timeoutMs: waitMs + this.timeoutMs,
+    });
+  /** Fences a lost replica set's copies of a cube and answers what it had committed. */
+  fence = (cube: string, request: FenceRequest, signal?: AbortSignal): Promise<FenceResponse> =>
+    this.call('POST', this.path(cube, 'fence'), fenceResponse, {
+      body: request,
+      signal,
+      cube,
+      timeoutMs: (request.graceMs ?? 5_000) + this.timeoutMs,
     });
   unassign = (cube: string, force = false, signal?: AbortSignal): Promise<UnassignResponse> =>
     this.call('DELETE', `${this.path(cube)}${force ? '?force=true' : ''}`, unassignResponse, {

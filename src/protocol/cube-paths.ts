@@ -19,7 +19,15 @@ export function cubeKeyString(key: CubeKey): string {
 }
 
 /** The actions a cube's path may end with (POST). */
-export const cubeActions = ['pause', 'resume', 'release', 'drain', 'seal', 'query'] as const;
+export const cubeActions = [
+  'pause',
+  'resume',
+  'release',
+  'drain',
+  'seal',
+  'query',
+  'fence',
+] as const;
 export type CubeAction = (typeof cubeActions)[number];
 
 /** The admin path of a cube, or of one of its actions. Names are DNS labels: nothing to escape. */

@@ -23,7 +23,7 @@ type CubeLabel = 'namespace' | 'cube';
 type PartitionLabel = CubeLabel | 'topic' | 'partition';
 
 const segmentStates: SegmentState[] = ['ACTIVE', 'IMMUTABLE', 'HANDED_OFF'];
-const commitOutcomes = ['committed', 'covered', 'behind'] as const;
+const commitOutcomes = ['committed', 'covered', 'behind', 'fenced'] as const;
 
 export class ChannelMetrics {
   private readonly metrics: ReceiverMetrics;

@@ -28,6 +28,8 @@ export interface PartitionCheckpoint {
   watermark: number | null;
   currentWindow: number | null;
   pending: RangeJson[];
+  /** PartitionState.elsewhere; absent when none. */
+  elsewhere?: RangeJson[];
 }
 
 export interface SegmentCheckpoint {
@@ -140,6 +142,7 @@ export function partitionCheckpoint(
     watermark: clock.watermark,
     currentWindow: clock.currentWindow,
     pending: rangesToJson(clock.pending),
+    ...(ps.elsewhere?.length ? { elsewhere: rangesToJson(ps.elsewhere) } : {}),
   };
 }
 
@@ -158,6 +161,7 @@ export function restoredPartition(
       highWatermark: null,
       lastRecordAt: now,
       generation: 0,
+      ...(p.elsewhere ? { elsewhere: rangesFromJson(p.elsewhere) } : {}),
     },
     clock: {
       watermark: p.watermark,

@@ -53,7 +53,7 @@ import {
 } from './partition-state.ts';
 import { type CubeQuery, querySegments } from './query.ts';
 import { type Row, type Segment, SegmentManager, type SegmentState } from './segments.ts';
-import { rangeMapFromJson } from './offset-ranges.ts';
+import { type RangeJson, rangeMapFromJson, rangesFromJson } from './offset-ranges.ts';
 import {
   consumerStatus,
   coverageStatus,
@@ -108,6 +108,8 @@ export interface PartitionStart {
   position: string;
   epoch: number;
   watermark: number | null;
+  /** Ranges a fenced replica set committed, to read over (admin-api partitionStart). */
+  committedElsewhere?: RangeJson[] | undefined;
 }
 
 export const defaultHandedOffRetentionMs = 3_600_000;
@@ -477,14 +479,16 @@ export class CubeChannel {
    * The partition ran past the offset its next owner starts from (`stopOffset`), under an epoch
    * that is over: every segment holding any of its offsets from there on is dropped, never handed
    * off, so the excess is never committed twice. The replica's copy of those windows goes with
-   * them (its siblings, which the move stopped in time, hold theirs). A segment handed off already
-   * cannot be taken back: that is logged as an error.
+   * them (its siblings, which the move stopped in time, hold theirs). A handed-off copy no commit
+   * record names is dropped too (a fenced replica set's: a fence keeps it so); one committed
+   * already cannot be taken back: that is logged as an error.
    */
   private fenceExcess(ps: PartitionState): void {
     const stop = ps.stopOffset;
     if (stop === null) return;
     for (const segment of this.segments.holdingFrom(ps.partition, stop)) {
-      if (segment.state === 'HANDED_OFF') {
+      // A handed-off copy no commit record names (a fenced replica set's) is never the data.
+      if (segment.state === 'HANDED_OFF' && this.handOffs.committed(segment.windowStart)) {
         this.log.error('a handed-off segment holds offsets past a stop offset', {
           cube: this.cube,
           partition: ps.partition,
@@ -785,6 +789,12 @@ export class CubeChannel {
     const fresh = starts.filter((_, i) => outcomes[i]!.effects.includes('restartConsumer'));
     for (const s of fresh) {
       this.segments.raiseWatermark(s.partition, s.watermark);
+      const ps = this.partitions.get(s.partition)!;
+      const elsewhere = rangesFromJson(s.committedElsewhere ?? []).filter(
+        (r) => r.to > ps.position,
+      );
+      if (elsewhere.length > 0) ps.elsewhere = elsewhere;
+      else delete ps.elsewhere;
       this.countLost(s.partition, 0n); // the series exists from the start, at zero
       this.log.info('partition assigned', {
         cube: this.cube,
@@ -961,7 +971,14 @@ export class CubeChannel {
       ingested: this.ingest.ingested,
       rejected: Object.fromEntries(this.ingest.rejected),
       consumer: consumerStatus(this.supervisor.health()),
-      ...coverageStatus(this.segments.coverage((seg) => this.handOffs.committed(seg.windowStart))),
+      ...coverageStatus(
+        this.segments.coverage((seg) => this.handOffs.committed(seg.windowStart)),
+        new Map(
+          [...this.partitions.values()].flatMap((ps) =>
+            ps.elsewhere?.length ? [[ps.partition, ps.elsewhere] as const] : [],
+          ),
+        ),
+      ),
     };
   }
 

@@ -102,7 +102,9 @@ export type CommitDecision =
   /** The latest record (another replica's) holds offsets this replica's hand-offs lack. */
   | { kind: 'behind'; by: string }
   /** Overlaps a later epoch's committed copy in another replica set: never to be committed. */
-  | { kind: 'stale'; detail: string };
+  | { kind: 'stale'; detail: string }
+  /** Holds a partition under an epoch a failover fenced (`by`: the fence's id): never committed. */
+  | { kind: 'fenced'; by: string };
 
 /**
  * What a replica commits of a window, given its own hand-offs of it, the window's latest record
@@ -113,6 +115,8 @@ export function decideCommit(o: {
   mine: CommitRecord['handOffs'];
   latest: CommitRecord | undefined;
   otherSets: CommitRecord[];
+  /** This replica set's fences (see fencesOf). */
+  fences?: Fences;
 }): CommitDecision {
   // A replica's own earlier record lists hand-offs its memory may have purged since.
   const candidate = [...o.mine];
@@ -125,6 +129,8 @@ export function decideCommit(o: {
     if (covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
     if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
   }
+  const fence = o.fences && fencedIn(candidate, o.fences);
+  if (fence) return { kind: 'fenced', by: fence };
   for (const other of o.otherSets) {
     const shared = overlapping(mine, rangeMapFromJson(other.offsetRanges));
     for (const s of shared) {
@@ -189,7 +195,75 @@ export async function latestRecords(
 
 export type CommitOutcome =
   | { kind: 'committed'; version: number }
-  | { kind: 'covered' | 'behind'; by: string; version: number };
+  /** `fenced`: `by` is the fence's id, `version` the latest record's (0: none). */
+  | { kind: 'covered' | 'behind' | 'fenced'; by: string; version: number };
+
+/** A failover's fence of a replica set (a record under the cube's `fences/`). */
+export interface FenceRecord {
+  id: string;
+  replicaSet: string;
+  /** partition → the highest epoch fenced: copies holding it under that epoch or older. */
+  partitions: Record<string, number>;
+  /** The receiver that wrote it, for a person. */
+  by: string;
+  fencedAt: string;
+}
+
+/** partition → the highest epoch fenced, and the fence that says so. */
+export type Fences = Map<number, { epoch: number; id: string }>;
+
+/** The directory of a cube in deep storage: its windows' and its fences'. */
+export function cubeDir(target: Pick<HandOffTarget, 'namespace' | 'cube'>): string {
+  return [
+    ...(target.namespace === undefined ? [] : [`namespace=${target.namespace}`]),
+    target.cube,
+  ].join('/');
+}
+
+const fencesDir = (cube: string, replicaSet: string): string =>
+  `${cube}/fences/replicaSet=${replicaSet}`;
+
+/** Every fence of one replica set of a cube, merged: the highest epoch per partition. */
+export async function fencesOf(
+  storage: DeepStorage,
+  cube: string,
+  replicaSet: string,
+  signal?: AbortSignal,
+): Promise<Fences> {
+  const dir = fencesDir(cube, replicaSet);
+  const out: Fences = new Map();
+  for (const key of await storage.listKeys(dir, signal)) {
+    if (!key.endsWith('.json')) continue;
+    const text = await storage.readObject(`${dir}/${key}`, signal);
+    if (text === undefined) continue;
+    const fence = JSON.parse(text) as FenceRecord;
+    for (const [p, epoch] of Object.entries(fence.partitions)) {
+      const held = out.get(Number(p));
+      if (!held || held.epoch < epoch) out.set(Number(p), { epoch, id: fence.id });
+    }
+  }
+  return out;
+}
+
+/** The id of a fence that one of `handOffs` falls under (a partition at a fenced epoch), if any. */
+export function fencedIn(handOffs: CommitRecord['handOffs'], fences: Fences): string | undefined {
+  if (fences.size === 0) return undefined;
+  for (const h of handOffs)
+    for (const [p, ranges] of Object.entries(h.offsetRanges)) {
+      const fence = fences.get(Number(p));
+      const epoch = h.epochs[p];
+      if (fence && epoch !== undefined && epoch <= fence.epoch && ranges.length > 0)
+        return fence.id;
+    }
+  return undefined;
+}
+
+/**
+ * Time between reading the fences and creating a record past which the record is not created
+ * but the fences read again: with a failover's grace (fenceRequest.graceMs, 5 s) above it, a
+ * commit under way when a fence is written lands before the fence's reader looks, or not at all.
+ */
+export const maxFenceReadAgeMs = 2_000;
 
 /** Attempts at one commit when other writers keep taking the next version first. */
 const maxRaces = 8;
@@ -207,7 +281,10 @@ export async function commitWindow(o: {
   signal?: AbortSignal | undefined;
 }): Promise<CommitOutcome> {
   const dir = windowDir(o.target, o.windowStart);
+  const clock = o.now ?? Date.now;
   for (let race = 0; race < maxRaces; race++) {
+    const fencesReadAt = clock();
+    const fences = await fencesOf(o.storage, cubeDir(o.target), o.target.replicaSet, o.signal);
     const records = await latestRecords(o.storage, dir, o.signal);
     const latest = records.get(o.target.replicaSet);
     const decision = decideCommit({
@@ -215,12 +292,15 @@ export async function commitWindow(o: {
       mine: o.mine,
       latest,
       otherSets: [...records].filter(([set]) => set !== o.target.replicaSet).map(([, r]) => r),
+      fences,
     });
     if (decision.kind === 'stale')
       throw new Error(`not committed: this copy is stale: ${decision.detail}`);
     // This replica's own record covers its copy already (a generation committed with another).
     if (decision.kind === 'covered' && decision.by === o.target.receiver)
       return { kind: 'committed', version: latest!.version };
+    if (decision.kind === 'fenced')
+      return { kind: 'fenced', by: decision.by, version: latest?.version ?? 0 };
     if (decision.kind !== 'commit')
       return { kind: decision.kind, by: decision.by, version: latest!.version };
     const version = (latest?.version ?? 0) + 1;
@@ -231,8 +311,11 @@ export async function commitWindow(o: {
       windowStart: new Date(o.windowStart).toISOString(),
       handOffs: decision.handOffs,
       offsetRanges: rangeMapToJson(coverageOf(decision.handOffs)),
-      committedAt: new Date(o.now?.() ?? Date.now()).toISOString(),
+      committedAt: new Date(clock()).toISOString(),
     };
+    // A fence written since they were read must be seen before a record is created (see
+    // maxFenceReadAgeMs): the fences are read again.
+    if (clock() - fencesReadAt > maxFenceReadAgeMs) continue;
     const key = `${dir}/replicaSet=${o.target.replicaSet}/${commitRecordName(version)}`;
     if (await o.storage.createObject(key, JSON.stringify(record, null, 2), o.signal))
       return { kind: 'committed', version };
@@ -240,4 +323,67 @@ export async function commitWindow(o: {
   throw new Error(
     `not committed: ${maxRaces} attempts each found a newer commit record of the window written meanwhile`,
   );
+}
+
+/**
+ * Fences a lost replica set of a cube (a failover): writes the fence record (once: the same id
+ * twice finds it written), waits `graceMs` for a commit of that set already under way, then
+ * answers, per fenced partition, the offsets the set's latest commit records cover. From the
+ * fence on, that set writes no record holding a fenced partition under a fenced epoch.
+ */
+export async function fenceReplicaSet(o: {
+  storage: DeepStorage;
+  cube: Pick<HandOffTarget, 'namespace' | 'cube'>;
+  replicaSet: string;
+  id: string;
+  partitions: Record<string, number>;
+  by: string;
+  graceMs: number;
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  signal?: AbortSignal | undefined;
+}): Promise<{ committed: Map<number, OffsetRange[]>; records: number }> {
+  const cube = cubeDir(o.cube);
+  const fence: FenceRecord = {
+    id: o.id,
+    replicaSet: o.replicaSet,
+    partitions: o.partitions,
+    by: o.by,
+    fencedAt: new Date(o.now?.() ?? Date.now()).toISOString(),
+  };
+  const key = `${fencesDir(cube, o.replicaSet)}/${o.id}.json`;
+  await o.storage.createObject(key, JSON.stringify(fence, null, 2), o.signal);
+  const sleep =
+    o.sleep ??
+    ((ms: number, signal?: AbortSignal) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, ms);
+        signal?.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(signal.reason as Error);
+        });
+      }));
+  if (o.graceMs > 0) await sleep(o.graceMs, o.signal);
+  const fenced = new Set(Object.keys(o.partitions).map(Number));
+  const committed = new Map<number, OffsetRange[]>();
+  let records = 0;
+  const windows = new Set<string>();
+  for (const k of await o.storage.listKeys(cube, o.signal)) {
+    const m = /^(window=[^/]+)\/replicaSet=([^/]+)\/commit\.\d+\.json$/.exec(k);
+    if (m && m[2] === o.replicaSet) windows.add(m[1]!);
+  }
+  for (const window of windows) {
+    const record = (await latestRecords(o.storage, `${cube}/${window}`, o.signal)).get(
+      o.replicaSet,
+    );
+    if (!record) continue;
+    records += 1;
+    for (const [p, ranges] of rangeMapFromJson(record.offsetRanges)) {
+      if (!fenced.has(p)) continue;
+      const acc = committed.get(p) ?? [];
+      for (const r of ranges) addRange(acc, r.from, r.to);
+      committed.set(p, acc);
+    }
+  }
+  return { committed, records };
 }

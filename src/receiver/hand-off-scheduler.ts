@@ -19,7 +19,7 @@ export interface HandOffReport {
   /** When a failed hand-off is tried again (ISO-8601). */
   nextAttemptAt?: string;
   /** The window's commit record after this receiver's last commit of the window. */
-  commit?: { outcome: 'committed' | 'covered' | 'behind'; by: string; version: number };
+  commit?: { outcome: 'committed' | 'covered' | 'behind' | 'fenced'; by: string; version: number };
 }
 
 /** Backoff between attempts of one segment: `initialMs` doubling up to `maxMs`. */

@@ -8,6 +8,7 @@ import { BatchParser, InlineBatchParser, type ParsedBatch } from './batch-parser
 import { type RejectReason, rejectReasons } from './event.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
 import { type PartitionState, isLive } from './partition-state.ts';
+import type { OffsetRange } from './offset-ranges.ts';
 import type { SegmentManager } from './segments.ts';
 
 /**
@@ -49,6 +50,23 @@ export interface IngestOptions {
    * [from, to) (retention). The position moves on to `to` here; the offsets are not consumed.
    */
   onOffsetsLost: (ps: PartitionState, from: bigint, to: bigint) => void;
+}
+
+/** The first of a partition's `elsewhere` ranges that ends past its position, if any. */
+function nextElsewhere(ps: PartitionState): OffsetRange | undefined {
+  return ps.elsewhere?.find((r) => r.to > ps.position);
+}
+
+/**
+ * Moves the position past an `elsewhere` range it stands in (not past the stop offset): those
+ * offsets are another replica set's, committed. True when it moved.
+ */
+function passElsewhere(ps: PartitionState): boolean {
+  const next = nextElsewhere(ps);
+  if (!next || next.from > ps.position) return false;
+  if (ps.stopOffset !== null && ps.stopOffset <= ps.position) return false;
+  ps.position = ps.stopOffset !== null && ps.stopOffset < next.to ? ps.stopOffset : next.to;
+  return true;
 }
 
 export class IngestPipeline {
@@ -201,11 +219,24 @@ export class IngestPipeline {
   /** Applies a parsed batch in order: the same positions, skips and rejects on either path. */
   private applyRecords(ps: PartitionState, records: ConsumedRecords, batch: ParsedBatch): void {
     this.skipLostOffsets(ps, records.fetchOffset);
+    if (ps.elsewhere?.length) this.applyAroundElsewhere(ps, records, batch);
+    else this.applyUpTo(ps, ps.stopOffset, records, batch);
+    this.dirty = true;
+    this.afterProgress(ps);
+  }
+
+  /** Applies the batch's records from the position, up to (not including) `stop`. */
+  private applyUpTo(
+    ps: PartitionState,
+    stop: bigint | null,
+    records: ConsumedRecords,
+    batch: ParsedBatch,
+  ): void {
     const { position, ingested, rejected } = this.segments.ingest(
       ps.partition,
       ps.epoch,
       ps.position,
-      ps.stopOffset,
+      stop,
       records.offsets,
       batch,
     );
@@ -217,8 +248,32 @@ export class IngestPipeline {
       this.ingested += ingested;
       this.options.metrics.ingested(ingested);
     }
-    this.dirty = true;
-    this.afterProgress(ps);
+  }
+
+  /**
+   * A failover's new owner reads over the offsets the fenced set committed (`elsewhere`): the
+   * records before each such range apply as usual, the range itself is passed with no segment
+   * taking it. Only such partitions take this path, and only until they are past their ranges.
+   */
+  private applyAroundElsewhere(
+    ps: PartitionState,
+    records: ConsumedRecords,
+    batch: ParsedBatch,
+  ): void {
+    const { offsets } = records;
+    const last = offsets.length > 0 ? BigInt(offsets[offsets.length - 1]!) : -1n;
+    while (ps.position <= last && (ps.stopOffset === null || ps.position < ps.stopOffset)) {
+      if (passElsewhere(ps)) continue;
+      const next = nextElsewhere(ps);
+      const stop =
+        next && (ps.stopOffset === null || next.from < ps.stopOffset) ? next.from : ps.stopOffset;
+      this.applyUpTo(ps, stop, records, batch);
+      if (stop === null || ps.position >= stop || last < stop) break;
+      // The batch goes on past the range's start: offsets before it without a record (markers,
+      // compaction) are consumed ones, as a gap inside a batch is.
+      this.segments.skip(ps.partition, ps.epoch, ps.position, stop);
+      ps.position = stop;
+    }
   }
 
   /**
@@ -271,8 +326,11 @@ export class IngestPipeline {
     ps.highWatermark = highWatermark;
     ps.lastRecordAt = Date.now(); // markers and aborted records are records the partition received
     if (first > ps.position || last < ps.position) return;
+    passElsewhere(ps);
     let to = last + 1n;
     if (ps.stopOffset !== null && ps.stopOffset < to) to = ps.stopOffset;
+    const next = nextElsewhere(ps);
+    if (next && next.from < to) to = next.from;
     if (to > ps.position) {
       this.segments.skip(partition, ps.epoch, ps.position, to);
       ps.position = to;

@@ -2,6 +2,7 @@
 // event moves it where, under which epoch, and what the consumer must do about it. Pure: the
 // channel applies the outcome and carries out the effects.
 import type { PartitionStateName, ReportedPartitionState } from '../protocol/admin-api.ts';
+import type { OffsetRange } from './offset-ranges.ts';
 
 export interface PartitionState {
   partition: number;
@@ -22,6 +23,11 @@ export interface PartitionState {
    * A restart keeps it: those batches follow on from each other, and a new epoch is a new state.
    */
   generation: number;
+  /**
+   * Offset ranges at or past the start that a fenced replica set committed (a failover's new
+   * owner): read over, in no segment here. Sorted, disjoint; absent or empty: none.
+   */
+  elsewhere?: OffsetRange[];
 }
 
 export type PartitionEvent =

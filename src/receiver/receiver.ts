@@ -20,7 +20,14 @@ import type {
   CubeSummaries,
   ReceiverStatus,
 } from '../protocol/admin-api.ts';
-import { assignCubeRequest, cubeSummaryOf } from '../protocol/admin-api.ts';
+import {
+  type FenceResponse,
+  assignCubeRequest,
+  cubeSummaryOf,
+  fenceRequest,
+} from '../protocol/admin-api.ts';
+import { fenceReplicaSet } from './hand-off-commit.ts';
+import { rangeMapToJson } from './offset-ranges.ts';
 import type { ReceiverConfig } from './config.ts';
 import { ChannelError } from './channel-error.ts';
 import { CubeChannel, type CubeSpec } from './cube-channel.ts';
@@ -404,6 +411,38 @@ export class Receiver {
         error: (error as Error).message,
       });
     }
+  }
+
+  /**
+   * A failover's fence of a lost replica set of the cube (hand-off-commit.ts): needs deep storage
+   * only, not the cube, which this receiver may not hold yet. The lost set's commits are refused
+   * from the fence on; the answer is what it had committed of the fenced partitions.
+   */
+  async fence(key: CubeKey, body: unknown): Promise<FenceResponse> {
+    const request = fenceRequest.parse(body);
+    if (request.replicaSet === this.config.replicaSet)
+      throw new ChannelError(
+        'Conflict',
+        `replica set ${request.replicaSet} is this receiver's own: a fence is written by a receiver of another set`,
+        'replicaSet',
+      );
+    const { committed, records } = await fenceReplicaSet({
+      storage: await this.deepStorage(),
+      cube: { namespace: key.namespace, cube: key.name },
+      replicaSet: request.replicaSet,
+      id: request.id,
+      partitions: request.partitions,
+      by: this.config.id,
+      graceMs: request.graceMs ?? 5_000,
+    });
+    this.logger.warn('replica set fenced for a failover', {
+      cube: key.name,
+      namespace: key.namespace,
+      fenced: request.replicaSet,
+      failover: request.id,
+      records,
+    });
+    return { committed: rangeMapToJson(committed), records };
   }
 
   /** Drops a cube; refused while it holds data not yet handed off, unless forced. */

@@ -118,6 +118,12 @@ const cubeRoutes: CubeRoute[] = [
   },
   {
     method: 'POST',
+    action: 'fence',
+    mutates: true,
+    handle: (r, cube, body) => r.fence(cube, body),
+  },
+  {
+    method: 'POST',
     action: 'query',
     mutates: false,
     handle: (r, cube, body) => r.get(cube).query(queryRequest.parse(body)),

@@ -90,14 +90,19 @@ export function segmentsView(
 /** A cube status's coverage field: absent when the receiver does not know it. */
 export function coverageStatus(
   coverage: Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null,
+  elsewhere: ReadonlyMap<number, OffsetRange[]> = new Map(),
 ): Pick<CubeStatus, 'coverage'> {
   if (!coverage) return {};
-  return {
-    coverage: Object.fromEntries(
-      [...coverage].map(([p, c]) => [
-        String(p),
-        { kept: rangesToJson(c.kept), handedOff: rangesToJson(c.handedOff) },
-      ]),
-    ),
-  };
+  const out: NonNullable<CubeStatus['coverage']> = Object.fromEntries(
+    [...coverage].map(([p, c]) => [
+      String(p),
+      { kept: rangesToJson(c.kept), handedOff: rangesToJson(c.handedOff) },
+    ]),
+  );
+  for (const [p, ranges] of elsewhere) {
+    if (ranges.length === 0) continue;
+    const c = (out[String(p)] ??= { kept: [], handedOff: [] });
+    c.elsewhere = rangesToJson(ranges);
+  }
+  return { coverage: out };
 }

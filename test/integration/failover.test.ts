@@ -1,0 +1,397 @@
+// Failover of a lost replica set (DESIGN §4 "Failover"), on real receivers, three replica sets of
+// two, under continuous load with 20 s windows that seal and commit as it runs. Both receivers of
+// rs-a are killed (kill -9, their pods NotReady). Once they have been gone for spec.failoverAfter,
+// the operator fences rs-a in deep storage, reads what it had committed, and starts its partitions
+// on rs-b and rs-c from each one's first uncommitted offset, under a new epoch. rs-a comes back on
+// its volumes and, before its pods are Ready, consumes on under the old epoch and seals windows
+// past those offsets: its commits of them are refused (fenced). Once Ready it is brought to the
+// cube's state. At the end every event is counted once by each replica index and by the committed
+// view, and rs-a committed nothing of the lost partitions past where they restarted.
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type {
+  CubeAssignment,
+  ReassignJournal,
+  ReassignPhase,
+} from '../../src/api/cube-assignment.ts';
+import type { CubeStatus } from '../../src/protocol/admin-api.ts';
+import { ReceiverApiError } from '../../src/protocol/client.ts';
+import { type OffsetRange, addRange, rangesFromJson } from '../../src/receiver/offset-ranges.ts';
+import {
+  conditionOf,
+  cubeApi,
+  cubeEvents,
+  setPodReady,
+  waitForSettled,
+  waitForTilingReported,
+} from '../support/cluster.ts';
+import { auditFigures, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
+import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
+import { committed } from '../support/hand-offs.ts';
+import { SteadyLoad } from '../support/load.ts';
+import { assigned, useLoads } from '../support/loaded-cube.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
+import type { ReceiverProcess } from '../support/receiver-process.ts';
+import { waitFor } from '../support/wait.ts';
+
+// The receivers' default idle timeout (10 minutes here): once the load stops nothing seals any
+// more, so the audit reads hand-offs and live segments that stay put.
+const stack = useOperatorStack({
+  name: 'failover',
+  replicaSets: ['rs-a', 'rs-b', 'rs-c'],
+  replicas: 2,
+});
+
+const suite = useLoads(stack);
+
+const failoverAfter = '10s';
+const failoverAfterMs = 10_000;
+
+// Each load round is one second of event time every ~0.2 s of wall time: a 20 s window seals
+// (passed by 5 s of lateness) every few seconds, so rs-a has committed windows before it is lost
+// and the partitions restart past their epoch's start.
+const schema = { ...testSchema, window: '20s', allowedLateness: '5s' };
+const lostPartitions = [0, 1];
+
+/** The cube's status on `r`, or undefined when `r` does not hold it (404). */
+async function cubeOn(r: ReceiverProcess, cube: string): Promise<CubeStatus | undefined> {
+  try {
+    return await r.client.cubeStatus(cube);
+  } catch (error) {
+    if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+    throw error;
+  }
+}
+
+/** partition → the offsets the newest commit records of `replicaSet` cover, merged. */
+function committedBy(cube: string, replicaSet: string): Map<number, OffsetRange[]> {
+  const out = new Map<number, OffsetRange[]>();
+  for (const c of committed(stack.deepStorageDir, cube)) {
+    if (c.replicaSet !== replicaSet) continue;
+    for (const [p, list] of Object.entries(c.record.offsetRanges)) {
+      const acc = out.get(Number(p)) ?? [];
+      for (const r of rangesFromJson(list)) addRange(acc, r.from, r.to);
+      out.set(Number(p), acc);
+    }
+  }
+  return out;
+}
+
+/** Commits of a window `r` refused because its replica set was fenced, as its metrics count them. */
+async function fencedCommits(r: ReceiverProcess, cube: string): Promise<number | undefined> {
+  const text = await (await fetch(`${r.baseUrl}/metrics`)).text();
+  return metricValue(text, 'streamcube_receiver_window_commits_total', {
+    namespace: stack.namespace,
+    cube,
+    outcome: 'fenced',
+  });
+}
+
+/**
+ * Settled (no reassign, Ready) and its assignment and epochs unchanged for a few resyncs: a move
+ * planned once rs-a is back (the strategy may give it partitions again) has begun or none will.
+ */
+function settledAtRest(cube: string): Promise<CubeAssignment> {
+  const api = cubeApi(stack.kc);
+  let seen: { key: string; since: number } | undefined;
+  return waitFor(
+    `cube ${cube} settled, its assignment and epochs unchanged for 3 s`,
+    async () => {
+      const c = await api.get(stack.namespace, cube);
+      if (c.status?.reassign || conditionOf(c, 'Ready')?.status !== 'True') {
+        seen = undefined;
+        return undefined;
+      }
+      const key = JSON.stringify([c.status?.assignment, c.status?.epochs]);
+      if (seen?.key !== key) seen = { key, since: Date.now() };
+      return Date.now() - seen.since >= 3_000 && c;
+    },
+    90_000,
+    200,
+  );
+}
+
+/**
+ * Every receiver holds what its set owns in `c`, consuming under c's epochs, and nothing else; a
+ * set that owns nothing has sealed, handed off and dropped the cube (404).
+ */
+async function waitForConverged(cube: string, c: CubeAssignment): Promise<void> {
+  for (const [rs, replicas] of Object.entries(stack.replicas)) {
+    const owned = [...(c.status?.assignment?.[rs] ?? [])].sort((x, y) => x - y);
+    const wanted =
+      owned.length === 0
+        ? 'dropped'
+        : JSON.stringify(owned.map((p) => [p, 'consuming', c.status?.epochs?.[p]]));
+    for (const r of replicas)
+      await waitFor(`${r.options.id} holding ${wanted}`, async () => {
+        const status = await cubeOn(r, cube);
+        const held =
+          status === undefined
+            ? 'dropped'
+            : JSON.stringify(
+                status.partitions
+                  .filter((p) => p.state !== 'released')
+                  .sort((x, y) => x.partition - y.partition)
+                  .map((p) => [p.partition, p.state, p.epoch]),
+              );
+        return held === wanted;
+      });
+  }
+}
+
+/**
+ * Every receiver that holds the cube has handed off each window it sealed and knows how that
+ * window's commit went: the audit then reads no copy on its way from memory to deep storage.
+ */
+async function waitForHandOffsDone(cube: string): Promise<void> {
+  for (const r of Object.values(stack.replicas).flat())
+    await waitFor(
+      `${r.options.id}: every sealed window handed off and its commit decided`,
+      async () => {
+        const status = await cubeOn(r, cube);
+        return (
+          status === undefined ||
+          status.segments.every(
+            (s) => s.state === 'ACTIVE' || (s.state === 'HANDED_OFF' && s.handOff?.commit),
+          )
+        );
+      },
+    );
+}
+
+test('a replica set lost under load fails over from its committed offsets; back, it is fenced: totals exact, nothing counted twice, its fenced copies uncommitted', async () => {
+  const cube = 'failed-over';
+  const api = cubeApi(stack.kc);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(suite.producer(), topic, 4, 10, 200);
+  suite.loads.push(load);
+  load.start(Date.UTC(2026, 5, 1));
+  await api.create(stack.namespace, cube, {
+    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema,
+    replicaSets: ['rs-a', 'rs-b', 'rs-c'],
+    strategy: 'range',
+    failoverAfter,
+  });
+  await waitForSettled(
+    stack.kc,
+    stack.namespace,
+    cube,
+    assigned({ 'rs-a': [0, 1], 'rs-b': [2], 'rs-c': [3] }),
+  );
+  const lost = stack.replicas['rs-a']!;
+
+  // rs-a commits windows of both its partitions before it is lost: the restart offsets are then
+  // where its committed data ends, not where its epoch began.
+  await waitFor('rs-a committed two windows of partitions 0 and 1', () => {
+    const windows = committed(stack.deepStorageDir, cube).filter(
+      (c) =>
+        c.replicaSet === 'rs-a' &&
+        lostPartitions.every((p) => (c.record.offsetRanges[String(p)] ?? []).length > 0),
+    );
+    return Promise.resolve(windows.length >= 2);
+  });
+
+  // Both receivers of rs-a die at once; the kubelet marks their pods NotReady.
+  await Promise.all(lost.map((r) => r.kill('SIGKILL')));
+  const goneAt = Date.now();
+  for (const r of lost)
+    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
+
+  // Watched every 200 ms until it is over: the failover's journal, and when it was first seen.
+  const journals: ReassignJournal[] = [];
+  let firstSeenAt: number | undefined;
+  const failedOver = await waitFor(
+    'the failover of rs-a completed',
+    async () => {
+      const c = await api.get(stack.namespace, cube);
+      const journal = c.status?.reassign;
+      if (journal) {
+        firstSeenAt ??= Date.now();
+        journals.push(journal);
+        return undefined;
+      }
+      const events = await cubeEvents(stack.kc, stack.namespace, cube);
+      return (
+        events.some((e) => e.reason === 'FailoverCompleted') &&
+        (c.status?.assignment?.['rs-a'] ?? []).length === 0 &&
+        c
+      );
+    },
+    90_000,
+    200,
+  );
+
+  // Not before the pods had been NotReady for failoverAfter (their lastTransitionTime is kept
+  // to the second, hence the second of slack).
+  expect(journals.length).toBeGreaterThan(0);
+  expect(firstSeenAt!).toBeGreaterThanOrEqual(goneAt + failoverAfterMs - 1_000);
+  // One failover journal throughout, moving rs-a's partitions to the live sets, Planned → Fencing
+  // → Starting (the phases seen, in the order first seen).
+  expect(new Set(journals.map((j) => j.id)).size).toBe(1);
+  for (const j of journals) {
+    expect(j.failover?.replicaSets).toEqual(['rs-a']);
+    expect(j.moves.map((m) => m.partition).sort((x, y) => x - y)).toEqual(lostPartitions);
+    for (const m of j.moves) expect(['rs-b', 'rs-c']).toContain(m.to);
+  }
+  const phases = [...new Set(journals.map((j) => j.phase))];
+  const failoverPhases: ReassignPhase[] = ['Planned', 'Fencing', 'Starting'];
+  expect(phases).toEqual(failoverPhases.filter((p) => phases.includes(p)));
+
+  // rs-a owns nothing, rs-b and rs-c keep their own partitions and hold rs-a's under epoch 2.
+  const assignment = failedOver.status!.assignment!;
+  expect(assignment['rs-a'] ?? []).toEqual([]);
+  expect(assignment['rs-b']).toContain(2);
+  expect(assignment['rs-c']).toContain(3);
+  expect([...assignment['rs-b']!, ...assignment['rs-c']!].sort((x, y) => x - y)).toEqual([
+    0, 1, 2, 3,
+  ]);
+  expect(failedOver.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 1, '3': 1 });
+
+  // Each lost partition restarts at its first offset that rs-a had not committed; rs-a, dead,
+  // commits nothing more, so its records read now are those the fence read.
+  const committedBeforeFence = committedBy(cube, 'rs-a');
+  const starts = new Map<number, bigint>();
+  for (const p of lostPartitions) {
+    const first = committedBeforeFence.get(p)?.[0];
+    const start = first?.from === 0n ? first.to : 0n;
+    expect(start).toBeGreaterThan(0n);
+    expect(failedOver.status?.epochStarts?.[p]).toBe(start.toString());
+    starts.set(p, start);
+  }
+
+  // Told: a Warning as it began, naming the restart offsets, and a Normal Event at its end.
+  const events = await cubeEvents(stack.kc, stack.namespace, cube);
+  const began = events.filter((e) => e.reason === 'FailoverStarted');
+  expect(began).toEqual([expect.objectContaining({ type: 'Warning', count: 1 })]);
+  expect(began[0]!.message).toContain('rs-a');
+  for (const start of starts.values())
+    expect(began[0]!.message).toMatch(new RegExp(`\\b${start}\\b`));
+  expect(events.filter((e) => e.reason === 'FailoverCompleted')).toEqual([
+    expect.objectContaining({ type: 'Normal', count: 1 }),
+  ]);
+
+  // The fence: one record for rs-a in deep storage, named after the failover.
+  const fenceDir = join(
+    stack.deepStorageDir,
+    `namespace=${stack.namespace}`,
+    cube,
+    'fences',
+    'replicaSet=rs-a',
+  );
+  expect(readdirSync(fenceDir)).toEqual([`${journals[0]!.id}.json`]);
+  const fence = JSON.parse(readFileSync(join(fenceDir, `${journals[0]!.id}.json`), 'utf8')) as {
+    replicaSet: string;
+    partitions: Record<string, number>;
+  };
+  expect(fence.replicaSet).toBe('rs-a');
+  expect(Object.keys(fence.partitions).sort()).toEqual(['0', '1']);
+
+  // Every replica of each new owner consumes the partition under epoch 2, and moves on.
+  const ownerOf = new Map(
+    Object.entries(assignment).flatMap(([rs, ps]) => ps.map((p): [number, string] => [p, rs])),
+  );
+  for (const p of lostPartitions) {
+    for (const r of stack.replicas[ownerOf.get(p)!]!) {
+      const at = async (): Promise<bigint | undefined> => {
+        const held = (await r.client.cubeStatus(cube)).partitions.find((x) => x.partition === p);
+        return held?.state === 'consuming' && held.epoch === 2 ? BigInt(held.position) : undefined;
+      };
+      const first = await waitFor(`${r.options.id} consuming ${p} under epoch 2`, at);
+      expect(first).toBeGreaterThanOrEqual(starts.get(p)!);
+      await waitFor(`${r.options.id} past offset ${first} of ${p}`, async () => {
+        const now = await at();
+        return now !== undefined && now > first;
+      });
+    }
+  }
+
+  // rs-a comes back on its volumes, its pods still NotReady (the probe has not passed yet), so
+  // the operator leaves it be: it consumes on under epoch 1 from its checkpoints, seals windows
+  // past the restart offsets and hands them off, and every commit of them is refused.
+  await Promise.all(lost.map((r) => r.start()));
+  for (const r of lost) {
+    await waitFor(
+      `${r.options.id} refused a commit as fenced`,
+      async () => ((await fencedCommits(r, cube)) ?? 0) >= 1,
+      60_000,
+      250,
+    );
+    const pastStart = (await r.client.cubeStatus(cube)).segments.filter((s) =>
+      lostPartitions.some((p) =>
+        rangesFromJson(s.offsetRanges[String(p)] ?? []).some((x) => x.to > starts.get(p)!),
+      ),
+    );
+    expect(pastStart.length).toBeGreaterThan(0);
+    for (const s of pastStart) expect([undefined, 'fenced']).toContain(s.handOff?.commit?.outcome);
+  }
+  const fencedSeen = await Promise.all(lost.map((r) => fencedCommits(r, cube)));
+
+  // Ready again: the operator brings rs-a to the cube's state (its old-epoch partitions released
+  // at the restart offsets, the excess dropped) while the load runs on a little.
+  for (const r of lost)
+    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
+  const rounds = load.rounds;
+  await waitFor('20 more rounds of load', () => Promise.resolve(load.rounds >= rounds + 20));
+  const settled = await settledAtRest(cube);
+  await waitForConverged(cube, settled);
+  const owned = settled.status?.assignment ?? {};
+
+  // The load stops; once every owner has read to the end and handed off what it sealed, audit.
+  await load.stop();
+  const hw = await highWatermarks(stack.kafka, topic);
+  for (const [rs, partitions] of Object.entries(owned)) {
+    const ends = Object.fromEntries(partitions.map((p) => [p, hw.get(p)!]));
+    for (const r of stack.replicas[rs]!) await waitForPositions(r.client, cube, ends);
+  }
+  await waitForHandOffsDone(cube);
+  // The figures first, so that a failing audit below has them in the output.
+  const figures = await auditFigures({
+    cube,
+    deepStorageDir: stack.deepStorageDir,
+    replicaSets: stack.replicas,
+    highWatermarks: hw,
+    expected: totalsOf(load.all()),
+  });
+  console.log(
+    `${cube}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; lost ${figures.lost}, counted twice ${figures.twice}; committed view (${figures.committed.records} records): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; restarts ${JSON.stringify(Object.fromEntries([...starts].map(([p, o]) => [p, o.toString()])))}; fenced commits on rs-a ${fencedSeen.join(', ')}; settled ${JSON.stringify(owned)} epochs ${JSON.stringify(settled.status?.epochs)}`,
+  );
+
+  // Every event once, every partition's log tiled across the sets, by replica 0 and by replica 1
+  // of the sets, and by the committed view.
+  await expectExactOnceCaughtUp({
+    kafka: stack.kafka,
+    topic,
+    load,
+    cube,
+    deepStorageDir: stack.deepStorageDir,
+    replicaSets: stack.replicas,
+    owned,
+  });
+  // The operator's own tiling check agrees.
+  await waitForTilingReported(stack.kc, stack.namespace, cube);
+
+  // The fenced copies stayed uncommitted: no record of rs-a names a copy of a lost partition under
+  // epoch 1 holding offsets past its restart that rs-a had not committed before the fence.
+  const committedPastStart = committed(stack.deepStorageDir, cube)
+    .filter((c) => c.replicaSet === 'rs-a')
+    .flatMap((c) =>
+      c.record.handOffs.flatMap((h) =>
+        lostPartitions
+          .filter(
+            (p) =>
+              (h.epochs[String(p)] ?? Infinity) <= 1 &&
+              rangesFromJson(h.offsetRanges[String(p)] ?? []).some(
+                (x) =>
+                  x.to > starts.get(p)! &&
+                  !(committedBeforeFence.get(p) ?? []).some(
+                    (k) => k.from <= x.from && x.to <= k.to,
+                  ),
+              ),
+          )
+          .map((p) => `${c.record.windowStart}: partition ${p} in ${h.dir}`),
+      ),
+    );
+  expect(committedPastStart).toEqual([]);
+}, 180_000);
