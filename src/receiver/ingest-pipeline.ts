@@ -265,14 +265,18 @@ export class IngestPipeline {
     while (ps.position <= last && (ps.stopOffset === null || ps.position < ps.stopOffset)) {
       if (passElsewhere(ps)) continue;
       const next = nextElsewhere(ps);
-      const stop =
-        next && (ps.stopOffset === null || next.from < ps.stopOffset) ? next.from : ps.stopOffset;
-      this.applyUpTo(ps, stop, records, batch);
-      if (stop === null || ps.position >= stop || last < stop) break;
-      // The batch goes on past the range's start: offsets before it without a record (markers,
-      // compaction) are consumed ones, as a gap inside a batch is.
-      this.segments.skip(ps.partition, ps.epoch, ps.position, stop);
-      ps.position = stop;
+      if (!next || (ps.stopOffset !== null && next.from >= ps.stopOffset)) {
+        this.applyUpTo(ps, ps.stopOffset, records, batch);
+        break;
+      }
+      this.applyUpTo(ps, next.from, records, batch);
+      if (ps.position < next.from) {
+        if (last < next.from) break;
+        // The batch goes on past the range's start: offsets before it without a record (markers,
+        // compaction) are consumed ones, as a gap inside a batch is.
+        this.segments.skip(ps.partition, ps.epoch, ps.position, next.from);
+        ps.position = next.from;
+      }
     }
   }
 

@@ -12,6 +12,8 @@ interface Case {
   desired: Assignment;
   moves: Move[];
   problems: string[];
+  /** A text the first problem's message holds. */
+  message?: string;
 }
 
 const both = new Set(['rs-a', 'rs-b']);
@@ -156,6 +158,38 @@ test.each<Case>([
     problems: ['ReplicaSetUnavailable'],
   },
   {
+    name: 'a holder lost (away past spec.failoverAfter) has its partitions placed on the others: a failover',
+    input: {
+      strategy: 'sticky',
+      replicaSets: ['rs-a', 'rs-b', 'rs-c'],
+      current: { 'rs-a': [0, 1], 'rs-b': [2], 'rs-c': [3] },
+      partitions: upTo(4),
+      availableReplicaSets: new Set(['rs-b', 'rs-c']),
+      lostReplicaSets: new Set(['rs-a']),
+    },
+    desired: { 'rs-b': [0, 2], 'rs-c': [1, 3] },
+    moves: [
+      { partition: 0, from: 'rs-a', to: 'rs-b' },
+      { partition: 1, from: 'rs-a', to: 'rs-c' },
+    ],
+    problems: ['ReplicaSetLost'],
+  },
+  {
+    name: 'a holder away, not lost yet, keeps its partitions and is told when it fails over',
+    input: {
+      strategy: 'sticky',
+      replicaSets: ['rs-a', 'rs-b'],
+      current: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
+      partitions: upTo(4),
+      availableReplicaSets: new Set(['rs-b']),
+      failoverAt: new Map([['rs-a', Date.parse('2026-12-02T05:00:00Z')]]),
+    },
+    desired: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
+    moves: [],
+    problems: ['ReplicaSetUnavailable'],
+    message: 'fail over to the other replica sets at 2026-12-02T05:00:00.000Z (spec.failoverAfter)',
+  },
+  {
     name: 'new partitions go to the replica sets that can start them, not to a holder that is away',
     input: {
       strategy: 'sticky',
@@ -256,11 +290,12 @@ test.each<Case>([
     ],
     problems: ['InvalidPin', 'InvalidPin'],
   },
-])('$name', ({ input, desired, moves, problems }) => {
+])('$name', ({ input, desired, moves, problems, message }) => {
   const plan = planAssignment(input);
   expect(plan.desired).toEqual(desired);
   expect(plan.moves).toEqual(moves);
   expect(plan.problems.map((p) => p.reason)).toEqual(problems);
+  if (message) expect(plan.problems[0]?.message).toContain(message);
 });
 
 test('a pin to a replica set that is away is not honoured; the partition goes to the others', () => {

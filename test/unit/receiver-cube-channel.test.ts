@@ -83,6 +83,44 @@ describe('admin requests', () => {
     });
   });
 
+  test("a failover's new owner reads over the offsets a fenced set committed: in no segment, reported as elsewhere, kept across a restart", async () => {
+    await channel.assign([
+      {
+        partition: 1,
+        position: '10',
+        epoch: 2,
+        watermark: null,
+        committedElsewhere: [
+          ['12', '15'],
+          ['18', '19'],
+        ],
+      },
+    ]);
+    consumer.deliver(1, 10, 10, T0);
+    const counted = channel.query({ filters: {}, groupBy: [] }).rows[0]?.[0];
+    expect(counted).toBe(6);
+    const status = channel.status();
+    expect(status.partitions.find((p) => p.partition === 1)?.position).toBe('20');
+    expect(status.coverage?.['1']).toEqual({
+      kept: [
+        ['10', '12'],
+        ['15', '18'],
+        ['19', '20'],
+      ],
+      handedOff: [],
+      elsewhere: [
+        ['12', '15'],
+        ['18', '19'],
+      ],
+    });
+    await channel.close();
+    await openChannel();
+    expect(channel.status().coverage?.['1']?.elsewhere).toEqual([
+      ['12', '15'],
+      ['18', '19'],
+    ]);
+  });
+
   test('pause is durable before it answers, and pauses the consumer', async () => {
     consumer.deliver(0, 0, 3, T0);
     const [p0] = await channel.pause([0]);

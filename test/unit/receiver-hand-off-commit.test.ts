@@ -18,6 +18,7 @@ import {
   covers,
   coverageOf,
   decideCommit,
+  fenceReplicaSet,
   latestRecords,
   windowDir,
 } from '../../src/receiver/hand-off-commit.ts';
@@ -343,4 +344,86 @@ test('property: one replica per record, records only grow, and the whole window 
     ),
     { numRuns: 300 },
   );
+});
+
+describe('a failover fence of a lost replica set', () => {
+  const storage = () => new MemoryDeepStorage();
+  const fence = (s: MemoryDeepStorage, partitions: Record<string, number>, graceMs = 0) =>
+    fenceReplicaSet({
+      storage: s,
+      cube: { namespace: 'a', cube: 'orders' },
+      replicaSet: 'rs-a',
+      id: 'f-1-abcdef',
+      partitions,
+      by: 'rs-b-0',
+      graceMs,
+      sleep: () => Promise.resolve(),
+    });
+
+  test('a copy holding a fenced partition under a fenced epoch is never committed; a later epoch is', async () => {
+    const s = storage();
+    await fence(s, { '0': 1 });
+    const at = (epoch: number) =>
+      commitWindow({
+        storage: s,
+        target: target('rs-a-0'),
+        windowStart: 0,
+        mine: [handOff(`rs-a-0.e${epoch}.x`, { 0: [[0, 10]] }, epoch)],
+      });
+    expect(await at(1)).toEqual({ kind: 'fenced', by: 'f-1-abcdef', version: 0 });
+    expect(await latest(s)).toBeUndefined();
+    expect((await at(2)).kind).toBe('committed');
+  });
+
+  test('what was committed before the fence stays; a copy covering more after it is not written', async () => {
+    const s = storage();
+    const commit = (receiver: string, to: number) =>
+      commitWindow({
+        storage: s,
+        target: target(receiver),
+        windowStart: 0,
+        mine: [handOff(`${receiver}.e1.x`, { 0: [[0, to]], 1: [[0, 5]] })],
+      });
+    expect((await commit('rs-a-0', 10)).kind).toBe('committed');
+    await fence(s, { '0': 1, '1': 1 });
+    expect((await commit('rs-a-1', 20)).kind).toBe('fenced');
+    // Covered by the record: no write needed, and none made.
+    expect((await commit('rs-a-1', 8)).kind).toBe('covered');
+    expect((await latest(s))?.version).toBe(1);
+  });
+
+  test('the fence answers what the set committed of the fenced partitions, over every window', async () => {
+    const s = storage();
+    for (const [windowStart, ranges] of [
+      [0, { 0: [[0, 80]], 2: [[0, 7]] }],
+      [60_000, { 0: [[90, 95]] }],
+    ] as const)
+      await commitWindow({
+        storage: s,
+        target: target('rs-a-0'),
+        windowStart,
+        mine: [handOff(`rs-a-0.e1.w${windowStart}`, ranges as Record<number, [number, number][]>)],
+      });
+    // Another set's records are not the lost set's.
+    await commitWindow({
+      storage: s,
+      target: target('rs-b-0', 'rs-b'),
+      windowStart: 0,
+      mine: [handOff('rs-b-0.e2.x', { 0: [[80, 90]] }, 2)],
+    });
+    const answer = await fence(s, { '0': 1 });
+    expect(answer.records).toBe(2);
+    expect([...answer.committed]).toEqual([
+      [
+        0,
+        [
+          { from: 0n, to: 80n },
+          { from: 90n, to: 95n },
+        ],
+      ],
+    ]);
+    // Written once: the same failover again finds its fence.
+    await fence(s, { '0': 1 });
+    expect((await s.listKeys('namespace=a/orders/fences')).length).toBe(1);
+  });
 });
