@@ -423,3 +423,30 @@ export async function startControlPlane(
     apiserver: { pid: apiserverPid, logFile: apiserverLog },
   };
 }
+
+/**
+ * Stops the API server of `kube`, waits `downMs`, and starts it again with the same command line
+ * (ports, certificates, tokens and etcd unchanged), as a control-plane restart is; resolves once
+ * /readyz answers ok, with the new process's pid. etcd stays up: the cluster's state is kept.
+ */
+export async function restartApiServer(kube: ControlPlane, downMs: number): Promise<ControlPlane> {
+  // NUL-separated argv of the running process: the exact command to start again.
+  const argv = readFileSync(`/proc/${kube.apiserver.pid}/cmdline`, 'utf8').split('\0');
+  if (argv.at(-1) === '') argv.pop();
+  const [command, ...args] = argv;
+  if (!command)
+    throw new Error(`cannot read the command line of kube-apiserver ${kube.apiserver.pid}`);
+  await stopService(kube.apiserver.pid);
+  await new Promise((resolve) => setTimeout(resolve, downMs));
+  const pid = startService(command, args, kube.apiserver.logFile);
+  const ca = readFileSync(kube.caFile);
+  await waitForService(
+    `kube-apiserver ${kube.version} (restarted)`,
+    async () =>
+      (await apiGet({ server: kube.server, adminToken: kube.adminToken, ca }, '/readyz')).body ===
+      'ok',
+    { pid, logFile: kube.apiserver.logFile },
+    120_000,
+  );
+  return { ...kube, apiserver: { ...kube.apiserver, pid } };
+}

@@ -126,6 +126,7 @@ export const faultKinds = [
   'operator-kill',
   'leader-freeze',
   'broker-restart',
+  'apiserver-restart',
 ] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
@@ -195,6 +196,21 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   let holdMoves = false;
   const settled = (cube: string): Promise<CubeAssignment> =>
     waitForSettled(kc, namespace, cube, () => true, settleMs);
+  // Through an API-server restart the harness's own calls wait, and one caught by the stop is
+  // made again (a placement patch is the same merge patch twice).
+  let apiDown = false;
+  let apiBackAt = -Infinity;
+  const viaApi = async <T>(call: () => Promise<T>): Promise<T> => {
+    for (;;) {
+      while (apiDown && !failed) await sleep(100);
+      try {
+        return await call();
+      } catch (error) {
+        if (!apiDown && Date.now() - apiBackAt > 10_000) throw error;
+        await sleep(200);
+      }
+    }
+  };
 
   /** Two operators on the Lease: one that exited (a stale leader stops) or was killed, replaced. */
   const keepTwoOperators = async (): Promise<void> => {
@@ -225,13 +241,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       while (holdMoves && !failed) await sleep(100);
       // Counted before anything is awaited: a receiver kill at rest waits for it.
       moving += 1;
-      const before = (await api.get(namespace, cube.name)).status?.assignment;
+      const before = (await viaApi(() => api.get(namespace, cube.name))).status?.assignment;
       const placements = random.chance(0.2) ? 2 : 1;
       for (let i = 0; i < placements; i++) {
         // A second placement lands while the first one moves: the spec changes mid-move.
         if (i > 0) await sleep(random.between(200, 1_500));
         const spec = randomPlacement(random, replicaSets, cube.partitions);
-        await api.patchSpec(namespace, cube.name, placementPatch(spec, replicaSets));
+        await viaApi(() => api.patchSpec(namespace, cube.name, placementPatch(spec, replicaSets)));
         summary.placements += 1;
         log(`${cube.name}: placement ${describePlacement(spec)}${i > 0 ? ' (mid-move)' : ''}`);
       }
@@ -298,6 +314,21 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         await stack.restartBroker(downMs);
         for (const l of o.loads) l.resume();
         log('broker started again on its ports and data; loads resumed');
+        break;
+      }
+      case 'apiserver-restart': {
+        // Operators lose their informers' watches and, past the renew deadline, the Lease; the
+        // receivers go on consuming (they read only Secrets from it).
+        apiDown = true;
+        const downMs = random.between(1_000, 6_000);
+        log(`fault apiserver-restart: the API server stopped, down ${downMs} ms`);
+        try {
+          await stack.restartApiServer(downMs);
+        } finally {
+          apiDown = false;
+          apiBackAt = Date.now();
+        }
+        log('API server started again on its ports, certificates and etcd');
         break;
       }
       case 'leader-freeze': {

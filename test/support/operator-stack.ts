@@ -3,6 +3,7 @@
 // the operator — started in beforeAll, stopped in afterAll with any other operator the suite
 // started on the same Lease. The fields are set once beforeAll has run.
 import { randomInt } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel, type Admin, type Kafka } from 'kafkajs';
@@ -11,6 +12,7 @@ import { createKafka } from '../../src/kafka/client.ts';
 import { type TestEnvironment } from '../../src/local/environment.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { freePort, stopService } from '../../src/local/processes.ts';
+import { restartApiServer } from '../../src/local/controlplane.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { OperatorProcess, applyCrd, createNamespace, startReceiverPod } from './cluster.ts';
 import { type ReceiverProcessOptions, ReceiverProcess, tempDir } from './receiver-process.ts';
@@ -44,6 +46,11 @@ export interface OperatorStack {
    * ports and data, as an outage of the Kafka cluster is.
    */
   restartBroker?: (downMs: number) => Promise<void>;
+  /**
+   * Stops the environment's API server, waits `downMs`, and starts it again on its ports, certs
+   * and etcd (every suite of the run shares it: jest runs them one at a time, on 2 cores).
+   */
+  restartApiServer(downMs: number): Promise<void>;
 }
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
@@ -111,6 +118,15 @@ export function useOperatorStack(options: {
     });
     replicas.push(receiver);
     return receiver;
+  };
+
+  stack.restartApiServer = async (downMs) => {
+    // The state file names the running API server: the teardown stops the new one by it.
+    const stateFile = process.env.STREAMCUBE_TEST_ENV!;
+    const recorded = testEnvironment();
+    const kube = await restartApiServer(recorded.kube, downMs);
+    writeFileSync(stateFile, JSON.stringify({ ...recorded, kube }, null, 2));
+    stack.env = { ...stack.env, kube };
   };
 
   let broker: KafkaBroker | undefined;

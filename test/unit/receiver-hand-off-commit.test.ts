@@ -394,15 +394,16 @@ describe('a failover fence of a lost replica set', () => {
 
   test('the fence answers what the set committed of the fenced partitions, over every window', async () => {
     const s = storage();
-    for (const [windowStart, ranges] of [
+    const windows: [number, Record<number, [number, number][]>][] = [
       [0, { 0: [[0, 80]], 2: [[0, 7]] }],
       [60_000, { 0: [[90, 95]] }],
-    ] as const)
+    ];
+    for (const [windowStart, ranges] of windows)
       await commitWindow({
         storage: s,
         target: target('rs-a-0'),
         windowStart,
-        mine: [handOff(`rs-a-0.e1.w${windowStart}`, ranges as Record<number, [number, number][]>)],
+        mine: [handOff(`rs-a-0.e1.w${windowStart}`, ranges)],
       });
     // Another set's records are not the lost set's.
     await commitWindow({
