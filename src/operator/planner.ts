@@ -93,6 +93,9 @@ export function planAssignment(input: PlanInput): Plan {
     problems.push({
       reason: 'ReplicaSetUnavailable',
       message: `replica set${idle.length > 1 ? 's' : ''} ${idle.join(', ')} ha${idle.length > 1 ? 've' : 's'} no ready receiver pod (label ${replicaSetLabel}); partitions are placed on the others`,
+      // It holds nothing: every partition is read by the others (a set failed over, one not
+      // started yet), so the cube is Ready and Degraded says what is missing.
+      keepsReady: true,
     });
   }
   for (const rs of strandedHolders) {

@@ -832,7 +832,8 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
  * still pending, re-checked on the next reconcile.
  */
 async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
-  if (!isSourceless(journal)) {
+  // A failover's sources are the sets that are away: nothing to wait for.
+  if (!isSourceless(journal) && !journal.failover) {
     const waiting = waitForAway(ctx, journal, 'all');
     if (waiting) return waiting;
   }

@@ -11,7 +11,7 @@ import {
 import type { Kafka } from 'kafkajs';
 import { type Totals, highWatermarks, totalsOf } from './events.ts';
 import type { SteadyLoad } from './load.ts';
-import { addTotals, committed, handOffTotals, handOffs } from './hand-offs.ts';
+import { addTotals, committed, fencedCopies, handOffTotals, handOffs } from './hand-offs.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from './receiver-checks.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 
@@ -63,7 +63,10 @@ export async function heldByReplica(
   };
   let totals = none;
   let handOffCount = 0;
-  const deep = handOffs(audit.deepStorageDir, audit.cube, audit.namespace);
+  const all = handOffs(audit.deepStorageDir, audit.cube, audit.namespace);
+  // A fenced replica set's copies that no commit record names are never data (a failover).
+  const fenced = fencedCopies(all);
+  const deep = all.filter((h) => !fenced.has(h.dir));
   for (const receivers of Object.values(audit.replicaSets)) {
     const r = receivers[replica];
     if (!r) continue;

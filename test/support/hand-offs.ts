@@ -1,7 +1,7 @@
 // Reading hand-offs back in operator tests: manifests and Arrow IPC files (apache-arrow) under a
 // deep-storage directory.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, sep } from 'node:path';
 import { tableFromIPC } from 'apache-arrow';
 import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
 import type { CommitRecord } from '../../src/receiver/hand-off-commit.ts';
@@ -116,4 +116,56 @@ export function addTotals(a: Totals, b: Totals): Totals {
     cheapest: Math.min(a.cheapest, b.cheapest),
     dearest: Math.max(a.dearest, b.dearest),
   };
+}
+
+/**
+ * The hand-offs of `list` that a failover's fence keeps from ever being data: they hold a
+ * partition under an epoch their replica set was fenced at (hand-off-commit.ts, `fences/`), and no
+ * version of their window's commit record names them. A reader of committed data never reads
+ * them, and neither does an audit of a replica's copy.
+ */
+export function fencedCopies(list: HandOff[]): Set<string> {
+  const out = new Set<string>();
+  const fences = new Map<string, Map<number, number>>();
+  const fencesOf = (cubeDir: string, replicaSet: string): Map<number, number> => {
+    const key = `${cubeDir}\n${replicaSet}`;
+    let found = fences.get(key);
+    if (found) return found;
+    found = new Map();
+    const dir = join(cubeDir, 'fences', `replicaSet=${replicaSet}`);
+    if (existsSync(dir))
+      for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {
+        const fence = JSON.parse(readFileSync(join(dir, name), 'utf8')) as {
+          partitions: Record<string, number>;
+        };
+        for (const [p, epoch] of Object.entries(fence.partitions))
+          found.set(Number(p), Math.max(epoch, found.get(Number(p)) ?? -1));
+      }
+    fences.set(key, found);
+    return found;
+  };
+  const named = new Map<string, Set<string>>();
+  const namedIn = (setDir: string): Set<string> => {
+    let found = named.get(setDir);
+    if (found) return found;
+    found = new Set();
+    for (const name of readdirSync(setDir).filter((n) => /^commit\.\d+\.json$/.test(n))) {
+      const record = JSON.parse(readFileSync(join(setDir, name), 'utf8')) as CommitRecord;
+      for (const h of record.handOffs) found.add(join(setDir, h.dir));
+    }
+    named.set(setDir, found);
+    return found;
+  };
+  for (const h of list) {
+    const setDir = dirname(h.dir);
+    const cubeDir = h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`));
+    const fence = fencesOf(cubeDir, h.manifest.replicaSet);
+    if (fence.size === 0 || namedIn(setDir).has(h.dir)) continue;
+    const held = Object.entries(h.manifest.offsetRanges).some(
+      ([p, ranges]) =>
+        ranges.length > 0 && (h.manifest.epochs[p] ?? Infinity) <= (fence.get(Number(p)) ?? -1),
+    );
+    if (held) out.add(h.dir);
+  }
+  return out;
 }

@@ -1291,6 +1291,8 @@ describe('stepReassign: a failover of a lost replica set', () => {
 
   test('Planned → Fencing → Starting → done: fenced through a target, restarted past what it committed, the lost set never called', async () => {
     const h = harness(failoverJournal(), { away: ['rs-a'] });
+    // The lost set's pods are there, not Ready: nothing waits for them.
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-0', 'rs-a-1']]]);
     const kinds: string[] = [];
     for (let i = 0; i < 4 && h.object().status?.reassign; i++) {
       const j = h.object().status!.reassign!;
