@@ -18,6 +18,7 @@ import {
   addRange,
   rangeMapFromJson,
   rangeMapToJson,
+  rangesFromJson,
 } from './offset-ranges.ts';
 import { type Segment, epochsToJson } from './segments.ts';
 
@@ -129,7 +130,12 @@ export function decideCommit(o: {
     if (covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
     if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
   }
-  const fence = o.fences && fencedIn(candidate, o.fences);
+  // Fenced offsets the latest record holds already are committed data (a sibling's copy of them,
+  // or this replica's own from before the fence): only offsets it lacks are never committed.
+  const committed: Coverage = o.latest
+    ? rangeMapFromJson(o.latest.offsetRanges)
+    : new Map<number, OffsetRange[]>();
+  const fence = o.fences && fencedIn(candidate, o.fences, committed);
   if (fence) return { kind: 'fenced', by: fence };
   for (const other of o.otherSets) {
     const shared = overlapping(mine, rangeMapFromJson(other.offsetRanges));
@@ -245,15 +251,22 @@ export async function fencesOf(
   return out;
 }
 
-/** The id of a fence that one of `handOffs` falls under (a partition at a fenced epoch), if any. */
-export function fencedIn(handOffs: CommitRecord['handOffs'], fences: Fences): string | undefined {
+/**
+ * The id of a fence that one of `handOffs` falls under — offsets of a partition under an epoch it
+ * fenced, beyond `committed` (the window's latest record) — if any.
+ */
+export function fencedIn(
+  handOffs: CommitRecord['handOffs'],
+  fences: Fences,
+  committed: Coverage = new Map(),
+): string | undefined {
   if (fences.size === 0) return undefined;
   for (const h of handOffs)
     for (const [p, ranges] of Object.entries(h.offsetRanges)) {
       const fence = fences.get(Number(p));
       const epoch = h.epochs[p];
-      if (fence && epoch !== undefined && epoch <= fence.epoch && ranges.length > 0)
-        return fence.id;
+      if (!fence || epoch === undefined || epoch > fence.epoch || ranges.length === 0) continue;
+      if (!covers(committed, new Map([[Number(p), rangesFromJson(ranges)]]))) return fence.id;
     }
   return undefined;
 }

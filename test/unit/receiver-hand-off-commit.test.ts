@@ -392,6 +392,39 @@ describe('a failover fence of a lost replica set', () => {
     expect((await latest(s))?.version).toBe(1);
   });
 
+  test('a copy whose fenced offsets the record holds already commits what it adds under a later epoch', async () => {
+    const s = storage();
+    await commitWindow({
+      storage: s,
+      target: target('rs-a-1'),
+      windowStart: 0,
+      mine: [handOff('rs-a-1.e1.x', { 0: [[0, 10]] })],
+    });
+    await fence(s, { '0': 1 });
+    // rs-a-0's own copy of [0, 10) under the fenced epoch, and a partition it took back since.
+    const outcome = await commitWindow({
+      storage: s,
+      target: target('rs-a-0'),
+      windowStart: 0,
+      mine: [
+        handOff('rs-a-0.e1.x', { 0: [[0, 10]] }),
+        handOff('rs-a-0.e3.x', { 3: [[50, 60]] }, 3),
+      ],
+    });
+    expect(outcome).toEqual({ kind: 'committed', version: 2 });
+    // One offset of the fenced epoch past the record: refused, whatever else it adds.
+    const past = await commitWindow({
+      storage: s,
+      target: target('rs-a-1'),
+      windowStart: 0,
+      mine: [
+        handOff('rs-a-1.e1.y', { 0: [[0, 11]] }),
+        handOff('rs-a-1.e3.x', { 3: [[50, 70]] }, 3),
+      ],
+    });
+    expect(past.kind).toBe('fenced');
+  });
+
   test('the fence answers what the set committed of the fenced partitions, over every window', async () => {
     const s = storage();
     const windows: [number, Record<number, [number, number][]>][] = [
