@@ -31,6 +31,13 @@ export interface PlanInput {
   lostReplicaSets?: ReadonlySet<string>;
   /** Replica sets without a ready receiver, not lost yet: when they are (epoch ms). */
   failoverAt?: ReadonlyMap<string, number>;
+  /**
+   * Replica sets that own nothing of the cube while a replica of theirs still holds partitions of
+   * it (back after a failover, or from a move it missed): given nothing until convergence has
+   * released those, since a partition assigned over an epoch not handed over yet would share
+   * segments with that epoch's fenced data.
+   */
+  convergingReplicaSets?: ReadonlySet<string>;
 }
 
 export interface Problem {
@@ -64,7 +71,10 @@ export function planAssignment(input: PlanInput): Plan {
     };
   }
   const current = input.current ?? {};
-  const available = input.replicaSets.filter((rs) => input.availableReplicaSets.has(rs));
+  const converging = input.convergingReplicaSets ?? new Set<string>();
+  const available = input.replicaSets.filter(
+    (rs) => input.availableReplicaSets.has(rs) && !converging.has(rs),
+  );
   // A replica set that holds partitions now keeps them while its pods are away: moving them needs
   // its receivers (pause, drain), and failover is a separate, later step. Nothing new goes to it.
   const topic = new Set(input.partitions);
@@ -110,6 +120,13 @@ export function planAssignment(input: PlanInput): Plan {
       message: `replica set ${rs}${input.replicaSets.includes(rs) ? '' : ' (no longer in spec.replicaSets)'} holds partition${held.length > 1 ? 's' : ''} ${held.sort((a, b) => a - b).join(', ')} but has no ready receiver pod (label ${replicaSetLabel}); ${until}`,
     });
   }
+  const waiting = input.replicaSets.filter((rs) => converging.has(rs));
+  if (waiting.length > 0)
+    problems.push({
+      reason: 'ReplicaSetConverging',
+      message: `replica set${waiting.length > 1 ? 's' : ''} ${waiting.join(', ')} own${waiting.length > 1 ? '' : 's'} no partition while a replica still holds some it no longer owns: given partitions once they are handed over`,
+      keepsReady: true,
+    });
   for (const [rs, held] of lostHolders) {
     problems.push({
       reason: 'ReplicaSetLost',

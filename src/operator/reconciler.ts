@@ -671,6 +671,32 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     return { problems, pending };
   }
 
+  /**
+   * Replica sets that own no partition of the cube while a ready replica of theirs still holds one
+   * (not released): convergence hands those over before the set is given any (planner).
+   */
+  async function stillHolding(
+    object: CubeAssignment,
+    cube: string,
+    receivers: Map<string, ReceiverEndpoint[]>,
+    signal: AbortSignal,
+  ): Promise<Set<string>> {
+    const out = new Set<string>();
+    const assignment = object.status?.assignment ?? {};
+    for (const [rs, endpoints] of receivers) {
+      if ((assignment[rs] ?? []).length > 0) continue;
+      for (const endpoint of endpoints) {
+        const status = await cubeOn(endpoint, object, cube, signal).catch((error: unknown) => {
+          signal.throwIfAborted();
+          if (isStaleLeader(error)) throw error;
+          return undefined;
+        });
+        if (status?.partitions.some((p) => p.state !== 'released')) out.add(rs);
+      }
+    }
+    return out;
+  }
+
   async function observe(
     object: CubeAssignment,
     cube: string,
@@ -1091,6 +1117,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
     );
     const away = lostReplicaSets(object, availableReplicaSets);
+    const converging = await stillHolding(object, cube, receivers, signal);
     const plan = planAssignment({
       strategy: object.spec.strategy,
       replicaSets: object.spec.replicaSets,
@@ -1100,6 +1127,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       availableReplicaSets,
       lostReplicaSets: away.lost,
       failoverAt: away.failoverAt,
+      convergingReplicaSets: converging,
     });
     if (sourceProblem) {
       const replacement = sourceProblem;

@@ -529,12 +529,11 @@ export class SegmentManager {
   }
 
   /**
-   * Drops a segment that is not handed off, its rows never to be handed off (fenced). Unlike a
-   * purge its window stays open: later offsets of other partitions may open it again.
+   * Drops a segment whose rows are never to be data (fenced): one not handed off, or one handed
+   * off that no commit record names and none will (the caller knows which). Unlike a purge its
+   * window stays open and its offsets are not kept: later offsets may open the window again.
    */
   discard(segment: Segment): void {
-    if (segment.state === 'HANDED_OFF')
-      throw new Error(`segment ${segment.windowStart} is handed off already`);
     this.held.delete(segment.key);
     this.changed.delete(segment.key);
     if (this.active.get(segment.windowStart) === segment) this.active.delete(segment.windowStart);

@@ -6,6 +6,11 @@ import { tableFromIPC } from 'apache-arrow';
 import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
 import type { CommitRecord } from '../../src/receiver/hand-off-commit.ts';
 import type { Totals } from './events.ts';
+import {
+  type OffsetRange,
+  rangeMapFromJson,
+  rangesFromJson,
+} from '../../src/receiver/offset-ranges.ts';
 
 export interface HandOff {
   dir: string;
@@ -119,9 +124,9 @@ export function addTotals(a: Totals, b: Totals): Totals {
 }
 
 /**
- * The hand-offs of `list` that a failover's fence keeps from ever being data: they hold a
- * partition under an epoch their replica set was fenced at (hand-off-commit.ts, `fences/`), and no
- * version of their window's commit record names them. A reader of committed data never reads
+ * The hand-offs of `list` that a failover's fence keeps from ever being data: they hold offsets
+ * of a partition under an epoch their replica set was fenced at (hand-off-commit.ts, `fences/`)
+ * that their window's newest commit record does not cover, and no version of it names them. A reader of committed data never reads
  * them, and neither does an audit of a replica's copy.
  */
 export function fencedCopies(list: HandOff[]): Set<string> {
@@ -144,28 +149,39 @@ export function fencedCopies(list: HandOff[]): Set<string> {
     fences.set(key, found);
     return found;
   };
-  const named = new Map<string, Set<string>>();
-  const namedIn = (setDir: string): Set<string> => {
-    let found = named.get(setDir);
+  /** What the newest commit record of a window and set covers, and every hand-off any names. */
+  const records = new Map<string, { named: Set<string>; covered: Map<number, OffsetRange[]> }>();
+  const recordsIn = (setDir: string) => {
+    let found = records.get(setDir);
     if (found) return found;
-    found = new Set();
-    for (const name of readdirSync(setDir).filter((n) => /^commit\.\d+\.json$/.test(n))) {
+    found = { named: new Set(), covered: new Map() };
+    const versions = readdirSync(setDir)
+      .filter((n) => /^commit\.\d+\.json$/.test(n))
+      .sort();
+    for (const name of versions) {
       const record = JSON.parse(readFileSync(join(setDir, name), 'utf8')) as CommitRecord;
-      for (const h of record.handOffs) found.add(join(setDir, h.dir));
+      for (const h of record.handOffs) found.named.add(join(setDir, h.dir));
+      found.covered = rangeMapFromJson(record.offsetRanges);
     }
-    named.set(setDir, found);
+    records.set(setDir, found);
     return found;
   };
+  const within = (outer: OffsetRange[], r: OffsetRange): boolean =>
+    outer.some((o) => o.from <= r.from && r.to <= o.to);
   for (const h of list) {
     const setDir = dirname(h.dir);
     const cubeDir = h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`));
     const fence = fencesOf(cubeDir, h.manifest.replicaSet);
-    if (fence.size === 0 || namedIn(setDir).has(h.dir)) continue;
-    const held = Object.entries(h.manifest.offsetRanges).some(
+    if (fence.size === 0) continue;
+    const { named, covered } = recordsIn(setDir);
+    if (named.has(h.dir)) continue;
+    // Fenced offsets beyond what the window's record covers: a copy never to be data.
+    const beyond = Object.entries(h.manifest.offsetRanges).some(
       ([p, ranges]) =>
-        ranges.length > 0 && (h.manifest.epochs[p] ?? Infinity) <= (fence.get(Number(p)) ?? -1),
+        (h.manifest.epochs[p] ?? Infinity) <= (fence.get(Number(p)) ?? -1) &&
+        rangesFromJson(ranges).some((r) => !within(covered.get(Number(p)) ?? [], r)),
     );
-    if (held) out.add(h.dir);
+    if (beyond) out.add(h.dir);
   }
   return out;
 }

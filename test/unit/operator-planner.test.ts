@@ -175,6 +175,20 @@ test.each<Case>([
     problems: ['ReplicaSetLost'],
   },
   {
+    name: 'a set back after a failover, a replica still holding partitions it no longer owns: given none until they are handed over',
+    input: {
+      strategy: 'sticky',
+      replicaSets: ['rs-a', 'rs-b', 'rs-c'],
+      current: { 'rs-a': [], 'rs-b': [0, 2], 'rs-c': [1, 3] },
+      partitions: upTo(4),
+      availableReplicaSets: new Set(['rs-a', 'rs-b', 'rs-c']),
+      convergingReplicaSets: new Set(['rs-a']),
+    },
+    desired: { 'rs-b': [0, 2], 'rs-c': [1, 3] },
+    moves: [],
+    problems: ['ReplicaSetConverging'],
+  },
+  {
     name: 'a holder away, not lost yet, keeps its partitions and is told when it fails over',
     input: {
       strategy: 'sticky',
