@@ -130,7 +130,11 @@ export function planAssignment(input: PlanInput): Plan {
   for (const [rs, held] of lostHolders) {
     problems.push({
       reason: 'ReplicaSetLost',
-      message: `replica set ${rs} has had no ready receiver pod for longer than spec.failoverAfter: partition${held.length > 1 ? 's' : ''} ${held.join(', ')} fail${held.length > 1 ? '' : 's'} over to the other replica sets`,
+      message: `replica set ${rs} has had no ready receiver pod for longer than spec.failoverAfter: partition${held.length > 1 ? 's' : ''} ${held.join(', ')} ${
+        available.length > 0
+          ? `fail${held.length > 1 ? '' : 's'} over to the other replica sets`
+          : `wait${held.length > 1 ? '' : 's'} for it: no other replica set of spec.replicaSets has a ready receiver to fail over to`
+      }`,
     });
   }
   const pinProblems = validatePins({

@@ -141,6 +141,29 @@ function mergePatch(signal?: AbortSignal) {
   });
 }
 
+/**
+ * Partitions `owned` lacks of which any of the reports keeps offsets not handed off and committed
+ * (coverage kept beyond handedOff): a set's data of partitions moved away, still to be committed.
+ */
+export function partitionsReleasedUncommitted(
+  reports: Pick<CubeSummary, 'coverage' | 'partitions'>[],
+  owned: readonly number[],
+): number[] {
+  const out = new Set<number>();
+  for (const report of reports)
+    for (const [p, c] of Object.entries(report.coverage ?? {})) {
+      if (owned.includes(Number(p))) continue;
+      const handedOff = c.handedOff.map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) }));
+      const uncommitted = c.kept.some(
+        ([from, to]) =>
+          BigInt(from) < BigInt(to) &&
+          !handedOff.some((h) => h.from <= BigInt(from) && BigInt(to) <= h.to),
+      );
+      if (uncommitted) out.add(Number(p));
+    }
+  return [...out].sort((a, b) => a - b);
+}
+
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
   /** The receiver's client for the cubes of the object's namespace. */
@@ -679,12 +702,21 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     object: CubeAssignment,
     cube: string,
     receivers: Map<string, ReceiverEndpoint[]>,
+    notReady: Map<string, string[]>,
     signal: AbortSignal,
   ): Promise<Set<string>> {
     const out = new Set<string>();
     const assignment = object.status?.assignment ?? {};
+    const namespace = object.metadata?.namespace ?? 'default';
     for (const [rs, endpoints] of receivers) {
       if ((assignment[rs] ?? []).length > 0) continue;
+      // A set failed over waits for every pod of it: one still coming back holds the fenced
+      // epochs too, and a partition assigned over them would share segments with their data.
+      const returning = failedOverSets.has(`${namespace}/${cube}/${rs}`);
+      if (returning && (notReady.get(rs) ?? []).length > 0) {
+        out.add(rs);
+        continue;
+      }
       for (const endpoint of endpoints) {
         const status = await cubeOn(endpoint, object, cube, signal).catch((error: unknown) => {
           signal.throwIfAborted();
@@ -693,6 +725,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         });
         if (status?.partitions.some((p) => p.state !== 'released')) out.add(rs);
       }
+      if (returning && !out.has(rs)) failedOverSets.delete(`${namespace}/${cube}/${rs}`);
     }
     return out;
   }
@@ -791,6 +824,14 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           ),
         });
       }
+      if (reports.length > 0)
+        releasedUncommitted.set(
+          `${key}/${rs}`,
+          partitionsReleasedUncommitted(
+            reports.map((r) => r.status),
+            owned,
+          ),
+        );
       // Positions from a replica whose consumer runs: a failed one's are frozen.
       const report = (reports.find((r) => r.status.consumer.state === 'running') ?? reports[0])
         ?.status;
@@ -849,6 +890,15 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
    * it: a failover waits spec.failoverAfter from then (a new leader starts the wait anew).
    */
   const awaySince = new Map<string, number>();
+  /**
+   * Per `<namespace>/<cube>/<replica set>`, as last observed of its replicas: partitions the set
+   * no longer owns of which it keeps data not committed yet (a partition moved away within its
+   * windows still open). A failover re-reads only the partitions a lost set owns, and the fence
+   * keeps its copies holding those from being committed: so such a set is not failed over.
+   */
+  const releasedUncommitted = new Map<string, number[]>();
+  /** `<namespace>/<cube>/<replica set>` failed over by this process and not wholly back yet. */
+  const failedOverSets = new Set<string>();
 
   /**
    * The replica sets holding partitions of the cube that have had no ready receiver for longer
@@ -857,12 +907,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   const lostReplicaSets = (
     object: CubeAssignment,
     available: ReadonlySet<string>,
-  ): { lost: Set<string>; failoverAt: Map<string, number> } => {
+  ): { lost: Set<string>; failoverAt: Map<string, number>; blocked: Map<string, number[]> } => {
     const namespace = object.metadata?.namespace ?? 'default';
     const now = Date.now();
     const afterMs = parseDuration(object.spec.failoverAfter) ?? 300_000;
     const lost = new Set<string>();
     const failoverAt = new Map<string, number>();
+    const blocked = new Map<string, number[]>();
     const sets = new Set([
       ...object.spec.replicaSets,
       ...Object.keys(object.status?.assignment ?? {}),
@@ -876,10 +927,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       const since = awaySince.get(key) ?? now;
       awaySince.set(key, since);
       if (!(object.status?.assignment?.[rs] ?? []).length) continue;
-      if (now - since >= afterMs) lost.add(rs);
-      else failoverAt.set(rs, since + afterMs);
+      const released = releasedUncommitted.get(`${namespace}/${object.metadata?.name}/${rs}`);
+      if (now - since < afterMs) failoverAt.set(rs, since + afterMs);
+      else if (released?.length) blocked.set(rs, released);
+      else lost.add(rs);
     }
-    return { lost, failoverAt };
+    return { lost, failoverAt, blocked };
   };
 
   return async function reconcile(
@@ -1025,6 +1078,21 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           setPhase(deps.metrics, labels, undefined);
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
+          // A source left with partitions was not sealed: what it read of the ones it released
+          // is in its open windows until they commit (the next observation says when).
+          for (const rs of j.failover?.replicaSets ?? [])
+            failedOverSets.add(`${namespace}/${cube}/${rs}`);
+          if (!j.failover)
+            for (const m of j.moves) {
+              if (m.from === undefined) continue;
+              if ((object.status?.assignment?.[m.from] ?? []).length === 0) continue;
+              const at = `${namespace}/${cube}/${m.from}`;
+              const held = new Set([...(releasedUncommitted.get(at) ?? []), m.partition]);
+              releasedUncommitted.set(
+                at,
+                [...held].sort((a, b) => a - b),
+              );
+            }
           deps.metrics.reassignSeconds.observe(
             { namespace },
             (Date.now() - Date.parse(j.startedAt)) / 1000,
@@ -1117,7 +1185,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
     );
     const away = lostReplicaSets(object, availableReplicaSets);
-    const converging = await stillHolding(object, cube, receivers, signal);
+    const converging = await stillHolding(
+      object,
+      cube,
+      receivers,
+      notReadyByReplicaSet(pods),
+      signal,
+    );
     const plan = planAssignment({
       strategy: object.spec.strategy,
       replicaSets: object.spec.replicaSets,
@@ -1129,6 +1203,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       failoverAt: away.failoverAt,
       convergingReplicaSets: converging,
     });
+    for (const [rs, released] of away.blocked)
+      plan.problems.push({
+        reason: 'FailoverBlocked',
+        message: `replica set ${rs} has had no ready receiver pod for longer than spec.failoverAfter, but it holds data of partition${released.length > 1 ? 's' : ''} ${released.join(', ')} (moved away from it) that is not committed yet: a failover would lose it, so its partitions wait for it`,
+      });
     if (sourceProblem) {
       const replacement = sourceProblem;
       plan.problems = plan.problems.map((p) => (p.reason === 'TopicNotFound' ? replacement : p));

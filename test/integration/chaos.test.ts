@@ -4,12 +4,14 @@
 // mid-move, while a seeded fault schedule kill -9s an operator (any time) or a receiver (its pod
 // NotReady; between moves, new ones held back until it is back, unless
 // STREAMCUBE_CHAOS_RECEIVER_KILLS=any-time: see test/support/chaos.ts) and restarts it, or freezes
-// the leader past its lease (SIGSTOP, then SIGCONT). Then everything settles and the audit reads
+// the leader past its lease (SIGSTOP, then SIGCONT), restarts the broker or the API server, or
+// kills every receiver of one set (between moves) so that its partitions fail over, and brings it
+// back. Then everything settles and the audit reads
 // every replica's live segments and hand-offs: each partition's log tiled exactly, totals equal to
 // what was produced; and pyarrow, an independent reader, finds in every receiver's hand-off files
 // the events the audit counted there. CI runs 2 minutes of chaos;
 // `npm run chaos -- --minutes N [--seed S]` runs this test for longer, or replays a seed.
-import { waitForSettled, waitForTilingReported } from '../support/cluster.ts';
+import { cubeApi, waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import {
   type FaultKind,
   type ReceiverKills,
@@ -64,6 +66,12 @@ test(
         })),
       },
     ];
+    // A set whose receivers are all gone (replica-set-loss) fails over after 5 s; a receiver killed
+    // alone never makes its set lost (its sibling stays Ready).
+    for (const { name } of cubes) {
+      await cubeApi(stack.kc).patchSpec(stack.namespace, name, { failoverAfter: '5s' });
+      await waitForSettled(stack.kc, stack.namespace, name);
+    }
     const summary = await runChaos({
       stack,
       cubes,

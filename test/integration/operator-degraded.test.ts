@@ -147,6 +147,14 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
         .join() === '0,1,2,3',
   );
   expect(conditionOf(degraded, 'Degraded')?.message).toContain('rs-ghost');
+  // rs-ghost holds nothing: every partition is read by the others, so the cube is Ready.
+  await waitForCube(
+    kc,
+    namespace,
+    cube,
+    'Ready with rs-ghost away',
+    (c) => conditionOf(c, 'Ready')?.status === 'True' && degradedWith(c, 'ReplicaSetUnavailable'),
+  );
   expect(degraded.status?.assignment?.['rs-ghost'] ?? []).toEqual([]);
   await warningEvent(cube, 'ReplicaSetUnavailable', 'rs-ghost');
 

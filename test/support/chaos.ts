@@ -127,6 +127,8 @@ export const faultKinds = [
   'leader-freeze',
   'broker-restart',
   'apiserver-restart',
+  'replica-set-loss',
+  'receiver-freeze',
 ] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
@@ -314,6 +316,73 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         await stack.restartBroker(downMs);
         for (const l of o.loads) l.resume();
         log('broker started again on its ports and data; loads resumed');
+        break;
+      }
+      case 'receiver-freeze': {
+        // A stalled process (a long pause, an overloaded node): its pod stays Ready, calls to it
+        // wait, its Kafka consumer misses heartbeats. Any time, mid-move too.
+        const r = random.pick(Object.values(stack.replicas).flat());
+        const frozenMs = random.between(1_000, 6_000);
+        r.child?.kill('SIGSTOP');
+        log(`fault receiver-freeze: ${r.options.id} SIGSTOP for ${frozenMs} ms`);
+        await sleep(frozenMs);
+        r.child?.kill('SIGCONT');
+        log(`receiver ${r.options.id} SIGCONT`);
+        break;
+      }
+      case 'replica-set-loss': {
+        // Every receiver of one set killed at once, between moves: its cubes' partitions fail
+        // over (spec.failoverAfter) to the other set; then the set comes back and is converged.
+        const rs = random.pick(replicaSets);
+        holdMoves = true;
+        while (moving > 0 && !failed) await sleep(100);
+        const api = cubeApi(kc);
+        // The cubes that fail over: they hold partitions there and list another set to take them
+        // (a cube placed on the lost set alone waits for it).
+        const held: string[] = [];
+        for (const cube of o.cubes) {
+          const c = await viaApi(() => api.get(namespace, cube.name));
+          if (
+            (c.status?.assignment?.[rs] ?? []).length > 0 &&
+            c.spec.replicaSets.some((other) => other !== rs)
+          )
+            held.push(cube.name);
+        }
+        const lost = stack.replicas[rs]!;
+        for (const r of lost) {
+          await setPodReady(kc, namespace, r.options.id, r.options.host!, false);
+          await r.kill('SIGKILL');
+        }
+        log(
+          `fault replica-set-loss: every receiver of ${rs} kill -9 (${held.join(', ') || 'no cube'} held partitions there)`,
+        );
+        // Failed over, or not: a set holding data of partitions moved away from it that it has
+        // not committed yet is not failed over (FailoverBlocked), and waits to come back.
+        const outcomes: string[] = [];
+        for (const cube of held)
+          outcomes.push(
+            await waitFor(
+              `${cube} failed over from ${rs}, or its failover blocked`,
+              async () => {
+                const c = await api.get(namespace, cube);
+                if (!c.status?.reassign && (c.status?.assignment?.[rs] ?? []).length === 0)
+                  return `${cube} failed over`;
+                const d = c.status?.conditions?.find((x) => x.type === 'Degraded');
+                return d?.status === 'True' && d.message.includes('a failover would lose it')
+                  ? `${cube} blocked (FailoverBlocked)`
+                  : undefined;
+              },
+              settleMs,
+              200,
+            ),
+          );
+        log(`${rs}: ${outcomes.join(', ') || 'nothing to fail over'}; restarting it`);
+        for (const r of lost) {
+          await r.start();
+          await setPodReady(kc, namespace, r.options.id, r.options.host!, true);
+        }
+        for (const cube of o.cubes) await settled(cube.name);
+        holdMoves = false;
         break;
       }
       case 'apiserver-restart': {
