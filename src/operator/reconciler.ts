@@ -40,6 +40,8 @@ import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import { sortedNames } from '../assign/assignment.ts';
+import { covers } from '../receiver/hand-off-commit.ts';
+import { rangesFromJson } from '../receiver/offset-ranges.ts';
 import { parseDuration } from '../api/duration.ts';
 import {
   PhaseEntries,
@@ -153,13 +155,8 @@ export function partitionsReleasedUncommitted(
   for (const report of reports)
     for (const [p, c] of Object.entries(report.coverage ?? {})) {
       if (owned.includes(Number(p))) continue;
-      const handedOff = c.handedOff.map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) }));
-      const uncommitted = c.kept.some(
-        ([from, to]) =>
-          BigInt(from) < BigInt(to) &&
-          !handedOff.some((h) => h.from <= BigInt(from) && BigInt(to) <= h.to),
-      );
-      if (uncommitted) out.add(Number(p));
+      const kept = new Map([[Number(p), rangesFromJson(c.kept)]]);
+      if (!covers(new Map([[Number(p), rangesFromJson(c.handedOff)]]), kept)) out.add(Number(p));
     }
   return [...out].sort((a, b) => a - b);
 }
@@ -945,6 +942,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       rejections.forget(`${namespace}/${name}`);
       degradedEvents.delete(`${namespace}/${name}`);
       positionsWrittenAt.delete(`${namespace}/${name}`);
+      // What this process knew of the cube's replica sets for failover goes with the cube.
+      const ofCube = `${namespace}/${name}/`;
+      for (const k of [...releasedUncommitted.keys()])
+        if (k.startsWith(ofCube)) releasedUncommitted.delete(k);
+      for (const k of [...failedOverSets]) if (k.startsWith(ofCube)) failedOverSets.delete(k);
       forgetCube(deps.metrics, { namespace, cube: name });
       return;
     }
