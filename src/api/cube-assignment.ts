@@ -379,6 +379,13 @@ export const cubeAssignmentStatus = z.object({
   epochStarts: z.record(partitionKey, offset).optional(),
   /** Present only while a move is in flight. */
   reassign: reassignJournal.optional(),
+  /**
+   * replica set → partitions moved away from it of which it keeps data not committed yet (its
+   * windows open at the move): while a set holds any, it is not failed over, since a failover
+   * re-reads only the partitions the lost set owns. Kept here so that a new leader knows it of a
+   * set gone before it started.
+   */
+  releasedUncommitted: partitionsByReplicaSet().optional(),
   partitions: z
     .array(observedPartition)
     .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))

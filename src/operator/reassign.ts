@@ -883,14 +883,38 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
     // Where Starting started the targets (a merge patch: the other partitions' stay).
     epochStarts[String(m.partition)] = journal.stopOffsets?.[String(m.partition)] ?? '0';
   }
+  const released = releasedByMoves(ctx.object.status?.releasedUncommitted, journal, assignment);
   return finished(
     {},
     {
       assignment: mapReplacement(ctx.object.status?.assignment, assignment),
       epochs,
       epochStarts,
+      ...(released ? { releasedUncommitted: released } : {}),
     },
   );
+}
+
+/**
+ * status.releasedUncommitted with a move's completion: a source left with partitions is not
+ * sealed, so what it read of the ones it released stays in its open windows until they commit
+ * (the operator's next observation of the set says when). Written with the completion, so that a
+ * leader taking over at once knows it too. Undefined for a failover (its sources are fenced) or
+ * when no source keeps partitions.
+ */
+export function releasedByMoves(
+  previous: Readonly<Record<string, readonly number[]>> | undefined,
+  journal: Pick<ReassignJournal, 'moves' | 'failover'>,
+  assignment: Readonly<Record<string, readonly number[]>>,
+): Record<string, number[]> | undefined {
+  if (journal.failover) return undefined;
+  const out: Record<string, number[]> = {};
+  for (const m of journal.moves) {
+    if (m.from === undefined || (assignment[m.from] ?? []).length === 0) continue;
+    const held = new Set([...(out[m.from] ?? previous?.[m.from] ?? []), m.partition]);
+    out[m.from] = [...held].sort((a, b) => a - b);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 /**

@@ -161,6 +161,30 @@ export function partitionsReleasedUncommitted(
   return [...out].sort((a, b) => a - b);
 }
 
+/**
+ * The merge patch of status.releasedUncommitted: what this process observed of a replica set
+ * (`observed`, by set) replaces what status says; a set it has not observed (gone since before it
+ * led) keeps what status says, and a set neither listed nor assigned any more is dropped.
+ * Undefined when nothing changes.
+ */
+export function releasedUncommittedPatch(
+  previous: Readonly<Record<string, readonly number[]>> | undefined,
+  observed: ReadonlyMap<string, readonly number[]>,
+  sets: ReadonlySet<string>,
+): Record<string, number[] | null> | undefined {
+  const patch: Record<string, number[] | null> = {};
+  for (const rs of new Set([...Object.keys(previous ?? {}), ...observed.keys()])) {
+    const before = previous?.[rs];
+    const after = sets.has(rs) ? (observed.get(rs) ?? before) : undefined;
+    const same =
+      (before ?? []).length === (after ?? []).length &&
+      (before ?? []).every((p, i) => after?.[i] === p);
+    if (same) continue;
+    patch[rs] = after?.length ? [...after] : null;
+  }
+  return Object.keys(patch).length > 0 ? patch : undefined;
+}
+
 export function createCubeReconciler(deps: ReconcilerDeps) {
   const clients = new Map<string, ReceiverClient>();
   /** The receiver's client for the cubes of the object's namespace. */
@@ -924,7 +948,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       const since = awaySince.get(key) ?? now;
       awaySince.set(key, since);
       if (!(object.status?.assignment?.[rs] ?? []).length) continue;
-      const released = releasedUncommitted.get(`${namespace}/${object.metadata?.name}/${rs}`);
+      // A new leader knows a set gone since before it started from status alone.
+      const released =
+        releasedUncommitted.get(`${namespace}/${object.metadata?.name}/${rs}`) ??
+        object.status?.releasedUncommitted?.[rs];
       if (now - since < afterMs) failoverAt.set(rs, since + afterMs);
       else if (released?.length) blocked.set(rs, released);
       else lost.add(rs);
@@ -1089,7 +1116,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
               if (m.from === undefined) continue;
               if ((object.status?.assignment?.[m.from] ?? []).length === 0) continue;
               const at = `${namespace}/${cube}/${m.from}`;
-              const held = new Set([...(releasedUncommitted.get(at) ?? []), m.partition]);
+              const held = new Set([
+                ...(releasedUncommitted.get(at) ??
+                  object.status?.releasedUncommitted?.[m.from] ??
+                  []),
+                m.partition,
+              ]);
               releasedUncommitted.set(
                 at,
                 [...held].sort((a, b) => a - b),
@@ -1316,9 +1348,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       writtenAt === undefined ||
       Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
       partitionRowsMoved(object.status?.partitions, rows ?? []);
+    const released = releasedUncommittedPatch(
+      object.status?.releasedUncommitted,
+      new Map(
+        [...releasedUncommitted]
+          .filter(([k]) => k.startsWith(`${key}/`))
+          .map(([k, partitions]) => [k.slice(key.length + 1), partitions]),
+      ),
+      new Set([...object.spec.replicaSets, ...Object.keys(object.status?.assignment ?? {})]),
+    );
     const written = await patchStatus(object, {
       ...digestPatch,
       observedGeneration: object.metadata?.generation,
+      ...(released ? { releasedUncommitted: released } : {}),
       ...(positionsDue ? { partitions: rows, totalLag } : {}),
       segments,
       conditions: conditionsWith(object, [
