@@ -483,8 +483,7 @@ test('a set keeping uncommitted data of a partition moved away is not failed ove
     failoverAfter,
   });
   const placed = (await waitForSettled(stack.kc, stack.namespace, cube)).status!.assignment!;
-  const [moved, ...kept] = [...placed['rs-a']!].sort((x, y) => x - y);
-  expect(kept.length).toBeGreaterThan(0);
+  const moved = Math.min(...placed['rs-a']!);
   await waitFor('rs-a read partition data', async () =>
     (await Promise.all(stack.replicas['rs-a']!.map((r) => cubeOn(r, cube)))).every((s) =>
       s?.partitions.some((p) => p.partition === moved && BigInt(p.position) > 0n),
@@ -493,19 +492,21 @@ test('a set keeping uncommitted data of a partition moved away is not failed ove
 
   // Partition `moved` goes to rs-b; rs-a keeps what it read of it in its open window, and the
   // operator says so in status (where a new leader reads it).
-  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [moved!] } });
+  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [moved] } });
   const afterMove = await waitFor(
     `status.releasedUncommitted names partition ${moved} of rs-a`,
     async () => {
       const c = await api.get(stack.namespace, cube);
       return !c.status?.reassign &&
-        (c.status?.assignment?.['rs-b'] ?? []).includes(moved!) &&
-        c.status?.releasedUncommitted?.['rs-a']?.includes(moved!)
+        (c.status?.assignment?.['rs-b'] ?? []).includes(moved) &&
+        c.status?.releasedUncommitted?.['rs-a']?.includes(moved)
         ? c
         : undefined;
     },
   );
-  expect(afterMove.status?.assignment?.['rs-a']).toEqual(kept);
+  // Sticky may rebalance the rest; rs-a keeps partitions, so it was not sealed.
+  const kept = afterMove.status!.assignment!['rs-a']!;
+  expect(kept.length).toBeGreaterThan(0);
 
   // rs-a is lost, and so is the leader: the operator that takes over never saw rs-a.
   const lost = stack.replicas['rs-a']!;
