@@ -1107,26 +1107,13 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           setPhase(deps.metrics, labels, undefined);
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
-          // A source left with partitions was not sealed: what it read of the ones it released
-          // is in its open windows until they commit (the next observation says when).
           for (const rs of j.failover?.replicaSets ?? [])
             failedOverSets.add(`${namespace}/${cube}/${rs}`);
-          if (!j.failover)
-            for (const m of j.moves) {
-              if (m.from === undefined) continue;
-              if ((object.status?.assignment?.[m.from] ?? []).length === 0) continue;
-              const at = `${namespace}/${cube}/${m.from}`;
-              const held = new Set([
-                ...(releasedUncommitted.get(at) ??
-                  object.status?.releasedUncommitted?.[m.from] ??
-                  []),
-                m.partition,
-              ]);
-              releasedUncommitted.set(
-                at,
-                [...held].sort((a, b) => a - b),
-              );
-            }
+          // The completion wrote what the sources left with partitions keep of the ones they
+          // released (status.releasedUncommitted, releasedByMoves): status stands for them until
+          // this process observes them again.
+          for (const m of j.moves)
+            if (m.from !== undefined) releasedUncommitted.delete(`${namespace}/${cube}/${m.from}`);
           deps.metrics.reassignSeconds.observe(
             { namespace },
             (Date.now() - Date.parse(j.startedAt)) / 1000,
@@ -1348,14 +1335,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       writtenAt === undefined ||
       Date.now() - writtenAt >= deps.resyncMs * 0.9 ||
       partitionRowsMoved(object.status?.partitions, rows ?? []);
+    const sets = new Set([
+      ...object.spec.replicaSets,
+      ...Object.keys(object.status?.assignment ?? {}),
+    ]);
     const released = releasedUncommittedPatch(
       object.status?.releasedUncommitted,
       new Map(
-        [...releasedUncommitted]
-          .filter(([k]) => k.startsWith(`${key}/`))
-          .map(([k, partitions]) => [k.slice(key.length + 1), partitions]),
+        [...sets].flatMap((rs) => {
+          const observed = releasedUncommitted.get(`${key}/${rs}`);
+          return observed ? [[rs, observed] as const] : [];
+        }),
       ),
-      new Set([...object.spec.replicaSets, ...Object.keys(object.status?.assignment ?? {})]),
+      sets,
     );
     const written = await patchStatus(object, {
       ...digestPatch,
