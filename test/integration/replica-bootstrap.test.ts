@@ -48,7 +48,7 @@ test("a third replica added under load is given its set's state, and a move off 
   /** Partition 0's and 1's positions on rs-a-0 and on rs-a-1. */
   const siblingPositions = (): Promise<Record<number, string>[]> =>
     Promise.all([a0!, a1!].map(async (r) => positionsOf(await r.client.cubeStatus(cube))));
-  const before = await waitFor('rs-a-0 and rs-a-1 past offset 0', async () => {
+  await waitFor('rs-a-0 and rs-a-1 past offset 0', async () => {
     const all = await siblingPositions();
     return all.every((at) => Object.values(at).every((o) => BigInt(o) > 0n)) && all;
   });
@@ -70,14 +70,15 @@ test("a third replica added under load is given its set's state, and a move off 
     [0, BigInt(told![1]!)],
     [1, BigInt(told![2]!)],
   ]);
-  // A running sibling's positions then: none before both had come, none past where they are now.
+  // A running sibling's positions, as the operator's shared read of the receivers last saw them:
+  // that read may be up to a resync old, so older than the wait above (CI once gave 120 where both
+  // siblings had passed 130), but never past where the siblings are now. Whatever the start, the
+  // new replica's data from there must tile with the target's: checked at the end.
   const after = await siblingPositions();
   for (const [p, start] of starts) {
-    const [then, now] = [before, after].map((list) =>
-      list.map((at) => BigInt(at[p]!)).sort((x, y) => (x < y ? -1 : 1)),
-    );
-    expect(start).toBeGreaterThanOrEqual(then![0]!);
-    expect(start).toBeLessThanOrEqual(now![1]!);
+    const highest = after.map((at) => BigInt(at[p]!)).reduce((x, y) => (x > y ? x : y));
+    expect(start).toBeGreaterThanOrEqual(0n);
+    expect(start).toBeLessThanOrEqual(highest);
   }
   expect(await heldOn(a2, cube)).toEqual([
     [0, 'consuming', 1],
