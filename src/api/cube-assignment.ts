@@ -386,6 +386,12 @@ export const cubeAssignmentStatus = z.object({
    * set gone before it started.
    */
   releasedUncommitted: partitionsByReplicaSet().optional(),
+  /**
+   * replica set → since when it has had no ready receiver pod, as the operator first saw it: a
+   * set holding partitions fails over spec.failoverAfter from then. Kept here so that a leader
+   * started later waits out only the rest of that time, not the whole of it again.
+   */
+  unavailableSince: z.record(replicaSetName, timestamp).optional(),
   partitions: z
     .array(observedPartition)
     .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))

@@ -38,6 +38,7 @@ import { notReadyByReplicaSet, receiversByReplicaSet, type ReceiverEndpoint } fr
 import type { OwnWrites } from './own-writes.ts';
 import { ReceiverCubes } from './receiver-cubes.ts';
 import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
+import { notReadySince, unavailableSince, unavailableSincePatch } from './unavailable-since.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import { sortedNames } from '../assign/assignment.ts';
 import { covers } from '../receiver/hand-off-commit.ts';
@@ -908,7 +909,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   const phaseEntries = new PhaseEntries();
   /**
    * Per `<namespace>/<replica set>`, since when it has had no ready receiver, as this process saw
-   * it: a failover waits spec.failoverAfter from then (a new leader starts the wait anew).
+   * it; a failover waits spec.failoverAfter from then, or from status.unavailableSince, what an
+   * earlier leader saw (unavailable-since.ts).
    */
   const awaySince = new Map<string, number>();
   /**
@@ -923,18 +925,27 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
   /**
    * The replica sets holding partitions of the cube that have had no ready receiver for longer
-   * than spec.failoverAfter (lost), and when the others without one will be.
+   * than spec.failoverAfter (lost), when the others without one will be, and since when each set
+   * holding partitions has had none (for status.unavailableSince).
    */
   const lostReplicaSets = (
     object: CubeAssignment,
     available: ReadonlySet<string>,
-  ): { lost: Set<string>; failoverAt: Map<string, number>; blocked: Map<string, number[]> } => {
+    pods: readonly V1Pod[],
+  ): {
+    lost: Set<string>;
+    failoverAt: Map<string, number>;
+    blocked: Map<string, number[]>;
+    since: Map<string, number>;
+  } => {
     const namespace = object.metadata?.namespace ?? 'default';
     const now = Date.now();
     const afterMs = parseDuration(object.spec.failoverAfter) ?? 300_000;
     const lost = new Set<string>();
     const failoverAt = new Map<string, number>();
     const blocked = new Map<string, number[]>();
+    const awayFrom = new Map<string, number>();
+    const podsNotReady = notReadySince(pods);
     const sets = new Set([
       ...object.spec.replicaSets,
       ...Object.keys(object.status?.assignment ?? {}),
@@ -945,9 +956,15 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         awaySince.delete(key);
         continue;
       }
-      const since = awaySince.get(key) ?? now;
-      awaySince.set(key, since);
+      const seen = awaySince.get(key) ?? now;
+      awaySince.set(key, seen);
       if (!(object.status?.assignment?.[rs] ?? []).length) continue;
+      const since = unavailableSince(
+        seen,
+        object.status?.unavailableSince?.[rs],
+        podsNotReady.get(rs),
+      );
+      awayFrom.set(rs, since);
       // A new leader knows a set gone since before it started from status alone.
       const released =
         releasedUncommitted.get(`${namespace}/${object.metadata?.name}/${rs}`) ??
@@ -956,7 +973,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       else if (released?.length) blocked.set(rs, released);
       else lost.add(rs);
     }
-    return { lost, failoverAt, blocked };
+    return { lost, failoverAt, blocked, since: awayFrom };
   };
 
   return async function reconcile(
@@ -1205,7 +1222,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const availableReplicaSets = new Set(
       [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
     );
-    const away = lostReplicaSets(object, availableReplicaSets);
+    const away = lostReplicaSets(object, availableReplicaSets, pods);
     const converging = await stillHolding(
       object,
       cube,
@@ -1349,10 +1366,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       ),
       sets,
     );
+    const unavailable = unavailableSincePatch(object.status?.unavailableSince, away.since);
     const written = await patchStatus(object, {
       ...digestPatch,
       observedGeneration: object.metadata?.generation,
       ...(released ? { releasedUncommitted: released } : {}),
+      ...(unavailable ? { unavailableSince: unavailable } : {}),
       ...(positionsDue ? { partitions: rows, totalLag } : {}),
       segments,
       conditions: conditionsWith(object, [

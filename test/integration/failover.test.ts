@@ -258,6 +258,22 @@ test('a replica set lost under load fails over from its committed offsets; back,
   for (const r of lost)
     await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
 
+  // The leader that saw rs-a go is killed half-way through the wait, a standby taking over: the
+  // new leader waits out the rest of the set's wait from status.unavailableSince, not the whole
+  // of failoverAfter again from when it took over.
+  const standby = await stack.startOperator();
+  const since = await waitFor('status.unavailableSince of rs-a', async () => {
+    const recorded = (await api.get(stack.namespace, cube)).status?.unavailableSince?.['rs-a'];
+    return recorded === undefined ? undefined : Date.parse(recorded);
+  });
+  // The pods' lastTransitionTime is kept to the second, hence the second of slack.
+  expect(since).toBeGreaterThanOrEqual(goneAt - 1_000);
+  expect(since).toBeLessThanOrEqual(Date.now());
+  await new Promise((r) => setTimeout(r, Math.max(0, goneAt + failoverAfterMs / 2 - Date.now())));
+  await stack.operator.kill('SIGKILL');
+  const leaderKilledAt = Date.now();
+  stack.operator = standby;
+
   // Watched every 200 ms until it is over: the failover's journal, and when it was first seen.
   const journals: ReassignJournal[] = [];
   let firstSeenAt: number | undefined;
@@ -288,6 +304,15 @@ test('a replica set lost under load fails over from its committed offsets; back,
   // to the second, hence the second of slack).
   expect(journals.length).toBeGreaterThan(0);
   expect(firstSeenAt!).toBeGreaterThanOrEqual(goneAt + failoverAfterMs - 1_000);
+  // And not failoverAfter after the new leader took over (at the earliest when the killed one's
+  // 4 s lease ran out): it counted from what status said.
+  expect(firstSeenAt!).toBeLessThan(leaderKilledAt + failoverAfterMs);
+  // Back to owning nothing, rs-a is no longer waited for.
+  await waitFor('status.unavailableSince without rs-a', async () =>
+    (await api.get(stack.namespace, cube)).status?.unavailableSince?.['rs-a'] === undefined
+      ? true
+      : undefined,
+  );
   // One failover journal throughout, moving rs-a's partitions to the live sets, Planned → Fencing
   // → Starting (the phases seen, in the order first seen).
   expect(new Set(journals.map((j) => j.id)).size).toBe(1);
