@@ -21,7 +21,10 @@ export default {
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/env/jest-global-setup.ts',
       globalTeardown: '<rootDir>/test/env/jest-global-teardown.ts',
-      setupFilesAfterEnv: ['<rootDir>/test/env/jest-timeout.ts'],
+      setupFilesAfterEnv: [
+        '<rootDir>/test/env/jest-timeout.ts',
+        '<rootDir>/test/env/jest-suite-lock.ts',
+      ],
     },
   ],
 };

@@ -48,7 +48,7 @@ export interface OperatorStack {
   restartBroker?: (downMs: number) => Promise<void>;
   /**
    * Stops the environment's API server, waits `downMs`, and starts it again on its ports, certs
-   * and etcd (every suite of the run shares it: jest runs them one at a time, on 2 cores).
+   * and etcd (every suite of the run shares it: the suite runs alone, see test/env/suite-lock.ts).
    */
   restartApiServer(downMs: number): Promise<void>;
 }
