@@ -78,7 +78,8 @@ export type DrainRequest = z.input<typeof drainRequest>;
  * POST …/cubes/:cube/fence, to a receiver of a live replica set: fences `replicaSet` (lost) for
  * `partitions` — a record in deep storage under which none of that set's copies holding those
  * partitions under those epochs or older is committed any more — then, after `graceMs` (for a
- * commit of the lost set already under way), reads what the set had committed of them.
+ * commit of the lost set already under way), takes the set's next record version of each of its
+ * windows and reads what the set had committed of them (hand-off-commit.ts, fenceReplicaSet).
  */
 export const fenceRequest = z.object({
   replicaSet: z.string().min(1).max(63),

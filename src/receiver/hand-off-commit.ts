@@ -37,6 +37,11 @@ export interface CommitRecord {
   /** partition → the offsets the listed hand-offs cover together. */
   offsetRanges: Record<string, RangeJson[]>;
   committedAt: string;
+  /**
+   * Written by a failover's fence (its id), not by a commit: the version before it again, or
+   * nothing when there was none (fenceReplicaSet's barrier).
+   */
+  fence?: string;
 }
 
 export const commitRecordName = (version: number): string =>
@@ -275,6 +280,8 @@ export function fencedIn(
  * Time between reading the fences and creating a record past which the record is not created
  * but the fences read again: with a failover's grace (fenceRequest.graceMs, 5 s) above it, a
  * commit under way when a fence is written lands before the fence's reader looks, or not at all.
+ * A receiver frozen between this check and its create is caught by the fence's barrier instead
+ * (windowBarrier: its version is taken).
  */
 export const maxFenceReadAgeMs = 2_000;
 
@@ -339,10 +346,53 @@ export async function commitWindow(o: {
 }
 
 /**
+ * The fence's barrier in one window of the lost set: the set's next record version, taken by the
+ * fencer (a copy of the latest record, or an empty one), unless this fence took one already.
+ * Answers the window's latest record from then on. A commit of the set that read the fences
+ * before the fence was written and stalled past the grace (a frozen receiver, between its read
+ * and its create) then finds its version taken and reads the fences again: refused. One that
+ * created its record first is what the barrier copies, so the fencer counts it as committed.
+ */
+async function windowBarrier(o: {
+  storage: DeepStorage;
+  dir: string;
+  replicaSet: string;
+  fence: FenceRecord;
+  signal?: AbortSignal | undefined;
+}): Promise<CommitRecord> {
+  for (let race = 0; race < maxRaces; race++) {
+    const latest = (await latestRecords(o.storage, o.dir, o.signal)).get(o.replicaSet);
+    if (latest?.fence === o.fence.id) return latest;
+    const version = (latest?.version ?? 0) + 1;
+    const windowStart = Number(/window=(-?\d+)$/.exec(o.dir)?.[1]);
+    const barrier: CommitRecord = latest
+      ? { ...latest, version, fence: o.fence.id }
+      : {
+          version,
+          receiver: o.fence.by,
+          replicaSet: o.replicaSet,
+          windowStart: Number.isFinite(windowStart) ? new Date(windowStart).toISOString() : '',
+          handOffs: [],
+          offsetRanges: {},
+          committedAt: o.fence.fencedAt,
+          fence: o.fence.id,
+        };
+    const key = `${o.dir}/replicaSet=${o.replicaSet}/${commitRecordName(version)}`;
+    if (await o.storage.createObject(key, JSON.stringify(barrier, null, 2), o.signal))
+      return barrier;
+  }
+  throw new Error(
+    `fence ${o.fence.id} of replica set ${o.replicaSet}: ${maxRaces} attempts each found a newer commit record of ${o.dir} written meanwhile`,
+  );
+}
+
+/**
  * Fences a lost replica set of a cube (a failover): writes the fence record (once: the same id
- * twice finds it written), waits `graceMs` for a commit of that set already under way, then
- * answers, per fenced partition, the offsets the set's latest commit records cover. From the
- * fence on, that set writes no record holding a fenced partition under a fenced epoch.
+ * twice finds it written), waits `graceMs` for a commit of that set already under way, takes the
+ * set's next record version of every window it handed off to (windowBarrier: a commit that
+ * stalled past the grace cannot land after the fence is read), then answers, per fenced
+ * partition, the offsets the set's latest commit records cover. From the fence on, that set
+ * writes no record holding a fenced partition under a fenced epoch.
  */
 export async function fenceReplicaSet(o: {
   storage: DeepStorage;
@@ -380,16 +430,21 @@ export async function fenceReplicaSet(o: {
   const fenced = new Set(Object.keys(o.partitions).map(Number));
   const committed = new Map<number, OffsetRange[]>();
   let records = 0;
+  // Every window the set handed off to (a commit writes its hand-offs first), committed or not.
   const windows = new Set<string>();
   for (const k of await o.storage.listKeys(cube, o.signal)) {
-    const m = /^(window=[^/]+)\/replicaSet=([^/]+)\/commit\.\d+\.json$/.exec(k);
+    const m = /^(window=[^/]+)\/replicaSet=([^/]+)\//.exec(k);
     if (m && m[2] === o.replicaSet) windows.add(m[1]!);
   }
   for (const window of windows) {
-    const record = (await latestRecords(o.storage, `${cube}/${window}`, o.signal)).get(
-      o.replicaSet,
-    );
-    if (!record) continue;
+    const record = await windowBarrier({
+      storage: o.storage,
+      dir: `${cube}/${window}`,
+      replicaSet: o.replicaSet,
+      fence,
+      signal: o.signal,
+    });
+    if (record.handOffs.length === 0) continue;
     records += 1;
     for (const [p, ranges] of rangeMapFromJson(record.offsetRanges)) {
       if (!fenced.has(p)) continue;

@@ -387,9 +387,9 @@ describe('a failover fence of a lost replica set', () => {
     expect((await commit('rs-a-0', 10)).kind).toBe('committed');
     await fence(s, { '0': 1, '1': 1 });
     expect((await commit('rs-a-1', 20)).kind).toBe('fenced');
-    // Covered by the record: no write needed, and none made.
+    // Covered by the record: no write needed, and none made (version 2 is the fence's copy of 1).
     expect((await commit('rs-a-1', 8)).kind).toBe('covered');
-    expect((await latest(s))?.version).toBe(1);
+    expect(await latest(s)).toMatchObject({ version: 2, receiver: 'rs-a-0', fence: 'f-1-abcdef' });
   });
 
   test('a copy whose fenced offsets the record holds already commits what it adds under a later epoch', async () => {
@@ -411,7 +411,8 @@ describe('a failover fence of a lost replica set', () => {
         handOff('rs-a-0.e3.x', { 3: [[50, 60]] }, 3),
       ],
     });
-    expect(outcome).toEqual({ kind: 'committed', version: 2 });
+    // Version 2 is the fence's copy of version 1.
+    expect(outcome).toEqual({ kind: 'committed', version: 3 });
     // One offset of the fenced epoch past the record: refused, whatever else it adds.
     const past = await commitWindow({
       storage: s,
@@ -459,5 +460,73 @@ describe('a failover fence of a lost replica set', () => {
     // Written once: the same failover again finds its fence.
     await fence(s, { '0': 1 });
     expect((await s.listKeys('namespace=a/orders/fences')).length).toBe(1);
+  });
+
+  /** A store where the first create of a commit record of rs-a first lets `before` run. */
+  class StallingStorage extends MemoryDeepStorage {
+    before: (() => Promise<unknown>) | undefined;
+    override async createObject(key: string, body: string): Promise<boolean> {
+      const run = /replicaSet=rs-a\/commit\./.test(key) ? this.before : undefined;
+      this.before = undefined;
+      if (run) await run();
+      return super.createObject(key, body);
+    }
+  }
+  const handedOff = (s: MemoryDeepStorage, dir: string): void => {
+    s.objects.set(`namespace=a/orders/window=0/replicaSet=rs-a/${dir}/manifest.json`, '{}');
+  };
+
+  test('a commit stalled past the grace between its fence check and its record lands nothing: the fence took its version first', async () => {
+    const s = new StallingStorage();
+    handedOff(s, 'rs-a-0.e1.x');
+    let answer: Awaited<ReturnType<typeof fence>> | undefined;
+    // rs-a-0 read no fence and no record, then froze before creating version 1; meanwhile the
+    // failover fenced rs-a and read what it had committed: nothing.
+    s.before = async () => {
+      answer = await fence(s, { '0': 1 });
+    };
+    const outcome = await commitWindow({
+      storage: s,
+      target: target('rs-a-0'),
+      windowStart: 0,
+      mine: [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })],
+      now: () => 0, // the freeze came after its check of the fences' age
+    });
+    expect([...answer!.committed]).toEqual([]);
+    expect(answer!.records).toBe(0);
+    // Version 1 was the fence's (empty): the commit read the fences again and was refused.
+    expect(outcome).toEqual({ kind: 'fenced', by: 'f-1-abcdef', version: 1 });
+    const record = await latest(s);
+    expect(record).toMatchObject({ version: 1, fence: 'f-1-abcdef', handOffs: [] });
+    expect(record?.offsetRanges).toEqual({});
+  });
+
+  test('a commit that lands before the fence reads is counted as committed, and the barrier copies it once', async () => {
+    const s = new StallingStorage();
+    handedOff(s, 'rs-a-0.e1.x');
+    const outcome = await commitWindow({
+      storage: s,
+      target: target('rs-a-0'),
+      windowStart: 0,
+      mine: [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })],
+    });
+    expect(outcome).toEqual({ kind: 'committed', version: 1 });
+    const answer = await fence(s, { '0': 1 });
+    expect([...answer.committed]).toEqual([[0, [{ from: 0n, to: 10n }]]]);
+    expect(answer.records).toBe(1);
+    const barrier = await latest(s);
+    expect(barrier).toMatchObject({ version: 2, receiver: 'rs-a-0', fence: 'f-1-abcdef' });
+    expect(barrier?.handOffs).toEqual([handOff('rs-a-0.e1.x', { 0: [[0, 10]] })]);
+    // The same failover again takes no further version; rs-a-0's copy is still its own.
+    await fence(s, { '0': 1 });
+    expect((await latest(s))?.version).toBe(2);
+    expect(
+      await commitWindow({
+        storage: s,
+        target: target('rs-a-0'),
+        windowStart: 0,
+        mine: [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })],
+      }),
+    ).toEqual({ kind: 'committed', version: 2 });
   });
 });
