@@ -945,7 +945,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const failoverAt = new Map<string, number>();
     const blocked = new Map<string, number[]>();
     const awayFrom = new Map<string, number>();
-    const podsNotReady = notReadySince(pods);
+    // Read from the pods only when a set is away: most reconciles find every set available.
+    let podsNotReady: Map<string, number> | undefined;
     const sets = new Set([
       ...object.spec.replicaSets,
       ...Object.keys(object.status?.assignment ?? {}),
@@ -962,7 +963,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       const since = unavailableSince(
         seen,
         object.status?.unavailableSince?.[rs],
-        podsNotReady.get(rs),
+        (podsNotReady ??= notReadySince(pods)).get(rs),
       );
       awayFrom.set(rs, since);
       // A new leader knows a set gone since before it started from status alone.

@@ -47,6 +47,10 @@ export interface CommitRecord {
 export const commitRecordName = (version: number): string =>
   `commit.${String(version).padStart(8, '0')}.json`;
 
+/** The key of version `version` of a replica set's record in a window's directory. */
+const recordKey = (windowDir: string, replicaSet: string, version: number): string =>
+  `${windowDir}/replicaSet=${replicaSet}/${commitRecordName(version)}`;
+
 const recordPattern = /^replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
 
 /** The directory of one window of a cube in deep storage (every replica set's hand-offs under it). */
@@ -336,7 +340,7 @@ export async function commitWindow(o: {
     // A fence written since they were read must be seen before a record is created (see
     // maxFenceReadAgeMs): the fences are read again.
     if (clock() - fencesReadAt > maxFenceReadAgeMs) continue;
-    const key = `${dir}/replicaSet=${o.target.replicaSet}/${commitRecordName(version)}`;
+    const key = recordKey(dir, o.target.replicaSet, version);
     if (await o.storage.createObject(key, JSON.stringify(record, null, 2), o.signal))
       return { kind: 'committed', version };
   }
@@ -360,11 +364,11 @@ async function windowBarrier(o: {
   fence: FenceRecord;
   signal?: AbortSignal | undefined;
 }): Promise<CommitRecord> {
+  const windowStart = Number(/window=(-?\d+)$/.exec(o.dir)?.[1]);
   for (let race = 0; race < maxRaces; race++) {
     const latest = (await latestRecords(o.storage, o.dir, o.signal)).get(o.replicaSet);
     if (latest?.fence === o.fence.id) return latest;
     const version = (latest?.version ?? 0) + 1;
-    const windowStart = Number(/window=(-?\d+)$/.exec(o.dir)?.[1]);
     const barrier: CommitRecord = latest
       ? { ...latest, version, fence: o.fence.id }
       : {
@@ -377,7 +381,7 @@ async function windowBarrier(o: {
           committedAt: o.fence.fencedAt,
           fence: o.fence.id,
         };
-    const key = `${o.dir}/replicaSet=${o.replicaSet}/${commitRecordName(version)}`;
+    const key = recordKey(o.dir, o.replicaSet, version);
     if (await o.storage.createObject(key, JSON.stringify(barrier, null, 2), o.signal))
       return barrier;
   }

@@ -4,15 +4,7 @@
 // A readers-writer lock in the environment's directory, made of files: a suite holding it shared
 // has a marker there; the exclusive holder has the file `exclusive`. Each side writes its own
 // file before it looks for the other's, so of two that come at once one always sees the other.
-import {
-  closeSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -67,7 +59,7 @@ function exclusiveHeld(dir: string): boolean {
   } catch {
     return false;
   }
-  // Empty: created, its holder's pid not written yet.
+  // Empty: just created, its holder's pid not written yet.
   const pid = Number(content);
   if (content !== '' && Number.isInteger(pid) && !alive(pid)) {
     rmSync(file, { force: true });
@@ -110,8 +102,7 @@ export async function holdExclusive(lock: SuiteLock, suite: string): Promise<() 
   const deadline = Date.now() + lock.waitMs;
   for (;;) {
     try {
-      closeSync(openSync(file, 'wx'));
-      writeFileSync(file, String(process.pid));
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
