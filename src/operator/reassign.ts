@@ -896,10 +896,10 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
 }
 
 /**
- * status.releasedUncommitted with a move's completion: a source left with partitions is not
- * sealed, so what it read of the ones it released stays in its open windows until they commit
- * (the operator's next observation of the set says when). Written with the completion, so that a
- * leader taking over at once knows it too. Undefined for a failover (its sources are fenced) or
+ * status.releasedUncommitted with a move's completion: a source left with partitions seals the
+ * segments holding the ones it released (cube-channel.ts, sealReleased), but what it read of them
+ * is committed only once handed off (the operator's observations of the set, every 2 s until then,
+ * say when). Written with the completion, so that a leader taking over at once knows it too. Undefined for a failover (its sources are fenced) or
  * when no source keeps partitions.
  */
 export function releasedByMoves(

@@ -788,9 +788,21 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       // Every replica's report counts for failures and rejections; one replica's for positions.
       const reports: { receiver: string; status: CubeSummary }[] = [];
       const missing: ReceiverEndpoint[] = [];
+      // A set keeping data of partitions moved away is read afresh, not at the resync: the
+      // commit of that data (sealed at the release) is what lets the set be failed over.
+      const awaitingCommit = (
+        releasedUncommitted.get(`${key}/${rs}`) ??
+        object.status?.releasedUncommitted?.[rs] ??
+        []
+      ).length;
       for (const endpoint of receivers.get(rs) ?? []) {
         const client = clientFor(endpoint, object);
         try {
+          if (awaitingCommit > 0)
+            receiverCubes.changedOn(endpoint.baseUrl, {
+              namespace: object.metadata?.namespace ?? 'default',
+              name: cube,
+            });
           let status = await cubeOn(endpoint, object, cube, signal);
           if (status === undefined) {
             missing.push(endpoint);
@@ -1401,6 +1413,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (positionsDue && written !== object) positionsWrittenAt.set(key, Date.now());
     // A repair under way (a drain, a hand-off) is looked at again soon, not at the next resync.
     if (converged.pending) return { requeueAfterMs: Math.min(deps.resyncMs, 1_000) };
+    // So is a set's data of partitions moved away until it is committed (see observe).
+    const awaitingCommit = [...sets].some(
+      (rs) => (releasedUncommitted.get(`${key}/${rs}`) ?? []).length > 0,
+    );
+    if (awaitingCommit) return { requeueAfterMs: Math.min(deps.resyncMs, 2_000) };
     return {
       requeueAfterMs: problems.length === 0 ? deps.resyncMs : Math.min(deps.resyncMs, 5_000),
     };

@@ -238,7 +238,8 @@ const cubeStatusBase = z.object({
   /**
    * partition → the offsets this receiver keeps of it (in segments of any state, purged ones
    * included, and offsets pending a segment) and, of those, the ones handed off and committed
-   * (their window's commit record is this receiver's or covers them: hand-off-commit.ts), as merged
+   * (their window's commit record is this receiver's or covers them, or a sibling's record this
+   * receiver's copy is behind holds them: hand-off-commit.ts), as merged
    * ranges [from, to); absent when a checkpoint of an older receiver left the purged ones
    * unknown. The operator checks with them that each partition's offsets tile across replica
    * sets, and how far each is handed off.

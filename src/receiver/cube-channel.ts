@@ -624,6 +624,28 @@ export class CubeChannel {
     }
   }
 
+  /**
+   * Seals every ACTIVE segment holding offsets of partitions just released, so that this
+   * replica's data of them is handed off and committed now rather than when their windows close
+   * (the windows stay open for the partitions kept: their later events open the next
+   * generation). Data of a partition moved away that its old set has not committed is what keeps
+   * that set from being failed over; sealed at the release, it is committed within a hand-off.
+   */
+  private sealReleased(partitions: number[]): void {
+    if (partitions.length === 0) return;
+    for (const segment of [...this.segments.segments.values()]) {
+      if (segment.state !== 'ACTIVE') continue;
+      if (!partitions.some((p) => (segment.ranges.get(p)?.length ?? 0) > 0)) continue;
+      this.segments.seal(segment);
+      this.dirty = true;
+      this.log.info('window sealed at a release', {
+        cube: this.cube,
+        windowStart: new Date(segment.windowStart).toISOString(),
+        partitions,
+      });
+    }
+  }
+
   /** Handed-off segments past their retention leave memory and, at the next flush, the disk. */
   private purgeExpired(): void {
     for (const segment of this.handOffs.expired(Date.now())) {
@@ -887,6 +909,7 @@ export class CubeChannel {
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
     const changed = this.changedAny(outcomes);
     if (changed) this.dirty = true;
+    this.sealReleased(outcomes.filter((o) => o.effects.length > 0).map((o) => o.ps.partition));
     await this.flush();
     // A consumer without the released partitions: its start drops their committed offsets
     // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
@@ -972,7 +995,7 @@ export class CubeChannel {
       rejected: Object.fromEntries(this.ingest.rejected),
       consumer: consumerStatus(this.supervisor.health()),
       ...coverageStatus(
-        this.segments.coverage((seg) => this.handOffs.committed(seg.windowStart)),
+        this.segments.coverage((seg, p, r) => this.handOffs.committedRange(seg.windowStart, p, r)),
         new Map(
           [...this.partitions.values()].flatMap((ps) =>
             ps.elsewhere?.length ? [[ps.partition, ps.elsewhere] as const] : [],

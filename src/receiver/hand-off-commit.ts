@@ -211,7 +211,12 @@ export async function latestRecords(
 export type CommitOutcome =
   | { kind: 'committed'; version: number }
   /** `fenced`: `by` is the fence's id, `version` the latest record's (0: none). */
-  | { kind: 'covered' | 'behind' | 'fenced'; by: string; version: number };
+  | { kind: 'covered' | 'fenced'; by: string; version: number }
+  /**
+   * `offsetRanges`: what the latest record (a sibling's) covers, partition by partition: of this
+   * copy's offsets, those are committed all the same, though not by this copy.
+   */
+  | { kind: 'behind'; by: string; version: number; offsetRanges: Record<string, RangeJson[]> };
 
 /** A failover's fence of a replica set (a record under the cube's `fences/`). */
 export interface FenceRecord {
@@ -325,6 +330,13 @@ export async function commitWindow(o: {
       return { kind: 'committed', version: latest!.version };
     if (decision.kind === 'fenced')
       return { kind: 'fenced', by: decision.by, version: latest?.version ?? 0 };
+    if (decision.kind === 'behind')
+      return {
+        kind: 'behind',
+        by: decision.by,
+        version: latest!.version,
+        offsetRanges: latest!.offsetRanges,
+      };
     if (decision.kind !== 'commit')
       return { kind: decision.kind, by: decision.by, version: latest!.version };
     const version = (latest?.version ?? 0) + 1;

@@ -3,13 +3,13 @@
 // segment's retention is over. A segment stays IMMUTABLE (held locally, in the checkpoint) until
 // its hand-off succeeds: deep storage that is down delays hand-offs and loses nothing.
 import type { Logger } from '../observability/logger.ts';
-import { faultPoint } from '../observability/fault-injection.ts';
+import { faultPoint, injectedFault } from '../observability/fault-injection.ts';
 import { eachAtOnce } from './at-once.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type HandOffTarget, handOffSegment } from './hand-off.ts';
 import { type CommitOutcome, commitWindow, recordedHandOff } from './hand-off-commit.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
-import type { OffsetRange } from './offset-ranges.ts';
+import { type OffsetRange, rangesFromJson } from './offset-ranges.ts';
 import type { Segment, SegmentManager } from './segments.ts';
 
 export interface HandOffReport {
@@ -220,6 +220,21 @@ export class HandOffScheduler {
   }
 
   /**
+   * Whether offsets `range` of `partition`, in this receiver's copy of a window, are committed:
+   * the window is (by this copy or one covering it), or a sibling's record that this copy is
+   * behind holds them. A set's data of a partition moved away is then committed, though no one
+   * copy of the window covers the other's (replicas cut a window at different offsets).
+   */
+  committedRange(windowStart: number, partition: number, range: OffsetRange): boolean {
+    if (this.committed(windowStart)) return true;
+    const outcome = this.commits.get(windowStart);
+    if (outcome?.kind !== 'behind') return false;
+    return rangesFromJson(outcome.offsetRanges[String(partition)] ?? []).some(
+      (r) => r.from <= range.from && range.to <= r.to,
+    );
+  }
+
+  /**
    * Windows handed off here but not known committed — `behind` a sibling's record, or restored
    * from a checkpoint — are looked at again every `recheckCommitMs`: a sibling may have
    * committed more since, or (hand-offs of a release before commit records) nobody committed.
@@ -274,6 +289,9 @@ export class HandOffScheduler {
   private async tryHandOff(segment: Segment, failed: FailedHandOff | undefined): Promise<void> {
     const end = this.options.metrics.handOffTimer();
     try {
+      // Test hook: a replica set whose deep storage refuses writes (inert in production).
+      const fault = injectedFault(`hand-off-${this.options.target.replicaSet}`);
+      if (fault) throw fault;
       const path = await handOffSegment(
         this.options.storage,
         this.options.target,

@@ -446,7 +446,7 @@ export class SegmentManager {
    * are in neither.
    */
   coverage(
-    committed: (segment: Segment) => boolean = () => true,
+    committed: (segment: Segment, partition: number, range: OffsetRange) => boolean = () => true,
   ): Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }> | null {
     if (!this.purgedCoverage) return null;
     const out = new Map<number, { kept: OffsetRange[]; handedOff: OffsetRange[] }>();
@@ -464,7 +464,8 @@ export class SegmentManager {
       for (const [p, ranges] of s.ranges)
         for (const r of ranges) {
           addRange(of(p).kept, r.from, r.to);
-          if (s.state === 'HANDED_OFF' && committed(s)) addRange(of(p).handedOff, r.from, r.to);
+          if (s.state === 'HANDED_OFF' && committed(s, p, r))
+            addRange(of(p).handedOff, r.from, r.to);
         }
     for (const [p, clock] of this.clocks)
       for (const r of clock.pending) addRange(of(p).kept, r.from, r.to);

@@ -7,7 +7,8 @@
 // past those offsets: its commits of them are refused (fenced). Once Ready it is brought to the
 // cube's state. At the end every event is counted once by each replica index and by the committed
 // view, and rs-a committed nothing of the lost partitions past where they restarted.
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type {
   CubeAssignment,
@@ -47,11 +48,18 @@ import { waitFor } from '../support/wait.ts';
 
 // The receivers' default idle timeout (10 minutes here): once the load stops nothing seals any
 // more, so the audit reads hand-offs and live segments that stay put.
+// Faults the receivers read (STREAMCUBE_FAULT_DIR): `hand-off-<set>` makes a set's hand-offs fail.
+const faults = mkdtempSync(join(tmpdir(), 'streamcube-failover-faults-'));
+
 const stack = useOperatorStack({
   name: 'failover',
   replicaSets: ['rs-a', 'rs-b', 'rs-c'],
   replicas: 2,
+  receiver: { env: { STREAMCUBE_FAULT_DIR: faults } },
 });
+
+afterEach(() => rmSync(join(faults, 'hand-off-rs-a'), { force: true }));
+afterAll(() => rmSync(faults, { recursive: true, force: true }));
 
 const suite = useLoads(stack);
 
@@ -494,14 +502,18 @@ test('a replica set lost under load fails over from its committed offsets; back,
   expect(committedPastStart).toEqual([]);
 }, 180_000);
 
-test('a set keeping uncommitted data of a partition moved away is not failed over, not even by a leader started after it was lost; back, totals exact', async () => {
-  const cube = 'held-back';
+/**
+ * A cube of one-hour windows (nothing seals as time passes) on rs-a and rs-b under load, once
+ * rs-a has read data of `moved`, the lowest of its partitions.
+ */
+async function cubeWithHourWindows(
+  cube: string,
+  eventTimeMs: number,
+): Promise<{ topic: string; load: SteadyLoad; moved: number }> {
   const api = cubeApi(stack.kc);
-  const { topic, load } = await loadedTopic(Date.UTC(2026, 6, 1));
+  const { topic, load } = await loadedTopic(eventTimeMs);
   await api.create(stack.namespace, cube, {
     source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    // One-hour windows: nothing seals while the test runs, so what a set read of a partition
-    // moved away from it stays uncommitted throughout.
     schema: { ...testSchema, window: '1h', allowedLateness: '5s' },
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'sticky',
@@ -514,9 +526,45 @@ test('a set keeping uncommitted data of a partition moved away is not failed ove
       s?.partitions.some((p) => p.partition === moved && BigInt(p.position) > 0n),
     ),
   );
+  return { topic, load, moved };
+}
 
-  // Partition `moved` goes to rs-b; rs-a keeps what it read of it in its open window, and the
-  // operator says so in status (where a new leader reads it).
+/**
+ * rs-a, lost, comes back on its volumes (its pods Ready) and is brought to the cube's state; once
+ * the load has stopped and every owner has read to the end, every event is counted once by
+ * replica 0 and by replica 1 of rs-a and rs-b (the committed view is not whole: windows are open).
+ */
+async function backAndExact(cube: string, topic: string, load: SteadyLoad): Promise<void> {
+  const lost = stack.replicas['rs-a']!;
+  await Promise.all(lost.map((r) => r.start()));
+  for (const r of lost)
+    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
+  const settled = await settledAtRest(cube);
+  await load.stop();
+  const hw = await highWatermarks(stack.kafka, topic);
+  for (const [rs, partitions] of Object.entries(settled.status?.assignment ?? {})) {
+    const ends = Object.fromEntries(partitions.map((p) => [p, hw.get(p)!]));
+    for (const r of stack.replicas[rs]!) await waitForPositions(r.client, cube, ends);
+  }
+  await expectExactAndTiled({
+    cube,
+    deepStorageDir: stack.deepStorageDir,
+    replicaSets: { 'rs-a': stack.replicas['rs-a']!, 'rs-b': stack.replicas['rs-b']! },
+    highWatermarks: hw,
+    expected: totalsOf(load.all()),
+    committed: false,
+  });
+}
+
+test('a set keeping uncommitted data of a partition moved away is not failed over, not even by a leader started after it was lost; back, totals exact', async () => {
+  const cube = 'held-back';
+  const api = cubeApi(stack.kc);
+  const { topic, load, moved } = await cubeWithHourWindows(cube, Date.UTC(2026, 6, 1));
+
+  // Partition `moved` goes to rs-b. rs-a seals what it read of it at the release, but its deep
+  // storage refuses the hand-off, so the data stays uncommitted, and the operator says so in
+  // status (where a new leader reads it).
+  writeFileSync(join(faults, 'hand-off-rs-a'), 'deep storage refuses writes (test fault)\n');
   await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [moved] } });
   const afterMove = await waitFor(
     `status.releasedUncommitted names partition ${moved} of rs-a`,
@@ -529,7 +577,7 @@ test('a set keeping uncommitted data of a partition moved away is not failed ove
         : undefined;
     },
   );
-  // Sticky may rebalance the rest; rs-a keeps partitions, so it was not sealed.
+  // Sticky may rebalance the rest; rs-a keeps partitions.
   const kept = afterMove.status!.assignment!['rs-a']!;
   expect(kept.length).toBeGreaterThan(0);
 
@@ -567,25 +615,60 @@ test('a set keeping uncommitted data of a partition moved away is not failed ove
     ),
   ).toEqual([]);
 
-  // rs-a comes back on its volumes: every event once, by replica 0 and by replica 1 of the sets
-  // (nothing is committed yet: the windows are open).
-  await Promise.all(lost.map((r) => r.start()));
+  // rs-a comes back, its deep storage working again: every event once.
+  unlinkSync(join(faults, 'hand-off-rs-a'));
+  await backAndExact(cube, topic, load);
+}, 180_000);
+
+test('a set that released a partition commits its data of it at the release, and is failed over when lost; back, totals exact', async () => {
+  const cube = 'released-then-lost';
+  const api = cubeApi(stack.kc);
+  // What rs-a commits here it sealed at the release: the hour-long windows do not close.
+  const { topic, load, moved } = await cubeWithHourWindows(cube, Date.UTC(2026, 7, 1));
+
+  // Partition `moved` goes to rs-b: rs-a seals the window holding it at the release, hands it off
+  // and commits it, and the operator, reading rs-a again soon, clears status.releasedUncommitted.
+  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [moved] } });
+  const afterMove = await waitFor(
+    `partition ${moved} on rs-b, rs-a's data of it committed and status.releasedUncommitted empty`,
+    async () => {
+      const c = await api.get(stack.namespace, cube);
+      const stop = c.status?.epochStarts?.[String(moved)];
+      if (c.status?.reassign || !(c.status?.assignment?.['rs-b'] ?? []).includes(moved)) return;
+      if (stop === undefined || (c.status?.releasedUncommitted?.['rs-a'] ?? []).length > 0) return;
+      const ofMoved = committedBy(cube, 'rs-a').get(moved) ?? [];
+      return ofMoved.some((r) => r.from === 0n && r.to === BigInt(stop)) ? c : undefined;
+    },
+    60_000,
+    200,
+  );
+  const kept = afterMove.status!.assignment!['rs-a']!;
+  expect(kept.length).toBeGreaterThan(0);
+
+  // rs-a is lost: past failoverAfter its partitions restart on rs-b from what it committed.
+  const lost = stack.replicas['rs-a']!;
+  await Promise.all(lost.map((r) => r.kill('SIGKILL')));
   for (const r of lost)
-    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
-  const settled = await settledAtRest(cube);
-  await load.stop();
-  const hw = await highWatermarks(stack.kafka, topic);
-  const sets = { 'rs-a': stack.replicas['rs-a']!, 'rs-b': stack.replicas['rs-b']! };
-  for (const [rs, partitions] of Object.entries(settled.status?.assignment ?? {})) {
-    const ends = Object.fromEntries(partitions.map((p) => [p, hw.get(p)!]));
-    for (const r of stack.replicas[rs]!) await waitForPositions(r.client, cube, ends);
-  }
-  await expectExactAndTiled({
-    cube,
-    deepStorageDir: stack.deepStorageDir,
-    replicaSets: sets,
-    highWatermarks: hw,
-    expected: totalsOf(load.all()),
-    committed: false,
-  });
+    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
+  await waitFor(
+    'the failover of rs-a completed',
+    async () => {
+      const c = await api.get(stack.namespace, cube);
+      const degraded = conditionOf(c, 'Degraded');
+      if (degraded?.message.includes('holds data of partition')) throw new Error(degraded.message);
+      const completed = (await cubeEvents(stack.kc, stack.namespace, cube)).filter(
+        (e) => e.reason === 'FailoverCompleted',
+      );
+      return !c.status?.reassign &&
+        completed.length > 0 &&
+        (c.status?.assignment?.['rs-a'] ?? []).length === 0
+        ? c
+        : undefined;
+    },
+    90_000,
+    200,
+  );
+
+  // rs-a comes back: every event once.
+  await backAndExact(cube, topic, load);
 }, 180_000);

@@ -271,6 +271,41 @@ describe('checkpoints and retention', () => {
     expect(channel.query({ groupBy: [], filters: {} }).rows).toEqual([[4]]);
   });
 
+  test("a release seals the segments holding the released partition: handed off and committed at once, while the kept partition's later events of the window open its next generation", async () => {
+    consumer.produce(0, T0 + 10 * SECOND);
+    consumer.produce(1, T0 + 10 * SECOND);
+    consumer.produce(1, T0 + 20 * SECOND);
+    await jest.advanceTimersByTimeAsync(0);
+    await channel.release([1], { 1: '2' });
+    // Partition 0 is well inside window T0, which seals for partition 1's sake.
+    expect(
+      channel.status().segments.map((s) => [s.windowStart, s.generation ?? 0, s.state]),
+    ).toEqual([[T0, 0, 'IMMUTABLE']]);
+    await jest.advanceTimersByTimeAsync(2 * SECOND);
+    await settle();
+    expect(channel.status().segments[0]!.state).toBe('HANDED_OFF');
+    // Committed: what the set keeps of partition 1 is all handed off, so the operator's
+    // releasedUncommitted leaves it.
+    expect(channel.status().coverage?.['1']).toEqual({
+      kept: [['0', '2']],
+      handedOff: [['0', '2']],
+    });
+
+    consumer.produce(0, T0 + 30 * SECOND);
+    await jest.advanceTimersByTimeAsync(0);
+    expect(channel.status().rejected).toEqual({});
+    expect(channel.status().segments.slice(1)).toEqual([
+      expect.objectContaining({
+        windowStart: T0,
+        generation: 1,
+        state: 'ACTIVE',
+        offsetRanges: { 0: [['1', '2']] },
+      }),
+    ]);
+    // Live: the open generation's event (the three handed off are in deep storage).
+    expect(channel.query({ groupBy: [], filters: {} }).rows).toEqual([[1]]);
+  });
+
   test('a checkpoint of an unknown version is refused by name', async () => {
     await channel.close();
     const { writeFileSync } = await import('node:fs');

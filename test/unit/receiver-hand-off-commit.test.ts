@@ -104,6 +104,8 @@ test('copies that each hold offsets the other lacks: the committed one stays unt
     kind: 'behind',
     by: 'r0',
     version: 1,
+    // What r0's record holds: r1's offsets of partition 0 among them are committed all the same.
+    offsetRanges: { 0: [['0', '100']], 1: [['0', '50']] },
   });
   expect(
     await commit(storage, 'r1', [
@@ -206,7 +208,7 @@ test('the scheduler commits two generations of a window handed off in one pass t
   expect(scheduler.report(0)?.commit?.outcome).toBe('committed');
 });
 
-test("a copy behind a sibling's record is kept and not reported committed until a record covers it; then retention purges it", async () => {
+test("a copy behind a sibling's record is kept, and of its offsets only those the record holds are reported committed until a record covers it; then retention purges it", async () => {
   const storage = new MemoryDeepStorage();
   const segments = new SegmentManager(schema);
   const event = { time: 30_000, dimensions: ['de'], values: [1] };
@@ -222,12 +224,12 @@ test("a copy behind a sibling's record is kept and not reported committed until 
   expect(scheduler.report(0)?.commit).toEqual({ outcome: 'behind', by: 'r1', version: 1 });
   const committedCoverage = () =>
     Object.fromEntries(
-      [...segments.coverage((s) => scheduler.committed(s.windowStart))!].map(([p, c]) => [
-        p,
-        c.handedOff.map((r) => [Number(r.from), Number(r.to)]),
-      ]),
+      [...segments.coverage((s, p, r) => scheduler.committedRange(s.windowStart, p, r))!].map(
+        ([p, c]) => [p, c.handedOff.map((r) => [Number(r.from), Number(r.to)])],
+      ),
     );
-  expect(committedCoverage()).toEqual({ 0: [], 1: [] });
+  // Its offset of partition 0 is in the sibling's record: committed, though not by this copy.
+  expect(committedCoverage()).toEqual({ 0: [[0, 1]], 1: [] });
   expect(scheduler.expired(Date.now() + 3_600_000)).toEqual([]);
 
   // The sibling commits the whole window; the next look (10 s on) finds this copy covered.
