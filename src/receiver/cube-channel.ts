@@ -631,19 +631,21 @@ export class CubeChannel {
    * generation). Data of a partition moved away that its old set has not committed is what keeps
    * that set from being failed over; sealed at the release, it is committed within a hand-off.
    */
-  private sealReleased(partitions: number[]): void {
-    if (partitions.length === 0) return;
+  private sealReleased(partitions: number[]): boolean {
+    let sealed = false;
     for (const segment of [...this.segments.segments.values()]) {
       if (segment.state !== 'ACTIVE') continue;
       if (!partitions.some((p) => (segment.ranges.get(p)?.length ?? 0) > 0)) continue;
       this.segments.seal(segment);
       this.dirty = true;
+      sealed = true;
       this.log.info('window sealed at a release', {
         cube: this.cube,
         windowStart: new Date(segment.windowStart).toISOString(),
         partitions,
       });
     }
+    return sealed;
   }
 
   /** Handed-off segments past their retention leave memory and, at the next flush, the disk. */
@@ -909,8 +911,12 @@ export class CubeChannel {
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
     const changed = this.changedAny(outcomes);
     if (changed) this.dirty = true;
-    this.sealReleased(outcomes.filter((o) => o.effects.length > 0).map((o) => o.ps.partition));
+    const sealed = this.sealReleased(
+      outcomes.filter((o) => o.effects.length > 0).map((o) => o.ps.partition),
+    );
     await this.flush();
+    // Handed off now, not at the next tick: the set's failover waits on that commit.
+    if (sealed && !this.closed) this.startHandOffs();
     // A consumer without the released partitions: its start drops their committed offsets
     // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
     if (changed) void this.restartConsumer();
