@@ -65,9 +65,10 @@ async function localTotals(r: ReceiverProcess): Promise<Totals> {
   }
 }
 
+/** The segments `r` holds that are not handed off yet (those are read from deep storage). */
 async function localSegments(r: ReceiverProcess) {
   try {
-    return (await r.client.cubeStatus(cube)).segments;
+    return (await r.client.cubeStatus(cube)).segments.filter((s) => s.state !== 'HANDED_OFF');
   } catch (error) {
     if (error instanceof ReceiverApiError && error.status === 404) return [];
     throw error;
