@@ -70,11 +70,18 @@ async function moveMissing(
 }
 
 /** Newest window start that `r` holds sealed (IMMUTABLE or handed off), or -Infinity. */
+/**
+ * The key of the last segment `r` sealed (window start plus generation: a release seals the
+ * windows holding what it released, and the kept partitions' later events open the next
+ * generation of the same window).
+ */
 async function lastSealed(r: ReceiverProcess, cube: string): Promise<number> {
   const status = await r.client.cubeStatus(cube);
   return Math.max(
     -Infinity,
-    ...status.segments.filter((s) => s.state !== 'ACTIVE').map((s) => s.windowStart),
+    ...status.segments
+      .filter((s) => s.state !== 'ACTIVE')
+      .map((s) => s.windowStart + (s.generation ?? 0)),
   );
 }
 
@@ -140,14 +147,14 @@ test('replicas that miss a phase of a move are brought to their set state: total
     }),
   ).toBe(1);
 
-  // Windows keep sealing on every replica: once the load stops, each seals a window it had not.
+  // Windows keep sealing on every replica: once the load stops, each seals a segment it had not.
   await load.stop();
   const sealedBefore = new Map<ReceiverProcess, number>();
   for (const r of Object.values(stack.replicas).flat())
     sealedBefore.set(r, await lastSealed(r, cube));
   for (const [r, before] of sealedBefore) {
     await waitFor(
-      `${r.options.id} seals a window after ${before === -Infinity ? 'none' : new Date(before).toISOString()}`,
+      `${r.options.id} seals a segment after ${before === -Infinity ? 'none' : `${new Date(before).toISOString()} (key ${before})`}`,
       async () => (await lastSealed(r, cube)) > before,
       60_000,
       500,

@@ -340,6 +340,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         // The cubes that fail over: they hold partitions there and list another set to take them
         // (a cube placed on the lost set alone waits for it).
         const held: string[] = [];
+        // Partitions moved away of which the set's data is not committed yet, as status says
+        // at the kill (a failover then blocks).
+        const uncommitted: string[] = [];
         for (const cube of o.cubes) {
           const c = await viaApi(() => api.get(namespace, cube.name));
           if (
@@ -347,6 +350,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
             c.spec.replicaSets.some((other) => other !== rs)
           )
             held.push(cube.name);
+          const released = c.status?.releasedUncommitted?.[rs] ?? [];
+          if (released.length > 0) uncommitted.push(`${cube.name} ${released.join(',')}`);
         }
         const lost = stack.replicas[rs]!;
         for (const r of lost) {
@@ -354,7 +359,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
           await r.kill('SIGKILL');
         }
         log(
-          `fault replica-set-loss: every receiver of ${rs} kill -9 (${held.join(', ') || 'no cube'} held partitions there)`,
+          `fault replica-set-loss: every receiver of ${rs} kill -9 (${held.join(', ') || 'no cube'} held partitions there; released, not committed: ${uncommitted.join('; ') || 'none'})`,
         );
         // Failed over, or not: a set holding data of partitions moved away from it that it has
         // not committed yet is not failed over (FailoverBlocked), and waits to come back.
@@ -368,8 +373,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
                 if (!c.status?.reassign && (c.status?.assignment?.[rs] ?? []).length === 0)
                   return `${cube} failed over`;
                 const d = c.status?.conditions?.find((x) => x.type === 'Degraded');
+                // What the operator holds against the set, for a person reading the log.
                 return d?.status === 'True' && d.message.includes('a failover would lose it')
-                  ? `${cube} blocked (FailoverBlocked)`
+                  ? `${cube} blocked (FailoverBlocked: releasedUncommitted ${JSON.stringify(c.status?.releasedUncommitted ?? {})})`
                   : undefined;
               },
               settleMs,
