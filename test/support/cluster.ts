@@ -248,15 +248,25 @@ export class OperatorProcess {
       { stdio: ['ignore', log, log], env: { ...process.env, ...operatorEnvironment, ...env } },
     );
     closeSync(log);
-    await waitFor(
-      `operator ${this.identity} ready`,
-      async () => {
-        if (this.child?.exitCode !== null || this.child.signalCode !== null)
-          throw new Error(`operator exited; see ${this.logFile}`);
-        return (await fetch(`http://127.0.0.1:${this.port}/readyz`)).ok;
-      },
-      30_000,
-    );
+    try {
+      await waitFor(
+        `operator ${this.identity} ready`,
+        async () => {
+          if (this.child?.exitCode !== null || this.child.signalCode !== null)
+            throw new Error(`operator exited; see ${this.logFile}`);
+          const answer = await fetch(`http://127.0.0.1:${this.port}/readyz`);
+          if (!answer.ok) throw new Error(`/readyz: ${answer.status} ${await answer.text()}`);
+          return true;
+        },
+        30_000,
+      );
+    } catch (error) {
+      // Say why in the test's output: a CI run keeps nothing else of the operator's log.
+      const tail = readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-15);
+      throw new Error(`${(error as Error).message}; its log ends:\n${tail.join('\n')}`, {
+        cause: error,
+      });
+    }
   }
 
   exited(): Promise<void> {
