@@ -48,6 +48,14 @@ export interface CubeAudit {
    * live part gone until a sibling commits more.
    */
   committed?: boolean;
+  /**
+   * Replica sets failed over, audited at every replica index by their committed view (records
+   * and the committing replica's live segments, heldCommitted) instead of replica i's own copies.
+   * A release seals each replica's windows at its own position, so replica 0's copy may end short
+   * of the copy the record holds; the failover restarts the set's partitions from the record, and
+   * the returning replica drops its own segments past the restart with what they held before it.
+   */
+  committedSets?: string[];
 }
 
 /** What one replica per replica set holds: offset ranges per partition and totals. */
@@ -67,7 +75,13 @@ export async function heldByReplica(
   // A fenced replica set's copies that no commit record names are never data (a failover).
   const fenced = fencedCopies(all);
   const deep = all.filter((h) => !fenced.has(h.dir));
-  for (const receivers of Object.values(audit.replicaSets)) {
+  for (const [rs, receivers] of Object.entries(audit.replicaSets)) {
+    if (audit.committedSets?.includes(rs)) {
+      const ofSet = await heldCommitted({ ...audit, replicaSets: { [rs]: receivers } });
+      for (const [p, list] of ofSet.ranges) ranges.set(p, [...(ranges.get(p) ?? []), ...list]);
+      totals = addTotals(totals, ofSet.totals);
+      continue;
+    }
     const r = receivers[replica];
     if (!r) continue;
     const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
