@@ -36,6 +36,7 @@ import {
 } from '../support/receiver-checks.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
+import { waitFor } from '../support/wait.ts';
 
 const env = testEnvironment();
 const kc = adminKubeConfig();
@@ -138,6 +139,13 @@ test('assign, move one partition under load, move every partition: exact and til
   await load.stop();
   const hw = await highWatermarks(kafka, topic);
   await waitForPositions(receivers['rs-b']!.client, cube, Object.fromEntries(hw));
+  // rs-b's hand-off of what it sealed at its release starts then, but the move does not wait for
+  // it (rs-b keeps partition 3): wait until every segment it sealed is in deep storage.
+  await waitFor('rs-b: every sealed segment handed off', async () =>
+    (await receivers['rs-b']!.client.cubeStatus(cube)).segments.every(
+      (s) => s.state !== 'IMMUTABLE',
+    ),
+  );
 
   const deepList = handOffs(deep, cube);
   expect(deepList.length).toBeGreaterThan(0);
