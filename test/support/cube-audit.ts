@@ -232,6 +232,8 @@ export async function expectExactOnceCaughtUp(o: {
   deepStorageDir: string;
   replicaSets: Record<string, ReceiverProcess[]>;
   owned: Record<string, number[]>;
+  /** CubeAudit.committedSets: the sets failed over, audited by their committed view. */
+  committedSets?: string[];
 }): Promise<void> {
   await o.load.stop();
   const hw = await highWatermarks(o.kafka, o.topic);
@@ -248,6 +250,7 @@ export async function expectExactOnceCaughtUp(o: {
     replicaSets: o.replicaSets,
     highWatermarks: hw,
     expected: totalsOf(o.load.all()),
+    ...(o.committedSets ? { committedSets: o.committedSets } : {}),
   });
 }
 

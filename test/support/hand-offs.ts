@@ -124,6 +124,30 @@ export function addTotals(a: Totals, b: Totals): Totals {
 }
 
 /**
+ * The replica sets of cubes named `cube` that a failover fenced (a `fences/replicaSet=<set>`
+ * directory beside the cube's windows in deep storage).
+ */
+export function fencedReplicaSets(
+  deepStorageDir: string,
+  cube: string,
+  namespace?: string,
+): string[] {
+  const out = new Set<string>();
+  const cubeDirs = new Set(
+    handOffs(deepStorageDir, cube, namespace).map((h) =>
+      h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`)),
+    ),
+  );
+  for (const dir of cubeDirs) {
+    const fences = join(dir, 'fences');
+    if (!existsSync(fences)) continue;
+    for (const name of readdirSync(fences))
+      if (name.startsWith('replicaSet=')) out.add(name.slice('replicaSet='.length));
+  }
+  return [...out].sort();
+}
+
+/**
  * The hand-offs of `list` that a failover's fence keeps from ever being data: they hold offsets
  * of a partition under an epoch their replica set was fenced at (hand-off-commit.ts, `fences/`)
  * that their window's newest commit record does not cover, and no version of it names them. A reader of committed data never reads
