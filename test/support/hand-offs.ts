@@ -123,6 +123,9 @@ export function addTotals(a: Totals, b: Totals): Totals {
   };
 }
 
+/** The cube's directory in deep storage, which holds its windows and `fences/`. */
+const cubeDirOf = (h: HandOff): string => h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`));
+
 /**
  * The replica sets of cubes named `cube` that a failover fenced (a `fences/replicaSet=<set>`
  * directory beside the cube's windows in deep storage).
@@ -133,11 +136,7 @@ export function fencedReplicaSets(
   namespace?: string,
 ): string[] {
   const out = new Set<string>();
-  const cubeDirs = new Set(
-    handOffs(deepStorageDir, cube, namespace).map((h) =>
-      h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`)),
-    ),
-  );
+  const cubeDirs = new Set(handOffs(deepStorageDir, cube, namespace).map(cubeDirOf));
   for (const dir of cubeDirs) {
     const fences = join(dir, 'fences');
     if (!existsSync(fences)) continue;
@@ -194,8 +193,7 @@ export function fencedCopies(list: HandOff[]): Set<string> {
     outer.some((o) => o.from <= r.from && r.to <= o.to);
   for (const h of list) {
     const setDir = dirname(h.dir);
-    const cubeDir = h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`));
-    const fence = fencesOf(cubeDir, h.manifest.replicaSet);
+    const fence = fencesOf(cubeDirOf(h), h.manifest.replicaSet);
     if (fence.size === 0) continue;
     const { named, covered } = recordsIn(setDir);
     if (named.has(h.dir)) continue;
