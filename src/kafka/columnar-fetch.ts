@@ -34,6 +34,8 @@ interface Reporting {
   report: FetchedEndReporter;
   /** How long the broker may hold each fetch that finds nothing new (kafkajs's own otherwise). */
   fetchWaitMs?: number;
+  /** Settles at `close`: a fetch the broker still holds then ends at once, with nothing. */
+  closed: Promise<void>;
 }
 
 const reporters = new Map<string, Reporting>();
@@ -46,7 +48,10 @@ let reporterSeq = 0;
  * Every idle consumer fetches each of its partitions at least once per fetch wait, so the
  * end of the log is known without asking the broker again. `fetchWaitMs` replaces the
  * consumer's maxWaitTimeInMs in its fetches only: kafkajs also sleeps that long between fetches
- * when every partition is paused, and a stop waits for that sleep. `close` stops the reports.
+ * when every partition is paused, and a stop waits for that sleep. `close` stops the reports and
+ * ends the consumer's fetch the broker is holding (it answers nothing), so that a consumer stopped
+ * while idle does not wait out the fetch wait: call it once kafkajs has been told to stop, so that
+ * its fetch loop ends rather than fetching again.
  */
 export function reportingRackId(
   report: FetchedEndReporter,
@@ -54,8 +59,15 @@ export function reportingRackId(
 ): { rackId: string; close: () => void } {
   reporterSeq += 1;
   const rackId = `${columnarRackId}/${reporterSeq}`;
-  reporters.set(rackId, { report, ...options });
-  return { rackId, close: () => reporters.delete(rackId) };
+  const { promise: closed, resolve } = Promise.withResolvers<void>();
+  reporters.set(rackId, { report, ...options, closed });
+  return {
+    rackId,
+    close: () => {
+      reporters.delete(rackId);
+      resolve();
+    },
+  };
 }
 
 /** Every consumer that wants its fetches decoded here marks them through reportingRackId. */
@@ -108,9 +120,14 @@ interface FetchDefinitions {
 interface KafkajsDecoder {
   readInt32(): number;
 }
+interface BrokerClass {
+  prototype: { fetch: (args: FetchArgs) => Promise<unknown> };
+}
 interface KafkajsInternals {
   version: string;
   fetch: FetchDefinitions;
+  /** kafkajs's Broker: its `fetch` sends a Fetch and resolves with the parsed response. */
+  Broker: BrokerClass;
   lookupCodecByAttributes: (attributes: number) => {
     decompress: (data: Buffer) => Promise<Buffer>;
   } | null;
@@ -126,6 +143,7 @@ export function kafkajsInternals(): KafkajsInternals {
   const internals = {
     version,
     fetch: require('kafkajs/src/protocol/requests/fetch/index.js') as FetchDefinitions,
+    Broker: require('kafkajs/src/broker/index.js') as BrokerClass,
     lookupCodecByAttributes: (
       require('kafkajs/src/protocol/message/compression/index.js') as Pick<
         KafkajsInternals,
@@ -140,6 +158,7 @@ export function kafkajsInternals(): KafkajsInternals {
     version !== kafkajsVersion && `version ${version}`,
     typeof internals.fetch.protocol !== 'function' && 'no fetch protocol()',
     !internals.fetch.versions.includes('11') && 'no Fetch v11',
+    typeof internals.Broker?.prototype?.fetch !== 'function' && 'no Broker.fetch',
     typeof internals.lookupCodecByAttributes !== 'function' && 'no lookupCodecByAttributes',
     typeof internals.Decoder !== 'function' && 'no Decoder',
     typeof internals.decodeMessages !== 'function' && 'no decodeMessages',
@@ -180,14 +199,59 @@ export function installColumnarFetch(): void {
           parse: request.response.parse,
           decode: async (raw) => {
             const decoded = await decodeFetchResponse(raw, version, fetchOffsets, internals);
-            if (report) reportEnds(decoded, report);
+            // Not once closed: an answer that comes after its consumer stopped is not news.
+            if (report && reporters.get(args.rackId ?? '') === reporting)
+              reportEnds(decoded, report);
             return decoded;
           },
         },
       };
     };
   };
+  endFetchesAtClose(internals.Broker);
   installed = true;
+}
+
+/**
+ * The parsed Fetch response kafkajs's consumer reads (`responses`) of a fetch ended by its
+ * consumer's stop: no partition, so no batch; the fetch loop, told to stop, ends.
+ */
+const nothingFetched = { throttleTime: 0, errorCode: 0, sessionId: 0, responses: [] };
+
+/** What of kafkajs's Broker the end of a held fetch reaches: its Fetch connection. */
+interface BrokerConnections {
+  connectionPool?: {
+    pool?: { rejectRequests?: (error: Error) => void; socket?: { destroy(): void } }[];
+  };
+}
+
+/**
+ * Makes a marked consumer's fetch end when its reporting is closed (the consumer stops): the
+ * broker holds a fetch that finds nothing for the whole fetch wait, and kafkajs's stop waits for
+ * the fetch under way and then, disconnecting, for every request in flight. So the fetch resolves
+ * with nothing, and the consumer's Fetch connection (kafkajs gives fetches a connection of their
+ * own, the second of each broker's pool) drops its requests and closes: the broker's answer is
+ * not read. A fetch of a consumer whose reporting is closed already is not sent.
+ */
+function endFetchesAtClose(Broker: BrokerClass): void {
+  const fetch = Broker.prototype.fetch;
+  Broker.prototype.fetch = function (this: BrokerConnections, args: FetchArgs): Promise<unknown> {
+    if (!isColumnar(args.rackId)) return fetch.call(this, args);
+    const reporting = reporters.get(args.rackId ?? '');
+    if (!reporting) {
+      return new Promise((resolve) => setImmediate(() => resolve(nothingFetched)));
+    }
+    const sent = fetch.call(this, args);
+    return new Promise((resolve, reject) => {
+      sent.then(resolve, reject);
+      void reporting.closed.then(() => {
+        resolve(nothingFetched); // first: the rejection below then changes nothing
+        const connection = this.connectionPool?.pool?.[1];
+        connection?.rejectRequests?.(new Error('the consumer stopped'));
+        connection?.socket?.destroy();
+      });
+    });
+  };
 }
 
 function reportEnds(decoded: Record<string, unknown>, report: FetchedEndReporter): void {

@@ -63,7 +63,12 @@ export const consumerSettings = {
    * group.min.session.timeout.ms). 10 s keeps three heartbeats per session on a loaded machine.
    */
   sessionTimeout: 10_000,
-  heartbeatInterval: 3_000,
+  /**
+   * kafkajs heartbeats after a fetch once this long has passed since the last heartbeat: an idle
+   * consumer's fetch returns every fetchWaitMs (3 s), so a little less than that is a heartbeat
+   * every fetch, about every 3 s (with 3 s, every other fetch: 6 s of a 10 s session).
+   */
+  heartbeatInterval: 2_500,
   /**
    * kafkajs's wait: how long it asks the broker to hold a fetch that finds nothing new, and how
    * long it sleeps between fetches when every partition is paused. The receiver's consumers
@@ -139,6 +144,8 @@ export interface KafkajsConsumerOptions {
   onGroupPurged?: (partitions: number[]) => void;
   /** Told when that removal failed; the next start tries again. */
   onGroupPurgeFailed?: (error: Error) => void;
+  /** How long the broker may hold a fetch that finds nothing new: fetchWaitMs unless set. */
+  fetchWaitMs?: number;
 }
 
 /**
@@ -165,21 +172,17 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
  * How long the broker may hold a receiver consumer's fetch that finds nothing new (one with data
  * returns at once). Every idle consumer sends one fetch per this period: with 200 ms, 1,000 idle
  * cubes (bench:scale) were 5,000 fetches a second, which took most of two cores between the broker
- * and the receivers. The price: a consumer stopped while its fetch is held waits for it. 1 s:
- * bench:scale at 1,000 cubes Ready in 116 s against 161 s with 500 ms and 375 s with 200 ms (with
- * the operator's changes of the same day); bench:reassign's hand-off gap p99 0.67 s with 500 ms
- * when kafkajs's paused sleep was the same 500 ms, 1.25 s with 1 s.
+ * and the receivers; with 1 s, 1,000 a second, still 1.5 of the two cores once all 1,000 were
+ * Ready (broker 50 %, the four receivers 90-100 %). A consumer stopped while its fetch is held
+ * does not wait for it (columnar-fetch.ts ends it at the stop), so the wait costs a move nothing;
+ * a paused partition resumed while the others are idle waits for the fetch under way. 3 s: one
+ * fetch per heartbeat (kafkajs heartbeats after a fetch, see heartbeatInterval).
+ * bench:idle, 250 consumers of 16 partitions: 23.6 % of a core with 1 s, 14.6 % with 3 s.
  */
-export const fetchWaitMs = 1_000;
+export const fetchWaitMs = 3_000;
 
 /** See highWatermarks. */
 const adminRenewIntervalMs = 30_000;
-
-/**
- * A partition's log end reported by a fetch at most this long ago is current enough: a consumer
- * fetches every partition it does not pause at least once per maxWaitTimeInMs.
- */
-const fetchedEndFreshMs = 5_000;
 
 export class KafkajsPartitionConsumer implements PartitionConsumer {
   private consumer: Consumer | undefined;
@@ -234,7 +237,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
       (t, partition, end) => {
         if (t === topic) this.fetchedEnds.set(partition, { end, at: Date.now() });
       },
-      { fetchWaitMs },
+      { fetchWaitMs: this.options.fetchWaitMs ?? fetchWaitMs },
     );
     this.closeReports = reports.close;
     const consumer = kafka.consumer({
@@ -447,10 +450,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     // partitions not fetched lately (paused, stopped, or before the first fetch). A receiver of
     // hundreds of idle cubes asked it for every cube every two seconds.
     const now = Date.now();
+    // A consumer fetches every partition it does not pause at least once per fetch wait: a log
+    // end reported within two of them is current enough.
+    const fresh = 2 * (this.options.fetchWaitMs ?? fetchWaitMs);
     const fetched = new Map<number, bigint>();
     for (const p of this.partitions) {
       const seen = this.fetchedEnds.get(p);
-      if (seen && now - seen.at < fetchedEndFreshMs) fetched.set(p, seen.end);
+      if (seen && now - seen.at < fresh) fetched.set(p, seen.end);
     }
     if (fetched.size === this.partitions.length) return fetched;
     // Asked every few seconds: a partition that is really gone (a topic recreated smaller) must
@@ -477,10 +483,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     const consumer = this.consumer;
     this.consumer = undefined;
     this.running = undefined;
+    // kafkajs is told to stop first (its fetch loop ends at the fetch under way), then that fetch
+    // is ended: an idle consumer's is held by the broker for up to fetchWaitMs.
+    const stopped = consumer?.disconnect();
     this.closeReports?.();
     this.closeReports = undefined;
     this.fetchedEnds.clear();
-    if (consumer) await consumer.disconnect();
+    if (stopped) await stopped;
   }
 
   async stop(): Promise<void> {

@@ -1,0 +1,120 @@
+// The receivers' consumer (KafkajsPartitionConsumer) against the real broker: an idle consumer's
+// fetch is held by the broker for the whole fetch wait, and a stop must not wait it out (every
+// move stops consumers, most of them idle in a receiver of many cubes); a restart from the
+// caller's positions reads on without a gap or a record twice.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Admin, type Producer, logLevel } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import {
+  type ConsumedRecords,
+  KafkajsPartitionConsumer,
+  type PartitionSink,
+} from '../../src/kafka/partition-consumer.ts';
+import { testEnvironment } from '../env/connection.ts';
+import { createTopic, produce } from '../support/events.ts';
+import { waitFor } from '../support/wait.ts';
+
+const env = testEnvironment();
+const kafka = createKafka({
+  clientId: 'partition-consumer',
+  brokers: [env.kafka.bootstrap],
+  logLevel: logLevel.NOTHING,
+});
+let admin: Admin;
+let producer: Producer;
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  await admin.connect();
+  producer = kafka.producer();
+  await producer.connect();
+});
+afterAll(async () => {
+  await producer?.disconnect();
+  await admin?.disconnect();
+});
+
+/** A sink that keeps every offset delivered, per partition, and each partition's next position. */
+class RecordingSink implements PartitionSink {
+  readonly offsets = new Map<number, number[]>();
+  readonly positions = new Map<number, bigint>();
+  crash: Error | undefined;
+  onRecords(partition: number, records: ConsumedRecords): void {
+    const seen = this.offsets.get(partition) ?? [];
+    seen.push(...records.offsets);
+    this.offsets.set(partition, seen);
+    const last = records.offsets[records.offsets.length - 1];
+    if (last !== undefined) this.positions.set(partition, BigInt(last) + 1n);
+  }
+  onFilteredRange(partition: number, _first: bigint, last: bigint): void {
+    this.positions.set(partition, last + 1n);
+  }
+  wants(): boolean {
+    return true;
+  }
+  onCrash(error: Error): void {
+    this.crash = error;
+  }
+  at(partition: number): bigint {
+    return this.positions.get(partition) ?? 0n;
+  }
+}
+
+// Under the session (10 s): kafkajs heartbeats after each fetch.
+const fetchWaitMs = 9_000;
+
+test('a consumer stopped while the broker holds its idle fetch stops without waiting for it, and a restart from its positions reads on: every offset once', async () => {
+  const topic = await createTopic(admin, 2);
+  for (const p of [0, 1]) await produce(producer, topic, p, ['a', 'b', 'c', 'd', 'e']);
+  const sink = new RecordingSink();
+  const groupId = `pc-${randomUUID().slice(0, 8)}`;
+  const options = { kafka, topic, groupId, sink, fetchWaitMs };
+  const first = new KafkajsPartitionConsumer(options);
+  await first.start(
+    new Map([
+      [0, 0n],
+      [1, 0n],
+    ]),
+  );
+  await waitFor('the first five records of each partition', () =>
+    Promise.resolve(sink.at(0) === 5n && sink.at(1) === 5n),
+  );
+  // The log ends where the consumer is: its next fetch finds nothing and the broker holds it for
+  // the fetch wait. Records produced meanwhile answer it at once.
+  await sleep(1_000);
+  await produce(producer, topic, 0, ['f']);
+  await waitFor(
+    'a record produced while the fetch is held',
+    () => Promise.resolve(sink.at(0) === 6n),
+    fetchWaitMs / 2,
+  );
+
+  await sleep(1_000); // a fetch held again
+  const stopping = performance.now();
+  await first.stop();
+  const stopMs = performance.now() - stopping;
+  console.log(`stop of an idle consumer whose fetch the broker held: ${stopMs.toFixed(0)} ms`);
+  // Waiting out the held fetch would take 8 s or more.
+  expect(stopMs).toBeLessThan(fetchWaitMs - 3_000);
+
+  for (const p of [0, 1]) await produce(producer, topic, p, ['g', 'h', 'i']);
+  const second = new KafkajsPartitionConsumer(options);
+  try {
+    await second.start(new Map([0, 1].map((p) => [p, sink.at(p)])));
+    await waitFor('every record', () => Promise.resolve(sink.at(0) === 9n && sink.at(1) === 8n));
+    expect(sink.offsets.get(0)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(sink.offsets.get(1)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    // Where the logs end, from the running consumer's fetches.
+    expect(await second.highWatermarks()).toEqual(
+      new Map([
+        [0, 9n],
+        [1, 8n],
+      ]),
+    );
+    expect(sink.crash).toBeUndefined();
+  } finally {
+    await second.stop();
+    await second.deleteGroup();
+  }
+});
