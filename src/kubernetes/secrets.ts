@@ -1,5 +1,6 @@
 // Reading the Secrets a cube's source names, for the operator and the receivers alike.
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api } from '@kubernetes/client-node';
+import { loadKubeConfig } from './kube-config.ts';
 import { type SecretReader, decodeSecretData } from '../kafka/source-security.ts';
 
 /** A SecretReader over `api`: undefined for a Secret that does not exist. */
@@ -22,8 +23,5 @@ export function secretReaderOf(api: Pick<CoreV1Api, 'readNamespacedSecret'>): Se
 
 /** A SecretReader with KUBECONFIG when it is set, else the pod's ServiceAccount. */
 export function kubeSecretReader(): SecretReader {
-  const kc = new KubeConfig();
-  if (process.env.KUBECONFIG) kc.loadFromFile(process.env.KUBECONFIG);
-  else kc.loadFromCluster();
-  return secretReaderOf(kc.makeApiClient(CoreV1Api));
+  return secretReaderOf(loadKubeConfig(process.env.KUBECONFIG).makeApiClient(CoreV1Api));
 }

@@ -6,7 +6,6 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
   type KubernetesListObject,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -25,6 +24,7 @@ import { sweepGroups } from './group-sweep.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { OwnWrites } from './own-writes.ts';
 import { createCubeReconciler } from './reconciler.ts';
+import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { secretReaderOf } from '../kubernetes/secrets.ts';
 import { TopicMetadata } from './topic-metadata.ts';
 
@@ -36,9 +36,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     onError: (error) =>
       logger.warn('receiver token file unusable; the current token stays', { error }),
   });
-  const kc = new KubeConfig();
-  if (config.kubeconfig) kc.loadFromFile(config.kubeconfig);
-  else kc.loadFromCluster();
+  const kc = loadKubeConfig(config.kubeconfig);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const registry = createProcessRegistry();
