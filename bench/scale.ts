@@ -25,6 +25,7 @@ import { createKafka } from '../src/kafka/client.ts';
 import { freePort } from '../src/local/processes.ts';
 import { benchEnvironment, benchFlags, median, positive, say } from './environment.ts';
 import { phaseOrder, phaseSpans, reassignIds } from './operator-log.ts';
+import { reuseConnections } from '../src/kubernetes/kube-config.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
 import {
   OperatorProcess,
@@ -236,7 +237,9 @@ async function main(): Promise<void> {
   }
 
   const { env, stop: stopEnv } = await benchEnvironment();
-  const kc = adminKubeConfig();
+  // The bench's creates and watches share their connections, as kubectl's do (client-node alone
+  // opens a TLS connection per call: src/kubernetes/kube-config.ts).
+  const kc = reuseConnections(adminKubeConfig());
   const api = cubeApi(kc);
   const kafka = createKafka({
     clientId: 'bench-scale',
