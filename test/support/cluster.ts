@@ -198,6 +198,8 @@ export interface OperatorProcessOptions {
   args?: string[];
   /** The CLI to run: src/cli.ts (default), or a compiled dist/cli.js as the image runs it. */
   cli?: string;
+  /** Its kubeconfig: the environment's unless set (one through a PausableApiProxy, say). */
+  kubeconfig?: string;
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
@@ -228,7 +230,7 @@ export class OperatorProcess {
         ...benchNodeArgs('BENCH_OPERATOR_NODE_ARGS'),
         this.options.cli ?? cliPath,
         'operator',
-        `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
+        `--kubeconfig=${this.options.kubeconfig ?? testEnvironment().kube.kubeconfig}`,
         `--namespace=${this.options.namespace}`,
         `--receiver-token-file=${this.tokenFile}`,
         `--receiver-port=${this.options.receiverPort}`,

@@ -35,7 +35,11 @@ export interface OperatorStack {
    * With `cubesIn`: an operator of the CubeAssignments of that namespace (its Lease there) that
    * finds its receivers in the stack's namespace (--receiver-namespace), as the Helm chart's do.
    */
-  startOperator(env?: NodeJS.ProcessEnv, cubesIn?: string): Promise<OperatorProcess>;
+  startOperator(
+    env?: NodeJS.ProcessEnv,
+    cubesIn?: string,
+    kubeconfig?: string,
+  ): Promise<OperatorProcess>;
   /**
    * Starts one more receiver in `replicaSet`, `<rs>-<n>` after the last, with its Ready pod: the
    * set scaled up, as a StatefulSet would do it. Appended to `replicas`; stopped in afterAll.
@@ -68,6 +72,8 @@ export function useOperatorStack(options: {
   operatorEnv?: NodeJS.ProcessEnv;
   /** Flags added to every operator this stack starts. */
   operatorArgs?: string[];
+  /** The kubeconfig of the operator started in beforeAll (the others use the environment's). */
+  operatorKubeconfig?: () => string;
   /**
    * A Kafka broker of the suite's own (started in beforeAll, stopped in afterAll), which it may
    * restart (`restartBroker`) without touching other suites' broker.
@@ -90,8 +96,9 @@ export function useOperatorStack(options: {
   } as OperatorStack;
   const operators: OperatorProcess[] = [];
   let receiverPort = 0;
-  stack.startOperator = async (env = {}, cubesIn) => {
+  stack.startOperator = async (env = {}, cubesIn, kubeconfig) => {
     const operator = new OperatorProcess({
+      ...(kubeconfig ? { kubeconfig } : {}),
       namespace: cubesIn ?? stack.namespace,
       receiverToken: stack.token,
       receiverPort,
@@ -156,7 +163,11 @@ export function useOperatorStack(options: {
       for (let i = 0; i < (options.replicas ?? 1); i++) await stack.addReplica(rs);
       stack.receivers[rs] = stack.replicas[rs]![0]!;
     }
-    stack.operator = await stack.startOperator(options.operatorEnv);
+    stack.operator = await stack.startOperator(
+      options.operatorEnv,
+      undefined,
+      options.operatorKubeconfig?.(),
+    );
   });
 
   afterAll(async () => {
