@@ -181,6 +181,19 @@ function recordsOf(messages: readonly KafkaMessage[], fetchOffset: string): Cons
  */
 export const fetchWaitMs = 3_000;
 
+/**
+ * Connects an admin client and has it learn the cluster's brokers. kafkajs's admin connects to a
+ * seed broker only, so its first fetchOffsets (the group's offsets, read at a consumer's first
+ * start) finds no broker in its pool to ask for the group's coordinator, refreshes the metadata
+ * and tries again after its retry backoff. A new cube's start took 329 ms (p50 of 24 starts of a
+ * 16-partition consumer, one at a time, on the test broker), 34 ms with one metadata request
+ * (describeCluster) first.
+ */
+async function connectAdmin(admin: Admin): Promise<void> {
+  await admin.connect();
+  await admin.describeCluster();
+}
+
 /** See highWatermarks. */
 const adminRenewIntervalMs = 30_000;
 
@@ -214,7 +227,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   private async adminClient(): Promise<Admin> {
     if (!this.admin) {
       this.admin = this.options.kafka.admin();
-      await this.admin.connect();
+      await connectAdmin(this.admin);
     }
     return this.admin;
   }

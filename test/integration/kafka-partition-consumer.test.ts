@@ -118,3 +118,35 @@ test('a consumer stopped while the broker holds its idle fetch stops without wai
     await second.deleteGroup();
   }
 });
+
+test("a consumer's first start asks the group's coordinator without kafkajs's retry (its admin client knows the brokers first)", async () => {
+  const logged: string[] = [];
+  const logging = createKafka({
+    clientId: 'partition-consumer-log',
+    brokers: [env.kafka.bootstrap],
+    logLevel: logLevel.DEBUG,
+    logCreator: () => (entry) => logged.push(entry.log.message),
+  });
+  const topic = await createTopic(admin, 2);
+  const consumer = new KafkajsPartitionConsumer({
+    kafka: logging,
+    topic,
+    groupId: `pc-${randomUUID().slice(0, 8)}`,
+    sink: new RecordingSink(),
+  });
+  try {
+    await consumer.start(
+      new Map([
+        [0, 0n],
+        [1, 0n],
+      ]),
+    );
+    // kafkajs's admin connects to a seed broker only: without the metadata request first, the
+    // group's offsets (read at a first start) wait out a retry backoff after this message.
+    expect(logged.filter((m) => m.includes('No brokers in the broker pool'))).toEqual([]);
+    expect(logged.some((m) => m.includes('OffsetFetch'))).toBe(true);
+  } finally {
+    await consumer.stop();
+    await consumer.deleteGroup();
+  }
+});
