@@ -3,6 +3,7 @@
 // was most of a receiver's CPU and memory. This replaces kafkajs's Fetch response decoder (v4–v11,
 // the versions of RecordBatch v2) for fetches marked by `reportingRackId`; kafkajs still does
 // everything else (group, offsets, pauses, seeks, retries) with stand-in messages.
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { ConsumedRecords } from './partition-consumer.ts';
 import {
@@ -34,12 +35,20 @@ interface Reporting {
   report: FetchedEndReporter;
   /** How long the broker may hold each fetch that finds nothing new (kafkajs's own otherwise). */
   fetchWaitMs?: number;
-  /** Settles at `close`: a fetch the broker still holds then ends at once, with nothing. */
-  closed: Promise<void>;
+  /**
+   * How to end each fetch under way, called at `close`: a fetch the broker still holds then ends
+   * at once, with nothing. A fetch leaves the set when it settles (a consumer fetches for days).
+   */
+  enders: Set<() => void>;
 }
 
 const reporters = new Map<string, Reporting>();
 let reporterSeq = 0;
+/**
+ * The rackIds of this copy of the module: kafkajs's internals are patched once per copy, and a
+ * process holding two (a test runner's module registries) passes another copy's fetches on to it.
+ */
+const ownPrefix = `${columnarRackId}/${randomUUID().slice(0, 8)}/`;
 
 /**
  * A `rackId` that marks a consumer's fetches to be decoded here and reports, after each
@@ -58,21 +67,28 @@ export function reportingRackId(
   options: { fetchWaitMs?: number } = {},
 ): { rackId: string; close: () => void } {
   reporterSeq += 1;
-  const rackId = `${columnarRackId}/${reporterSeq}`;
-  const { promise: closed, resolve } = Promise.withResolvers<void>();
-  reporters.set(rackId, { report, ...options, closed });
+  const rackId = `${ownPrefix}${reporterSeq}`;
+  const enders = new Set<() => void>();
+  reporters.set(rackId, { report, ...options, enders });
   return {
     rackId,
     close: () => {
       reporters.delete(rackId);
-      resolve();
+      for (const end of enders) end();
+      enders.clear();
     },
   };
 }
 
+/** The fetches of marked consumers under way now (at most one per running consumer and broker). */
+export function fetchesUnderWay(): number {
+  let count = 0;
+  for (const { enders } of reporters.values()) count += enders.size;
+  return count;
+}
+
 /** Every consumer that wants its fetches decoded here marks them through reportingRackId. */
-const isColumnar = (rackId: string | undefined): boolean =>
-  rackId?.startsWith(`${columnarRackId}/`) === true;
+const isColumnar = (rackId: string | undefined): boolean => rackId?.startsWith(ownPrefix) === true;
 
 /** Fetch versions whose record sets are RecordBatch v2 (KIP-98), up to kafkajs's newest. */
 const columnarVersions = new Set([4, 5, 6, 7, 8, 9, 10, 11]);
@@ -243,13 +259,14 @@ function endFetchesAtClose(Broker: BrokerClass): void {
     }
     const sent = fetch.call(this, args);
     return new Promise((resolve, reject) => {
-      sent.then(resolve, reject);
-      void reporting.closed.then(() => {
+      const end = (): void => {
         resolve(nothingFetched); // first: the rejection below then changes nothing
         const connection = this.connectionPool?.pool?.[1];
         connection?.rejectRequests?.(new Error('the consumer stopped'));
         connection?.socket?.destroy();
-      });
+      };
+      reporting.enders.add(end);
+      void sent.then(resolve, reject).finally(() => reporting.enders.delete(end));
     });
   };
 }

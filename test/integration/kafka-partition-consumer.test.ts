@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
+import { fetchesUnderWay } from '../../src/kafka/columnar-fetch.ts';
 import {
   type ConsumedRecords,
   KafkajsPartitionConsumer,
@@ -61,6 +62,20 @@ class RecordingSink implements PartitionSink {
   }
 }
 
+/**
+ * Starts `consumer`, again while the broker answers that the group's coordinator is loading (a
+ * broker just started): the receivers' supervisor restarts a consumer on such an error too.
+ */
+async function startConsumer(
+  consumer: KafkajsPartitionConsumer,
+  positions: Map<number, bigint>,
+): Promise<void> {
+  await waitFor('the consumer to start', async () => {
+    await consumer.start(positions);
+    return true;
+  });
+}
+
 // Under the session (10 s): kafkajs heartbeats after each fetch.
 const fetchWaitMs = 9_000;
 
@@ -71,7 +86,8 @@ test('a consumer stopped while the broker holds its idle fetch stops without wai
   const groupId = `pc-${randomUUID().slice(0, 8)}`;
   const options = { kafka, topic, groupId, sink, fetchWaitMs };
   const first = new KafkajsPartitionConsumer(options);
-  await first.start(
+  await startConsumer(
+    first,
     new Map([
       [0, 0n],
       [1, 0n],
@@ -91,9 +107,12 @@ test('a consumer stopped while the broker holds its idle fetch stops without wai
   );
 
   await sleep(1_000); // a fetch held again
+  // One fetch under way, however many came before: each leaves what ends it at the stop.
+  expect(fetchesUnderWay()).toBe(1);
   const stopping = performance.now();
   await first.stop();
   const stopMs = performance.now() - stopping;
+  expect(fetchesUnderWay()).toBe(0);
   console.log(`stop of an idle consumer whose fetch the broker held: ${stopMs.toFixed(0)} ms`);
   // Waiting out the held fetch would take 8 s or more.
   expect(stopMs).toBeLessThan(fetchWaitMs - 3_000);
@@ -101,7 +120,7 @@ test('a consumer stopped while the broker holds its idle fetch stops without wai
   for (const p of [0, 1]) await produce(producer, topic, p, ['g', 'h', 'i']);
   const second = new KafkajsPartitionConsumer(options);
   try {
-    await second.start(new Map([0, 1].map((p) => [p, sink.at(p)])));
+    await startConsumer(second, new Map([0, 1].map((p) => [p, sink.at(p)])));
     await waitFor('every record', () => Promise.resolve(sink.at(0) === 9n && sink.at(1) === 8n));
     expect(sink.offsets.get(0)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
     expect(sink.offsets.get(1)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
@@ -135,7 +154,8 @@ test("a consumer's first start asks the group's coordinator without kafkajs's re
     sink: new RecordingSink(),
   });
   try {
-    await consumer.start(
+    await startConsumer(
+      consumer,
       new Map([
         [0, 0n],
         [1, 0n],
