@@ -33,7 +33,7 @@ const stack = useOperatorStack({
   replicaSets: ['rs-a', 'rs-b'],
   replicas: 2,
   operatorEnv: { STREAMCUBE_FAULT: 'reassign-Draining', STREAMCUBE_FAULT_SIGNAL: 'SIGSTOP' },
-  operatorKubeconfig: () => proxy.kubeconfig,
+  operatorKubeconfig: proxy.kubeconfig,
 });
 
 let producer: Producer;

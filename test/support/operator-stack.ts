@@ -35,11 +35,7 @@ export interface OperatorStack {
    * With `cubesIn`: an operator of the CubeAssignments of that namespace (its Lease there) that
    * finds its receivers in the stack's namespace (--receiver-namespace), as the Helm chart's do.
    */
-  startOperator(
-    env?: NodeJS.ProcessEnv,
-    cubesIn?: string,
-    kubeconfig?: string,
-  ): Promise<OperatorProcess>;
+  startOperator(env?: NodeJS.ProcessEnv, cubesIn?: string): Promise<OperatorProcess>;
   /**
    * Starts one more receiver in `replicaSet`, `<rs>-<n>` after the last, with its Ready pod: the
    * set scaled up, as a StatefulSet would do it. Appended to `replicas`; stopped in afterAll.
@@ -73,7 +69,7 @@ export function useOperatorStack(options: {
   /** Flags added to every operator this stack starts. */
   operatorArgs?: string[];
   /** The kubeconfig of the operator started in beforeAll (the others use the environment's). */
-  operatorKubeconfig?: () => string;
+  operatorKubeconfig?: string;
   /**
    * A Kafka broker of the suite's own (started in beforeAll, stopped in afterAll), which it may
    * restart (`restartBroker`) without touching other suites' broker.
@@ -96,7 +92,11 @@ export function useOperatorStack(options: {
   } as OperatorStack;
   const operators: OperatorProcess[] = [];
   let receiverPort = 0;
-  stack.startOperator = async (env = {}, cubesIn, kubeconfig) => {
+  const startOperator = async (
+    env: NodeJS.ProcessEnv = {},
+    cubesIn?: string,
+    kubeconfig?: string,
+  ): Promise<OperatorProcess> => {
     const operator = new OperatorProcess({
       ...(kubeconfig ? { kubeconfig } : {}),
       namespace: cubesIn ?? stack.namespace,
@@ -111,6 +111,7 @@ export function useOperatorStack(options: {
     await operator.start(env);
     return operator;
   };
+  stack.startOperator = (env, cubesIn) => startOperator(env, cubesIn);
 
   stack.addReplica = async (rs) => {
     const replicas = (stack.replicas[rs] ??= []);
@@ -163,10 +164,10 @@ export function useOperatorStack(options: {
       for (let i = 0; i < (options.replicas ?? 1); i++) await stack.addReplica(rs);
       stack.receivers[rs] = stack.replicas[rs]![0]!;
     }
-    stack.operator = await stack.startOperator(
+    stack.operator = await startOperator(
       options.operatorEnv,
       undefined,
-      options.operatorKubeconfig?.(),
+      options.operatorKubeconfig,
     );
   });
 
