@@ -125,6 +125,8 @@ export interface PartitionConsumer {
    */
   commit(positions: Map<number, bigint>): Promise<void>;
   highWatermarks(): Promise<Map<number, bigint>>;
+  /** The log ends known without asking the broker (recent fetches); possibly not every one. */
+  knownHighWatermarks?(): Map<number, bigint>;
   stop(): Promise<void>;
   /**
    * After stop(): removes the consumer group and its committed offsets from the broker (the cube
@@ -196,12 +198,14 @@ export const fetchWaitMs = 3_000;
  * placed. (`fetchTopicOffsets` is kafkajs's one public way to add a topic to an admin client's.)
  * A topic the broker refuses to describe (not there yet, not authorized) falls back to that.
  */
-async function connectAdmin(admin: Admin, topic: string): Promise<void> {
+async function connectAdmin(admin: Admin, topic: string): Promise<Map<number, bigint>> {
   await admin.connect();
   try {
-    await admin.fetchTopicOffsets(topic);
+    const offsets = await admin.fetchTopicOffsets(topic);
+    return new Map(offsets.map((o) => [o.partition, BigInt(o.high)]));
   } catch {
     await admin.describeCluster();
+    return new Map();
   }
 }
 
@@ -238,7 +242,11 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   private async adminClient(): Promise<Admin> {
     if (!this.admin) {
       this.admin = this.options.kafka.admin();
-      await connectAdmin(this.admin, this.options.topic);
+      // Where the logs end, read as the client connects: as current as a fetch's report, so a
+      // new cube's first status has its log ends (and lag) before the consumer's first fetch.
+      const at = Date.now();
+      for (const [partition, end] of await connectAdmin(this.admin, this.options.topic))
+        this.fetchedEnds.set(partition, { end, at });
     }
     return this.admin;
   }
@@ -469,19 +477,25 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     }
   }
 
-  async highWatermarks(): Promise<Map<number, bigint>> {
-    // The running consumer's fetches say where the logs end: the broker is asked only about
-    // partitions not fetched lately (paused, stopped, or before the first fetch). A receiver of
-    // hundreds of idle cubes asked it for every cube every two seconds.
-    const now = Date.now();
+  knownHighWatermarks(): Map<number, bigint> {
     // A consumer fetches every partition it does not pause at least once per fetch wait: a log
     // end reported within two of them is current enough.
+    const now = Date.now();
     const fresh = 2 * (this.options.fetchWaitMs ?? fetchWaitMs);
     const fetched = new Map<number, bigint>();
     for (const p of this.partitions) {
       const seen = this.fetchedEnds.get(p);
       if (seen && now - seen.at < fresh) fetched.set(p, seen.end);
     }
+    return fetched;
+  }
+
+  async highWatermarks(): Promise<Map<number, bigint>> {
+    // The running consumer's fetches say where the logs end: the broker is asked only about
+    // partitions not fetched lately (paused, stopped, or before the first fetch). A receiver of
+    // hundreds of idle cubes asked it for every cube every two seconds.
+    const now = Date.now();
+    const fetched = this.knownHighWatermarks();
     if (fetched.size === this.partitions.length) return fetched;
     // Asked every few seconds: a partition that is really gone (a topic recreated smaller) must
     // not cost a new admin connection at each ask, so the client is renewed at most this often.
@@ -512,7 +526,10 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     const stopped = consumer?.disconnect();
     this.closeReports?.();
     this.closeReports = undefined;
-    this.fetchedEnds.clear();
+    // The log ends known stay: each is dated, and is used only while it is fresh (see
+    // knownHighWatermarks). A new cube's consumer starts twice in a moment (with no partitions
+    // as the cube opens, then with those its first assign gives): the second start keeps what the
+    // first one's admin client read.
     if (stopped) await stopped;
   }
 

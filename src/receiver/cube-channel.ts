@@ -593,7 +593,10 @@ export class CubeChannel {
   private async refreshHighWatermarks(): Promise<void> {
     if (Date.now() - this.lastHighWatermarkRefresh < 2_000) return;
     this.lastHighWatermarkRefresh = Date.now();
-    const hws = await this.consumer.highWatermarks();
+    this.applyHighWatermarks(await this.consumer.highWatermarks());
+  }
+
+  private applyHighWatermarks(hws: Map<number, bigint>): void {
     for (const ps of this.partitions.values()) {
       const hw = hws.get(ps.partition);
       if (hw === undefined) continue;
@@ -831,6 +834,10 @@ export class CubeChannel {
       this.dirty = true;
       await this.flush();
       await this.restartConsumer();
+      // The log ends the consumer learnt as it started: the answer (and the operator's first
+      // status of a new cube) has its lag without waiting for the next periodic refresh.
+      const known = this.consumer.knownHighWatermarks?.();
+      if (known) this.applyHighWatermarks(known);
     }
     return this.status();
   }
