@@ -84,6 +84,14 @@ export interface ReassignContext {
   startingOffsets: (partitions: number[]) => Promise<Map<number, bigint>>;
   /** Writes status (merge patch, resourceVersion precondition); returns the updated object. */
   persist: (status: CubeAssignmentStatusPatch) => Promise<CubeAssignment>;
+  /**
+   * When given, a first placement's completion (see isSourceless) is handed here instead of
+   * persisted: the caller writes it with the status it writes next (the cube's first observation),
+   * one write instead of two. Until then the journal stays at Starting, whose steps are
+   * idempotent: should that write not happen, the next reconcile completes the placement again.
+   * Returns the object as it will be once written.
+   */
+  holdPlacementCompletion?: (status: CubeAssignmentStatusPatch) => CubeAssignment;
   event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
   /**
    * A source replica answered 404 (it lacks the cube: a replaced volume, a replica added to the
@@ -1030,7 +1038,11 @@ async function complete(
   status: CubeAssignmentStatusPatch,
 ): Promise<StepOutcome> {
   const { namespace = 'default', name = ctx.cube } = ctx.object.metadata ?? {};
-  const object = await ctx.persist({ ...status, reassign: null });
+  const patch: CubeAssignmentStatusPatch = { ...status, reassign: null };
+  const object =
+    ctx.holdPlacementCompletion && isSourceless(journal) && !journal.failover
+      ? ctx.holdPlacementCompletion(patch)
+      : await ctx.persist(patch);
   ctx.entries.forget(`${namespace}/${name}`);
   if (journal.failover)
     ctx.event(

@@ -16,6 +16,7 @@ import {
   plural,
   version,
   type CubeAssignment,
+  type CubeAssignmentStatus,
   type CubeAssignmentStatusPatch,
   type ObservedPartition,
   type ReassignJournal,
@@ -37,7 +38,7 @@ import { splitObjectKey } from './runtime/informer.ts';
 import { notReadyByReplicaSet, receiversByReplicaSet, type ReceiverEndpoint } from './discovery.ts';
 import type { OwnWrites } from './own-writes.ts';
 import { ReceiverCubes } from './receiver-cubes.ts';
-import { mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
+import { applyMergePatch, mergePatchChanges, partitionRowsMoved } from './status-changes.ts';
 import { notReadySince, unavailableSince, unavailableSincePatch } from './unavailable-since.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import { sortedNames } from '../assign/assignment.ts';
@@ -1031,7 +1032,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const journal = object.status?.reassign;
     // From the journal, so that an operator that took over reports the phase it resumes.
     setPhase(deps.metrics, labels, journal?.phase);
-    const reassignContext = (obj: CubeAssignment): ReassignContext => ({
+    const reassignContext = (
+      obj: CubeAssignment,
+      holdPlacementCompletion?: ReassignContext['holdPlacementCompletion'],
+    ): ReassignContext => ({
       cube,
       object: obj,
       receivers,
@@ -1070,6 +1074,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       sealPollMs,
       now: () => new Date(),
       signal,
+      ...(holdPlacementCompletion ? { holdPlacementCompletion } : {}),
     });
     /** Reported as Degraded (and Ready=False); the step said when to come back. */
     const reportBlocked = async (
@@ -1107,7 +1112,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       return { requeueAfterMs };
     };
     /** One phase of the journal per reconcile. */
-    const runJournal = async (j: ReassignJournal): Promise<ReconcileResult> => {
+    const runJournal = async (
+      j: ReassignJournal,
+      holdPlacementCompletion?: ReassignContext['holdPlacementCompletion'],
+    ): Promise<ReconcileResult> => {
       // Past Starting, a replica that missed it (down, not Ready, restarted) is brought to the
       // moves' end state before Sealing goes on: a source's partitions handed over at the stop
       // offsets, a target's taken from them.
@@ -1118,7 +1126,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
         // A source replica still draining to the stops it missed is not sealed under it.
         if (converged.pending) return { requeueAfterMs: drainPollMs };
       }
-      const outcome = await stepReassign(reassignContext(object), j);
+      const outcome = await stepReassign(reassignContext(object, holdPlacementCompletion), j);
       object = outcome.object;
       switch (outcome.kind) {
         case 'advanced':
@@ -1264,6 +1272,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       plan.problems = plan.problems.map((p) => (p.reason === 'TopicNotFound' ? replacement : p));
     }
 
+    /** A first placement's completion, written with the observation below (see runJournal). */
+    let held: { base: CubeAssignment; patch: CubeAssignmentStatusPatch } | undefined;
     if (plan.moves.length > 0 && !plan.problems.some((p) => p.reason === 'TopicNotFound')) {
       // A failover moves the lost sets' partitions alone; any other move is planned after it.
       const failedOver = plan.moves.filter((m) => m.from !== undefined && away.lost.has(m.from));
@@ -1315,8 +1325,19 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       // A first placement written at Starting starts now: the journal it runs from is the one
       // just written, and a pass through the queue per cube is what 1,000 new cubes wait on.
       // Any other journal's phases run on the next reconciles, one each.
-      if (j.phase === 'Starting') return runJournal(j);
-      return { requeueAfterMs: requeueDelayMs.advanced };
+      if (j.phase !== 'Starting') return { requeueAfterMs: requeueDelayMs.advanced };
+      // Its completion is written with the cube's first observation, made right after it: one
+      // write, and the cube Ready as soon as it is placed. Only here, where the journal was just
+      // written: a Starting run again (this write failed, or the process stopped) completes as
+      // any journal does, written on its own.
+      const result = await runJournal(j, (patch) => {
+        held = { base: object, patch };
+        return {
+          ...object,
+          status: applyMergePatch(object.status, patch) as CubeAssignmentStatus,
+        };
+      });
+      if (!held) return result;
     }
 
     signal.throwIfAborted();
@@ -1380,7 +1401,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       sets,
     );
     const unavailable = unavailableSincePatch(object.status?.unavailableSince, away.since);
-    const written = await patchStatus(object, {
+    const written = await patchStatus(held?.base ?? object, {
+      ...held?.patch,
       ...digestPatch,
       observedGeneration: object.metadata?.generation,
       ...(released ? { releasedUncommitted: released } : {}),

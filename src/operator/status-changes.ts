@@ -21,6 +21,17 @@ export function mergePatchChanges(current: unknown, patch: unknown): boolean {
   return Object.entries(patch).some(([key, value]) => mergePatchChanges(current[key], value));
 }
 
+/** `current` with `patch` applied (RFC 7396), as the API server applies it; neither is changed. */
+export function applyMergePatch(current: unknown, patch: unknown): unknown {
+  if (!isPlainObject(patch)) return patch;
+  const out: Record<string, unknown> = isPlainObject(current) ? { ...current } : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete out[key];
+    else if (value !== undefined) out[key] = applyMergePatch(out[key], value);
+  }
+  return out;
+}
+
 /** The order of magnitude of a lag: 0, then 1 for 1–9, 2 for 10–99, and so on. */
 export function lagBucket(lag: string | undefined): number {
   if (lag === undefined) return -1;

@@ -809,6 +809,45 @@ describe('stepReassign: what a step writes', () => {
     ]);
   });
 
+  test("a first placement's completion is handed to the caller when it holds it (written with the cube's first observation); other completions are persisted", async () => {
+    const fresh = { moves: [2, 3].map((partition) => ({ partition, to: 'rs-b' })) };
+    const h = harness(undefined);
+    h.ctx.startingOffsets = (ps) =>
+      Promise.resolve(new Map(ps.map((p) => [p, BigInt(40 + p)] as const)));
+    const held: CubeAssignmentStatusPatch[] = [];
+    h.ctx.holdPlacementCompletion = (status) => {
+      held.push(status);
+      return h.ctx.object;
+    };
+    const j = await placementJournal(h.ctx, journalAt('Planned', fresh));
+    const outcome = await stepReassign(h.ctx, j);
+    expect(outcome.kind).toBe('completed');
+    expect(h.log).toEqual([
+      'rs-b-0 assign 2@42/e1/w-,3@43/e1/w-',
+      'rs-b-1 assign 2@42/e1/w-,3@43/e1/w-',
+    ]);
+    expect(held).toHaveLength(1);
+    expect(held[0]).toMatchObject({
+      reassign: null,
+      assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
+      epochs: { '0': 1, '1': 1, '2': 1, '3': 1 },
+    });
+    expect(h.events).toEqual([
+      'Normal ReassignCompleted: reassign r-2-abcdef moved 2 partition(s): 2 (new)→rs-b, 3 (new)→rs-b',
+    ]);
+
+    // A move with a source completes as before: persisted, whoever would hold it.
+    const moved = journalAt('Done');
+    const other = harness(moved);
+    other.ctx.holdPlacementCompletion = (status) => {
+      held.push(status);
+      return other.ctx.object;
+    };
+    expect((await stepReassign(other.ctx, moved)).kind).toBe('completed');
+    expect(other.log).toEqual(['persist cleared']);
+    expect(held).toHaveLength(1);
+  });
+
   test('a first placement whose starting offsets the brokers do not give: PhaseBlocked, written at Planned by the caller', async () => {
     const h = harness(undefined);
     h.ctx.startingOffsets = () => Promise.reject(new Error('connect ECONNREFUSED'));

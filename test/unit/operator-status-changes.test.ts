@@ -2,6 +2,7 @@
 // positions are written when a lag changes magnitude (or, in the reconciler, once per resync).
 import type { ObservedPartition } from '../../src/api/cube-assignment.ts';
 import {
+  applyMergePatch,
   lagBucket,
   mergePatchChanges,
   partitionRowsMoved,
@@ -42,6 +43,42 @@ describe('mergePatchChanges', () => {
 
   test('any field over no status at all', () => {
     expect(mergePatchChanges(undefined, { observedGeneration: 1 })).toBe(true);
+  });
+});
+
+describe('applyMergePatch', () => {
+  test('merges maps key by key, deletes what is null, replaces lists and values', () => {
+    const patched = applyMergePatch(current, {
+      observedGeneration: 3,
+      assignment: { 'rs-a': null, 'rs-b': [1, 0] },
+      segments: { handedOff: 4 },
+      reassign: null,
+      totalLag: '0',
+      partitions: undefined,
+    });
+    expect(patched).toEqual({
+      observedGeneration: 3,
+      assignment: { 'rs-b': [1, 0] },
+      segments: { active: 1, immutable: 0, handedOff: 4 },
+      conditions: [ready],
+      totalLag: '0',
+    });
+    // What is patched is copied, not changed.
+    expect(current.assignment).toEqual({ 'rs-a': [0, 1] });
+    expect(current.segments.handedOff).toBe(3);
+  });
+
+  test('a patch over no status, and a patch that is not a map', () => {
+    expect(applyMergePatch(undefined, { reassign: null, epochs: { '0': 1 } })).toEqual({
+      epochs: { '0': 1 },
+    });
+    expect(applyMergePatch(current, [1])).toEqual([1]);
+  });
+
+  test('agrees with mergePatchChanges: the patched value needs the patch no more', () => {
+    const patch = { assignment: { 'rs-a': null, 'rs-c': [2] }, reassign: null, totalLag: '5' };
+    expect(mergePatchChanges(current, patch)).toBe(true);
+    expect(mergePatchChanges(applyMergePatch(current, patch), patch)).toBe(false);
   });
 });
 
