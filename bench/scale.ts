@@ -1,6 +1,7 @@
 // Operator scale (issue 8): N CubeAssignments × 16 partitions over 4 replica sets (one receiver
 // process each, holding N / 4 cubes), against the real API server and broker. Measures the time
-// from creating them to all Ready, the operator's peak RSS, reconciles and API writes per minute
+// from creating them to all Ready (and each cube's own time from its create to its Ready, and
+// when half of them were Ready), the operator's peak RSS, reconciles and API writes per minute
 // once stable, the receivers' RSS, and one cube's full reassign while the others are stable
 // against the same reassign on an idle operator.
 //
@@ -114,6 +115,8 @@ class WriteCounter {
   eventWrites = 0;
   /** Per cube, whether its last version seen is Ready (isReady): the bench's view, not a list. */
   readonly ready = new Map<string, boolean>();
+  /** Per cube, when the bench first saw it Ready (performance.now()). */
+  readonly firstReadyAt = new Map<string, number>();
   ended: string | undefined;
   private readonly controllers = new Set<AbortController>();
   private stopped = false;
@@ -139,7 +142,11 @@ class WriteCounter {
         const name = cube.metadata?.name;
         if (name === undefined) return;
         if (type === 'DELETED') this.ready.delete(name);
-        else this.ready.set(name, isReady(cube));
+        else {
+          this.ready.set(name, isReady(cube));
+          if (isReady(cube) && !this.firstReadyAt.has(name))
+            this.firstReadyAt.set(name, performance.now());
+        }
       },
     );
     await this.follow(
@@ -345,6 +352,8 @@ async function main(): Promise<void> {
     // (a list of 1,000 cubes every second would load the API server more than the operator does).
     await writes.start(kc, ns);
     const created = performance.now();
+    /** Per cube, when its create returned. */
+    const createdAt = new Map<string, number>();
     await inBatches(names, concurrency, async (name) => {
       const i = Number(name.slice(2));
       await api.create(ns, name, {
@@ -356,6 +365,7 @@ async function main(): Promise<void> {
         schema: testSchema,
         replicaSets: [replicaSets[i % replicaSets.length]!],
       });
+      createdAt.set(name, performance.now());
     });
     const allCreatedMs = performance.now() - created;
     let lastReport = 0;
@@ -374,6 +384,15 @@ async function main(): Promise<void> {
       1_000,
     );
     const allReadyMs = performance.now() - created;
+    // Each cube from its create to its Ready, and when half of them were Ready: placed cubes are
+    // Ready at once, or only once every cube is placed.
+    const toReady = names
+      .map((n) => (writes.firstReadyAt.get(n) ?? Number.NaN) - (createdAt.get(n) ?? Number.NaN))
+      .sort((a, b) => a - b);
+    const halfReadyMs =
+      [...writes.firstReadyAt.values()].sort((a, b) => a - b)[Math.ceil(cubeCount / 2) - 1]! -
+      created;
+    const p90ToReadyMs = toReady[Math.ceil(toReady.length * 0.9) - 1]!;
     const writesToReady = { cubes: writes.cubeWrites, events: writes.eventWrites };
     const atReady = memoryOf(operator.child?.pid);
     say(
@@ -381,6 +400,9 @@ async function main(): Promise<void> {
     );
     say(
       `all ${cubeCount} Ready ${seconds(allReadyMs)} after the first create (creates took ${seconds(allCreatedMs)})`,
+    );
+    say(
+      `a cube's create → its Ready: median ${seconds(median(toReady))}, p90 ${seconds(p90ToReadyMs)}; half of them Ready ${seconds(halfReadyMs)} after the first create`,
     );
     say(
       `operator writes until then: ${writesToReady.cubes} cube versions (${(writesToReady.cubes / (cubeCount + 1)).toFixed(1)} a cube) and ${writesToReady.events} Events`,
@@ -440,6 +462,9 @@ async function main(): Promise<void> {
     say(`|---|---|---|`);
     say(
       `| creates → all ${cubeCount} Ready | ${seconds(allReadyMs)} | < 60 s: ${mark(allReadyMs < goals.readyMs)} |`,
+    );
+    say(
+      `| a cube's create → its Ready: median (p90); half Ready | ${seconds(median(toReady))} (${seconds(p90ToReadyMs)}); ${seconds(halfReadyMs)} | — |`,
     );
     say(
       `| operator RSS: peak (at the end; V8 heap used) | ${operatorMemory.peakMb.toFixed(0)} MiB (${operatorMemory.rssMb.toFixed(0)}; ${operatorHeapMb.toFixed(0)}) | < ${goals.operatorRssMb} MB: ${mark(operatorMemory.peakMb * 1.048576 < goals.operatorRssMb)} |`,
