@@ -124,7 +124,15 @@ test('assign, move one partition under load, move every partition: exact and til
   );
   expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
 
-  // One partition moves (2: rs-b → rs-a) while events keep coming.
+  // One partition moves (2: rs-b → rs-a) while events keep coming, once rs-b holds some of it:
+  // its release then seals windows holding partition 2 and hands them off (checked below). A
+  // cube is Ready as soon as it is placed, possibly before the load has reached partition 2.
+  await waitFor('rs-b: some of partition 2 consumed', async () => {
+    const p2 = (await receivers['rs-b']!.client.cubeStatus(cube)).partitions.find(
+      (p) => p.partition === 2,
+    );
+    return BigInt(p2?.position ?? '0') > 0n;
+  });
   await api.patchSpec(namespace, cube, { pins: { 'rs-a': [0, 1, 2] } });
   settled = await waitForSettled(kc, namespace, cube, (c) =>
     assigned(c, { 'rs-a': [0, 1, 2], 'rs-b': [3] }),

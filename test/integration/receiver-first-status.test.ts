@@ -1,9 +1,10 @@
 // A new cube's first status already says where its partitions' logs end. The receiver learns the
-// log ends as its consumer starts (the admin client reads them to learn the brokers), so the
-// answer to the assign, which the operator turns into the cube's first Ready status, has a
-// high watermark and a lag for every partition, also one the consumer has fetched nothing from
-// yet. Before, they came with the receiver's next periodic refresh (its flush interval), and the
-// operator wrote the cube's status a second time to show them.
+// log ends as its consumer starts (the admin client reads them to learn the brokers), so its
+// status right after the assign (the assign's answer; the operator reads the same for the cube's
+// first Ready status, in the reconcile that placed it) has a high watermark and a lag for every
+// partition, also one the consumer has fetched nothing from yet. Before, they came with the
+// receiver's next periodic refresh (its flush interval), and the operator wrote the cube's status
+// a second time to show them.
 import type { Producer } from 'kafkajs';
 import { assignRequest, createTopic, produce, makeEvents } from '../support/events.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
