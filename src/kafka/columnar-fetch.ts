@@ -9,9 +9,12 @@ import type { ConsumedRecords } from './partition-consumer.ts';
 import {
   type AbortedTransaction,
   type DecodedRecordSet,
+  OffsetRangeError,
   decodeRecordSet,
+  isExactOffset,
   isRecordBatchSet,
 } from './record-batches.ts';
+import { packValues } from './record-values.ts';
 
 /**
  * The kafkajs version whose internals this file reads: the Fetch request definitions
@@ -89,6 +92,31 @@ export function fetchesUnderWay(): number {
 
 /** Every consumer that wants its fetches decoded here marks them through reportingRackId. */
 const isColumnar = (rackId: string | undefined): boolean => rackId?.startsWith(ownPrefix) === true;
+
+/**
+ * The `rackId` of fetches sent by fetch-session.ts, which reads the answer itself: each partition's
+ * record set decoded (`FetchedPartition`), a partition's error left to it rather than thrown for
+ * the whole fetch (one fetch serves many cubes). Never sent to the broker.
+ */
+export const sessionRackId = `${ownPrefix}session`;
+
+/** One partition of a fetch sent with `sessionRackId`, as the session reads it. */
+export interface FetchedPartition {
+  partition: number;
+  errorCode: number;
+  highWatermark: bigint;
+  /** -1 when the broker does not say. */
+  lastStableOffset: bigint;
+  /** -1 when the broker does not say (Fetch v4). */
+  logStartOffset: bigint;
+  /** The records; an Error when they could not be decoded (a codec missing, say). */
+  decoded: DecodedRecordSet | Error;
+}
+
+export interface FetchedTopic {
+  topicName: string;
+  partitions: FetchedPartition[];
+}
 
 /** Fetch versions whose record sets are RecordBatch v2 (KIP-98), up to kafkajs's newest. */
 const columnarVersions = new Set([4, 5, 6, 7, 8, 9, 10, 11]);
@@ -200,6 +228,7 @@ export function installColumnarFetch(): void {
     if (!columnarVersions.has(version)) return build;
     return (args) => {
       if (!isColumnar(args.rackId)) return build(args);
+      if (args.rackId === sessionRackId) return sessionFetch(build, args, version, internals);
       const reporting = reporters.get(args.rackId ?? '');
       const wait = reporting?.fetchWaitMs;
       const request = build({ ...args, rackId: '', ...(wait ? { maxWaitTime: wait } : {}) });
@@ -228,6 +257,27 @@ export function installColumnarFetch(): void {
   installed = true;
 }
 
+/** A fetch of fetch-session.ts: decoded here, each partition's error kept for the session. */
+function sessionFetch(
+  build: (args: FetchArgs) => FetchRequest,
+  args: FetchArgs,
+  version: number,
+  internals: KafkajsInternals,
+): FetchRequest {
+  const request = build({ ...args, rackId: '' });
+  const fetchOffsets = new Map<string, number>();
+  for (const { topic, partitions } of args.topics) {
+    for (const p of partitions) fetchOffsets.set(`${p.partition}:${topic}`, Number(p.fetchOffset));
+  }
+  return {
+    ...request,
+    response: {
+      parse: (data) => Promise.resolve(data),
+      decode: (raw) => decodeFetchResponse(raw, version, fetchOffsets, internals, 'session'),
+    },
+  };
+}
+
 /**
  * The parsed Fetch response kafkajs's consumer reads (`responses`) of a fetch ended by its
  * consumer's stop: no partition, so no batch; the fetch loop, told to stop, ends.
@@ -252,7 +302,7 @@ interface BrokerConnections {
 function endFetchesAtClose(Broker: BrokerClass): void {
   const fetch = Broker.prototype.fetch;
   Broker.prototype.fetch = function (this: BrokerConnections, args: FetchArgs): Promise<unknown> {
-    if (!isColumnar(args.rackId)) return fetch.call(this, args);
+    if (!isColumnar(args.rackId) || args.rackId === sessionRackId) return fetch.call(this, args);
     const reporting = reporters.get(args.rackId ?? '');
     if (!reporting) {
       return new Promise((resolve) => setImmediate(() => resolve(nothingFetched)));
@@ -329,6 +379,7 @@ export async function decodeFetchResponse(
   version: number,
   fetchOffsets: ReadonlyMap<string, number>,
   internals: Pick<KafkajsInternals, 'lookupCodecByAttributes' | 'Decoder' | 'decodeMessages'>,
+  mode: 'standIns' | 'session' = 'standIns',
 ): Promise<Record<string, unknown>> {
   const r = new ResponseReader(raw);
   const throttleTime = r.int32();
@@ -361,6 +412,21 @@ export async function decodeFetchResponse(
         r.at += size;
       }
       const fetchOffset = fetchOffsets.get(`${partition}:${topicName}`) ?? 0;
+      if (mode === 'session') {
+        const fetched: FetchedPartition = {
+          partition,
+          errorCode,
+          highWatermark: BigInt(highWatermark),
+          lastStableOffset: BigInt(lastStableOffset),
+          logStartOffset:
+            logStart.lastStartOffset !== undefined ? BigInt(logStart.lastStartOffset) : -1n,
+          decoded: await decodedSet(set, setAt, size, raw, fetchOffset, aborted, internals).catch(
+            (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+          ),
+        };
+        partitions.push(fetched);
+        continue;
+      }
       let messages: unknown[];
       let abortedTransactions: { producerId: string; firstOffset: string }[] = [];
       if (isRecordBatchSet(set)) {
@@ -395,6 +461,42 @@ export async function decodeFetchResponse(
     responses.push({ topicName, partitions });
   }
   return { ...head, responses };
+}
+
+/** A partition's record set decoded, whatever its format. */
+async function decodedSet(
+  set: Buffer,
+  setAt: number,
+  size: number,
+  raw: Buffer,
+  fetchOffset: number,
+  aborted: AbortedTransaction[],
+  internals: Pick<KafkajsInternals, 'lookupCodecByAttributes' | 'Decoder' | 'decodeMessages'>,
+): Promise<DecodedRecordSet> {
+  if (isRecordBatchSet(set)) {
+    return decodeRecordSet(set, fetchOffset, aborted, (attributes, data) => {
+      const codec = internals.lookupCodecByAttributes(attributes);
+      if (!codec) throw new Error(`no codec for record batch attributes ${attributes}`);
+      return codec.decompress(data);
+    });
+  }
+  // An older message set (before Kafka 0.11: no transactions): kafkajs decodes it.
+  const messages = (await internals.decodeMessages(
+    new internals.Decoder(raw.subarray(setAt, setAt + 4 + Math.max(0, size))),
+  )) as { offset: string; value: Buffer | null }[];
+  const kept = messages.filter((m) => Number(m.offset) >= fetchOffset);
+  const before = messages.filter((m) => Number(m.offset) < fetchOffset);
+  const offsets = new Float64Array(kept.map((m) => Number(m.offset)));
+  for (const m of kept) {
+    if (!isExactOffset(Number(m.offset))) throw new OffsetRangeError(m.offset);
+  }
+  return {
+    offsets,
+    values: packValues(kept.map((m) => m.value)),
+    firstOffset: kept.length > 0 ? offsets[0]! : null,
+    lastOffset: kept.length > 0 ? offsets[kept.length - 1]! : null,
+    lastOffsetBefore: before.length > 0 ? Number(before[before.length - 1]!.offset) : null,
+  };
 }
 
 function standIn(offset: number, isControlRecord: boolean): StandInMessage {

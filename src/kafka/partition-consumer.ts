@@ -198,7 +198,7 @@ export const fetchWaitMs = 3_000;
  * placed. (`fetchTopicOffsets` is kafkajs's one public way to add a topic to an admin client's.)
  * A topic the broker refuses to describe (not there yet, not authorized) falls back to that.
  */
-async function connectAdmin(admin: Admin, topic: string): Promise<Map<number, bigint>> {
+export async function connectAdmin(admin: Admin, topic: string): Promise<Map<number, bigint>> {
   await admin.connect();
   try {
     const offsets = await admin.fetchTopicOffsets(topic);
@@ -217,13 +217,13 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   /** The consumer once it runs: kafkajs refuses pause, resume and seek before run(). */
   private running: Consumer | undefined;
   /** Partitions paused since the last start, applied when a start under way gets to run. */
-  private readonly paused = new Set<number>();
+  protected readonly paused = new Set<number>();
   private admin: Admin | undefined;
   /** When the admin client was last replaced to read partitions added to the topic. */
   private adminRenewedAt = -Infinity;
   private partitions: number[] = [];
   /** Where each partition's log ended at the running consumer's last fetch of it, and when. */
-  private readonly fetchedEnds = new Map<number, { end: bigint; at: number }>();
+  protected readonly fetchedEnds = new Map<number, { end: bigint; at: number }>();
   /** Stops the running consumer's fetch reports. */
   private closeReports: (() => void) | undefined;
   /**
@@ -233,7 +233,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
    * crash (the broker away, say) asks the broker nothing more than before.
    */
   private purgePending = true;
-  private readonly options: KafkajsConsumerOptions;
+  protected readonly options: KafkajsConsumerOptions;
 
   constructor(options: KafkajsConsumerOptions) {
     this.options = options;
@@ -241,14 +241,30 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
 
   private async adminClient(): Promise<Admin> {
     if (!this.admin) {
-      this.admin = this.options.kafka.admin();
       // Where the logs end, read as the client connects: as current as a fetch's report, so a
       // new cube's first status has its log ends (and lag) before the consumer's first fetch.
       const at = Date.now();
-      for (const [partition, end] of await connectAdmin(this.admin, this.options.topic))
-        this.fetchedEnds.set(partition, { end, at });
+      const { admin, ends } = await this.connectAdmin();
+      this.admin = admin;
+      for (const [partition, end] of ends) this.fetchedEnds.set(partition, { end, at });
     }
     return this.admin;
+  }
+
+  /** A connected admin client for this consumer, and where the topic's logs end. */
+  protected async connectAdmin(): Promise<{ admin: Admin; ends: Map<number, bigint> }> {
+    const admin = this.options.kafka.admin();
+    return { admin, ends: await connectAdmin(admin, this.options.topic) };
+  }
+
+  /** Done with an admin client of connectAdmin's. */
+  protected releaseAdmin(admin: Admin): Promise<void> {
+    return admin.disconnect();
+  }
+
+  /** Done with an admin client whose metadata is stale: the next connectAdmin reads anew. */
+  protected renewAdmin(admin: Admin): Promise<void> {
+    return this.releaseAdmin(admin);
   }
 
   async start(positions: Map<number, bigint>): Promise<void> {
@@ -259,6 +275,11 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     this.partitions = partitions;
     if (this.purgePending) await this.purgeLeftPartitions(partitions);
     if (partitions.length === 0) return;
+    await this.begin(positions);
+  }
+
+  /** Starts consuming `positions` (not empty), the group's leftovers purged. */
+  protected async begin(positions: Map<number, bigint>): Promise<void> {
     const { kafka, topic, sink, groupId } = this.options;
     // The same group at every start. The positions held by the caller stay the truth: the start
     // seeks to them, and commits only mirror them. A member an earlier incarnation left behind
@@ -464,16 +485,15 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
   }
 
   async deleteGroup(): Promise<void> {
-    // Called after stop(), which disconnected this consumer's admin: a client for this call only.
-    const admin = this.options.kafka.admin();
-    await connectAdmin(admin, this.options.topic);
+    // Called after stop(), which let go of this consumer's admin: a client for this call only.
+    const { admin } = await this.connectAdmin();
     try {
       await this.deleteGroupOnceEmpty(admin);
     } catch (error) {
       // A group that does not exist (never joined, or deleted already) is deleted.
       if (!failedGroups(error)?.every((g) => g.errorCode === groupIdNotFound)) throw error;
     } finally {
-      await admin.disconnect();
+      await this.releaseAdmin(admin);
     }
   }
 
@@ -505,7 +525,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
             this.adminRenewedAt = now;
             const stale = this.admin;
             this.admin = undefined;
-            await stale?.disconnect();
+            if (stale) await this.renewAdmin(stale);
           }
         : undefined;
     const offsets = await readTopicOffsets(
@@ -517,7 +537,7 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     return new Map([...[...offsets].map(([p, o]) => [p, o.high] as const), ...fetched]);
   }
 
-  private async stopConsumer(): Promise<void> {
+  protected async stopConsumer(): Promise<void> {
     const consumer = this.consumer;
     this.consumer = undefined;
     this.running = undefined;
@@ -537,6 +557,6 @@ export class KafkajsPartitionConsumer implements PartitionConsumer {
     await this.stopConsumer();
     const admin = this.admin;
     this.admin = undefined;
-    if (admin) await admin.disconnect();
+    if (admin) await this.releaseAdmin(admin);
   }
 }

@@ -81,3 +81,27 @@ export function packValues(values: readonly (Buffer | null)[]): PackedValues {
   }
   return { count, buffer };
 }
+
+/** Values `from` (inclusive) to `to` (exclusive) of `packed`, in a buffer of their own. */
+export function slicePackedValues(packed: PackedValues, from: number, to: number): PackedValues {
+  const { count, buffer } = packed;
+  const starts = new Int32Array(buffer, 0, count);
+  const lengths = new Int32Array(buffer, count * 4, count);
+  const n = Math.max(0, to - from);
+  let bytes = 0;
+  for (let i = from; i < to; i++) bytes += Math.max(0, lengths[i]!);
+  const out = new ArrayBuffer(n * 8 + bytes);
+  const outStarts = new Int32Array(out, 0, n);
+  const outLengths = new Int32Array(out, n * 4, n);
+  const outBytes = new Uint8Array(out, n * 8);
+  let at = 0;
+  for (let i = 0; i < n; i++) {
+    const length = lengths[from + i]!;
+    outLengths[i] = length;
+    if (length < 0) continue;
+    outStarts[i] = at;
+    outBytes.set(new Uint8Array(buffer, count * 8 + starts[from + i]!, length), at);
+    at += length;
+  }
+  return { count: n, buffer: out };
+}

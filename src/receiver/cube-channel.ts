@@ -11,11 +11,8 @@ import type {
   QueryResponse,
 } from '../protocol/admin-api.ts';
 import type { Logger } from '../observability/logger.ts';
-import {
-  KafkajsPartitionConsumer,
-  type PartitionConsumer,
-  type PartitionSink,
-} from '../kafka/partition-consumer.ts';
+import type { PartitionConsumer, PartitionSink } from '../kafka/partition-consumer.ts';
+import { SessionPartitionConsumer } from '../kafka/session-consumer.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
 import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import { ChannelError } from './channel-error.ts';
@@ -246,7 +243,7 @@ export class CubeChannel {
     };
     this.consumer =
       options.consumerFactory?.(sink) ??
-      new KafkajsPartitionConsumer({
+      new SessionPartitionConsumer({
         kafka: options.kafka,
         topic: options.spec.source.topic,
         groupId: this.consumerGroup,

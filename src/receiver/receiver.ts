@@ -5,6 +5,7 @@ import { connect as tlsConnect } from 'node:tls';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { createKafka } from '../kafka/client.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
+import { closeFetchSession } from '../kafka/fetch-session.ts';
 import {
   LiveSourceSecurity,
   type SecretReader,
@@ -493,6 +494,7 @@ export class Receiver {
       }),
     );
     if (this.deepStoragePromise) (await this.deepStoragePromise).close();
+    await Promise.all([...this.kafkaClients.values()].map((kafka) => closeFetchSession(kafka)));
     // With an error, not quietly: kafkajs then disconnects the connection, which stops its
     // request-timeout timer; a socket merely destroyed would leave that timer running.
     for (const socket of this.kafkaSockets) {

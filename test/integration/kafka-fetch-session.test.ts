@@ -1,0 +1,183 @@
+// The receivers' fetch session (src/kafka/fetch-session.ts) against the real broker: the cubes of
+// one receiver read through one fetch loop. Many idle cubes cost one fetch per fetch wait, not one
+// each; two cubes reading one partition from different positions each get every offset once from
+// their own; a paused cube gets nothing and a resumed one reads on from where it is told; a cube
+// whose sink fails stops alone, the others read on; no cube joins a group, and its positions are
+// committed into its own group all the same.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Admin, type Producer, logLevel } from 'kafkajs';
+import { createKafka } from '../../src/kafka/client.ts';
+import { kafkajsInternals } from '../../src/kafka/columnar-fetch.ts';
+import { closeFetchSession, sessionFetchWaitMs } from '../../src/kafka/fetch-session.ts';
+import type { ConsumedRecords, PartitionSink } from '../../src/kafka/partition-consumer.ts';
+import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
+import { testEnvironment } from '../env/connection.ts';
+import { createTopic, produce } from '../support/events.ts';
+import { waitFor } from '../support/wait.ts';
+
+const env = testEnvironment();
+const clientOf = (clientId: string) =>
+  createKafka({ clientId, brokers: [env.kafka.bootstrap], logLevel: logLevel.NOTHING });
+const kafka = clientOf('fetch-session-test');
+let admin: Admin;
+let producer: Producer;
+
+beforeAll(async () => {
+  admin = kafka.admin();
+  await admin.connect();
+  producer = kafka.producer();
+  await producer.connect();
+});
+afterAll(async () => {
+  await producer?.disconnect();
+  await admin?.disconnect();
+});
+
+/** Every offset delivered, per partition, and each partition's next position. */
+class RecordingSink implements PartitionSink {
+  readonly offsets = new Map<number, number[]>();
+  readonly positions = new Map<number, bigint>();
+  crash: Error | undefined;
+  failNext = false;
+  onRecords(partition: number, records: ConsumedRecords): void {
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('this sink failed');
+    }
+    const seen = this.offsets.get(partition) ?? [];
+    seen.push(...records.offsets);
+    this.offsets.set(partition, seen);
+    const last = records.offsets[records.offsets.length - 1];
+    if (last !== undefined) this.positions.set(partition, BigInt(last) + 1n);
+  }
+  onFilteredRange(partition: number, _first: bigint, last: bigint): void {
+    this.positions.set(partition, last + 1n);
+  }
+  wants(): boolean {
+    return true;
+  }
+  onCrash(error: Error): void {
+    this.crash = error;
+  }
+  seen(partition: number): number[] {
+    return this.offsets.get(partition) ?? [];
+  }
+}
+
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+/** Counts the Fetch requests this process sends while `run` runs. */
+async function countingFetches(run: () => Promise<void>): Promise<number> {
+  const { Broker } = kafkajsInternals();
+  const fetch = Broker.prototype.fetch;
+  let count = 0;
+  Broker.prototype.fetch = function (this: unknown, args) {
+    count += 1;
+    return fetch.call(this, args);
+  };
+  try {
+    await run();
+  } finally {
+    Broker.prototype.fetch = fetch;
+  }
+  return count;
+}
+
+test('twenty idle cubes on one receiver cost one fetch per fetch wait, not one each, and join no group', async () => {
+  const topic = await createTopic(admin, 4);
+  const client = clientOf('fetch-session-idle');
+  const consumers = range(0, 20).map(
+    (i) =>
+      new SessionPartitionConsumer({
+        kafka: client,
+        topic,
+        groupId: `fs-idle-${i}-${randomUUID().slice(0, 8)}`,
+        sink: new RecordingSink(),
+      }),
+  );
+  for (const c of consumers) await c.start(new Map(range(0, 4).map((p) => [p, 0n])));
+  await sleep(sessionFetchWaitMs); // the first fetches of new partitions
+  const windowMs = 5_000;
+  const fetches = await countingFetches(() => sleep(windowMs));
+  console.info(`${fetches} fetches in ${windowMs} ms for 20 idle cubes`);
+  // One broker: one fetch at a time, each held for the fetch wait.
+  expect(fetches).toBeLessThanOrEqual(Math.ceil(windowMs / sessionFetchWaitMs) + 2);
+  expect(fetches).toBeGreaterThan(0);
+  const { groups } = await admin.describeGroups([
+    (consumers[0] as unknown as { options: { groupId: string } }).options.groupId,
+  ]);
+  expect(groups[0]!.members).toEqual([]);
+  for (const c of consumers) await c.stop();
+  await closeFetchSession(client);
+});
+
+test('two cubes reading one partition from different positions each get every offset once from their own, a paused one nothing until resumed, and a failing one stops alone', async () => {
+  const topic = await createTopic(admin, 2);
+  await produce(producer, topic, 0, range(0, 30).map(String));
+  await produce(producer, topic, 1, range(0, 10).map(String));
+  const client = clientOf('fetch-session-shared');
+  const sinks = [new RecordingSink(), new RecordingSink(), new RecordingSink()];
+  const groups = sinks.map((_, i) => `fs-shared-${i}-${randomUUID().slice(0, 8)}`);
+  const consumers = sinks.map(
+    (sink, i) => new SessionPartitionConsumer({ kafka: client, topic, groupId: groups[i]!, sink }),
+  );
+  await consumers[0]!.start(
+    new Map([
+      [0, 0n],
+      [1, 0n],
+    ]),
+  );
+  await consumers[1]!.start(new Map([[0, 20n]]));
+  await consumers[2]!.start(new Map([[0, 5n]]));
+  consumers[2]!.pause([0]);
+  await waitFor('both cubes to read to the end', () =>
+    Promise.resolve(
+      sinks[0]!.seen(0).length === 30 &&
+        sinks[0]!.seen(1).length === 10 &&
+        sinks[1]!.seen(0).length === 10,
+    ),
+  );
+  expect(sinks[0]!.seen(0)).toEqual(range(0, 30));
+  expect(sinks[0]!.seen(1)).toEqual(range(0, 10));
+  expect(sinks[1]!.seen(0)).toEqual(range(20, 30));
+  await sleep(2 * sessionFetchWaitMs);
+  expect(sinks[2]!.seen(0)).toEqual([]);
+
+  // Resumed at 12 (its owner's position, say after a seek): from there on, once.
+  consumers[2]!.resume(new Map([[0, 12n]]));
+  await waitFor('the resumed cube to read to the end', () =>
+    Promise.resolve(sinks[2]!.seen(0).length === 18),
+  );
+  expect(sinks[2]!.seen(0)).toEqual(range(12, 30));
+
+  // The second cube's sink fails on its next records: it alone stops, told why.
+  sinks[1]!.failNext = true;
+  await produce(producer, topic, 0, ['x', 'y']);
+  await waitFor('the failing cube to be stopped', () =>
+    Promise.resolve(sinks[1]!.crash !== undefined),
+  );
+  expect(sinks[1]!.crash!.message).toBe('this sink failed');
+  await waitFor('the others to read the new records', () =>
+    Promise.resolve(sinks[0]!.seen(0).length === 32 && sinks[2]!.seen(0).length === 20),
+  );
+  expect(sinks[0]!.crash).toBeUndefined();
+  expect(sinks[2]!.crash).toBeUndefined();
+
+  // Positions are committed into each cube's own group, as a consumer outside a group commits.
+  await consumers[0]!.commit(
+    new Map([
+      [0, 32n],
+      [1, 10n],
+    ]),
+  );
+  const [committed] = await admin.fetchOffsets({ groupId: groups[0]!, topics: [topic] });
+  expect(
+    committed!.partitions.map((p) => [p.partition, p.offset]).sort((a, b) => +a[0]! - +b[0]!),
+  ).toEqual([
+    [0, '32'],
+    [1, '10'],
+  ]);
+  for (const c of consumers) await c.stop();
+  await closeFetchSession(client);
+});
