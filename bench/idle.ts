@@ -1,27 +1,28 @@
-// Idle consumers (issue 8): the CPU a process spends on N receiver consumers (KafkajsPartitionConsumer,
-// as a receiver runs one per cube) of a topic nothing is written to, with kafkajs's connections
-// as streamcube installs them (src/kafka/request-queue.ts) and as kafkajs 2.2.4 leaves them (a
-// 1 ms timer per connection). Each variant runs in a process of its own, rounds alternating; the
-// result is the ratio of their CPU in the same run.
+// Idle consumers (issue 8): the CPU a process spends on N cubes' consumers of a topic nothing is
+// written to, the way a receiver reads them now (one fetch session for all, src/kafka/
+// fetch-session.ts) and the way it did before (a kafkajs consumer per cube, in a group of its own,
+// fetching every 3 s: bench/bare-consumer.ts). Each variant runs in a process of its own, rounds
+// alternating; the result is the ratio of their CPU in the same run.
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
-import { registerCodecs } from '../src/kafka/codecs.ts';
-import { KafkajsPartitionConsumer } from '../src/kafka/partition-consumer.ts';
+import { closeFetchSession } from '../src/kafka/fetch-session.ts';
+import { SessionPartitionConsumer } from '../src/kafka/session-consumer.ts';
+import { consumerSettings, exactPartitionAssigner } from './bare-consumer.ts';
 import { createTopic } from '../test/support/events.ts';
 import { benchFlags, median, positive, say } from './environment.ts';
 import { benchBroker } from './kafka-broker.ts';
 
 const usage = `Usage: npm run bench:idle -- [options]
 
-  --consumers N   idle receiver consumers in each process              [default 100]
+  --consumers N   idle cubes' consumers in each process                [default 100]
   --partitions N  partitions of the topic, all read by every consumer  [default 4]
   --seconds N     how long CPU is measured, once every consumer runs   [default 15]
   --rounds N      runs of each variant, alternating                    [default 2]
 `;
 
-const variants = ['as installed', 'kafkajs as is'] as const;
+const variants = ['fetch session', 'a kafkajs consumer each'] as const;
 type Variant = (typeof variants)[number];
 
 /** One process: starts the consumers, waits, measures its own CPU, prints it as JSON. */
@@ -33,34 +34,49 @@ async function child(
   partitions: number,
   seconds: number,
 ): Promise<void> {
-  const config = { clientId: 'bench-idle', brokers: [brokers], logLevel: logLevel.NOTHING };
-  let kafka: Kafka;
-  if (variant === 'as installed') kafka = createKafka(config);
-  else {
-    registerCodecs();
-    process.removeAllListeners('warning'); // kafkajs's TimeoutNegativeWarning, once per connection
-    kafka = new Kafka(config);
-  }
+  const kafka = createKafka({
+    clientId: 'bench-idle',
+    brokers: [brokers],
+    logLevel: logLevel.NOTHING,
+  });
   const positions = new Map(Array.from({ length: partitions }, (_, p) => [p, 0n] as const));
-  const start = async (i: number): Promise<KafkajsPartitionConsumer> => {
-    const consumer = new KafkajsPartitionConsumer({
-      kafka,
-      topic,
-      groupId: `${topic}.${variant.replace(/ /g, '-')}.${i}`,
-      sink: {
-        onRecords: () => undefined,
-        onFilteredRange: () => undefined,
-        wants: () => true,
-        onCrash: (error) => {
-          throw error;
+  const ids = [...positions.keys()];
+  const groupOf = (i: number) => `${topic}.${variant.replace(/ /g, '-')}.${i}`;
+  const start = async (i: number): Promise<() => Promise<void>> => {
+    if (variant === 'fetch session') {
+      const consumer = new SessionPartitionConsumer({
+        kafka,
+        topic,
+        groupId: groupOf(i),
+        sink: {
+          onRecords: () => undefined,
+          onFilteredRange: () => undefined,
+          wants: () => true,
+          onCrash: (error) => {
+            throw error;
+          },
         },
-      },
+      });
+      await consumer.start(positions);
+      return async () => {
+        await consumer.stop();
+        await consumer.deleteGroup().catch(() => undefined);
+      };
+    }
+    const consumer = kafka.consumer({
+      groupId: groupOf(i),
+      partitionAssigners: [exactPartitionAssigner(topic, () => ids)],
+      ...consumerSettings,
+      // The receivers' fetch wait before the session.
+      maxWaitTimeInMs: 3_000,
     });
-    await consumer.start(positions);
-    return consumer;
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachBatch: () => Promise.resolve() });
+    return () => consumer.disconnect();
   };
   // Started 10 at a time.
-  const running: KafkajsPartitionConsumer[] = [];
+  const running: (() => Promise<void>)[] = [];
   for (let i = 0; i < consumers; i += 10) {
     const batch = Array.from({ length: Math.min(10, consumers - i) }, (_, j) => start(i + j));
     running.push(...(await Promise.all(batch)));
@@ -74,8 +90,8 @@ async function child(
   process.stdout.write(
     `${JSON.stringify({ cpu: (used.user + used.system) / 1000 / elapsedMs })}\n`,
   );
-  await Promise.all(running.map((c) => c.stop()));
-  await Promise.all(running.map((c) => c.deleteGroup().catch(() => undefined)));
+  await Promise.all(running.map((stop) => stop()));
+  await closeFetchSession(kafka);
 }
 
 async function run(variant: Variant, args: string[]): Promise<number> {
@@ -143,14 +159,14 @@ async function main(): Promise<void> {
       }
     }
     await admin.deleteTopics({ topics: [topic] });
-    const installed = median(cpu.get('as installed')!);
-    const asIs = median(cpu.get('kafkajs as is')!);
+    const session = median(cpu.get('fetch session')!);
+    const each = median(cpu.get('a kafkajs consumer each')!);
     say('');
     say('| variant | CPU, median (of a core) |');
     say('|---|---|');
-    say(`| streamcube's kafkajs (no idle timer loop) | ${percent(installed)} |`);
-    say(`| kafkajs 2.2.4 as is | ${percent(asIs)} |`);
-    say(`| ratio, as is / streamcube's | ×${(asIs / installed).toFixed(2)} |`);
+    say(`| one fetch session (the receivers') | ${percent(session)} |`);
+    say(`| a kafkajs consumer per cube (before) | ${percent(each)} |`);
+    say(`| ratio, per cube / session | ×${(each / session).toFixed(2)} |`);
   } finally {
     await admin.disconnect();
     await stop();

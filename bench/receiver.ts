@@ -11,8 +11,7 @@ import { parseArgs } from 'node:util';
 import { type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { kafkajsCompression } from '../src/kafka/codecs.ts';
-import { exactPartitionAssigner } from '../src/kafka/exact-assigner.ts';
-import { consumerSettings } from '../src/kafka/partition-consumer.ts';
+import { consumerSettings, exactPartitionAssigner } from './bare-consumer.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
 import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
 import {
@@ -59,8 +58,8 @@ const say = (text: string): void => {
 // ---- the bare consumer, run as a child process of this script --------------------------------
 
 /**
- * Drains the topic from offset 0 with kafkajs, started and configured as
- * src/kafka/partition-consumer.ts does it, counting messages and doing nothing else.
+ * Drains the topic from offset 0 with a plain kafkajs consumer (a group of its own, exactly the
+ * partitions asked for), counting messages and doing nothing else.
  */
 async function bareConsumer(
   brokers: string,

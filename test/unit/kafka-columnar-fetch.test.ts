@@ -1,19 +1,21 @@
 // The columnar Fetch decoder against kafkajs's own: fetch responses built from record batches
 // that kafkajs's encoder writes (every codec, transactions committed and aborted, control batches,
-// a fetch offset inside a batch, a set cut off by the fetch's size limit), decoded both ways and
-// handed to kafkajs's Batch, which must hand out the same records and move to the same offsets.
+// a fetch offset inside a batch, a set cut off by the fetch's size limit), decoded both ways:
+// kafkajs's Batch (what the receivers' kafkajs consumers read before the fetch session) must hand
+// out the same records and move to the same offsets as the session does with the columns.
 import { createRequire } from 'node:module';
 import fc from 'fast-check';
 import { registerCodecs } from '../../src/kafka/codecs.ts';
 import {
+  type FetchedTopic,
   columnarRackId,
-  columnarRecordsOf,
   decodeFetchResponse,
   installColumnarFetch,
   kafkajsInternals,
   kafkajsVersion,
-  reportingRackId,
+  sessionRackId,
 } from '../../src/kafka/columnar-fetch.ts';
+import type { DecodedRecordSet } from '../../src/kafka/record-batches.ts';
 import { packedValue } from '../../src/kafka/record-values.ts';
 
 const require = createRequire(import.meta.url);
@@ -149,44 +151,60 @@ function fetchResponse(log: Log, fetchOffset: number, setBytes: number): Buffer 
   return e.buffer;
 }
 
-/** What kafkajs's consumer makes of a partition's data: records, and the offsets it moves on. */
-function asConsumed(batch: KafkaBatch, columnar: boolean) {
-  const records = columnar
-    ? (() => {
-        const r = columnarRecordsOf(batch.messages);
-        if (!r) return [];
-        return [...r.offsets].map((offset, i) => ({
-          offset: String(offset),
-          value: packedValue(r.values, i)?.toString() ?? null,
-        }));
-      })()
-    : batch.messages.map((m) => ({ offset: m.offset, value: m.value?.toString() ?? null }));
+/**
+ * What kafkajs's consumer made of a partition's data (the receivers' consumers before the fetch
+ * session): the records of its Batch, and the offset it moved on to (past the batch's last
+ * offset, filtered records included, once it covered any offset at or past the fetch offset).
+ */
+function kafkajsReads(batch: KafkaBatch, fetchOffset: number) {
+  const first = batch.firstOffset();
   return {
-    records,
-    firstOffset: batch.firstOffset(),
-    lastOffset: batch.lastOffset(),
-    isEmpty: batch.isEmpty(),
-    isEmptyDueToFiltering: batch.isEmptyDueToFiltering(),
-    lastDelivered: batch.messages.at(-1)?.offset,
+    records: batch.messages.map((m) => ({ offset: m.offset, value: m.value?.toString() ?? null })),
+    next: first === null ? fetchOffset : Number(batch.lastOffset()) + 1,
+  };
+}
+
+/** The same as the fetch session reads it (fetch-session.ts, `answered`). */
+function sessionReads(decoded: DecodedRecordSet | Error, fetchOffset: number) {
+  if (decoded instanceof Error) throw decoded;
+  return {
+    records: [...decoded.offsets].map((offset, i) => ({
+      offset: String(offset),
+      value: packedValue(decoded.values, i)?.toString() ?? null,
+    })),
+    next:
+      decoded.firstOffset === null || decoded.lastOffset === null
+        ? fetchOffset
+        : decoded.lastOffset + 1,
   };
 }
 
 async function both(log: Log, fetchOffset: number, setBytes = log.sets.length) {
   const raw = fetchResponse(log, fetchOffset, setBytes);
   const theirs = (await v11.decode(raw)).responses[0]!.partitions[0]!;
-  const ours = (await decodeFetchResponse(
+  const ours = await decodeFetchResponse(
     raw,
     11,
     new Map([[`0:t`, fetchOffset]]),
     kafkajsInternals(),
-  )) as { responses: { partitions: PartitionData[] }[] };
+  );
   const mine = ours.responses[0]!.partitions[0]!;
   return {
-    theirs: asConsumed(new Batch('t', String(fetchOffset), theirs), false),
-    ours: asConsumed(new Batch('t', String(fetchOffset), mine), true),
+    theirs: kafkajsReads(new Batch('t', String(fetchOffset), theirs), fetchOffset),
+    ours: sessionReads(mine.decoded, fetchOffset),
     header: {
-      theirs: { ...theirs, messages: [], abortedTransactions: [] },
-      ours: { ...mine, messages: [] },
+      theirs: {
+        errorCode: theirs.errorCode,
+        highWatermark: BigInt(theirs.highWatermark as string),
+        lastStableOffset: BigInt(theirs.lastStableOffset as string),
+        logStartOffset: BigInt(theirs.lastStartOffset as string),
+      },
+      ours: {
+        errorCode: mine.errorCode,
+        highWatermark: mine.highWatermark,
+        lastStableOffset: mine.lastStableOffset,
+        logStartOffset: mine.logStartOffset,
+      },
     },
   };
 }
@@ -287,35 +305,30 @@ test('kafkajs is the version whose internals columnar-fetch.ts reads', () => {
   expect(columnarRackId).not.toBe('');
 });
 
-test('a reporting rackId is decoded here, tells where each fetched log ends and sets the fetch wait; the broker never sees it', async () => {
+test("a session fetch is decoded here, keeps a partition's error to that partition, and the broker never sees the marker", async () => {
   installColumnarFetch();
-  const reported: string[] = [];
-  const { rackId, close } = reportingRackId(
-    (topic, partition, end) => reported.push(`${topic}/${partition} ${end}`),
-    { fetchWaitMs: 900 },
-  );
   const { fetch } = kafkajsInternals();
   const build = fetch.protocol({ version: 11 });
   const args = {
     replicaId: -1,
     isolationLevel: 1,
-    maxWaitTime: 200,
+    maxWaitTime: 500,
     minBytes: 1,
     maxBytes: 1_048_576,
     topics: [{ topic: 't', partitions: [{ partition: 0, fetchOffset: '3', maxBytes: 1_048_576 }] }],
-    rackId,
+    rackId: sessionRackId,
   };
   const request = build(args);
   const log = await encodeLog([data(1, false, 5, 0)], 0);
-  await request.response.decode(fetchResponse(log, 3, log.sets.length));
-  expect(reported).toEqual([`t/0 ${log.end}`]);
-  // The rack the request carries to the broker is kafkajs's default, not the marker; the broker
-  // is asked to hold the fetch for fetchWaitMs.
-  const plain = build({ ...args, rackId: '', maxWaitTime: 900 });
+  const raw = fetchResponse(log, 3, log.sets.length);
+  raw.writeInt16BE(1, 4 + 2 + 4 + 4 + 2 + 1 + 4 + 4); // the partition's error: OFFSET_OUT_OF_RANGE
+  const response = (await request.response.parse(await request.response.decode(raw))) as {
+    responses: FetchedTopic[];
+  };
+  expect(response.responses[0]!.partitions[0]!.errorCode).toBe(1);
+  // The rack the request carries to the broker is kafkajs's default, not the marker.
+  const plain = build({ ...args, rackId: '' });
   const encoded = async (r: { request: unknown }) =>
     (await (r.request as { encode(): Promise<{ buffer: Buffer }> }).encode()).buffer;
   expect(await encoded(request)).toEqual(await encoded(plain));
-  close();
-  await build(args).response.decode(fetchResponse(log, 3, log.sets.length));
-  expect(reported).toHaveLength(1);
 });
