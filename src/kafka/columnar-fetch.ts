@@ -265,15 +265,28 @@ export async function decodeFetchResponse(
         highWatermark,
         lastStableOffset,
         logStartOffset,
-        decoded: await decodedSet(set, setAt, size, raw, fetchOffset, aborted, internals).catch(
-          (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
-        ),
+        // Most partitions of a session's fetch have nothing new: no decoding, no promise each.
+        decoded:
+          set.length === 0
+            ? nothingNew
+            : await decodedSet(set, setAt, size, raw, fetchOffset, aborted, internals).catch(
+                (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+              ),
       });
     }
     responses.push({ topicName, partitions });
   }
   return { ...head, responses };
 }
+
+/** An empty record set, decoded (shared: nothing in it is delivered, so nothing changes it). */
+const nothingNew: DecodedRecordSet = Object.freeze({
+  offsets: new Float64Array(0),
+  values: { count: 0, buffer: new ArrayBuffer(0) },
+  firstOffset: null,
+  lastOffset: null,
+  lastOffsetBefore: null,
+});
 
 /** A partition's record set decoded, whatever its format. */
 async function decodedSet(
