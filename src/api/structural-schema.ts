@@ -50,6 +50,11 @@ export interface KubernetesExtensions {
   /** `set` makes the API server refuse duplicates; `map` merges list items by their keys. */
   listType?: 'atomic' | 'set' | 'map';
   listMapKeys?: string[];
+  /**
+   * `atomic`: the API server's field manager tracks the object as one field, not each field in
+   * it (see cubeAssignmentStatus).
+   */
+  mapType?: 'atomic' | 'granular';
   /** zod records have no size check of their own: pair this with a refinement. */
   maxProperties?: number;
 }
@@ -59,6 +64,7 @@ export function kubernetes(ext: KubernetesExtensions): Record<string, unknown> {
   if (ext.validations) meta['x-kubernetes-validations'] = ext.validations;
   if (ext.listType) meta['x-kubernetes-list-type'] = ext.listType;
   if (ext.listMapKeys) meta['x-kubernetes-list-map-keys'] = ext.listMapKeys;
+  if (ext.mapType) meta['x-kubernetes-map-type'] = ext.mapType;
   if (ext.maxProperties !== undefined) meta.maxProperties = ext.maxProperties;
   return meta;
 }
