@@ -212,10 +212,6 @@ export class FetchSession {
     this.subscriptions.add(subscription);
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
-    this.loop ??= this.run().finally(() => {
-      this.loop = undefined;
-      if (this.subscriptions.size > 0) this.wake();
-    });
     this.wake();
     return subscription;
   }
@@ -248,6 +244,8 @@ export class FetchSession {
     if (!this.loop && this.subscriptions.size > 0) {
       this.loop = this.run().finally(() => {
         this.loop = undefined;
+        // A reader added as the loop ended.
+        if (this.subscriptions.size > 0) this.wake();
       });
       return;
     }
@@ -414,7 +412,7 @@ export class FetchSession {
         leaders = cluster.findLeaderForPartitions(topic, [...partitions.keys()]);
       } catch (error) {
         this.metadataStale = true;
-        for (const readers of partitions.values()) this.failed(readers, asError(error), topic);
+        for (const readers of partitions.values()) this.failed(readers, asError(error));
         continue;
       }
       const led = new Set<number>();
@@ -441,12 +439,10 @@ export class FetchSession {
     nodeId: string,
     partitions: Map<string, Map<number, Reader[]>>,
   ): Promise<void> {
-    const fetchOffsets = new Map<string, number>();
     const topics = [...partitions].map(([topic, byPartition]) => ({
       topic,
       partitions: [...byPartition].map(([partition, readers]) => {
         const fetchOffset = Math.min(...readers.map((r) => r.position));
-        fetchOffsets.set(`${partition}:${topic}`, fetchOffset);
         return { partition, fetchOffset: String(fetchOffset), maxBytes };
       }),
     }));
@@ -465,8 +461,8 @@ export class FetchSession {
     } catch (error) {
       this.metadataStale = true;
       const failure = asError(error);
-      for (const [topic, byPartition] of partitions) {
-        for (const readers of byPartition.values()) this.failed(readers, failure, topic);
+      for (const byPartition of partitions.values()) {
+        for (const readers of byPartition.values()) this.failed(readers, failure);
       }
       return;
     }
@@ -476,20 +472,12 @@ export class FetchSession {
       if (!byPartition) continue;
       for (const fetched of answered) {
         const readers = byPartition.get(fetched.partition);
-        const fetchOffset = fetchOffsets.get(`${fetched.partition}:${topicName}`);
-        if (!readers || fetchOffset === undefined) continue;
-        this.answered(topicName, fetched, fetchOffset, readers, at);
+        if (readers) this.answered(topicName, fetched, readers, at);
       }
     }
   }
 
-  private answered(
-    topic: string,
-    fetched: FetchedPartition,
-    fetchOffset: number,
-    readers: Reader[],
-    at: number,
-  ): void {
+  private answered(topic: string, fetched: FetchedPartition, readers: Reader[], at: number): void {
     const { partition, errorCode } = fetched;
     if (errorCode === offsetOutOfRange) {
       // Deleted by retention (or the topic recreated): on from the log start, as the consumers
@@ -500,7 +488,7 @@ export class FetchSession {
     }
     if (errorCode !== 0) {
       if (refreshCodes.has(errorCode)) this.retryLater(topic, partition, readers, errorCode);
-      else this.failed(readers, createErrorFromCode(errorCode), topic);
+      else this.failed(readers, createErrorFromCode(errorCode));
       return;
     }
     this.refreshStreak.delete(`${partition}:${topic}`);
@@ -508,7 +496,7 @@ export class FetchSession {
     for (const { subscription } of readers) subscription.ends.set(partition, { end, at });
     const { decoded } = fetched;
     if (decoded instanceof Error) {
-      this.failed(readers, new NotImplemented(decoded.message), topic);
+      this.failed(readers, new NotImplemented(decoded.message));
       return;
     }
     const { offsets, values, firstOffset, lastOffset } = decoded;
@@ -592,7 +580,7 @@ export class FetchSession {
       }
       this.wake();
     } catch (error) {
-      this.failed(readers, asError(error), topic);
+      this.failed(readers, asError(error));
     }
   }
 
@@ -603,11 +591,11 @@ export class FetchSession {
     this.refreshStreak.set(key, streak);
     if (streak >= refreshAttempts) {
       this.refreshStreak.delete(key);
-      this.failed(readers, createErrorFromCode(code), topic);
+      this.failed(readers, createErrorFromCode(code));
     }
   }
 
-  private failed(readers: Reader[], error: Error, _topic: string): void {
+  private failed(readers: Reader[], error: Error): void {
     for (const { subscription } of readers) this.fail(subscription, error);
   }
 

@@ -10,10 +10,10 @@ import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { kafkajsInternals } from '../../src/kafka/columnar-fetch.ts';
 import { closeFetchSession, sessionFetchWaitMs } from '../../src/kafka/fetch-session.ts';
-import type { ConsumedRecords, PartitionSink } from '../../src/kafka/partition-consumer.ts';
 import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { createTopic, produce } from '../support/events.ts';
+import { RecordingSink } from '../support/recording-sink.ts';
 import { waitFor } from '../support/wait.ts';
 
 const env = testEnvironment();
@@ -33,39 +33,6 @@ afterAll(async () => {
   await producer?.disconnect();
   await admin?.disconnect();
 });
-
-/** Every offset delivered, per partition, and each partition's next position. */
-class RecordingSink implements PartitionSink {
-  readonly offsets = new Map<number, number[]>();
-  readonly positions = new Map<number, bigint>();
-  crash: Error | undefined;
-  failNext = false;
-  /** Whether records are wanted now (PartitionSink.wants). */
-  wanting = true;
-  onRecords(partition: number, records: ConsumedRecords): void {
-    if (this.failNext) {
-      this.failNext = false;
-      throw new Error('this sink failed');
-    }
-    const seen = this.offsets.get(partition) ?? [];
-    seen.push(...records.offsets);
-    this.offsets.set(partition, seen);
-    const last = records.offsets[records.offsets.length - 1];
-    if (last !== undefined) this.positions.set(partition, BigInt(last) + 1n);
-  }
-  onFilteredRange(partition: number, _first: bigint, last: bigint): void {
-    this.positions.set(partition, last + 1n);
-  }
-  wants(): boolean {
-    return this.wanting;
-  }
-  onCrash(error: Error): void {
-    this.crash = error;
-  }
-  seen(partition: number): number[] {
-    return this.offsets.get(partition) ?? [];
-  }
-}
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
 

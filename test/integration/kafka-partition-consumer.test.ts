@@ -7,10 +7,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { closeFetchSession, sessionFetchWaitMs } from '../../src/kafka/fetch-session.ts';
-import type { ConsumedRecords, PartitionSink } from '../../src/kafka/partition-consumer.ts';
 import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { createTopic, produce } from '../support/events.ts';
+import { RecordingSink } from '../support/recording-sink.ts';
 import { waitFor } from '../support/wait.ts';
 
 const env = testEnvironment();
@@ -33,32 +33,6 @@ afterAll(async () => {
   await admin?.disconnect();
   await closeFetchSession(kafka);
 });
-
-/** A sink that keeps every offset delivered, per partition, and each partition's next position. */
-class RecordingSink implements PartitionSink {
-  readonly offsets = new Map<number, number[]>();
-  readonly positions = new Map<number, bigint>();
-  crash: Error | undefined;
-  onRecords(partition: number, records: ConsumedRecords): void {
-    const seen = this.offsets.get(partition) ?? [];
-    seen.push(...records.offsets);
-    this.offsets.set(partition, seen);
-    const last = records.offsets[records.offsets.length - 1];
-    if (last !== undefined) this.positions.set(partition, BigInt(last) + 1n);
-  }
-  onFilteredRange(partition: number, _first: bigint, last: bigint): void {
-    this.positions.set(partition, last + 1n);
-  }
-  wants(): boolean {
-    return true;
-  }
-  onCrash(error: Error): void {
-    this.crash = error;
-  }
-  at(partition: number): bigint {
-    return this.positions.get(partition) ?? 0n;
-  }
-}
 
 /**
  * Starts `consumer`, again while the broker answers that the group's coordinator is loading (a
