@@ -22,6 +22,7 @@ import {
   conditionOf,
   cubeApi,
   cubeEvents,
+  recordVersions,
   setPodReady,
   waitForSettled,
   waitForTilingReported,
@@ -58,7 +59,15 @@ const stack = useOperatorStack({
   receiver: { env: { STREAMCUBE_FAULT_DIR: faults } },
 });
 
-afterEach(() => rmSync(join(faults, 'hand-off-rs-a'), { force: true }));
+afterEach(async () => {
+  rmSync(join(faults, 'hand-off-rs-a'), { force: true });
+  // A test that failed with rs-a down leaves it down: the next starts from a whole stack.
+  for (const r of stack.replicas['rs-a'] ?? []) {
+    if (r.running) continue;
+    await r.start();
+    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
+  }
+});
 afterAll(() => rmSync(faults, { recursive: true, force: true }));
 
 const suite = useLoads(stack);
@@ -259,6 +268,10 @@ test('a replica set lost under load fails over from its committed offsets; back,
     return Promise.resolve(windows.length >= 2);
   });
 
+  // Every version of the cube from here on, as the watch delivers them: the failover's phases
+  // may each last less than any poll's interval (its targets start in milliseconds).
+  const recorder = await recordVersions(stack.kc, stack.namespace, cube);
+
   // Both receivers of rs-a die at once; the kubelet marks their pods NotReady.
   await late.stop();
   await Promise.all(lost.map((r) => r.kill('SIGKILL')));
@@ -282,19 +295,13 @@ test('a replica set lost under load fails over from its committed offsets; back,
   const leaderKilledAt = Date.now();
   stack.operator = standby;
 
-  // Watched every 200 ms until it is over: the failover's journal, and when it was first seen.
-  const journals: ReassignJournal[] = [];
-  let firstSeenAt: number | undefined;
+  // Until it is over; the failover's journals, and when the first was seen, are the watch's.
   const failedOver = await waitFor(
     'the failover of rs-a completed',
     async () => {
       const c = await api.get(stack.namespace, cube);
-      const journal = c.status?.reassign;
-      if (journal) {
-        firstSeenAt ??= Date.now();
-        journals.push(journal);
-        return undefined;
-      }
+      if (c.status?.reassign) return undefined;
+      const journals = recorder.versions.flatMap((v) => v.cube.status?.reassign ?? []);
       const completed = (await cubeEvents(stack.kc, stack.namespace, cube)).filter(
         (e) => e.reason === 'FailoverCompleted',
       );
@@ -306,6 +313,16 @@ test('a replica set lost under load fails over from its committed offsets; back,
     },
     90_000,
     200,
+  );
+  recorder.stop();
+  expect(recorder.failure()).toBeUndefined();
+  const seen = recorder.versions.filter((v) => v.cube.status?.reassign);
+  const journals: ReassignJournal[] = seen.map((v) => v.cube.status!.reassign!);
+  const firstSeenAt = seen[0]?.at;
+  // How long each phase was the cube's, from the watch: for the log line at the end.
+  const phaseTimes = seen.map(
+    (v) =>
+      `${v.cube.status!.reassign!.phase} ${(recorder.versions[recorder.versions.indexOf(v) + 1]?.at ?? v.at) - v.at} ms`,
   );
 
   // Not before the pods had been NotReady for failoverAfter (their lastTransitionTime is kept
@@ -461,7 +478,7 @@ test('a replica set lost under load fails over from its committed offsets; back,
     expected: totalsOf(load.all()),
   });
   console.log(
-    `${cube}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; lost ${figures.lost}, counted twice ${figures.twice}; committed view (${figures.committed.records} records): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; restarts ${JSON.stringify(Object.fromEntries([...starts].map(([p, o]) => [p, o.toString()])))}; read over (committed by rs-a past the restarts) ${JSON.stringify(readOver)}; fenced commits on rs-a ${fencedSeen.join(', ')}; settled ${JSON.stringify(owned)} epochs ${JSON.stringify(settled.status?.epochs)}`,
+    `${cube}: ${load.all().length} events produced, held by replica 0 and 1 of the sets: ${figures.events.join(', ')}; lost ${figures.lost}, counted twice ${figures.twice}; committed view (${figures.committed.records} records): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; restarts ${JSON.stringify(Object.fromEntries([...starts].map(([p, o]) => [p, o.toString()])))}; read over (committed by rs-a past the restarts) ${JSON.stringify(readOver)}; fenced commits on rs-a ${fencedSeen.join(', ')}; the failover's versions: ${phaseTimes.join(', ')}; settled ${JSON.stringify(owned)} epochs ${JSON.stringify(settled.status?.epochs)}`,
   );
 
   // Every event once, every partition's log tiled across the sets, by replica 0 and by replica 1

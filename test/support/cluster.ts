@@ -12,8 +12,9 @@ import {
   CoreV1Api,
   type CoreV1Event,
   type KubeConfig,
+  Watch,
 } from '@kubernetes/client-node';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
+import { type CubeAssignment, group, plural, version } from '../../src/api/cube-assignment.ts';
 import type { Condition } from '../../src/api/conditions.ts';
 import {
   applyCrdWith,
@@ -172,6 +173,38 @@ export async function waitForCube(
     timeoutMs,
     200,
   );
+}
+
+/** One version of a cube as a watch delivered it, with when it arrived. */
+export interface SeenVersion {
+  cube: CubeAssignment;
+  at: number;
+}
+
+/**
+ * Every version of the cube written from now until `stop()`, as the API server's watch delivers
+ * them (each write one event, in order), not as a poll samples them: a phase the operator holds
+ * for less than a poll's interval is seen all the same.
+ */
+export async function recordVersions(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+): Promise<{ versions: SeenVersion[]; stop: () => void; failure: () => unknown }> {
+  const versions: SeenVersion[] = [];
+  let failure: unknown;
+  const request = await new Watch(kc).watch(
+    `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
+    { fieldSelector: `metadata.name=${name}` },
+    (type: string, object: CubeAssignment) => {
+      if (type === 'ADDED' || type === 'MODIFIED') versions.push({ cube: object, at: Date.now() });
+    },
+    (error: unknown) => {
+      // An abort by stop() ends the watch with an AbortError: not a failure.
+      if (error && !(error instanceof Error && error.name === 'AbortError')) failure = error;
+    },
+  );
+  return { versions, stop: () => request.abort(), failure: () => failure };
 }
 
 /** The core/v1 Events whose involved object is the cube, oldest first. */

@@ -121,6 +121,12 @@ export class ReceiverProcess {
     }
   }
 
+  /** Whether the process was started and has not exited since. */
+  get running(): boolean {
+    const child = this.child;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  }
+
   /** Resolves when the process has exited (by itself, say at a fault point, or killed). */
   exited(): Promise<void> {
     const child = this.child;
