@@ -36,6 +36,9 @@ interface Cluster {
   findLeaderForPartitions(topic: string, partitions: number[]): Record<string, number[]>;
   findBroker(args: { nodeId: string }): Promise<Broker>;
   findGroupCoordinator(args: { groupId: string }): Promise<Broker>;
+  /** The topics a refresh asks for (kafkajs replaces the set when an add fails). */
+  targetTopics: Set<string>;
+  brokerPool: { findConnectedBroker(): Promise<Broker> };
 }
 interface Broker {
   fetch(args: {
@@ -56,6 +59,8 @@ interface Broker {
     memberId: string;
     topics: { topic: string; partitions: { partition: number; offset: string }[] }[];
   }): Promise<unknown>;
+  /** Throws the first topic's or partition's error of the answer (kafkajs's parse). */
+  metadata(topics: string[]): Promise<unknown>;
 }
 
 /** A private member of kafkajs's Kafka, by its symbol's name. */
@@ -165,6 +170,8 @@ export class FetchSession {
   private connecting: Promise<Cluster> | undefined;
   private readonly subscriptions = new Set<Subscription>();
   private readonly topics = new Set<string>();
+  /** Topics being added by a subscribe under way, with how many: not removed meanwhile. */
+  private readonly subscribing = new Map<string, number>();
   private metadataStale = false;
   private readonly refreshStreak = new Map<string, number>();
   private loop: Promise<void> | undefined;
@@ -203,10 +210,17 @@ export class FetchSession {
     positions: Map<number, bigint>,
     ends = new Map<number, { end: bigint; at: number }>(),
   ): Promise<Subscription> {
-    const cluster = await this.connected();
-    if (!this.topics.has(topic)) {
-      await cluster.addMultipleTargetTopics([...this.topics, topic]);
-      this.topics.add(topic);
+    this.subscribing.set(topic, (this.subscribing.get(topic) ?? 0) + 1);
+    try {
+      const cluster = await this.connected();
+      if (!this.topics.has(topic) || !cluster.targetTopics.has(topic)) {
+        await cluster.addMultipleTargetTopics([...this.topics, topic]);
+        this.topics.add(topic);
+      }
+    } finally {
+      const n = this.subscribing.get(topic)! - 1;
+      if (n > 0) this.subscribing.set(topic, n);
+      else this.subscribing.delete(topic);
     }
     const subscription = new Subscription(this, topic, sink, positions, ends);
     this.subscriptions.add(subscription);
@@ -218,6 +232,15 @@ export class FetchSession {
 
   remove(subscription: Subscription): void {
     this.subscriptions.delete(subscription);
+    // A topic no cube reads any more leaves the refreshes: deleted later, it would fail them.
+    const { topic } = subscription;
+    if (
+      !this.subscribing.has(topic) &&
+      ![...this.subscriptions].some((other) => other.topic === topic)
+    ) {
+      this.topics.delete(topic);
+      this.cluster?.targetTopics.delete(topic);
+    }
     if (this.subscriptions.size > 0) return;
     // No reader left: the connections go after a while (a cube restarting comes back at once).
     clearTimeout(this.idleTimer);
@@ -226,7 +249,7 @@ export class FetchSession {
   }
 
   private closeIfIdle(): void {
-    if (this.subscriptions.size > 0 || this.loop) return;
+    if (this.subscriptions.size > 0 || this.subscribing.size > 0 || this.loop) return;
     const sinceAdmin = Date.now() - this.lastAdminUse;
     if (sinceAdmin < idleCloseMs) {
       this.idleTimer = setTimeout(() => this.closeIfIdle(), idleCloseMs - sinceAdmin);
@@ -242,11 +265,14 @@ export class FetchSession {
 
   wake(): void {
     if (!this.loop && this.subscriptions.size > 0) {
-      this.loop = this.run().finally(() => {
-        this.loop = undefined;
-        // A reader added as the loop ended.
-        if (this.subscriptions.size > 0) this.wake();
-      });
+      // A throw the loop does not expect fails its readers (they restart), never the process.
+      this.loop = this.run()
+        .catch((error: unknown) => this.failAll(asError(error)))
+        .finally(() => {
+          this.loop = undefined;
+          // A reader added as the loop ended.
+          if (this.subscriptions.size > 0) this.wake();
+        });
       return;
     }
     const waking = this.waking;
@@ -355,7 +381,7 @@ export class FetchSession {
           // A partition the broker answered with an error at once: not again in a tight loop.
           await new Promise((resolve) => setTimeout(resolve, 100));
           this.metadataStale = false;
-          await cluster.refreshMetadata();
+          await this.refresh(cluster);
         }
       } catch (error) {
         this.failAll(asError(error));
@@ -366,6 +392,40 @@ export class FetchSession {
           this.fetchFrom(cluster, nodeId, partitions),
         ),
       );
+    }
+  }
+
+  /**
+   * Reads the metadata of every topic read anew. kafkajs refuses the whole answer when one topic
+   * or partition in it has an error (a topic deleted, its access revoked, a partition without a
+   * leader): then each topic is asked on its own, and the readers of those that fail fail (they
+   * restart on their own, and say why) while the others read on. Throws when no topic is to
+   * blame (the brokers cannot be reached): that fails every reader.
+   */
+  private async refresh(cluster: Cluster): Promise<void> {
+    try {
+      await cluster.refreshMetadata();
+      return;
+    } catch (error) {
+      const broken = new Map<string, Error>();
+      const broker = await cluster.brokerPool.findConnectedBroker();
+      for (const topic of new Set([...this.topics, ...cluster.targetTopics])) {
+        try {
+          await broker.metadata([topic]);
+        } catch (failure) {
+          if ((failure as { type?: unknown }).type === undefined) throw failure;
+          broken.set(topic, asError(failure));
+        }
+      }
+      if (broken.size === 0) throw error;
+      for (const [topic, failure] of broken) {
+        this.topics.delete(topic);
+        cluster.targetTopics.delete(topic);
+        const why = new Error(`topic ${topic}: ${failure.message}`, { cause: failure });
+        for (const s of [...this.subscriptions]) if (s.topic === topic) this.fail(s, why);
+      }
+      // The other topics' metadata, at the next round.
+      this.metadataStale = true;
     }
   }
 
@@ -511,12 +571,9 @@ export class FetchSession {
       subscription.positions.set(partition, lastOffset + 1);
       const hw = fetched.highWatermark;
       if (from === offsets.length) {
-        subscription.sink.onFilteredRange(
-          partition,
-          BigInt(Math.max(position, firstOffset)),
-          BigInt(lastOffset),
-          hw,
-        );
+        // Nothing from the position to the set's last offset: what is not there was compacted
+        // away or is markers and aborted records, consumed offsets all of it.
+        subscription.sink.onFilteredRange(partition, BigInt(position), BigInt(lastOffset), hw);
         continue;
       }
       const records: ConsumedRecords = {
@@ -568,6 +625,9 @@ export class FetchSession {
   }
 
   private async moveToLogStart(topic: string, partition: number, readers: Reader[]): Promise<void> {
+    // Not fetched for these readers until their new position is known: each answer out of range
+    // would start another admin call, at the pace of a broker that answers at once.
+    for (const { subscription } of readers) subscription.busy.add(partition);
     try {
       const admin = await this.currentAdmin();
       const offsets = await admin.fetchTopicOffsets(topic);
@@ -578,9 +638,11 @@ export class FetchSession {
           subscription.positions.set(partition, Number(low));
         }
       }
-      this.wake();
     } catch (error) {
       this.failed(readers, asError(error));
+    } finally {
+      for (const { subscription } of readers) subscription.busy.delete(partition);
+      this.wake();
     }
   }
 

@@ -131,13 +131,15 @@ export async function decodeRecordSet(
   let firstOffset: number | null = null;
   let lastOffset: number | null = null;
   let lastOffsetBefore: number | null = null;
-  const skipped = (from: number, to: number): void => {
-    if (to < fetchOffset) {
-      lastOffsetBefore = to;
-      return;
-    }
+  /** A batch's offsets at or past the fetch offset are the set's, records in them or not. */
+  const covered = (from: number, to: number): void => {
+    if (to < fetchOffset) return;
     firstOffset ??= Math.max(from, fetchOffset);
     lastOffset = to;
+  };
+  const skipped = (from: number, to: number): void => {
+    if (to < fetchOffset) lastOffsetBefore = to;
+    else covered(from, to);
   };
 
   for (let at = 0; set.length - at >= recordsAt;) {
@@ -157,7 +159,11 @@ export async function decodeRecordSet(
     const count = set.readInt32BE(at + recordCountAt);
     const batch = { at, end, attributes };
     at = end;
-    if (count <= 0) continue; // emptied by compaction, kept for its producer state
+    if (count <= 0) {
+      // Emptied by compaction, kept for its producer state: its offsets hold nothing.
+      covered(Number(base), Number(last));
+      continue;
+    }
 
     const baseOffset = Number(base);
     const lastOffsetOfBatch = Number(last);
@@ -184,6 +190,8 @@ export async function decodeRecordSet(
     }
     const records = await recordsOf(set, batch, decompress);
     delivered.push({ baseOffset, lastOffset: lastOffsetOfBatch, count, ...records });
+    // Its records at the end may be compacted away: the batch still ends at its last offset.
+    covered(baseOffset, lastOffsetOfBatch);
   }
 
   return mergeBounds(columnsOf(delivered, fetchOffset), firstOffset, lastOffset, lastOffsetBefore);

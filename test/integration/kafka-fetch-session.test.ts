@@ -3,13 +3,17 @@
 // each; two cubes reading one partition from different positions each get every offset once from
 // their own; a paused cube gets nothing and a resumed one reads on from where it is told; a cube
 // whose sink fails stops alone, the others read on; no cube joins a group, and its positions are
-// committed into its own group all the same.
+// committed into its own group all the same; a cube whose topic is deleted fails alone.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Admin, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { kafkajsInternals } from '../../src/kafka/columnar-fetch.ts';
-import { closeFetchSession, sessionFetchWaitMs } from '../../src/kafka/fetch-session.ts';
+import {
+  closeFetchSession,
+  fetchSessionOf,
+  sessionFetchWaitMs,
+} from '../../src/kafka/fetch-session.ts';
 import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { createTopic, produce } from '../support/events.ts';
@@ -153,6 +157,58 @@ test('two cubes reading one partition from different positions each get every of
     [0, '32'],
     [1, '10'],
   ]);
+  for (const c of consumers) await c.stop();
+  await closeFetchSession(client);
+});
+
+test("a cube whose topic is deleted fails alone: the session's metadata leaves that topic and the cube on another topic reads on", async () => {
+  const gone = await createTopic(admin, 2);
+  const kept = await createTopic(admin, 2);
+  await produce(producer, gone, 0, range(0, 5).map(String));
+  await produce(producer, kept, 0, range(0, 5).map(String));
+  const client = clientOf('fetch-session-deleted');
+  const sinks = { gone: new RecordingSink(), kept: new RecordingSink() };
+  const start = (topic: string, sink: RecordingSink) =>
+    new SessionPartitionConsumer({
+      kafka: client,
+      topic,
+      groupId: `fs-deleted-${randomUUID().slice(0, 8)}`,
+      sink,
+    });
+  const consumers = [start(gone, sinks.gone), start(kept, sinks.kept)];
+  for (const c of consumers)
+    await c.start(
+      new Map([
+        [0, 0n],
+        [1, 0n],
+      ]),
+    );
+  await waitFor('both cubes to read their topics', () =>
+    Promise.resolve(sinks.gone.seen(0).length === 5 && sinks.kept.seen(0).length === 5),
+  );
+
+  // kafkajs refuses a metadata answer naming a topic that is gone: the session's refresh asked
+  // for both topics and failed every cube of the source, again at every refresh.
+  await admin.deleteTopics({ topics: [gone] });
+  await waitFor(
+    'the cube of the deleted topic to be stopped',
+    () => Promise.resolve(sinks.gone.crash !== undefined),
+    30_000,
+  );
+  expect(sinks.gone.crash!.message).toContain(gone);
+  await produce(producer, kept, 0, range(5, 10).map(String));
+  await produce(producer, kept, 1, range(0, 3).map(String));
+  await waitFor('the other cube to read on', () =>
+    Promise.resolve(sinks.kept.seen(0).length === 10 && sinks.kept.seen(1).length === 3),
+  );
+  // And on over later refreshes: the deleted topic is no longer asked for.
+  await fetchSessionOf(client).refreshMetadata();
+  await produce(producer, kept, 0, ['x']);
+  await waitFor('the other cube to read after a refresh', () =>
+    Promise.resolve(sinks.kept.seen(0).length === 11),
+  );
+  expect(sinks.kept.crash).toBeUndefined();
+  expect(sinks.kept.seen(0)).toEqual(range(0, 11));
   for (const c of consumers) await c.stop();
   await closeFetchSession(client);
 });

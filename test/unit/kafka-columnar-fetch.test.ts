@@ -270,6 +270,62 @@ test('a set cut off inside a batch reads its whole batches only, as kafkajs does
   }
 });
 
+/** A compacted batch: offsets `from` to `from + span - 1`, records left at `kept` (deltas). */
+async function compacted(from: number, span: number, kept: number[]): Promise<Buffer> {
+  const encoded = await RecordBatch({
+    compression: 0,
+    firstOffset: String(from),
+    lastOffsetDelta: span - 1,
+    transactional: false,
+    producerId: '-1',
+    records: kept.map((d) =>
+      Record({ offsetDelta: d, key: null, value: Buffer.from(event(from + d)) }),
+    ),
+  });
+  return encoded.buffer;
+}
+
+test("a compacted log's batches end at their last offset, however few records are left in them, and an emptied batch counts its offsets", async () => {
+  // Offsets 0-9 with records left at 0, 1 and 5; 10-14 emptied (kept for its producer state);
+  // 15-17 with a record at 17 only.
+  const sets = [
+    await compacted(0, 10, [0, 1, 5]),
+    await compacted(10, 5, []),
+    await compacted(15, 3, [2]),
+  ];
+  const reads = async (parts: Buffer[], end: number, fetchOffset: number) => {
+    const raw = fetchResponse(
+      { sets: Buffer.concat(parts), aborted: [], end },
+      fetchOffset,
+      Buffer.concat(parts).length,
+    );
+    const ours = await decodeFetchResponse(
+      raw,
+      11,
+      new Map([[`0:t`, fetchOffset]]),
+      kafkajsInternals(),
+    );
+    const decoded = ours.responses[0]!.partitions[0]!.decoded;
+    if (decoded instanceof Error) throw decoded;
+    return { ...sessionReads(decoded, fetchOffset), first: decoded.firstOffset };
+  };
+  const offsets = (list: number[]) => list.map((o) => String(o));
+  const whole = await reads(sets, 18, 0);
+  expect(whole.records.map((r) => r.offset)).toEqual(offsets([0, 1, 5, 17]));
+  expect(whole.next).toBe(18);
+  // From past the first batch's last record: on to the end all the same.
+  const past = await reads(sets, 18, 6);
+  expect(past.records.map((r) => r.offset)).toEqual(offsets([17]));
+  expect(past.next).toBe(18);
+  // Nothing left at or past the fetch offset (the log's tail compacted away, the broker answering
+  // at once): the set still moves the reader past its last offset, not round and round at 6.
+  const tail = await reads(sets.slice(0, 2), 15, 6);
+  expect(tail.records).toEqual([]);
+  expect(tail).toMatchObject({ first: 6, next: 15 });
+  const emptied = await reads(sets.slice(1, 2), 15, 10);
+  expect(emptied).toMatchObject({ records: [], first: 10, next: 15 });
+});
+
 test('random logs read as kafkajs reads them', async () => {
   // kafkajs steps into at most one aborted transaction per record, so its reading is the truth
   // only for transactions that do not overlap: interleaving is left to the tables above and to
