@@ -212,3 +212,65 @@ test("a cube whose topic is deleted fails alone: the session's metadata leaves t
   for (const c of consumers) await c.stop();
   await closeFetchSession(client);
 });
+
+test("a cube catching up on megabytes does not hold back a cube at the log end (kafkajs shuffles a fetch's partitions, KIP-74: the broker fills its bytes in that order)", async () => {
+  const topic = await createTopic(admin, 2);
+  // 16 MiB on partition 0: sixteen fetches' worth (1 MiB an answer) for the cube catching up.
+  const big = 'x'.repeat(10_000);
+  for (let i = 0; i < 32; i++) {
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: Array.from({ length: 50 }, () => ({ partition: 0, value: big })),
+    });
+  }
+  const client = clientOf('fetch-session-fair');
+  const behind = new RecordingSink();
+  const live = new RecordingSink();
+  let behindAtLive: number | undefined;
+  let produced: Promise<unknown> | undefined;
+  // The cube behind takes its time over each answer (its event loop busy 40 ms), as a receiver
+  // applying a megabyte does; at its first, the live cube's record is written.
+  const takeBehind = behind.onRecords.bind(behind);
+  behind.onRecords = (partition, records) => {
+    const until = Date.now() + 40;
+    while (Date.now() < until);
+    takeBehind(partition, records);
+    produced ??= produce(producer, topic, 1, ['now']);
+  };
+  const takeLive = live.onRecords.bind(live);
+  live.onRecords = (partition, records) => {
+    behindAtLive ??= behind.seen(0).length;
+    takeLive(partition, records);
+  };
+  // The cube behind is first in the session: its partition first in every fetch, unshuffled.
+  const consumers = [
+    new SessionPartitionConsumer({
+      kafka: client,
+      topic,
+      groupId: `fs-fair-${randomUUID().slice(0, 8)}`,
+      sink: behind,
+    }),
+    new SessionPartitionConsumer({
+      kafka: client,
+      topic,
+      groupId: `fs-fair-${randomUUID().slice(0, 8)}`,
+      sink: live,
+    }),
+  ];
+  await consumers[0]!.start(new Map([[0, 0n]]));
+  await consumers[1]!.start(new Map([[1, 0n]]));
+  await waitFor('the live cube to read its record', () =>
+    Promise.resolve(live.seen(1).length === 1),
+  );
+  await produced;
+  await waitFor('the cube behind to read to the end', () =>
+    Promise.resolve(behind.seen(0).length === 1_600),
+  );
+  console.info(
+    `the live cube read its record when the one behind had read ${behindAtLive} of 1600`,
+  );
+  expect(behindAtLive!).toBeLessThan(1_600 / 2);
+  for (const c of consumers) await c.stop();
+  await closeFetchSession(client);
+});
