@@ -254,7 +254,13 @@ export async function decodeFetchResponse(
       const setAt = r.at;
       const size = r.int32();
       let set: Buffer = Buffer.alloc(0);
-      if (size > 0 && r.at + size <= raw.length) {
+      if (size > 0) {
+        // Read on from a wrong place, every partition after it would be misread: the whole
+        // answer is refused (the fetch fails and its readers restart).
+        if (r.at + size > raw.length)
+          throw new Error(
+            `partition ${partition} of ${topicName}: the fetch answer's record set of ${size} bytes runs past its end`,
+          );
         set = raw.subarray(r.at, r.at + size);
         r.at += size;
       }

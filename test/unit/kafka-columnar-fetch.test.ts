@@ -326,6 +326,21 @@ test("a compacted log's batches end at their last offset, however few records ar
   expect(emptied).toMatchObject({ records: [], first: 10, next: 15 });
 });
 
+test('an answer whose record set runs past its end is refused whole, not read on from a wrong place', async () => {
+  const log = await encodeLog([data(1, false, 5, 0)], 0);
+  const raw = fetchResponse(log, 0, log.sets.length);
+  await expect(
+    decodeFetchResponse(
+      raw.subarray(0, raw.length - 3),
+      11,
+      new Map([[`0:t`, 0]]),
+      kafkajsInternals(),
+    ),
+  ).rejects.toThrow(
+    /partition 0 of t: the fetch answer's record set of \d+ bytes runs past its end/,
+  );
+});
+
 test('random logs read as kafkajs reads them', async () => {
   // kafkajs steps into at most one aborted transaction per record, so its reading is the truth
   // only for transactions that do not overlap: interleaving is left to the tables above and to
