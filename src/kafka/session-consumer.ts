@@ -90,7 +90,11 @@ export class SessionPartitionConsumer implements PartitionConsumer {
     const { topic, sink, groupId } = this.options;
     // First: a broker that cannot be reached fails the start; and an exporter reads the
     // positions this start reads from. The caller's positions stay the truth.
-    await this.session.commit(groupId, topic, positions);
+    await this.session.commit(groupId, topic, positions).catch((error: unknown) => {
+      // A group with members of its own (a kafkajs consumer of a release before the fetch
+      // session, until its session times out): their commits, not ours; the broker answered.
+      if (!groupHasMembers(error)) throw error;
+    });
     const subscription = await this.session.subscribe(topic, sink, positions, this.fetchedEnds);
     subscription.pause([...this.paused]);
     this.subscription = subscription;
@@ -214,4 +218,11 @@ export class SessionPartitionConsumer implements PartitionConsumer {
     this.unsubscribe();
     return Promise.resolve();
   }
+}
+
+/** Errors of a commit from outside a group into a group that has members. */
+const memberErrors = new Set(['UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'REBALANCE_IN_PROGRESS']);
+
+function groupHasMembers(error: unknown): boolean {
+  return memberErrors.has(String((error as { type?: unknown }).type));
 }

@@ -274,3 +274,26 @@ test("a cube catching up on megabytes does not hold back a cube at the log end (
   for (const c of consumers) await c.stop();
   await closeFetchSession(client);
 });
+
+test("a cube starts and reads when its group still has a kafkajs consumer's member (an upgrade from a release before the fetch session): the start's commit is theirs to make", async () => {
+  const topic = await createTopic(admin, 1);
+  await produce(producer, topic, 0, range(0, 5).map(String));
+  const groupId = `fs-upgrade-${randomUUID().slice(0, 8)}`;
+  const before = kafka.consumer({ groupId, sessionTimeout: 60_000 });
+  await before.connect();
+  await before.subscribe({ topic, fromBeginning: true });
+  await before.run({ eachMessage: () => Promise.resolve() });
+  await waitFor('the kafkajs consumer to be a member of the group', async () => {
+    const { groups } = await admin.describeGroups([groupId]);
+    return groups[0]!.state === 'Stable' && groups[0]!.members.length === 1;
+  });
+  const client = clientOf('fetch-session-upgrade');
+  const sink = new RecordingSink();
+  const consumer = new SessionPartitionConsumer({ kafka: client, topic, groupId, sink });
+  await consumer.start(new Map([[0, 0n]]));
+  await waitFor('the cube to read the topic', () => Promise.resolve(sink.seen(0).length === 5));
+  expect(sink.crash).toBeUndefined();
+  await consumer.stop();
+  await before.disconnect();
+  await closeFetchSession(client);
+});
