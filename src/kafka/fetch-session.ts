@@ -170,12 +170,18 @@ export class FetchSession {
   private connecting: Promise<Cluster> | undefined;
   private readonly subscriptions = new Set<Subscription>();
   private readonly topics = new Set<string>();
-  /** Topics being added by a subscribe under way, with how many: not removed meanwhile. */
+  /** Topics being added by a subscribe under way, with how many: no idle close meanwhile. */
   private readonly subscribing = new Map<string, number>();
   private metadataStale = false;
   private readonly refreshStreak = new Map<string, number>();
   private loop: Promise<void> | undefined;
   private waking: (() => void) | undefined;
+  /** A wake with the loop not waiting: its next wait returns at once. */
+  private woken = false;
+  /** The fetch under way to each broker (by node id): one at a time to each, none waiting on another. */
+  private readonly fetching = new Map<string, Promise<void>>();
+  /** `partition:topic` of the partitions in a fetch under way. */
+  private readonly inFetch = new Set<string>();
   private idleTimer: NodeJS.Timeout | undefined;
   private round = 0;
   private sharedAdmin: { cluster: Cluster; admin: Admin } | undefined;
@@ -232,15 +238,6 @@ export class FetchSession {
 
   remove(subscription: Subscription): void {
     this.subscriptions.delete(subscription);
-    // A topic no cube reads any more leaves the refreshes: deleted later, it would fail them.
-    const { topic } = subscription;
-    if (
-      !this.subscribing.has(topic) &&
-      ![...this.subscriptions].some((other) => other.topic === topic)
-    ) {
-      this.topics.delete(topic);
-      this.cluster?.targetTopics.delete(topic);
-    }
     if (this.subscriptions.size > 0) return;
     // No reader left: the connections go after a while (a cube restarting comes back at once).
     clearTimeout(this.idleTimer);
@@ -277,7 +274,29 @@ export class FetchSession {
     }
     const waking = this.waking;
     this.waking = undefined;
-    waking?.();
+    if (waking) waking();
+    else this.woken = true;
+  }
+
+  /** Until a wake (a fetch ended, a reader added or resumed), or `ms` at most. */
+  private pause(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.waking = undefined;
+        resolve();
+      }, ms);
+      timer.unref();
+      this.waking = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    }).then(() => {
+      this.woken = false;
+    });
   }
 
   /**
@@ -363,15 +382,18 @@ export class FetchSession {
     await cluster?.disconnect().catch(() => undefined);
   }
 
+  /**
+   * Rounds until no reader is left. Each round sends a fetch to every leader broker of a partition
+   * wanted now that has none under way, and waits until one ends (or a reader comes or resumes):
+   * a broker that answers slowly, or hangs until the request times out, holds back only the
+   * partitions it leads.
+   */
   private async run(): Promise<void> {
     while (this.subscriptions.size > 0) {
       this.round += 1;
       const wanted = this.wanted();
       if (wanted.size === 0) {
-        await new Promise<void>((resolve) => {
-          this.waking = resolve;
-          setTimeout(resolve, sessionFetchWaitMs).unref();
-        });
+        await this.pause(sessionFetchWaitMs);
         continue;
       }
       let cluster: Cluster;
@@ -387,12 +409,28 @@ export class FetchSession {
         this.failAll(asError(error));
         continue;
       }
-      await Promise.all(
-        [...this.byLeader(cluster, wanted)].map(([nodeId, partitions]) =>
-          this.fetchFrom(cluster, nodeId, partitions),
-        ),
-      );
+      for (const [nodeId, partitions] of this.byLeader(cluster, wanted)) {
+        if (this.fetching.has(nodeId)) continue;
+        const keys = [...partitions].flatMap(([topic, byPartition]) =>
+          [...byPartition.keys()].map((p) => `${p}:${topic}`),
+        );
+        for (const key of keys) this.inFetch.add(key);
+        const fetch = this.fetchFrom(cluster, nodeId, partitions)
+          .catch((error: unknown) => {
+            for (const byPartition of partitions.values())
+              for (const readers of byPartition.values()) this.failed(readers, asError(error));
+          })
+          .finally(() => {
+            this.fetching.delete(nodeId);
+            for (const key of keys) this.inFetch.delete(key);
+            this.wake();
+          });
+        this.fetching.set(nodeId, fetch);
+      }
+      await this.pause(sessionFetchWaitMs);
     }
+    // Not over while a fetch is: its answer is delivered, or its readers are failed.
+    await Promise.all(this.fetching.values());
   }
 
   /**
@@ -439,6 +477,7 @@ export class FetchSession {
     for (const subscription of this.subscriptions) {
       for (const [partition, position] of subscription.positions) {
         if (subscription.paused.has(partition) || subscription.busy.has(partition)) continue;
+        if (this.inFetch.has(`${partition}:${subscription.topic}`)) continue;
         if (!subscription.sink.wants(partition)) continue;
         let topic = out.get(subscription.topic);
         if (!topic) out.set(subscription.topic, (topic = new Map<number, Reader[]>()));

@@ -214,7 +214,7 @@ const nodeId = 1;
  * the live brokers, which a KRaft broker does only once it is unfenced and serving. One attempt,
  * bounded in time: the caller polls.
  */
-async function brokerListsItself(bootstrap: string): Promise<boolean> {
+async function brokerListsItself(bootstrap: string, id = nodeId): Promise<boolean> {
   const admin = createKafka({
     clientId: 'streamcube-testenv-readiness',
     brokers: [bootstrap],
@@ -226,7 +226,7 @@ async function brokerListsItself(bootstrap: string): Promise<boolean> {
   try {
     await admin.connect();
     const cluster = await admin.describeCluster();
-    return cluster.brokers.some((b) => b.nodeId === nodeId);
+    return cluster.brokers.some((b) => b.nodeId === id);
   } finally {
     await admin.disconnect().catch(() => undefined);
   }
@@ -297,13 +297,97 @@ export async function startKafka(
       '',
     ].join('\n'),
   );
-  const logging = writeLoggingConfig(dir, classpath);
-  const java = ['-Xms256m', '-Xmx1g', '-XX:+UseG1GC', '-Djava.awt.headless=true', ...logging];
-  const logFile = join(dir, 'kafka.log');
   // A cluster id is a UUID in URL-safe base64, as `kafka-storage random-uuid` prints; like
   // Kafka's own Uuid.randomUuid, never one starting with '-', which the tool reads as an option.
   let clusterId = randomBytes(16).toString('base64url');
   while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
+  const running = await launchBroker({
+    dir,
+    classpath,
+    version,
+    clusterId,
+    formatArguments: scramFormatArguments(),
+    bootstrap: `${host}:${brokerPort}`,
+    id: nodeId,
+  });
+  return {
+    ...running,
+    ports: { broker: brokerPort, controller: controllerPort, saslSsl: saslSslPort },
+    auth: {
+      bootstrap: `${host}:${saslSslPort}`,
+      caFile: certs.caFile,
+      otherCaFile: certs.otherCaFile,
+      users: brokerUsers,
+    },
+  };
+}
+
+/**
+ * Another broker (`process.roles=broker`, node `id`, PLAINTEXT only) in the cluster of a broker
+ * startKafka started, whose controller it joins: for tests of what spans brokers, such as a
+ * fetch to each partition's leader. Stopped and removed as startKafka's are.
+ */
+export async function startJoiningBroker(
+  dir: string,
+  controller: KafkaBroker,
+  id: number,
+): Promise<KafkaBroker> {
+  const classpath = await resolveKafkaClasspath(controller.version);
+  mkdirSync(dir, { recursive: true });
+  const { broker: port } = await recordedPorts(join(dir, 'ports.json'), ['broker']);
+  const host = controller.bootstrap.slice(0, controller.bootstrap.lastIndexOf(':'));
+  const dataDir = join(dir, 'data');
+  writeFileSync(
+    join(dir, 'server.properties'),
+    [
+      'process.roles=broker',
+      `node.id=${id}`,
+      `controller.quorum.voters=${nodeId}@127.0.0.1:${controller.ports.controller}`,
+      `listeners=PLAINTEXT://${host}:${port}`,
+      `advertised.listeners=PLAINTEXT://${host}:${port}`,
+      'controller.listener.names=CONTROLLER',
+      'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+      'inter.broker.listener.name=PLAINTEXT',
+      `log.dirs=${dataDir}`,
+      'auto.create.topics.enable=false',
+      'log.flush.interval.messages=9223372036854775807',
+      '',
+    ].join('\n'),
+  );
+  const meta = readFileSync(join(controller.dataDir, 'meta.properties'), 'utf8');
+  const clusterId = /^cluster\.id=(.+)$/m.exec(meta)?.[1];
+  if (!clusterId) throw new Error(`no cluster.id in ${controller.dataDir}/meta.properties`);
+  const running = await launchBroker({
+    dir,
+    classpath,
+    version: controller.version,
+    clusterId,
+    formatArguments: [],
+    bootstrap: `${host}:${port}`,
+    id,
+  });
+  return { ...running, ports: { broker: port, controller: controller.ports.controller } };
+}
+
+/**
+ * Formats `dir/data` (unless an earlier run did) and starts the broker of `dir/server.properties`
+ * there; resolves once it serves requests.
+ */
+async function launchBroker(o: {
+  dir: string;
+  classpath: string;
+  version: string;
+  clusterId: string;
+  formatArguments: string[];
+  bootstrap: string;
+  id: number;
+}): Promise<Omit<KafkaBroker, 'ports'>> {
+  const { dir, classpath, version } = o;
+  const dataDir = join(dir, 'data');
+  const propsFile = join(dir, 'server.properties');
+  const logging = writeLoggingConfig(dir, classpath);
+  const java = ['-Xms256m', '-Xmx1g', '-XX:+UseG1GC', '-Djava.awt.headless=true', ...logging];
+  const logFile = join(dir, 'kafka.log');
   // Storage formatted by an earlier run is that broker's data: keep it.
   if (!existsSync(join(dataDir, 'meta.properties')))
     await runCommand('java', [
@@ -313,36 +397,27 @@ export async function startKafka(
       'kafka.tools.StorageTool',
       'format',
       '-t',
-      clusterId,
+      o.clusterId,
       '-c',
       propsFile,
-      ...scramFormatArguments(),
+      ...o.formatArguments,
     ]);
   // A restarted broker appends to the log of the last run: only what it writes now tells.
   const logStart = existsSync(logFile) ? readFileSync(logFile).length : 0;
   const pid = startService('java', [...java, '-cp', classpath, 'kafka.Kafka', propsFile], logFile);
-  const broker = {
-    version,
-    bootstrap: `${host}:${brokerPort}`,
-    ports: { broker: brokerPort, controller: controllerPort, saslSsl: saslSslPort },
-    auth: {
-      bootstrap: `${host}:${saslSslPort}`,
-      caFile: certs.caFile,
-      otherCaFile: certs.otherCaFile,
-      users: brokerUsers,
-    },
-    pid,
-    logFile,
-    dataDir,
-  };
+  const broker = { version, bootstrap: o.bootstrap, pid, logFile, dataDir };
+  const [host, port] = [
+    o.bootstrap.slice(0, o.bootstrap.lastIndexOf(':')),
+    Number(o.bootstrap.slice(o.bootstrap.lastIndexOf(':') + 1)),
+  ];
   await waitForService(
     `Kafka ${version} broker`,
     async () =>
-      (await canConnect(host, brokerPort)) &&
+      (await canConnect(host, port)) &&
       // The listener accepts connections before the broker has caught up with the metadata log:
       // ready is the broker saying so in its log, or answering Metadata with itself in it.
       (/Kafka Server started/.test(readFileSync(logFile).subarray(logStart).toString('utf8')) ||
-        (await brokerListsItself(broker.bootstrap))),
+        (await brokerListsItself(broker.bootstrap, o.id))),
     broker,
     90_000,
   );
