@@ -6,8 +6,6 @@
 // committed into its own group all the same; a cube whose topic is deleted fails alone.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Admin, type Producer, logLevel } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import { kafkajsInternals } from '../../src/kafka/columnar-fetch.ts';
 import {
   closeFetchSession,
@@ -15,28 +13,14 @@ import {
   sessionFetchWaitMs,
 } from '../../src/kafka/fetch-session.ts';
 import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
-import { testEnvironment } from '../env/connection.ts';
 import { createTopic, produce } from '../support/events.ts';
 import { RecordingSink } from '../support/recording-sink.ts';
+import { testKafka, useKafkaClients } from '../support/kafka-clients.ts';
 import { waitFor } from '../support/wait.ts';
 
-const env = testEnvironment();
-const clientOf = (clientId: string) =>
-  createKafka({ clientId, brokers: [env.kafka.bootstrap], logLevel: logLevel.NOTHING });
-const kafka = clientOf('fetch-session-test');
-let admin: Admin;
-let producer: Producer;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  await admin.connect();
-  producer = kafka.producer();
-  await producer.connect();
-});
-afterAll(async () => {
-  await producer?.disconnect();
-  await admin?.disconnect();
-});
+const clientOf = testKafka;
+const suite = useKafkaClients('fetch-session-test');
+const { kafka } = suite;
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
 
@@ -58,7 +42,7 @@ async function countingFetches(run: () => Promise<void>): Promise<number> {
 }
 
 test('twenty idle cubes on one receiver cost one fetch per fetch wait, not one each, and join no group', async () => {
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(suite.admin, 4);
   const client = clientOf('fetch-session-idle');
   const consumers = range(0, 20).map(
     (i) =>
@@ -77,7 +61,7 @@ test('twenty idle cubes on one receiver cost one fetch per fetch wait, not one e
   // One broker: one fetch at a time, each held for the fetch wait.
   expect(fetches).toBeLessThanOrEqual(Math.ceil(windowMs / sessionFetchWaitMs) + 2);
   expect(fetches).toBeGreaterThan(0);
-  const { groups } = await admin.describeGroups([
+  const { groups } = await suite.admin.describeGroups([
     (consumers[0] as unknown as { options: { groupId: string } }).options.groupId,
   ]);
   expect(groups[0]!.members).toEqual([]);
@@ -86,9 +70,9 @@ test('twenty idle cubes on one receiver cost one fetch per fetch wait, not one e
 });
 
 test('two cubes reading one partition from different positions each get every offset once from their own, a paused one nothing until resumed, and a failing one stops alone', async () => {
-  const topic = await createTopic(admin, 2);
-  await produce(producer, topic, 0, range(0, 30).map(String));
-  await produce(producer, topic, 1, range(0, 10).map(String));
+  const topic = await createTopic(suite.admin, 2);
+  await produce(suite.producer, topic, 0, range(0, 30).map(String));
+  await produce(suite.producer, topic, 1, range(0, 10).map(String));
   const client = clientOf('fetch-session-shared');
   const sinks = [new RecordingSink(), new RecordingSink(), new RecordingSink()];
   const groups = sinks.map((_, i) => `fs-shared-${i}-${randomUUID().slice(0, 8)}`);
@@ -132,7 +116,7 @@ test('two cubes reading one partition from different positions each get every of
 
   // The second cube's sink fails on its next records: it alone stops, told why.
   sinks[1]!.failNext = true;
-  await produce(producer, topic, 0, ['x', 'y']);
+  await produce(suite.producer, topic, 0, ['x', 'y']);
   await waitFor('the failing cube to be stopped', () =>
     Promise.resolve(sinks[1]!.crash !== undefined),
   );
@@ -150,7 +134,7 @@ test('two cubes reading one partition from different positions each get every of
       [1, 10n],
     ]),
   );
-  const [committed] = await admin.fetchOffsets({ groupId: groups[0]!, topics: [topic] });
+  const [committed] = await suite.admin.fetchOffsets({ groupId: groups[0]!, topics: [topic] });
   expect(
     committed!.partitions.map((p) => [p.partition, p.offset]).sort((a, b) => +a[0]! - +b[0]!),
   ).toEqual([
@@ -162,15 +146,15 @@ test('two cubes reading one partition from different positions each get every of
 });
 
 test("a cube whose topic is deleted fails alone: the session's metadata leaves that topic and the cube on another topic reads on", async () => {
-  const gone = await createTopic(admin, 2);
-  const kept = await createTopic(admin, 2);
+  const gone = await createTopic(suite.admin, 2);
+  const kept = await createTopic(suite.admin, 2);
   // A producer of its own writes the topic to be deleted: kafkajs's clients that ever wrote it
   // ask for it at every metadata refresh and fail, as the session did (the suite's producer would).
   const writer = kafka.producer();
   await writer.connect();
   await produce(writer, gone, 0, range(0, 5).map(String));
   await writer.disconnect();
-  await produce(producer, kept, 0, range(0, 5).map(String));
+  await produce(suite.producer, kept, 0, range(0, 5).map(String));
   const client = clientOf('fetch-session-deleted');
   const sinks = { gone: new RecordingSink(), kept: new RecordingSink() };
   const start = (topic: string, sink: RecordingSink) =>
@@ -194,21 +178,21 @@ test("a cube whose topic is deleted fails alone: the session's metadata leaves t
 
   // kafkajs refuses a metadata answer naming a topic that is gone: the session's refresh asked
   // for both topics and failed every cube of the source, again at every refresh.
-  await admin.deleteTopics({ topics: [gone] });
+  await suite.admin.deleteTopics({ topics: [gone] });
   await waitFor(
     'the cube of the deleted topic to be stopped',
     () => Promise.resolve(sinks.gone.crash !== undefined),
     30_000,
   );
   expect(sinks.gone.crash!.message).toContain(gone);
-  await produce(producer, kept, 0, range(5, 10).map(String));
-  await produce(producer, kept, 1, range(0, 3).map(String));
+  await produce(suite.producer, kept, 0, range(5, 10).map(String));
+  await produce(suite.producer, kept, 1, range(0, 3).map(String));
   await waitFor('the other cube to read on', () =>
     Promise.resolve(sinks.kept.seen(0).length === 10 && sinks.kept.seen(1).length === 3),
   );
   // And on over later refreshes: the deleted topic is no longer asked for.
   await fetchSessionOf(client).refreshMetadata();
-  await produce(producer, kept, 0, ['x']);
+  await produce(suite.producer, kept, 0, ['x']);
   await waitFor('the other cube to read after a refresh', () =>
     Promise.resolve(sinks.kept.seen(0).length === 11),
   );
@@ -219,11 +203,11 @@ test("a cube whose topic is deleted fails alone: the session's metadata leaves t
 });
 
 test("a cube catching up on megabytes does not hold back a cube at the log end (kafkajs shuffles a fetch's partitions, KIP-74: the broker fills its bytes in that order)", async () => {
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(suite.admin, 2);
   // 16 MiB on partition 0: sixteen fetches' worth (1 MiB an answer) for the cube catching up.
   const big = 'x'.repeat(10_000);
   for (let i = 0; i < 32; i++) {
-    await producer.send({
+    await suite.producer.send({
       topic,
       acks: -1,
       messages: Array.from({ length: 50 }, () => ({ partition: 0, value: big })),
@@ -241,7 +225,7 @@ test("a cube catching up on megabytes does not hold back a cube at the log end (
     const until = Date.now() + 40;
     while (Date.now() < until);
     takeBehind(partition, records);
-    produced ??= produce(producer, topic, 1, ['now']);
+    produced ??= produce(suite.producer, topic, 1, ['now']);
   };
   const takeLive = live.onRecords.bind(live);
   live.onRecords = (partition, records) => {
@@ -283,15 +267,15 @@ test("a cube catching up on megabytes does not hold back a cube at the log end (
 });
 
 test("a cube starts and reads when its group still has a kafkajs consumer's member (an upgrade from a release before the fetch session): the start's commit is theirs to make", async () => {
-  const topic = await createTopic(admin, 1);
-  await produce(producer, topic, 0, range(0, 5).map(String));
+  const topic = await createTopic(suite.admin, 1);
+  await produce(suite.producer, topic, 0, range(0, 5).map(String));
   const groupId = `fs-upgrade-${randomUUID().slice(0, 8)}`;
   const before = kafka.consumer({ groupId, sessionTimeout: 60_000 });
   await before.connect();
   await before.subscribe({ topic, fromBeginning: true });
   await before.run({ eachMessage: () => Promise.resolve() });
   await waitFor('the kafkajs consumer to be a member of the group', async () => {
-    const { groups } = await admin.describeGroups([groupId]);
+    const { groups } = await suite.admin.describeGroups([groupId]);
     return groups[0]!.state === 'Stable' && groups[0]!.members.length === 1;
   });
   const client = clientOf('fetch-session-upgrade');

@@ -4,35 +4,18 @@
 // record twice; a start asks the brokers about the cube's own topic only.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Admin, type Producer, logLevel } from 'kafkajs';
+import { logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { closeFetchSession, sessionFetchWaitMs } from '../../src/kafka/fetch-session.ts';
 import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { createTopic, produce } from '../support/events.ts';
 import { RecordingSink } from '../support/recording-sink.ts';
+import { useKafkaClients } from '../support/kafka-clients.ts';
 import { waitFor } from '../support/wait.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'partition-consumer',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
-let admin: Admin;
-let producer: Producer;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  await admin.connect();
-  producer = kafka.producer();
-  await producer.connect();
-});
-afterAll(async () => {
-  await producer?.disconnect();
-  await admin?.disconnect();
-  await closeFetchSession(kafka);
-});
+const suite = useKafkaClients('partition-consumer');
+const { kafka } = suite;
 
 /**
  * Starts `consumer`, again while the broker answers that the group's coordinator is loading (a
@@ -49,8 +32,8 @@ async function startConsumer(
 }
 
 test('a consumer stopped while the broker holds the idle fetch stops without waiting for it, and a restart from its positions reads on: every offset once', async () => {
-  const topic = await createTopic(admin, 2);
-  for (const p of [0, 1]) await produce(producer, topic, p, ['a', 'b', 'c', 'd', 'e']);
+  const topic = await createTopic(suite.admin, 2);
+  for (const p of [0, 1]) await produce(suite.producer, topic, p, ['a', 'b', 'c', 'd', 'e']);
   const sink = new RecordingSink();
   const groupId = `pc-${randomUUID().slice(0, 8)}`;
   const options = { kafka, topic, groupId, sink };
@@ -68,7 +51,7 @@ test('a consumer stopped while the broker holds the idle fetch stops without wai
   // The log ends where the consumer is: the session's next fetch finds nothing and the broker
   // holds it for the fetch wait. Records produced meanwhile answer it at once.
   await sleep(sessionFetchWaitMs / 2);
-  await produce(producer, topic, 0, ['f']);
+  await produce(suite.producer, topic, 0, ['f']);
   await waitFor('a record produced while the fetch is held', () =>
     Promise.resolve(sink.at(0) === 6n),
   );
@@ -83,7 +66,7 @@ test('a consumer stopped while the broker holds the idle fetch stops without wai
   // The session's fetch goes on for the other cubes; this one only leaves it.
   expect(stopMs).toBeLessThan(sessionFetchWaitMs / 2);
 
-  for (const p of [0, 1]) await produce(producer, topic, p, ['g', 'h', 'i']);
+  for (const p of [0, 1]) await produce(suite.producer, topic, p, ['g', 'h', 'i']);
   const second = new SessionPartitionConsumer(options);
   try {
     await startConsumer(second, new Map([0, 1].map((p) => [p, sink.at(p)])));
@@ -108,14 +91,14 @@ test("a consumer's first start asks the group's coordinator without kafkajs's re
   const logged: { message: string; data?: { topicMetadata?: { topic: string }[] } }[] = [];
   const logging = createKafka({
     clientId: 'partition-consumer-log',
-    brokers: [env.kafka.bootstrap],
+    brokers: [testEnvironment().kafka.bootstrap],
     logLevel: logLevel.DEBUG,
     logCreator: () => (entry) => logged.push(entry.log),
   });
   // Another topic in the cluster: kafkajs sends an empty topic list as null, and the broker
   // answers that with every topic it has.
-  const bystander = await createTopic(admin, 1);
-  const topic = await createTopic(admin, 2);
+  const bystander = await createTopic(suite.admin, 1);
+  const topic = await createTopic(suite.admin, 2);
   const consumer = new SessionPartitionConsumer({
     kafka: logging,
     topic,

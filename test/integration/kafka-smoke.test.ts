@@ -2,7 +2,8 @@
 // read one partition back from an exact offset with the consumer set-up the receivers use
 // (unique group, an assigner that hands the member exactly its partition, no auto-commit, seek).
 import { randomUUID } from 'node:crypto';
-import { AssignerProtocol, logLevel, type PartitionAssigner } from 'kafkajs';
+import { logLevel } from 'kafkajs';
+import { exactPartitionAssigner } from '../../bench/bare-consumer.ts';
 import { createKafka } from '../../src/kafka/client.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { settings } from '../../src/local/settings.ts';
@@ -13,32 +14,6 @@ const kafka = createKafka({
   brokers: [env.kafka.bootstrap],
   logLevel: logLevel.NOTHING,
 });
-
-function exactly(topic: string, partitions: number[]): PartitionAssigner {
-  return () => ({
-    name: 'ExactPartitions',
-    version: 1,
-    assign: ({ members }) =>
-      Promise.resolve(
-        members.map((m) => ({
-          memberId: m.memberId,
-          memberAssignment: AssignerProtocol.MemberAssignment.encode({
-            version: 1,
-            assignment: { [topic]: partitions },
-            userData: Buffer.alloc(0),
-          }),
-        })),
-      ),
-    protocol: ({ topics }) => ({
-      name: 'ExactPartitions',
-      metadata: AssignerProtocol.MemberMetadata.encode({
-        version: 1,
-        topics,
-        userData: Buffer.alloc(0),
-      }),
-    }),
-  });
-}
 
 test('the broker runs the Kafka version this run asks for, and says so in its log', () => {
   console.log(`Kafka broker version ${env.kafka.reportedVersion} at ${env.kafka.bootstrap}`);
@@ -76,7 +51,7 @@ test('creates a topic, produces, and reads one partition back from an exact offs
 
     const consumer = kafka.consumer({
       groupId: `smoke-${randomUUID()}`,
-      partitionAssigners: [exactly(topic, [2])],
+      partitionAssigners: [exactPartitionAssigner(topic, () => [2])],
     });
     await consumer.connect();
     await consumer.subscribe({ topics: [topic] });
