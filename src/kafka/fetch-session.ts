@@ -169,9 +169,8 @@ export class FetchSession {
   private cluster: Cluster | undefined;
   private connecting: Promise<Cluster> | undefined;
   private readonly subscriptions = new Set<Subscription>();
-  private readonly topics = new Set<string>();
-  /** Topics being added by a subscribe under way, with how many: no idle close meanwhile. */
-  private readonly subscribing = new Map<string, number>();
+  /** Subscribes under way: no idle close meanwhile. */
+  private subscribing = 0;
   private metadataStale = false;
   private readonly refreshStreak = new Map<string, number>();
   private loop: Promise<void> | undefined;
@@ -180,8 +179,6 @@ export class FetchSession {
   private woken = false;
   /** The fetch under way to each broker (by node id): one at a time to each, none waiting on another. */
   private readonly fetching = new Map<string, Promise<void>>();
-  /** `partition:topic` of the partitions in a fetch under way. */
-  private readonly inFetch = new Set<string>();
   private idleTimer: NodeJS.Timeout | undefined;
   private round = 0;
   private sharedAdmin: { cluster: Cluster; admin: Admin } | undefined;
@@ -216,17 +213,13 @@ export class FetchSession {
     positions: Map<number, bigint>,
     ends = new Map<number, { end: bigint; at: number }>(),
   ): Promise<Subscription> {
-    this.subscribing.set(topic, (this.subscribing.get(topic) ?? 0) + 1);
+    this.subscribing += 1;
     try {
       const cluster = await this.connected();
-      if (!this.topics.has(topic) || !cluster.targetTopics.has(topic)) {
-        await cluster.addMultipleTargetTopics([...this.topics, topic]);
-        this.topics.add(topic);
-      }
+      // Added to the topics the cluster's refreshes ask for (kafkajs keeps them).
+      if (!cluster.targetTopics.has(topic)) await cluster.addMultipleTargetTopics([topic]);
     } finally {
-      const n = this.subscribing.get(topic)! - 1;
-      if (n > 0) this.subscribing.set(topic, n);
-      else this.subscribing.delete(topic);
+      this.subscribing -= 1;
     }
     const subscription = new Subscription(this, topic, sink, positions, ends);
     this.subscriptions.add(subscription);
@@ -246,7 +239,7 @@ export class FetchSession {
   }
 
   private closeIfIdle(): void {
-    if (this.subscriptions.size > 0 || this.subscribing.size > 0 || this.loop) return;
+    if (this.subscriptions.size > 0 || this.subscribing > 0 || this.loop) return;
     const sinceAdmin = Date.now() - this.lastAdminUse;
     if (sinceAdmin < idleCloseMs) {
       this.idleTimer = setTimeout(() => this.closeIfIdle(), idleCloseMs - sinceAdmin);
@@ -256,7 +249,6 @@ export class FetchSession {
     const cluster = this.cluster;
     this.cluster = undefined;
     this.sharedAdmin = undefined;
-    this.topics.clear();
     void cluster?.disconnect().catch(() => undefined);
   }
 
@@ -378,7 +370,6 @@ export class FetchSession {
     const cluster = this.cluster;
     this.cluster = undefined;
     this.sharedAdmin = undefined;
-    this.topics.clear();
     await cluster?.disconnect().catch(() => undefined);
   }
 
@@ -390,7 +381,6 @@ export class FetchSession {
    */
   private async run(): Promise<void> {
     while (this.subscriptions.size > 0) {
-      this.round += 1;
       const wanted = this.wanted();
       if (wanted.size === 0) {
         await this.pause(sessionFetchWaitMs);
@@ -409,24 +399,22 @@ export class FetchSession {
         this.failAll(asError(error));
         continue;
       }
+      // A partition of a broker with a fetch under way waits for it: its answer moves the
+      // partition's readers on (a leader moved meanwhile: the position tells the later answer).
+      let sent = false;
       for (const [nodeId, partitions] of this.byLeader(cluster, wanted)) {
         if (this.fetching.has(nodeId)) continue;
-        const keys = [...partitions].flatMap(([topic, byPartition]) =>
-          [...byPartition.keys()].map((p) => `${p}:${topic}`),
-        );
-        for (const key of keys) this.inFetch.add(key);
+        sent = true;
         const fetch = this.fetchFrom(cluster, nodeId, partitions)
-          .catch((error: unknown) => {
-            for (const byPartition of partitions.values())
-              for (const readers of byPartition.values()) this.failed(readers, asError(error));
-          })
+          .catch((error: unknown) => this.failPartitions(partitions, asError(error)))
           .finally(() => {
             this.fetching.delete(nodeId);
-            for (const key of keys) this.inFetch.delete(key);
             this.wake();
           });
         this.fetching.set(nodeId, fetch);
       }
+      // Readers of a partition at different positions take turns fetch by fetch.
+      if (sent) this.round += 1;
       await this.pause(sessionFetchWaitMs);
     }
     // Not over while a fetch is: its answer is delivered, or its readers are failed.
@@ -447,7 +435,7 @@ export class FetchSession {
     } catch (error) {
       const broken = new Map<string, Error>();
       const broker = await cluster.brokerPool.findConnectedBroker();
-      for (const topic of new Set([...this.topics, ...cluster.targetTopics])) {
+      for (const topic of [...cluster.targetTopics]) {
         try {
           await broker.metadata([topic]);
         } catch (failure) {
@@ -457,7 +445,6 @@ export class FetchSession {
       }
       if (broken.size === 0) throw error;
       for (const [topic, failure] of broken) {
-        this.topics.delete(topic);
         cluster.targetTopics.delete(topic);
         const why = new Error(`topic ${topic}: ${failure.message}`, { cause: failure });
         for (const s of [...this.subscriptions]) if (s.topic === topic) this.fail(s, why);
@@ -469,7 +456,7 @@ export class FetchSession {
 
   /**
    * Each partition wanted now, by topic, with its readers. Readers of one partition at one
-   * position share the fetch; readers at different positions take turns, round by round, so that
+   * position share the fetch; readers at different positions take turns, fetch by fetch, so that
    * a cube catching up does not hold back one at the log end, nor the other way round.
    */
   private wanted(): Map<string, Map<number, Reader[]>> {
@@ -477,7 +464,6 @@ export class FetchSession {
     for (const subscription of this.subscriptions) {
       for (const [partition, position] of subscription.positions) {
         if (subscription.paused.has(partition) || subscription.busy.has(partition)) continue;
-        if (this.inFetch.has(`${partition}:${subscription.topic}`)) continue;
         if (!subscription.sink.wants(partition)) continue;
         let topic = out.get(subscription.topic);
         if (!topic) out.set(subscription.topic, (topic = new Map<number, Reader[]>()));
@@ -559,10 +545,7 @@ export class FetchSession {
       }));
     } catch (error) {
       this.metadataStale = true;
-      const failure = asError(error);
-      for (const byPartition of partitions.values()) {
-        for (const readers of byPartition.values()) this.failed(readers, failure);
-      }
+      this.failPartitions(partitions, asError(error));
       return;
     }
     const at = Date.now();
@@ -698,6 +681,11 @@ export class FetchSession {
 
   private failed(readers: Reader[], error: Error): void {
     for (const { subscription } of readers) this.fail(subscription, error);
+  }
+
+  private failPartitions(partitions: Map<string, Map<number, Reader[]>>, error: Error): void {
+    for (const byPartition of partitions.values())
+      for (const readers of byPartition.values()) this.failed(readers, error);
   }
 
   private failAll(error: Error): void {

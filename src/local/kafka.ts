@@ -307,7 +307,8 @@ export async function startKafka(
     version,
     clusterId,
     formatArguments: scramFormatArguments(),
-    bootstrap: `${host}:${brokerPort}`,
+    host,
+    port: brokerPort,
     id: nodeId,
   });
   return {
@@ -363,7 +364,8 @@ export async function startJoiningBroker(
     version: controller.version,
     clusterId,
     formatArguments: [],
-    bootstrap: `${host}:${port}`,
+    host,
+    port,
     id,
   });
   return { ...running, ports: { broker: port, controller: controller.ports.controller } };
@@ -379,7 +381,9 @@ async function launchBroker(o: {
   version: string;
   clusterId: string;
   formatArguments: string[];
-  bootstrap: string;
+  /** Of its PLAINTEXT listener. */
+  host: string;
+  port: number;
   id: number;
 }): Promise<Omit<KafkaBroker, 'ports'>> {
   const { dir, classpath, version } = o;
@@ -405,15 +409,11 @@ async function launchBroker(o: {
   // A restarted broker appends to the log of the last run: only what it writes now tells.
   const logStart = existsSync(logFile) ? readFileSync(logFile).length : 0;
   const pid = startService('java', [...java, '-cp', classpath, 'kafka.Kafka', propsFile], logFile);
-  const broker = { version, bootstrap: o.bootstrap, pid, logFile, dataDir };
-  const [host, port] = [
-    o.bootstrap.slice(0, o.bootstrap.lastIndexOf(':')),
-    Number(o.bootstrap.slice(o.bootstrap.lastIndexOf(':') + 1)),
-  ];
+  const broker = { version, bootstrap: `${o.host}:${o.port}`, pid, logFile, dataDir };
   await waitForService(
     `Kafka ${version} broker`,
     async () =>
-      (await canConnect(host, port)) &&
+      (await canConnect(o.host, o.port)) &&
       // The listener accepts connections before the broker has caught up with the metadata log:
       // ready is the broker saying so in its log, or answering Metadata with itself in it.
       (/Kafka Server started/.test(readFileSync(logFile).subarray(logStart).toString('utf8')) ||

@@ -320,9 +320,10 @@ test('a replica set lost under load fails over from its committed offsets; back,
   const journals: ReassignJournal[] = seen.map((v) => v.cube.status!.reassign!);
   const firstSeenAt = seen[0]?.at;
   // How long each phase was the cube's, from the watch: for the log line at the end.
-  const phaseTimes = seen.map(
-    (v) =>
-      `${v.cube.status!.reassign!.phase} ${(recorder.versions[recorder.versions.indexOf(v) + 1]?.at ?? v.at) - v.at} ms`,
+  const phaseTimes = recorder.versions.flatMap(({ cube: c, at }, i) =>
+    c.status?.reassign
+      ? [`${c.status.reassign.phase} ${(recorder.versions[i + 1]?.at ?? at) - at} ms`]
+      : [],
   );
 
   // Not before the pods had been NotReady for failoverAfter (their lastTransitionTime is kept

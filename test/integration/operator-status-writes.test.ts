@@ -3,12 +3,10 @@
 // changed — a stable cube not at all between resyncs, a cube under load at most once per resync.
 // Its own writes do not wake it. Counted from the API server's watch and the receivers' metrics.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Watch } from '@kubernetes/client-node';
 import { type Producer } from 'kafkajs';
-import { group, plural, version } from '../../src/api/cube-assignment.ts';
 import { createTopic, testSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
-import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { cubeApi, recordVersions, waitForSettled } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 
 const stack = useOperatorStack({ name: 'status-writes', replicaSets: ['rs-a', 'rs-b'] });
@@ -36,18 +34,12 @@ async function createCube(name: string, topic: string): Promise<void> {
 
 /** The resourceVersions the cube's object takes (MODIFIED watch events) over `ms` from `since`. */
 async function versionsOver(name: string, since: string, ms: number): Promise<string[]> {
-  const versions: string[] = [];
-  const request = await new Watch(stack.kc).watch(
-    `/apis/${group}/${version}/namespaces/${stack.namespace}/${plural}`,
-    { fieldSelector: `metadata.name=${name}`, resourceVersion: since },
-    (phase, object: { metadata?: { resourceVersion?: string } }) => {
-      if (phase === 'MODIFIED') versions.push(object.metadata?.resourceVersion ?? '?');
-    },
-    () => undefined,
-  );
+  const recorder = await recordVersions(stack.kc, stack.namespace, name, since);
   await sleep(ms);
-  request.abort();
-  return versions;
+  recorder.stop();
+  return recorder.versions
+    .filter((v) => v.type === 'MODIFIED')
+    .map((v) => v.cube.metadata?.resourceVersion ?? '?');
 }
 
 /** Admin requests a receiver answered, by route (its own metrics). */

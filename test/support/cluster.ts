@@ -177,6 +177,7 @@ export async function waitForCube(
 
 /** One version of a cube as a watch delivered it, with when it arrived. */
 export interface SeenVersion {
+  type: 'ADDED' | 'MODIFIED';
   cube: CubeAssignment;
   at: number;
 }
@@ -190,14 +191,17 @@ export async function recordVersions(
   kc: KubeConfig,
   namespace: string,
   name: string,
+  /** From after this resourceVersion (the watch's own); from the cube as it is when not given. */
+  since?: string,
 ): Promise<{ versions: SeenVersion[]; stop: () => void; failure: () => unknown }> {
   const versions: SeenVersion[] = [];
   let failure: unknown;
   const request = await new Watch(kc).watch(
     `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
-    { fieldSelector: `metadata.name=${name}` },
+    { fieldSelector: `metadata.name=${name}`, ...(since ? { resourceVersion: since } : {}) },
     (type: string, object: CubeAssignment) => {
-      if (type === 'ADDED' || type === 'MODIFIED') versions.push({ cube: object, at: Date.now() });
+      if (type === 'ADDED' || type === 'MODIFIED')
+        versions.push({ type, cube: object, at: Date.now() });
     },
     (error: unknown) => {
       // An abort by stop() ends the watch with an AbortError: not a failure.

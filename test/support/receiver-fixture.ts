@@ -1,9 +1,9 @@
 // One receiver process and a kafkajs admin for a suite (or a describe block): started before its
 // tests, stopped after them, so that suites do not copy the same beforeAll/afterAll.
-import { logLevel, type Admin, type Kafka } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
+import type { Admin, Kafka } from 'kafkajs';
 import { testEnvironment } from '../env/connection.ts';
 import type { TestEnvironment } from '../../src/local/environment.ts';
+import { testKafka } from './kafka-clients.ts';
 import { ReceiverProcess, type ReceiverProcessOptions, tempDir } from './receiver-process.ts';
 
 export interface ReceiverFixture {
@@ -19,11 +19,7 @@ export function useReceiver(
   options: Pick<ReceiverProcessOptions, 'id'> & Partial<ReceiverProcessOptions>,
 ): ReceiverFixture {
   const env = testEnvironment();
-  const kafka = createKafka({
-    clientId: `${options.id}-test`,
-    brokers: [env.kafka.bootstrap],
-    logLevel: logLevel.NOTHING,
-  });
+  const kafka = testKafka(`${options.id}-test`);
   let admin: Admin | undefined;
   let receiver: ReceiverProcess | undefined;
   beforeAll(async () => {
