@@ -291,6 +291,26 @@ export const partitionMove = z.object({
 });
 export type PartitionMove = z.infer<typeof partitionMove>;
 
+/** partition → offset ranges [from, to) another replica set committed: read over, not again. */
+const committedRanges = z.record(
+  partitionKey,
+  z.array(z.object({ from: offset, to: offset })).max(1000),
+);
+
+/** Replica sets a move fenced in deep storage, and where the new owners read over their data. */
+const fencedSets = z.object({
+  replicaSets: z
+    .array(replicaSetName)
+    .min(1)
+    .meta(kubernetes({ listType: 'set' })),
+  /**
+   * partition → offset ranges [from, to) at or past its stop offset that a fenced set had
+   * committed already (the stop offsets are past the first of them): the new owner skips them
+   * (they are counted once, in that set's commit records). Written with the fence.
+   */
+  committedAbove: committedRanges.optional(),
+});
+
 /** The journal of the move in flight; every phase is persisted before the next begins. */
 export const reassignJournal = z.object({
   id: z.string().min(1).max(63),
@@ -307,22 +327,13 @@ export const reassignJournal = z.object({
    * Present on a failover: the replica sets lost (no ready receiver for spec.failoverAfter) whose
    * partitions the moves take elsewhere. Its phases are Planned → Fencing → Starting.
    */
-  failover: z
-    .object({
-      replicaSets: z
-        .array(replicaSetName)
-        .min(1)
-        .meta(kubernetes({ listType: 'set' })),
-      /**
-       * partition → offset ranges [from, to) at or past its stop offset that the lost set had
-       * committed already: the new owner skips them (they are counted once, in the lost set's
-       * commit records). Written in Fencing.
-       */
-      committedAbove: z
-        .record(partitionKey, z.array(z.object({ from: offset, to: offset })).max(1000))
-        .optional(),
-    })
-    .optional(),
+  failover: fencedSets.optional(),
+  /**
+   * Written in Starting when a source set has replicas that are not Ready (they missed the
+   * release, and may come back consuming past the stop offsets under the old epoch): each such
+   * set is fenced in deep storage from the stop offsets on, before any target starts.
+   */
+  stopFence: fencedSets.optional(),
   startedAt: timestamp,
   /** When the current phase began: its deadline counts from here. */
   phaseStartedAt: timestamp.optional(),

@@ -13,7 +13,12 @@ import type {
   ReassignJournal,
   ReassignPhase,
 } from '../api/cube-assignment.ts';
-import type { AssignCubeRequest, CubeStatus, FenceResponse } from '../protocol/admin-api.ts';
+import type {
+  AssignCubeRequest,
+  CubeStatus,
+  FenceRequest,
+  FenceResponse,
+} from '../protocol/admin-api.ts';
 import { ReceiverApiError, isStaleLeader, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
@@ -666,6 +671,30 @@ export function fencedMessage(
   return `receiver ${endpoint.name} (${endpoint.replicaSet}) had consumed past the stop offsets of partitions ${what} under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off`;
 }
 
+/** A fence written through the first of `fencers` that answers; the last failure if none does. */
+async function fenceThrough(
+  ctx: ReassignContext,
+  fencers: ReceiverEndpoint[],
+  request: FenceRequest,
+): Promise<FenceResponse> {
+  let failure: unknown;
+  for (const endpoint of fencers) {
+    try {
+      return await call(ctx, endpoint, 'fence', 'FenceFailed', (c) =>
+        c.fence(ctx.cube, request, ctx.signal),
+      );
+    } catch (error) {
+      if (!(error instanceof PhaseBlocked)) throw error;
+      failure = error;
+    }
+  }
+  throw failure;
+}
+
+/** The ranges a fence answered committed of partition `p`. */
+const committedOf = (answer: FenceResponse, p: number): { from: bigint; to: bigint }[] =>
+  (answer.committed[String(p)] ?? []).map(([from, to]) => ({ from: BigInt(from), to: BigInt(to) }));
+
 /**
  * A failover's first phase: the lost replica sets are fenced in deep storage, through a receiver
  * of a target set (the operator has no access of its own), which then reads what each lost set had
@@ -695,28 +724,11 @@ async function fencing(ctx: ReassignContext, journal: ReassignJournal): Promise<
       id: journal.id,
       partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
     };
-    let answer: FenceResponse | undefined;
-    let failure: unknown;
-    for (const endpoint of fencers) {
-      try {
-        answer = await call(ctx, endpoint, 'fence', 'FenceFailed', (c) =>
-          c.fence(ctx.cube, request, ctx.signal),
-        );
-        break;
-      } catch (error) {
-        if (!(error instanceof PhaseBlocked)) throw error;
-        failure = error;
-      }
-    }
-    if (!answer) throw failure;
+    const answer = await fenceThrough(ctx, fencers, request);
     receiverFinished('Fencing');
     for (const p of partitions) {
       const start = BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
-      const committed = (answer.committed[String(p)] ?? []).map(([from, to]) => ({
-        from: BigInt(from),
-        to: BigInt(to),
-      }));
-      const { restart, readOver } = failoverStart(start, committed);
+      const { restart, readOver } = failoverStart(start, committedOf(answer, p));
       stops[String(p)] = restart.toString();
       if (readOver.length > 0)
         above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
@@ -795,16 +807,19 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
       }
     }
   }
+  const fenced = await stopFence(ctx, journal);
+  if (fenced) return fenced;
   const epochs = ctx.object.status?.epochs ?? {};
+  const committedAbove = journal.failover?.committedAbove ?? journal.stopFence?.committedAbove;
   for (const [rs, partitions] of byTarget(journal)) {
     const starts = partitions.map((p) => ({
       partition: p,
       position: journal.stopOffsets?.[String(p)] ?? '0',
       epoch: (epochs[String(p)] ?? 0) + 1,
       watermark: journal.watermarks?.[String(p)] ?? null,
-      ...(journal.failover?.committedAbove?.[String(p)]?.length
+      ...(committedAbove?.[String(p)]?.length
         ? {
-            committedElsewhere: journal.failover.committedAbove[String(p)]!.map(
+            committedElsewhere: committedAbove[String(p)]!.map(
               (r) => [r.from, r.to] as [string, string],
             ),
           }
@@ -832,6 +847,77 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
     }
   }
   return finished();
+}
+
+/**
+ * The stop fence, once the sources have released and before any target starts: a source set with
+ * replicas that are not Ready missed the release with them, and such a replica may come back
+ * consuming its partitions under the old epoch past the stop offsets, sealing and committing
+ * windows before convergence reaches it (that excess and the new owner's data would both be
+ * committed). So the set is fenced in deep storage from the stop offsets on (hand-off-commit.ts,
+ * fenceReplicaSet with `from`), through a receiver of a target set, and what it had committed past
+ * them already (before the fence) is where the targets start, or what they read over, as in a
+ * failover. Written to the journal before the targets start; undefined when nothing is to fence
+ * or the journal says it is done.
+ */
+async function stopFence(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<PhaseRun | undefined> {
+  if (journal.failover || journal.stopFence) return undefined;
+  const away = [...bySource(journal)].filter(([rs]) => (ctx.notReady?.get(rs) ?? []).length > 0);
+  if (away.length === 0) return undefined;
+  const epochs = ctx.object.status?.epochs ?? {};
+  const targets = [...byTarget(journal).keys()];
+  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
+  if (fencers.length === 0)
+    throw new PhaseBlocked(
+      'TargetReceiverUnavailable',
+      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${away.map(([rs]) => rs).join(', ')} from the stop offsets`,
+    );
+  const stops: Record<string, string> = {};
+  const above: Record<string, { from: string; to: string }[]> = {};
+  for (const [rs, partitions] of away) {
+    const request = {
+      replicaSet: rs,
+      id: `${journal.id}-stop`,
+      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+      from: stopsOf(journal, partitions),
+    };
+    const answer = await fenceThrough(
+      ctx,
+      fencers.filter((e) => e.replicaSet !== rs),
+      request,
+    );
+    for (const p of partitions) {
+      const stop = BigInt(request.from[String(p)]!);
+      const { restart, readOver } = failoverStart(stop, committedOf(answer, p));
+      if (restart !== stop) stops[String(p)] = restart.toString();
+      if (readOver.length > 0)
+        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+    }
+    const missed = ctx.notReady?.get(rs) ?? [];
+    const fencedEpochs = [...new Set(Object.values(request.partitions))];
+    ctx.event(
+      'Warning',
+      'StopFenced',
+      `reassign ${journal.id}: receiver${plural(missed, '', 's')} ${missed.join(', ')} of ${rs} ${plural(missed, 'is', 'are')} not Ready and missed the release of partition${plural(partitions, '', 's')} ${partitions.join(', ')}: ${rs} is fenced in deep storage from ${describeOffsets(request.from)} under epoch${plural(fencedEpochs, '', 's')} ${fencedEpochs.join(', ')}, so what ${plural(missed, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(stops).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(stops)}` : ''}`,
+    );
+  }
+  return {
+    finished: false,
+    message: `source replica sets ${away.map(([rs]) => rs).join(', ')} fenced from the stop offsets`,
+    requeueAfterMs: requeueDelayMs.advanced,
+    journal: {
+      ...(Object.keys(stops).length > 0
+        ? { stopOffsets: { ...journal.stopOffsets, ...stops } }
+        : {}),
+      stopFence: {
+        replicaSets: away.map(([rs]) => rs),
+        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
+      },
+    },
+  };
 }
 
 /**

@@ -75,10 +75,11 @@ export const drainRequest = z.object({
 export type DrainRequest = z.input<typeof drainRequest>;
 
 /**
- * POST …/cubes/:cube/fence, to a receiver of a live replica set: fences `replicaSet` (lost) for
- * `partitions` — a record in deep storage under which none of that set's copies holding those
- * partitions under those epochs or older is committed any more — then, after `graceMs` (for a
- * commit of the lost set already under way), takes the set's next record version of each of its
+ * POST …/cubes/:cube/fence, to a receiver of another replica set: fences `replicaSet` (lost, or
+ * the source of a move some of whose replicas missed the release) for `partitions` — a record in
+ * deep storage under which none of that set's copies holding those partitions under those epochs
+ * or older (at or past `from`, when given) is committed any more — then, after `graceMs` (for a
+ * commit of the set already under way), takes the set's next record version of each of its
  * windows and reads what the set had committed of them (hand-off-commit.ts, fenceReplicaSet).
  */
 export const fenceRequest = z.object({
@@ -87,6 +88,8 @@ export const fenceRequest = z.object({
   id: z.string().min(1).max(63),
   /** partition → the highest epoch fenced. */
   partitions: z.record(partitionKey, epoch),
+  /** partition → the first offset fenced (a move's stop offset); absent: every offset. */
+  from: z.record(partitionKey, offset).optional(),
   graceMs: z.number().int().min(0).max(60_000).default(5_000),
 });
 export type FenceRequest = z.input<typeof fenceRequest>;

@@ -218,19 +218,34 @@ export type CommitOutcome =
    */
   | { kind: 'behind'; by: string; version: number; offsetRanges: Record<string, RangeJson[]> };
 
-/** A failover's fence of a replica set (a record under the cube's `fences/`). */
+/**
+ * A fence of a replica set (a record under the cube's `fences/`): a failover's, of a lost set, or
+ * a move's stop fence, of a source set some of whose replicas missed the release (`from`).
+ */
 export interface FenceRecord {
   id: string;
   replicaSet: string;
   /** partition → the highest epoch fenced: copies holding it under that epoch or older. */
   partitions: Record<string, number>;
+  /**
+   * partition → the first offset fenced (a move's stop offset: what the set read from there on
+   * under the fenced epoch is the next owner's). Absent, or absent for a partition: every offset.
+   */
+  from?: Record<string, string>;
   /** The receiver that wrote it, for a person. */
   by: string;
   fencedAt: string;
 }
 
-/** partition → the highest epoch fenced, and the fence that says so. */
-export type Fences = Map<number, { epoch: number; id: string }>;
+/** One fence of a partition: its epoch, its id, and the first offset it fences (none: all). */
+export interface PartitionFence {
+  epoch: number;
+  id: string;
+  from?: bigint;
+}
+
+/** partition → every fence of it. */
+export type Fences = Map<number, PartitionFence[]>;
 
 /** The directory of a cube in deep storage: its windows' and its fences'. */
 export function cubeDir(target: Pick<HandOffTarget, 'namespace' | 'cube'>): string {
@@ -243,7 +258,7 @@ export function cubeDir(target: Pick<HandOffTarget, 'namespace' | 'cube'>): stri
 const fencesDir = (cube: string, replicaSet: string): string =>
   `${cube}/fences/replicaSet=${replicaSet}`;
 
-/** Every fence of one replica set of a cube, merged: the highest epoch per partition. */
+/** Every fence of one replica set of a cube, by partition. */
 export async function fencesOf(
   storage: DeepStorage,
   cube: string,
@@ -258,16 +273,27 @@ export async function fencesOf(
     if (text === undefined) continue;
     const fence = JSON.parse(text) as FenceRecord;
     for (const [p, epoch] of Object.entries(fence.partitions)) {
-      const held = out.get(Number(p));
-      if (!held || held.epoch < epoch) out.set(Number(p), { epoch, id: fence.id });
+      const from = fence.from?.[p];
+      const list = out.get(Number(p)) ?? [];
+      list.push({ epoch, id: fence.id, ...(from === undefined ? {} : { from: BigInt(from) }) });
+      out.set(Number(p), list);
     }
   }
   return out;
 }
 
+/** `ranges` cut to the offsets at or past `from` (all of them when `from` is undefined). */
+function rangesFrom(ranges: OffsetRange[], from: bigint | undefined): OffsetRange[] {
+  if (from === undefined) return ranges;
+  return ranges.flatMap((r) =>
+    r.to <= from ? [] : [{ from: r.from < from ? from : r.from, to: r.to }],
+  );
+}
+
 /**
  * The id of a fence that one of `handOffs` falls under — offsets of a partition under an epoch it
- * fenced, beyond `committed` (the window's latest record) — if any.
+ * fenced, at or past the fence's first offset, beyond `committed` (the window's latest record) —
+ * if any.
  */
 export function fencedIn(
   handOffs: CommitRecord['handOffs'],
@@ -277,10 +303,13 @@ export function fencedIn(
   if (fences.size === 0) return undefined;
   for (const h of handOffs)
     for (const [p, ranges] of Object.entries(h.offsetRanges)) {
-      const fence = fences.get(Number(p));
       const epoch = h.epochs[p];
-      if (!fence || epoch === undefined || epoch > fence.epoch || ranges.length === 0) continue;
-      if (!covers(committed, new Map([[Number(p), rangesFromJson(ranges)]]))) return fence.id;
+      if (epoch === undefined || ranges.length === 0) continue;
+      for (const fence of fences.get(Number(p)) ?? []) {
+        if (epoch > fence.epoch) continue;
+        const held = rangesFrom(rangesFromJson(ranges), fence.from);
+        if (held.length > 0 && !covers(committed, new Map([[Number(p), held]]))) return fence.id;
+      }
     }
   return undefined;
 }
@@ -403,12 +432,14 @@ async function windowBarrier(o: {
 }
 
 /**
- * Fences a lost replica set of a cube (a failover): writes the fence record (once: the same id
- * twice finds it written), waits `graceMs` for a commit of that set already under way, takes the
- * set's next record version of every window it handed off to (windowBarrier: a commit that
- * stalled past the grace cannot land after the fence is read), then answers, per fenced
+ * Fences a replica set of a cube — a lost one (a failover), or a source of a move some of whose
+ * replicas missed the release (`from`: the stop offsets) — writes the fence record (once: the
+ * same id twice finds it written), waits `graceMs` for a commit of that set already under way,
+ * takes the set's next record version of every window it handed off to (windowBarrier: a commit
+ * that stalled past the grace cannot land after the fence is read), then answers, per fenced
  * partition, the offsets the set's latest commit records cover. From the fence on, that set
- * writes no record holding a fenced partition under a fenced epoch.
+ * writes no record holding a fenced partition under a fenced epoch (from `from` on, if given)
+ * beyond what its records hold.
  */
 export async function fenceReplicaSet(o: {
   storage: DeepStorage;
@@ -416,6 +447,7 @@ export async function fenceReplicaSet(o: {
   replicaSet: string;
   id: string;
   partitions: Record<string, number>;
+  from?: Record<string, string> | undefined;
   by: string;
   graceMs: number;
   now?: () => number;
@@ -427,6 +459,7 @@ export async function fenceReplicaSet(o: {
     id: o.id,
     replicaSet: o.replicaSet,
     partitions: o.partitions,
+    ...(o.from && Object.keys(o.from).length > 0 ? { from: o.from } : {}),
     by: o.by,
     fencedAt: new Date(o.now?.() ?? Date.now()).toISOString(),
   };

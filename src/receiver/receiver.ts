@@ -415,9 +415,10 @@ export class Receiver {
   }
 
   /**
-   * A failover's fence of a lost replica set of the cube (hand-off-commit.ts): needs deep storage
-   * only, not the cube, which this receiver may not hold yet. The lost set's commits are refused
-   * from the fence on; the answer is what it had committed of the fenced partitions.
+   * A fence of another replica set of the cube (hand-off-commit.ts): a failover's, of a lost set,
+   * or a move's stop fence (`from`). Needs deep storage only, not the cube, which this receiver
+   * may not hold yet. The set's commits are refused from the fence on; the answer is what it had
+   * committed of the fenced partitions.
    */
   async fence(key: CubeKey, body: unknown): Promise<FenceResponse> {
     const request = fenceRequest.parse(body);
@@ -433,16 +434,21 @@ export class Receiver {
       replicaSet: request.replicaSet,
       id: request.id,
       partitions: request.partitions,
+      from: request.from,
       by: this.config.id,
       graceMs: request.graceMs ?? 5_000,
     });
-    this.logger.warn('replica set fenced for a failover', {
-      cube: key.name,
-      namespace: key.namespace,
-      fenced: request.replicaSet,
-      failover: request.id,
-      records,
-    });
+    this.logger.warn(
+      request.from ? 'replica set fenced from stop offsets' : 'replica set fenced for a failover',
+      {
+        cube: key.name,
+        namespace: key.namespace,
+        fenced: request.replicaSet,
+        fence: request.id,
+        ...(request.from ? { from: request.from } : {}),
+        records,
+      },
+    );
     return { committed: rangeMapToJson(committed), records };
   }
 

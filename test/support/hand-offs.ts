@@ -127,7 +127,7 @@ export function addTotals(a: Totals, b: Totals): Totals {
 const cubeDirOf = (h: HandOff): string => h.dir.slice(0, h.dir.lastIndexOf(`${sep}window=`));
 
 /**
- * The replica sets of cubes named `cube` that a failover fenced (a `fences/replicaSet=<set>`
+ * The replica sets of cubes named `cube` that a fence covers, a failover's or a move's stop fence (a `fences/replicaSet=<set>`
  * directory beside the cube's windows in deep storage).
  */
 export function fencedReplicaSets(
@@ -154,8 +154,10 @@ export function fencedReplicaSets(
  */
 export function fencedCopies(list: HandOff[]): Set<string> {
   const out = new Set<string>();
-  const fences = new Map<string, Map<number, number>>();
-  const fencesOf = (cubeDir: string, replicaSet: string): Map<number, number> => {
+  /** partition → each fence's epoch and first offset fenced (a move's stop fence; else 0). */
+  type Fenced = Map<number, { epoch: number; from: bigint }[]>;
+  const fences = new Map<string, Fenced>();
+  const fencesOf = (cubeDir: string, replicaSet: string): Fenced => {
     const key = `${cubeDir}\n${replicaSet}`;
     let found = fences.get(key);
     if (found) return found;
@@ -165,9 +167,13 @@ export function fencedCopies(list: HandOff[]): Set<string> {
       for (const name of readdirSync(dir).filter((n) => n.endsWith('.json'))) {
         const fence = JSON.parse(readFileSync(join(dir, name), 'utf8')) as {
           partitions: Record<string, number>;
+          from?: Record<string, string>;
         };
         for (const [p, epoch] of Object.entries(fence.partitions))
-          found.set(Number(p), Math.max(epoch, found.get(Number(p)) ?? -1));
+          found.set(Number(p), [
+            ...(found.get(Number(p)) ?? []),
+            { epoch, from: BigInt(fence.from?.[p] ?? '0') },
+          ]);
       }
     fences.set(key, found);
     return found;
@@ -198,10 +204,19 @@ export function fencedCopies(list: HandOff[]): Set<string> {
     const { named, covered } = recordsIn(setDir);
     if (named.has(h.dir)) continue;
     // Fenced offsets beyond what the window's record covers: a copy never to be data.
-    const beyond = Object.entries(h.manifest.offsetRanges).some(
-      ([p, ranges]) =>
-        (h.manifest.epochs[p] ?? Infinity) <= (fence.get(Number(p)) ?? -1) &&
-        rangesFromJson(ranges).some((r) => !within(covered.get(Number(p)) ?? [], r)),
+    const beyond = Object.entries(h.manifest.offsetRanges).some(([p, ranges]) =>
+      (fence.get(Number(p)) ?? []).some(
+        (f) =>
+          (h.manifest.epochs[p] ?? Infinity) <= f.epoch &&
+          rangesFromJson(ranges).some(
+            (r) =>
+              r.to > f.from &&
+              !within(covered.get(Number(p)) ?? [], {
+                from: r.from < f.from ? f.from : r.from,
+                to: r.to,
+              }),
+          ),
+      ),
     );
     if (beyond) out.add(h.dir);
   }

@@ -223,7 +223,7 @@ function fakeReceiver(
     fence: (_cube: string, request: FenceRequest, signal?: AbortSignal) =>
       answer(
         'fence',
-        `${request.replicaSet} ${JSON.stringify(request.partitions)}`,
+        `${request.replicaSet} ${JSON.stringify(request.partitions)}${request.from ? ` from ${JSON.stringify(request.from)}` : ''}`,
         signal,
         () => ({
           committed: committedBy[request.replicaSet] ?? {},
@@ -1388,5 +1388,93 @@ describe('stepReassign: a failover of a lost replica set', () => {
     expect(outcome.kind).toBe('blocked');
     if (outcome.kind === 'blocked') expect(outcome.error.reason).toBe('FenceFailed');
     expect(h.log.filter((l) => l.startsWith('persist'))).toEqual([]);
+  });
+});
+
+describe('stepReassign: a source replica not Ready at Starting (the stop fence)', () => {
+  test('its set is fenced from the stop offsets through a target, written to the journal, before any target starts; then the targets start there', async () => {
+    const h = harness(journalAt('Starting'));
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-2']]]);
+    const first = await stepReassign(h.ctx, h.object().status!.reassign!);
+    expect(first.kind).toBe('waiting');
+    expect(h.log).toEqual([
+      'rs-a-0 release [0,1]',
+      'rs-a-1 release [0,1]',
+      'rs-b-0 fence rs-a {"0":1,"1":1} from {"0":"105","1":"200"}',
+      'persist Starting',
+    ]);
+    expect(h.object().status?.reassign).toMatchObject({
+      phase: 'Starting',
+      stopOffsets: { '0': '105', '1': '200' },
+      stopFence: { replicaSets: ['rs-a'] },
+    });
+    expect(h.events).toEqual([
+      'Warning StopFenced: reassign r-2-abcdef: receiver rs-a-2 of rs-a is not Ready and missed the release of partitions 0, 1: rs-a is fenced in deep storage from 0 at 105, 1 at 200 under epoch 1, so what it reads past the stop offsets is never committed',
+    ]);
+    h.log.length = 0;
+    const second = await stepReassign(
+      { ...h.ctx, object: h.object() },
+      h.object().status!.reassign!,
+    );
+    expect(second.kind).toBe('advanced');
+    // Fenced once: the journal says so.
+    expect(h.log.filter((l) => l.includes('fence'))).toEqual([]);
+    expect(h.log.filter((l) => l.includes('assign'))).toEqual([
+      'rs-b-0 assign 0@105/e2/w1500,1@200/e2/w2000',
+      'rs-b-1 assign 0@105/e2/w1500,1@200/e2/w2000',
+    ]);
+  });
+
+  test('what the set committed past a stop offset before the fence: the targets start past it and read over the rest', async () => {
+    const h = harness(journalAt('Starting'));
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-2']]]);
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      return {
+        ...c,
+        fence: async (cube, request, signal) => ({
+          ...(await c.fence(cube, request, signal)),
+          committed: {
+            '1': [
+              ['150', '230'],
+              ['240', '250'],
+            ],
+          },
+        }),
+      };
+    };
+    expect((await stepReassign(h.ctx, h.object().status!.reassign!)).kind).toBe('waiting');
+    expect(h.object().status?.reassign).toMatchObject({
+      stopOffsets: { '0': '105', '1': '230' },
+      stopFence: { replicaSets: ['rs-a'], committedAbove: { '1': [{ from: '240', to: '250' }] } },
+    });
+    expect(h.events[0]).toContain(
+      'it had committed past them already, so the targets start at 1 at 230',
+    );
+    h.log.length = 0;
+    await stepReassign({ ...h.ctx, object: h.object() }, h.object().status!.reassign!);
+    expect(h.log.filter((l) => l.includes('assign'))).toEqual([
+      'rs-b-0 assign 0@105/e2/w1500,1@230/e2/w2000 skip [["240","250"]]',
+      'rs-b-1 assign 0@105/e2/w1500,1@230/e2/w2000 skip [["240","250"]]',
+    ]);
+  });
+
+  test('every source replica Ready, or a failover: no stop fence', async () => {
+    const ready = harness(journalAt('Starting'));
+    ready.ctx.notReady = new Map([['rs-b', ['rs-b-2']]]);
+    expect((await stepReassign(ready.ctx, journalAt('Starting'))).kind).toBe('advanced');
+    expect(ready.log.some((l) => l.includes('fence'))).toBe(false);
+  });
+
+  test('no target receiver to fence through: blocked, no target started', async () => {
+    const h = harness(journalAt('Starting'), {
+      faults: { 'rs-b-0 fence': 'unreachable', 'rs-b-1 fence': 'unreachable' },
+    });
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-2']]]);
+    const outcome = await stepReassign(h.ctx, h.object().status!.reassign!);
+    expect(outcome.kind).toBe('blocked');
+    if (outcome.kind === 'blocked') expect(outcome.error.reason).toBe('FenceFailed');
+    expect(h.log.some((l) => l.includes('assign'))).toBe(false);
   });
 });

@@ -532,3 +532,107 @@ describe('a failover fence of a lost replica set', () => {
     ).toEqual({ kind: 'committed', version: 2 });
   });
 });
+
+describe("a move's stop fence of a source set, from the stop offsets on", () => {
+  const fence = (s: MemoryDeepStorage, from: Record<string, string>, id = 'r-1-abcdef-stop') =>
+    fenceReplicaSet({
+      storage: s,
+      cube: { namespace: 'a', cube: 'orders' },
+      replicaSet: 'rs-a',
+      id,
+      partitions: Object.fromEntries(Object.keys(from).map((p) => [p, 1])),
+      from,
+      by: 'rs-b-0',
+      graceMs: 0,
+      sleep: () => Promise.resolve(),
+    });
+  const commitAs = (
+    s: MemoryDeepStorage,
+    receiver: string,
+    ranges: Record<number, [number, number][]>,
+    epoch = 1,
+  ) =>
+    commitWindow({
+      storage: s,
+      target: target(receiver),
+      windowStart: 0,
+      mine: [handOff(`${receiver}.e${epoch}.x`, ranges, epoch)],
+    });
+
+  test('the record says where the fence begins', async () => {
+    const s = new MemoryDeepStorage();
+    await fence(s, { '1': '40' });
+    const keys = await s.listKeys('namespace=a/orders/fences/replicaSet=rs-a');
+    expect(keys).toEqual(['r-1-abcdef-stop.json']);
+    const record = JSON.parse(
+      (await s.readObject(`namespace=a/orders/fences/replicaSet=rs-a/${keys[0]}`))!,
+    ) as { from: Record<string, string>; partitions: Record<string, number> };
+    expect(record).toMatchObject({ partitions: { '1': 1 }, from: { '1': '40' } });
+  });
+
+  test.each([
+    {
+      name: 'short of the stop: the set’s own data, committed',
+      ranges: { 1: [[0, 40]] },
+      epoch: 1,
+      kind: 'committed',
+    },
+    {
+      name: 'one offset past the stop under the fenced epoch: refused',
+      ranges: { 1: [[0, 41]] },
+      epoch: 1,
+      kind: 'fenced',
+    },
+    { name: 'wholly past the stop: refused', ranges: { 1: [[45, 50]] }, epoch: 1, kind: 'fenced' },
+    {
+      name: 'past the stop under a later epoch (the partition moved back): committed',
+      ranges: { 1: [[45, 50]] },
+      epoch: 2,
+      kind: 'committed',
+    },
+    {
+      name: 'another partition past the offset: not fenced',
+      ranges: { 0: [[0, 90]] },
+      epoch: 1,
+      kind: 'committed',
+    },
+  ] as { name: string; ranges: Record<number, [number, number][]>; epoch: number; kind: string }[])(
+    'a copy $name',
+    async ({ ranges, epoch, kind }) => {
+      const s = new MemoryDeepStorage();
+      await fence(s, { '1': '40' });
+      expect((await commitAs(s, 'rs-a-1', ranges, epoch)).kind).toBe(kind);
+    },
+  );
+
+  test('what the set committed past the stop before the fence stays committed, and the fence answers it', async () => {
+    const s = new MemoryDeepStorage();
+    expect((await commitAs(s, 'rs-a-1', { 0: [[0, 10]], 1: [[0, 48]] })).kind).toBe('committed');
+    const { committed } = await fence(s, { '1': '40' });
+    expect(committed.get(1)).toEqual([{ from: 0n, to: 48n }]);
+    // Covered by the record, so not refused; more past the stop is.
+    expect((await commitAs(s, 'rs-a-0', { 0: [[0, 10]], 1: [[0, 40]] })).kind).toBe('covered');
+    expect((await commitAs(s, 'rs-a-1', { 0: [[0, 12]], 1: [[0, 48]] })).kind).toBe('committed');
+    expect((await commitAs(s, 'rs-a-1', { 0: [[0, 12]], 1: [[0, 50]] })).kind).toBe('fenced');
+  });
+
+  test("a failover's fence of the same partition still fences every offset of its epochs", async () => {
+    const s = new MemoryDeepStorage();
+    await fence(s, { '1': '40' });
+    await fenceReplicaSet({
+      storage: s,
+      cube: { namespace: 'a', cube: 'orders' },
+      replicaSet: 'rs-a',
+      id: 'f-2-abcdef',
+      partitions: { '1': 1 },
+      by: 'rs-b-0',
+      graceMs: 0,
+      sleep: () => Promise.resolve(),
+    });
+    expect(await commitAs(s, 'rs-a-1', { 1: [[0, 10]] })).toEqual({
+      kind: 'fenced',
+      by: 'f-2-abcdef',
+      version: 0,
+    });
+  });
+});
