@@ -334,6 +334,18 @@ export const reassignJournal = z.object({
    * set is fenced in deep storage from the stop offsets on, before any target starts.
    */
   stopFence: fencedSets.optional(),
+  /**
+   * Written in Starting when a source set has had no ready receiver for spec.failoverAfter before
+   * its data of the moved partitions was committed (the targets wait for that commit): the set is
+   * fenced, and those partitions restart from the end of what it committed, not the stop offsets.
+   */
+  lostSources: fencedSets.optional(),
+  /**
+   * The targets started before the sources' data of the moved partitions was committed (they
+   * waited the phase timeout for it): a source set lost since keeps that data
+   * (status.releasedUncommitted) and is not failed over until it is committed.
+   */
+  startedUncommitted: z.boolean().optional(),
   startedAt: timestamp,
   /** When the current phase began: its deadline counts from here. */
   phaseStartedAt: timestamp.optional(),

@@ -21,6 +21,8 @@ import type {
 } from '../protocol/admin-api.ts';
 import { ReceiverApiError, isStaleLeader, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
+import { covers } from '../receiver/hand-off-commit.ts';
+import { rangesFromJson } from '../receiver/offset-ranges.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
 
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
@@ -114,6 +116,13 @@ export interface ReassignContext {
    * waitForAway). Absent: none.
    */
   notReady?: Map<string, string[]>;
+  /**
+   * Replica sets with no ready receiver for spec.failoverAfter. A source of the move among them,
+   * lost before its data of the moved partitions was committed (Starting waits for that commit
+   * before the targets start), has them restarted from the end of what it committed (see
+   * fenceLostSources). Absent: none.
+   */
+  lostReplicaSets?: ReadonlySet<string>;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
   onPhase: (phase: ReassignPhase, journal: ReassignJournal) => void;
   entries: PhaseEntries;
@@ -153,6 +162,8 @@ export const requeueDelayMs = {
   finished: 500,
   /** Pausing or Sealing waits for a replica of the move's sets that is not Ready. */
   replicaAway: 500,
+  /** Starting waits for the sources' data of the moved partitions to be committed. */
+  commitPending: 100,
 } as const;
 
 /** What one step did; `object` is the last version of the cube this step read or wrote. */
@@ -785,10 +796,12 @@ function failoverStartedMessage(
 
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  const lost = await fenceLostSources(ctx, journal);
+  if (lost) return lost;
   // Every source releases before any target starts: a source set with no ready receiver blocks
-  // the phase here (its partitions are drained and stopped, not lost). A failover's sources are
-  // lost and fenced: they are released when back, by convergence.
-  for (const [rs, partitions] of journal.failover ? [] : bySource(journal)) {
+  // the phase here (its partitions are drained and stopped, not lost) until it is back or lost.
+  // A failover's sources, and sources lost here, are fenced: released when back, by convergence.
+  for (const [rs, partitions] of journal.failover ? [] : liveSources(journal)) {
     for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
       try {
         const pending = await releaseAtStops(
@@ -809,15 +822,21 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
   }
   const fenced = await stopFence(ctx, journal);
   if (fenced) return fenced;
+  const uncommitted = await awaitReleasedCommit(ctx, journal);
+  if (uncommitted) return uncommitted;
   const epochs = ctx.object.status?.epochs ?? {};
-  const committedAbove = journal.failover?.committedAbove ?? journal.stopFence?.committedAbove;
+  const committedAbove = {
+    ...journal.stopFence?.committedAbove,
+    ...journal.lostSources?.committedAbove,
+    ...journal.failover?.committedAbove,
+  };
   for (const [rs, partitions] of byTarget(journal)) {
     const starts = partitions.map((p) => ({
       partition: p,
       position: journal.stopOffsets?.[String(p)] ?? '0',
       epoch: (epochs[String(p)] ?? 0) + 1,
       watermark: journal.watermarks?.[String(p)] ?? null,
-      ...(committedAbove?.[String(p)]?.length
+      ...(committedAbove[String(p)]?.length
         ? {
             committedElsewhere: committedAbove[String(p)]!.map(
               (r) => [r.from, r.to] as [string, string],
@@ -849,6 +868,159 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
   return finished();
 }
 
+/** The move's sources, but for those lost in Starting (journal.lostSources): fenced instead. */
+function liveSources(journal: ReassignJournal): Map<string, number[]> {
+  const lost = new Set(journal.lostSources?.replicaSets ?? []);
+  return new Map([...bySource(journal)].filter(([rs]) => !lost.has(rs)));
+}
+
+/**
+ * Of `partitions`, those a receiver keeps offsets of that are not handed off and committed, by its
+ * coverage (a partition it reports none of: none).
+ */
+export function keptUncommitted(
+  coverage: CubeStatus['coverage'],
+  partitions: Iterable<number>,
+): number[] {
+  const out: number[] = [];
+  for (const p of partitions) {
+    const c = coverage?.[String(p)];
+    if (!c) continue;
+    const kept = new Map([[p, rangesFromJson(c.kept)]]);
+    if (!covers(new Map([[p, rangesFromJson(c.handedOff)]]), kept)) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * Before the targets start, the sources' data of the moved partitions is committed: every ready
+ * replica of each source reports the offsets it keeps of them handed off and committed (its
+ * coverage; the release sealed the windows holding them and handed them off at once). Until the
+ * targets start, a source set lost meanwhile can still be failed over exactly (fenceLostSources:
+ * its partitions restart where its committed data ends); once they consume from the stop offsets,
+ * what it had not committed below them could only wait for it. Waits up to the phase timeout;
+ * past it (deep storage slow or refusing), the targets start all the same, the journal and a
+ * Warning say so, and such a set is not failed over while it keeps that data (FailoverBlocked).
+ */
+async function awaitReleasedCommit(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<PhaseRun | undefined> {
+  if (journal.failover || journal.startedUncommitted) return undefined;
+  const pending: string[] = [];
+  for (const [rs, partitions] of liveSources(journal)) {
+    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+      let status: CubeStatus;
+      try {
+        status = await call(ctx, endpoint, 'status', 'StartFailed', (c) =>
+          c.cubeStatus(ctx.cube, ctx.signal),
+        );
+      } catch (error) {
+        if (isGone(error)) continue; // holds nothing of the cube
+        throw error;
+      }
+      const waiting = keptUncommitted(status.coverage, partitions);
+      if (waiting.length > 0)
+        pending.push(
+          `${endpoint.name} (partition${plural(waiting, '', 's')} ${waiting.join(', ')})`,
+        );
+    }
+  }
+  if (pending.length === 0) return undefined;
+  const message = `the sources' data of the moved partitions is not committed yet on ${pending.join(', ')}`;
+  if (!overDeadline(ctx, journal))
+    return { finished: false, message, requeueAfterMs: requeueDelayMs.commitPending };
+  ctx.event(
+    'Warning',
+    'ReleasedDataUncommitted',
+    `reassign ${journal.id}: ${message} after ${ctx.phaseTimeoutMs / 1000}s (deep storage slow or refusing hand-offs?): the targets start all the same; should a source set be lost before that data is committed, its partitions wait for it instead of failing over`,
+  );
+  return {
+    finished: false,
+    message,
+    requeueAfterMs: requeueDelayMs.advanced,
+    journal: { startedUncommitted: true },
+  };
+}
+
+/**
+ * A source set with no ready receiver for spec.failoverAfter (lost) while the targets have not
+ * started on its data's end: fenced in deep storage as a failover fences (hand-off-commit.ts,
+ * fenceReplicaSet; every offset of its epochs of the moved partitions that it did not commit), and
+ * those partitions restart from the end of what it committed (failoverStart, from where its epoch
+ * began), with what it committed past that read over. Its data below the stop offsets that was
+ * not committed is read again by the targets, so nothing of it is lost, and nothing it committed
+ * is counted twice. Not once the targets may have started without that commit
+ * (startedUncommitted): the partition then waits for the set, as before. Written to the journal
+ * before anything else of the phase runs; undefined when no source is lost.
+ */
+async function fenceLostSources(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<PhaseRun | undefined> {
+  if (journal.failover || journal.lostSources || journal.startedUncommitted) return undefined;
+  const lost = [...bySource(journal)].filter(
+    ([rs]) => ctx.lostReplicaSets?.has(rs) && (ctx.receivers.get(rs) ?? []).length === 0,
+  );
+  if (lost.length === 0) return undefined;
+  const epochs = ctx.object.status?.epochs ?? {};
+  const epochStarts = ctx.object.status?.epochStarts ?? {};
+  const targets = [...byTarget(journal).keys()];
+  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
+  if (fencers.length === 0)
+    throw new PhaseBlocked(
+      'TargetReceiverUnavailable',
+      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${lost.map(([rs]) => rs).join(', ')}, lost before its data of the moved partitions was committed`,
+    );
+  const unknownStarts = lost
+    .flatMap(([, partitions]) => partitions)
+    .filter((p) => epochStarts[String(p)] === undefined);
+  const fallback =
+    unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
+  const stops: Record<string, string> = {};
+  const above: Record<string, { from: string; to: string }[]> = {};
+  for (const [rs, partitions] of lost) {
+    const request = {
+      replicaSet: rs,
+      id: `${journal.id}-lost`,
+      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+    };
+    const answer = await fenceThrough(
+      ctx,
+      fencers.filter((e) => e.replicaSet !== rs),
+      request,
+    );
+    for (const p of partitions) {
+      const start = BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
+      const { restart, readOver } = failoverStart(start, committedOf(answer, p));
+      stops[String(p)] = restart.toString();
+      if (readOver.length > 0)
+        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+    }
+    const was = describeOffsets(stopsOf(journal, partitions));
+    const now = describeOffsets(
+      Object.fromEntries(partitions.map((p) => [String(p), stops[String(p)]!])),
+    );
+    ctx.event(
+      'Warning',
+      'SourceLost',
+      `reassign ${journal.id}: replica set ${rs}, source of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, has had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) before its data of ${plural(partitions, 'it', 'them')} was committed: it is fenced, and ${plural(partitions, 'it restarts', 'they restart')} from ${now}, the end of what it committed, instead of the stop offsets (${was})`,
+    );
+  }
+  return {
+    finished: false,
+    message: `source replica sets ${lost.map(([rs]) => rs).join(', ')} lost: fenced, their partitions restart from what they committed`,
+    requeueAfterMs: requeueDelayMs.advanced,
+    journal: {
+      stopOffsets: { ...journal.stopOffsets, ...stops },
+      lostSources: {
+        replicaSets: lost.map(([rs]) => rs),
+        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
+      },
+    },
+  };
+}
+
 /**
  * The stop fence, once the sources have released and before any target starts: a source set with
  * replicas that are not Ready missed the release with them, and such a replica may come back
@@ -865,7 +1037,7 @@ async function stopFence(
   journal: ReassignJournal,
 ): Promise<PhaseRun | undefined> {
   if (journal.failover || journal.stopFence) return undefined;
-  const away = [...bySource(journal)].filter(([rs]) => (ctx.notReady?.get(rs) ?? []).length > 0);
+  const away = [...liveSources(journal)].filter(([rs]) => (ctx.notReady?.get(rs) ?? []).length > 0);
   if (away.length === 0) return undefined;
   const epochs = ctx.object.status?.epochs ?? {};
   const targets = [...byTarget(journal).keys()];
@@ -934,14 +1106,18 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   const assignment = finalAssignment(ctx.object, journal);
   // A source set with no ready receiver blocks Done, after the other sources are sealed. A
   // failover's are fenced: convergence releases them when back, and their committed data stays.
+  // So are sources lost in Starting (fenceLostSources), and one lost since: all it had of the
+  // cube was released, and committed before the targets started (awaitReleasedCommit), unless
+  // they started without (startedUncommitted).
   let unavailable: PhaseBlocked | undefined;
-  for (const rs of journal.failover ? [] : bySource(journal).keys()) {
+  for (const rs of journal.failover ? [] : liveSources(journal).keys()) {
     if ((assignment[rs] ?? []).length > 0) continue;
     let endpoints: ReceiverEndpoint[];
     try {
       endpoints = sourceEndpoints(ctx, journal, rs);
     } catch (error) {
       if (!(error instanceof PhaseBlocked)) throw error;
+      if (ctx.lostReplicaSets?.has(rs) && !journal.startedUncommitted) continue;
       unavailable ??= error;
       continue;
     }
@@ -993,18 +1169,24 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
  * status.releasedUncommitted with a move's completion: a source left with partitions seals the
  * segments holding the ones it released (cube-channel.ts, sealReleased), but what it read of them
  * is committed only once handed off (the operator's observations of the set, every 2 s until then,
- * say when). Written with the completion, so that a leader taking over at once knows it too. Undefined for a failover (its sources are fenced) or
- * when no source keeps partitions.
+ * say when). The targets start once it is (awaitReleasedCommit), so only a move whose targets
+ * started without (startedUncommitted) records it. Written with the completion, so that a leader
+ * taking over at once knows it too. Undefined for a failover (its sources are fenced), a move
+ * whose data was committed, or when no source keeps partitions; sources lost in Starting are
+ * fenced and left out.
  */
 export function releasedByMoves(
   previous: Readonly<Record<string, readonly number[]>> | undefined,
-  journal: Pick<ReassignJournal, 'moves' | 'failover'>,
+  journal: Pick<ReassignJournal, 'moves' | 'failover' | 'startedUncommitted' | 'lostSources'>,
   assignment: Readonly<Record<string, readonly number[]>>,
 ): Record<string, number[]> | undefined {
-  if (journal.failover) return undefined;
+  // Committed before the targets started (awaitReleasedCommit), unless they started without.
+  if (journal.failover || !journal.startedUncommitted) return undefined;
+  const lost = new Set(journal.lostSources?.replicaSets ?? []);
   const out: Record<string, number[]> = {};
   for (const m of journal.moves) {
-    if (m.from === undefined || (assignment[m.from] ?? []).length === 0) continue;
+    if (m.from === undefined || lost.has(m.from) || (assignment[m.from] ?? []).length === 0)
+      continue;
     const held = new Set([...(out[m.from] ?? previous?.[m.from] ?? []), m.partition]);
     out[m.from] = [...held].sort((a, b) => a - b);
   }
@@ -1024,11 +1206,14 @@ function waitForAway(
   journal: ReassignJournal,
   sets: 'sources' | 'all',
 ): PhaseRun | undefined {
+  // A set lost (no ready receiver for spec.failoverAfter) is not waited for: it is failed over.
   const named = new Set(
-    journal.moves.flatMap((m) => [
-      ...(m.from === undefined ? [] : [m.from]),
-      ...(sets === 'all' ? [m.to] : []),
-    ]),
+    journal.moves
+      .flatMap((m) => [
+        ...(m.from === undefined ? [] : [m.from]),
+        ...(sets === 'all' ? [m.to] : []),
+      ])
+      .filter((rs) => !ctx.lostReplicaSets?.has(rs)),
   );
   const away = [...named].flatMap((rs) => ctx.notReady?.get(rs) ?? []);
   if (away.length === 0) return undefined;

@@ -42,8 +42,6 @@ import { applyMergePatch, mergePatchChanges, partitionRowsMoved } from './status
 import { notReadySince, unavailableSince, unavailableSincePatch } from './unavailable-since.ts';
 import { planAssignment, type Problem } from './planner.ts';
 import { sortedNames } from '../assign/assignment.ts';
-import { covers } from '../receiver/hand-off-commit.ts';
-import { rangesFromJson } from '../receiver/offset-ranges.ts';
 import { parseDuration } from '../api/duration.ts';
 import {
   PhaseEntries,
@@ -56,6 +54,7 @@ import {
   requeueDelayMs,
   stepReassign,
   isSourceless,
+  keptUncommitted,
   placementJournal,
   PhaseBlocked,
   type ReassignContext,
@@ -154,12 +153,12 @@ export function partitionsReleasedUncommitted(
   owned: readonly number[],
 ): number[] {
   const out = new Set<number>();
-  for (const report of reports)
-    for (const [p, c] of Object.entries(report.coverage ?? {})) {
-      if (owned.includes(Number(p))) continue;
-      const kept = new Map([[Number(p), rangesFromJson(c.kept)]]);
-      if (!covers(new Map([[Number(p), rangesFromJson(c.handedOff)]]), kept)) out.add(Number(p));
-    }
+  for (const report of reports) {
+    const released = Object.keys(report.coverage ?? {})
+      .map(Number)
+      .filter((p) => !owned.includes(p));
+    for (const p of keptUncommitted(report.coverage, released)) out.add(p);
+  }
   return [...out].sort((a, b) => a - b);
 }
 
@@ -1030,6 +1029,18 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     }
 
     const journal = object.status?.reassign;
+    /**
+     * The sets of a move in flight with no ready receiver for spec.failoverAfter, whether or not
+     * they keep released data (Starting fails over a lost source whose data is not committed).
+     */
+    const lostInMove = (obj: CubeAssignment): ReadonlySet<string> | undefined => {
+      if (!obj.status?.reassign) return undefined;
+      const available = new Set(
+        [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
+      );
+      const away = lostReplicaSets(obj, available, pods);
+      return new Set([...away.lost, ...away.blocked.keys()]);
+    };
     // From the journal, so that an operator that took over reports the phase it resumes.
     setPhase(deps.metrics, labels, journal?.phase);
     const reassignContext = (
@@ -1040,6 +1051,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       object: obj,
       receivers,
       notReady: notReadyByReplicaSet(pods),
+      lostReplicaSets: lostInMove(obj),
       client: (endpoint) => clientFor(endpoint, obj),
       startingOffsets: (ps: number[]) =>
         deps.topics.startingOffsets(
@@ -1145,7 +1157,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           setPhase(deps.metrics, labels, undefined);
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
-          for (const rs of j.failover?.replicaSets ?? [])
+          for (const rs of [
+            ...(j.failover?.replicaSets ?? []),
+            ...(j.lostSources?.replicaSets ?? []),
+          ])
             failedOverSets.add(`${namespace}/${cube}/${rs}`);
           // The completion wrote what the sources left with partitions keep of the ones they
           // released (status.releasedUncommitted, releasedByMoves): status stands for them until

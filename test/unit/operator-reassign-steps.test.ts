@@ -373,6 +373,8 @@ const drains = [
   'rs-a-1 drain {"0":"105","1":"200"} 250ms',
 ];
 const released = ['rs-a-0 release [0,1]', 'rs-a-1 release [0,1]'];
+/** Before the targets start: the sources' data of the moved partitions is committed. */
+const committedChecked = ['rs-a-0 status', 'rs-a-1 status'];
 const assigned = [
   'rs-b-0 assign 0@105/e2/w1500,1@200/e2/w2000',
   'rs-b-1 assign 0@105/e2/w1500,1@200/e2/w2000',
@@ -563,7 +565,7 @@ const cases: Case[] = [
   {
     name: 'Starting: sources release, targets start from the stop offsets under the next epoch',
     at: 'Starting',
-    calls: [...released, ...assigned, 'persist Sealing'],
+    calls: [...released, ...committedChecked, ...assigned, 'persist Sealing'],
     kind: 'advanced',
     phase: 'Sealing',
   },
@@ -571,7 +573,7 @@ const cases: Case[] = [
     name: 'Starting, a source 404 on release: it holds nothing, carry on',
     at: 'Starting',
     faults: { 'rs-a-1 release': 404 },
-    calls: [...released, ...assigned, 'persist Sealing'],
+    calls: [...released, ...committedChecked, ...assigned, 'persist Sealing'],
     kind: 'advanced',
     phase: 'Sealing',
   },
@@ -584,6 +586,7 @@ const cases: Case[] = [
       'rs-a-0 status',
       'rs-a-0 drain {"0":"105"} 250ms',
       ...released,
+      ...committedChecked,
       ...assigned,
       'persist Sealing',
     ],
@@ -618,7 +621,7 @@ const cases: Case[] = [
     name: 'Starting, a target unreachable: blocked',
     at: 'Starting',
     faults: { 'rs-b-1 assign': 'unreachable' },
-    calls: [...released, ...assigned],
+    calls: [...released, ...committedChecked, ...assigned],
     kind: 'blocked',
     phase: 'Starting',
     reason: 'StartFailed',
@@ -628,7 +631,7 @@ const cases: Case[] = [
     at: 'Starting',
     faults: { 'rs-b-1 assign': 'unreachable' },
     inPhaseMs: late,
-    calls: [...released, ...assigned],
+    calls: [...released, ...committedChecked, ...assigned],
     kind: 'blocked',
     phase: 'Starting',
     reason: 'StartFailed',
@@ -637,7 +640,7 @@ const cases: Case[] = [
     name: 'Starting, the target replica set away: sources released, blocked',
     at: 'Starting',
     away: ['rs-b'],
-    calls: released,
+    calls: [...released, ...committedChecked],
     kind: 'blocked',
     phase: 'Starting',
     reason: 'TargetReceiverUnavailable',
@@ -1039,6 +1042,7 @@ describe('stepReassign: a whole move, one phase per step', () => {
       ...drains,
       'persist Starting',
       ...released,
+      ...committedChecked,
       ...assigned,
       'persist Sealing',
       'rs-a-0 seal 250ms',
@@ -1146,6 +1150,7 @@ describe('stepReassign: a source replica set that disappears after Draining', ()
     expect(kinds).toEqual(['blocked', 'blocked', 'advanced', 'blocked', 'advanced', 'completed']);
     expect(h.log).toEqual([
       ...released,
+      ...committedChecked,
       ...assigned,
       'persist Sealing',
       'rs-a-0 seal 250ms',
@@ -1476,5 +1481,112 @@ describe('stepReassign: a source replica not Ready at Starting (the stop fence)'
     expect(outcome.kind).toBe('blocked');
     if (outcome.kind === 'blocked') expect(outcome.error.reason).toBe('FenceFailed');
     expect(h.log.some((l) => l.includes('assign'))).toBe(false);
+  });
+});
+
+describe("stepReassign: the targets start once the sources' data of the moved partitions is committed", () => {
+  /** rs-a-1 reports partition 0 kept to 105, committed to `committedTo`. */
+  const withCoverage = (h: Harness, committedTo: () => string): void => {
+    const client = h.ctx.client;
+    h.ctx.client = (e) => {
+      const c = client(e);
+      return {
+        ...c,
+        cubeStatus: async (cube, signal) => ({
+          ...(await c.cubeStatus(cube, signal)),
+          ...(e.name === 'rs-a-1'
+            ? { coverage: { '0': { kept: [['0', '105']], handedOff: [['0', committedTo()]] } } }
+            : {}),
+        }),
+      };
+    };
+  };
+
+  test('not committed yet: the phase waits, no target started; once committed, they start', async () => {
+    const h = harness(journalAt('Starting'));
+    let committedTo = '80';
+    withCoverage(h, () => committedTo);
+    const waiting = await stepReassign(h.ctx, h.object().status!.reassign!);
+    expect(waiting.kind).toBe('waiting');
+    expect(waiting.requeueAfterMs).toBe(requeueDelayMs.commitPending);
+    if (waiting.kind === 'waiting')
+      expect(waiting.message).toBe(
+        "the sources' data of the moved partitions is not committed yet on rs-a-1 (partition 0)",
+      );
+    expect(h.log).toEqual([...released, ...committedChecked]);
+    committedTo = '105';
+    h.log.length = 0;
+    expect((await stepReassign(h.ctx, h.object().status!.reassign!)).kind).toBe('advanced');
+    expect(h.log).toEqual([...released, ...committedChecked, ...assigned, 'persist Sealing']);
+  });
+
+  test('still not committed past the phase timeout: the targets start all the same, and the journal and a Warning say so', async () => {
+    const h = harness(journalAt('Starting'), { inPhaseMs: phaseTimeoutMs + 1 });
+    withCoverage(h, () => '80');
+    expect((await stepReassign(h.ctx, h.object().status!.reassign!)).kind).toBe('waiting');
+    expect(h.object().status?.reassign?.startedUncommitted).toBe(true);
+    expect(h.events).toEqual([
+      "Warning ReleasedDataUncommitted: reassign r-2-abcdef: the sources' data of the moved partitions is not committed yet on rs-a-1 (partition 0) after 60s (deep storage slow or refusing hand-offs?): the targets start all the same; should a source set be lost before that data is committed, its partitions wait for it instead of failing over",
+    ]);
+    h.log.length = 0;
+    const started = await stepReassign(
+      { ...h.ctx, object: h.object() },
+      h.object().status!.reassign!,
+    );
+    expect(started.kind).toBe('advanced');
+    expect(h.log).toEqual([...released, ...assigned, 'persist Sealing']);
+  });
+});
+
+describe('stepReassign: a source replica set lost before its data of the moved partitions is committed', () => {
+  test('fenced as a failover fences, its partitions restart from what it committed, not the stop offsets; Sealing does not wait for it', async () => {
+    const h = harness(journalAt('Starting'), { away: ['rs-a'] });
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-0', 'rs-a-1']]]);
+    h.ctx.lostReplicaSets = new Set(['rs-a']);
+    const kinds: string[] = [];
+    for (let i = 0; i < 6 && h.object().status?.reassign; i++) {
+      const j = h.object().status!.reassign!;
+      kinds.push(`${j.phase}: ${(await stepReassign({ ...h.ctx, object: h.object() }, j)).kind}`);
+    }
+    expect(kinds).toEqual([
+      'Starting: waiting',
+      'Starting: advanced',
+      'Sealing: advanced',
+      'Done: completed',
+    ]);
+    expect(h.log).toEqual([
+      'rs-b-0 fence rs-a {"0":1,"1":1}',
+      'persist Starting',
+      'rs-b-0 assign 0@80/e2/w1500 skip [["90","95"]],1@0/e2/w2000',
+      'rs-b-1 assign 0@80/e2/w1500 skip [["90","95"]],1@0/e2/w2000',
+      'persist Sealing',
+      'persist Done',
+      'persist cleared',
+    ]);
+    expect(h.events[0]).toBe(
+      'Warning SourceLost: reassign r-2-abcdef: replica set rs-a, source of partitions 0, 1, has had no ready receiver for spec.failoverAfter (5m) before its data of them was committed: it is fenced, and they restart from 0 at 80, 1 at 0, the end of what it committed, instead of the stop offsets (0 at 105, 1 at 200)',
+    );
+    expect(h.object().status).toMatchObject({
+      assignment: { 'rs-b': [0, 1] },
+      epochs: { '0': 2, '1': 2 },
+      epochStarts: { '0': '80', '1': '0' },
+    });
+    expect(h.object().status?.releasedUncommitted).toBeUndefined();
+  });
+
+  test('away, not lost yet: the phase waits for it, as before', async () => {
+    const h = harness(journalAt('Starting'), { away: ['rs-a'] });
+    const outcome = await stepReassign(h.ctx, h.object().status!.reassign!);
+    expect(outcome.kind === 'blocked' && outcome.error.reason).toBe('SourceReplicaSetUnavailable');
+    expect(h.log).toEqual([]);
+  });
+
+  test('lost after the targets started without its commit: the partitions wait for it, as before', async () => {
+    const journal = journalAt('Starting', { startedUncommitted: true });
+    const h = harness(journal, { away: ['rs-a'] });
+    h.ctx.lostReplicaSets = new Set(['rs-a']);
+    const outcome = await stepReassign(h.ctx, journal);
+    expect(outcome.kind === 'blocked' && outcome.error.reason).toBe('SourceReplicaSetUnavailable');
+    expect(h.log).toEqual([]);
   });
 });

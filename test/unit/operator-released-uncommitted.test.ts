@@ -119,12 +119,15 @@ test.each<{
   ).toEqual(expected);
 });
 
-// Written with a move's completion: the sources left with partitions keep the moved ones' data.
+// Written with a move's completion: the sources left with partitions keep the moved ones' data,
+// when the targets started before it was committed (startedUncommitted); else it was committed.
 test.each<{
   name: string;
   previous?: Record<string, number[]>;
   moves: { partition: number; from?: string; to: string }[];
   failover?: boolean;
+  uncommitted?: boolean;
+  lost?: string[];
   assignment: Record<string, number[]>;
   expected: Record<string, number[]> | undefined;
 }>([
@@ -147,8 +150,27 @@ test.each<{
       { partition: 1, from: 'rs-a', to: 'rs-b' },
       { partition: 0, from: 'rs-a', to: 'rs-b' },
     ],
+    uncommitted: true,
     assignment: { 'rs-a': [2], 'rs-b': [0, 1] },
     expected: { 'rs-a': [0, 1, 3] },
+  },
+  {
+    name: 'the targets started once the moved data was committed: nothing kept uncommitted',
+    previous: { 'rs-a': [3] },
+    moves: [{ partition: 0, from: 'rs-a', to: 'rs-b' }],
+    assignment: { 'rs-a': [2], 'rs-b': [0] },
+    expected: undefined,
+  },
+  {
+    name: 'a source lost in Starting is fenced: left out',
+    moves: [
+      { partition: 0, from: 'rs-a', to: 'rs-c' },
+      { partition: 1, from: 'rs-b', to: 'rs-c' },
+    ],
+    uncommitted: true,
+    lost: ['rs-a'],
+    assignment: { 'rs-a': [2], 'rs-b': [3], 'rs-c': [0, 1] },
+    expected: { 'rs-b': [1] },
   },
   {
     name: 'a failover: its sources are fenced',
@@ -157,12 +179,20 @@ test.each<{
     assignment: { 'rs-a': [1], 'rs-b': [0] },
     expected: undefined,
   },
-])('with a completion: $name', ({ previous, moves, failover, assignment, expected }) => {
-  expect(
-    releasedByMoves(
-      previous,
-      { moves, ...(failover ? { failover: { replicaSets: ['rs-a'] } } : {}) },
-      assignment,
-    ),
-  ).toEqual(expected);
-});
+])(
+  'with a completion: $name',
+  ({ previous, moves, failover, uncommitted, lost, assignment, expected }) => {
+    expect(
+      releasedByMoves(
+        previous,
+        {
+          moves,
+          ...(failover ? { failover: { replicaSets: ['rs-a'] } } : {}),
+          ...(uncommitted ? { startedUncommitted: true } : {}),
+          ...(lost ? { lostSources: { replicaSets: lost } } : {}),
+        },
+        assignment,
+      ),
+    ).toEqual(expected);
+  },
+);
