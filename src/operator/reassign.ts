@@ -963,48 +963,23 @@ async function fenceLostSources(
     ([rs]) => ctx.lostReplicaSets?.has(rs) && (ctx.receivers.get(rs) ?? []).length === 0,
   );
   if (lost.length === 0) return undefined;
-  const epochs = ctx.object.status?.epochs ?? {};
   const epochStarts = ctx.object.status?.epochStarts ?? {};
-  const targets = [...byTarget(journal).keys()];
-  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
-  if (fencers.length === 0)
-    throw new PhaseBlocked(
-      'TargetReceiverUnavailable',
-      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${lost.map(([rs]) => rs).join(', ')}, lost before its data of the moved partitions was committed`,
-    );
   const unknownStarts = lost
     .flatMap(([, partitions]) => partitions)
     .filter((p) => epochStarts[String(p)] === undefined);
   const fallback =
     unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
-  const stops: Record<string, string> = {};
-  const above: Record<string, { from: string; to: string }[]> = {};
-  for (const [rs, partitions] of lost) {
-    const request = {
-      replicaSet: rs,
-      id: `${journal.id}-lost`,
-      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
-    };
-    const answer = await fenceThrough(
-      ctx,
-      fencers.filter((e) => e.replicaSet !== rs),
-      request,
-    );
-    for (const p of partitions) {
-      const start = BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
-      const { restart, readOver } = failoverStart(start, committedOf(answer, p));
-      stops[String(p)] = restart.toString();
-      if (readOver.length > 0)
-        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
-    }
-    const was = describeOffsets(stopsOf(journal, partitions));
-    const now = describeOffsets(
-      Object.fromEntries(partitions.map((p) => [String(p), stops[String(p)]!])),
-    );
+  const fenced = await fenceSources(ctx, journal, lost, {
+    id: `${journal.id}-lost`,
+    startOf: (p) => BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n)),
+    why: 'lost before its data of the moved partitions was committed',
+  });
+  for (const { replicaSet: rs, partitions, starts } of fenced.sets) {
+    const them = plural(partitions, 'it', 'them');
     ctx.event(
       'Warning',
       'SourceLost',
-      `reassign ${journal.id}: replica set ${rs}, source of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, has had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) before its data of ${plural(partitions, 'it', 'them')} was committed: it is fenced, and ${plural(partitions, 'it restarts', 'they restart')} from ${now}, the end of what it committed, instead of the stop offsets (${was})`,
+      `reassign ${journal.id}: replica set ${rs}, source of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, has had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) before its data of ${them} was committed: it is fenced, and ${plural(partitions, 'it restarts', 'they restart')} from ${describeOffsets(starts)}, the end of what it committed, instead of the stop offsets (${describeOffsets(stopsOf(journal, partitions))})`,
     );
   }
   return {
@@ -1012,11 +987,8 @@ async function fenceLostSources(
     message: `source replica sets ${lost.map(([rs]) => rs).join(', ')} lost: fenced, their partitions restart from what they committed`,
     requeueAfterMs: requeueDelayMs.advanced,
     journal: {
-      stopOffsets: { ...journal.stopOffsets, ...stops },
-      lostSources: {
-        replicaSets: lost.map(([rs]) => rs),
-        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
-      },
+      stopOffsets: { ...journal.stopOffsets, ...fenced.starts },
+      lostSources: fenced.journal,
     },
   };
 }
@@ -1039,41 +1011,22 @@ async function stopFence(
   if (journal.failover || journal.stopFence) return undefined;
   const away = [...liveSources(journal)].filter(([rs]) => (ctx.notReady?.get(rs) ?? []).length > 0);
   if (away.length === 0) return undefined;
-  const epochs = ctx.object.status?.epochs ?? {};
-  const targets = [...byTarget(journal).keys()];
-  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
-  if (fencers.length === 0)
-    throw new PhaseBlocked(
-      'TargetReceiverUnavailable',
-      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${away.map(([rs]) => rs).join(', ')} from the stop offsets`,
-    );
-  const stops: Record<string, string> = {};
-  const above: Record<string, { from: string; to: string }[]> = {};
-  for (const [rs, partitions] of away) {
-    const request = {
-      replicaSet: rs,
-      id: `${journal.id}-stop`,
-      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
-      from: stopsOf(journal, partitions),
-    };
-    const answer = await fenceThrough(
-      ctx,
-      fencers.filter((e) => e.replicaSet !== rs),
-      request,
-    );
-    for (const p of partitions) {
-      const stop = BigInt(request.from[String(p)]!);
-      const { restart, readOver } = failoverStart(stop, committedOf(answer, p));
-      if (restart !== stop) stops[String(p)] = restart.toString();
-      if (readOver.length > 0)
-        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
-    }
+  const fenced = await fenceSources(ctx, journal, away, {
+    id: `${journal.id}-stop`,
+    from: (partitions) => stopsOf(journal, partitions),
+    startOf: (p) => BigInt(stopsOf(journal, [p])[String(p)]!),
+    why: 'from the stop offsets',
+  });
+  const raised: Record<string, string> = {};
+  for (const { replicaSet: rs, partitions, epochs, starts } of fenced.sets) {
+    const stops = stopsOf(journal, partitions);
+    for (const p of partitions)
+      if (starts[String(p)] !== stops[String(p)]) raised[String(p)] = starts[String(p)]!;
     const missed = ctx.notReady?.get(rs) ?? [];
-    const fencedEpochs = [...new Set(Object.values(request.partitions))];
     ctx.event(
       'Warning',
       'StopFenced',
-      `reassign ${journal.id}: receiver${plural(missed, '', 's')} ${missed.join(', ')} of ${rs} ${plural(missed, 'is', 'are')} not Ready and missed the release of partition${plural(partitions, '', 's')} ${partitions.join(', ')}: ${rs} is fenced in deep storage from ${describeOffsets(request.from)} under epoch${plural(fencedEpochs, '', 's')} ${fencedEpochs.join(', ')}, so what ${plural(missed, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(stops).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(stops)}` : ''}`,
+      `reassign ${journal.id}: receiver${plural(missed, '', 's')} ${missed.join(', ')} of ${rs} ${plural(missed, 'is', 'are')} not Ready and missed the release of partition${plural(partitions, '', 's')} ${partitions.join(', ')}: ${rs} is fenced in deep storage from ${describeOffsets(stops)} under epoch${plural(epochs, '', 's')} ${epochs.join(', ')}, so what ${plural(missed, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(raised).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(raised)}` : ''}`,
     );
   }
   return {
@@ -1081,13 +1034,85 @@ async function stopFence(
     message: `source replica sets ${away.map(([rs]) => rs).join(', ')} fenced from the stop offsets`,
     requeueAfterMs: requeueDelayMs.advanced,
     journal: {
-      ...(Object.keys(stops).length > 0
-        ? { stopOffsets: { ...journal.stopOffsets, ...stops } }
+      ...(Object.keys(raised).length > 0
+        ? { stopOffsets: { ...journal.stopOffsets, ...raised } }
         : {}),
-      stopFence: {
-        replicaSets: away.map(([rs]) => rs),
-        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
-      },
+      stopFence: fenced.journal,
+    },
+  };
+}
+
+/**
+ * Fences each of `sets` (source set → its moved partitions) in deep storage through a receiver of
+ * the move's targets (hand-off-commit.ts, fenceReplicaSet; from `from`'s offsets on when given),
+ * and answers per partition where the targets start — the first offset from `startOf` on that the
+ * set did not commit — and the committed ranges past that, to read over (failoverStart).
+ */
+async function fenceSources(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  sets: [string, number[]][],
+  fence: {
+    id: string;
+    from?: (partitions: number[]) => Record<string, string>;
+    startOf: (partition: number) => bigint;
+    /** Why, for the error when no target receiver is ready. */
+    why: string;
+  },
+): Promise<{
+  sets: {
+    replicaSet: string;
+    partitions: number[];
+    epochs: number[];
+    starts: Record<string, string>;
+  }[];
+  /** partition → where the targets start. */
+  starts: Record<string, string>;
+  journal: NonNullable<ReassignJournal['stopFence']>;
+}> {
+  const epochs = ctx.object.status?.epochs ?? {};
+  const targets = [...byTarget(journal).keys()];
+  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
+  if (fencers.length === 0)
+    throw new PhaseBlocked(
+      'TargetReceiverUnavailable',
+      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${sets.map(([rs]) => rs).join(', ')}, ${fence.why}`,
+    );
+  const out: Awaited<ReturnType<typeof fenceSources>>['sets'] = [];
+  const starts: Record<string, string> = {};
+  const above: Record<string, { from: string; to: string }[]> = {};
+  for (const [rs, partitions] of sets) {
+    const request: FenceRequest = {
+      replicaSet: rs,
+      id: fence.id,
+      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+      ...(fence.from ? { from: fence.from(partitions) } : {}),
+    };
+    const answer = await fenceThrough(
+      ctx,
+      fencers.filter((e) => e.replicaSet !== rs),
+      request,
+    );
+    const ofSet: Record<string, string> = {};
+    for (const p of partitions) {
+      const { restart, readOver } = failoverStart(fence.startOf(p), committedOf(answer, p));
+      ofSet[String(p)] = starts[String(p)] = restart.toString();
+      if (readOver.length > 0)
+        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+    }
+    out.push({
+      replicaSet: rs,
+      partitions,
+      epochs: [...new Set(Object.values(request.partitions))],
+      starts: ofSet,
+    });
+  }
+  return {
+    sets: out,
+    starts,
+    journal: {
+      replicaSets: sets.map(([rs]) => rs),
+      ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
     },
   };
 }
