@@ -335,11 +335,12 @@ export const reassignJournal = z.object({
    */
   stopFence: fencedSets.optional(),
   /**
-   * Written in Starting when a source set has had no ready receiver for spec.failoverAfter before
-   * its data of the moved partitions was committed (the targets wait for that commit): the set is
-   * fenced, and those partitions restart from the end of what it committed, not the stop offsets.
+   * Written in Starting when a set of the move has had no ready receiver for spec.failoverAfter
+   * before the targets started (they wait for the sources' data to be committed): the set is
+   * fenced; the partitions it was the source of restart from the end of what it committed, not the
+   * stop offsets, and those moved to it go to their source, or another live set, instead.
    */
-  lostSources: fencedSets.optional(),
+  lostSets: fencedSets.optional(),
   /**
    * The targets started before the sources' data of the moved partitions was committed (they
    * waited the phase timeout for it): a source set lost since keeps that data

@@ -22,7 +22,7 @@ import type {
 import { ReceiverApiError, isStaleLeader, type ReceiverClient } from '../protocol/client.ts';
 import { faultPoint } from '../observability/fault-injection.ts';
 import { covers } from '../receiver/hand-off-commit.ts';
-import { rangesFromJson } from '../receiver/offset-ranges.ts';
+import { type OffsetRange, addRange, rangesFromJson } from '../receiver/offset-ranges.ts';
 import type { ReceiverEndpoint } from './discovery.ts';
 
 /** A phase cannot finish now; the reconciler reports it as Degraded and retries. */
@@ -120,7 +120,7 @@ export interface ReassignContext {
    * Replica sets with no ready receiver for spec.failoverAfter. A source of the move among them,
    * lost before its data of the moved partitions was committed (Starting waits for that commit
    * before the targets start), has them restarted from the end of what it committed (see
-   * fenceLostSources). Absent: none.
+   * fenceLostSets). Absent: none.
    */
   lostReplicaSets?: ReadonlySet<string>;
   /** Called when this process starts running a phase: once per entry (see PhaseEntries). */
@@ -337,9 +337,13 @@ async function call<T>(
   }
 }
 
-/** A receiver finished its part of the phase: crash tests kill the operator between two. */
-function receiverFinished(phase: ReassignPhase): void {
-  faultPoint(`reassign-${phase}-partial`);
+/**
+ * A receiver finished its part of the phase: crash tests kill the operator between two. Starting's
+ * targets have a point of their own (`target`): its releases may run again on each pass while the
+ * sources' commit is awaited, so a count of its calls would not say which receiver came last.
+ */
+function receiverFinished(phase: ReassignPhase, side?: 'target'): void {
+  faultPoint(`reassign-${phase}${side ? `-${side}` : ''}-partial`);
 }
 
 const isGone = (error: unknown): boolean =>
@@ -796,7 +800,7 @@ function failoverStartedMessage(
 
 /** From here on the move only rolls forward: sources release, targets take over. */
 async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
-  const lost = await fenceLostSources(ctx, journal);
+  const lost = await fenceLostSets(ctx, journal);
   if (lost) return lost;
   // Every source releases before any target starts: a source set with no ready receiver blocks
   // the phase here (its partitions are drained and stopped, not lost) until it is back or lost.
@@ -827,7 +831,7 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
   const epochs = ctx.object.status?.epochs ?? {};
   const committedAbove = {
     ...journal.stopFence?.committedAbove,
-    ...journal.lostSources?.committedAbove,
+    ...journal.lostSets?.committedAbove,
     ...journal.failover?.committedAbove,
   };
   for (const [rs, partitions] of byTarget(journal)) {
@@ -849,7 +853,7 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
         await call(ctx, endpoint, 'assign', 'StartFailed', (c) =>
           c.assign(ctx.cube, assignRequest(ctx.object, rs, starts), ctx.signal),
         );
-        receiverFinished('Starting');
+        receiverFinished('Starting', 'target');
       }
     } catch (error) {
       // The sources have let go: say which partitions wait, not only which call failed.
@@ -868,9 +872,9 @@ async function starting(ctx: ReassignContext, journal: ReassignJournal): Promise
   return finished();
 }
 
-/** The move's sources, but for those lost in Starting (journal.lostSources): fenced instead. */
+/** The move's sources, but for those lost in Starting (journal.lostSets): fenced instead. */
 function liveSources(journal: ReassignJournal): Map<string, number[]> {
-  const lost = new Set(journal.lostSources?.replicaSets ?? []);
+  const lost = new Set(journal.lostSets?.replicaSets ?? []);
   return new Map([...bySource(journal)].filter(([rs]) => !lost.has(rs)));
 }
 
@@ -896,7 +900,7 @@ export function keptUncommitted(
  * Before the targets start, the sources' data of the moved partitions is committed: every ready
  * replica of each source reports the offsets it keeps of them handed off and committed (its
  * coverage; the release sealed the windows holding them and handed them off at once). Until the
- * targets start, a source set lost meanwhile can still be failed over exactly (fenceLostSources:
+ * targets start, a source set lost meanwhile can still be failed over exactly (fenceLostSets:
  * its partitions restart where its committed data ends); once they consume from the stop offsets,
  * what it had not committed below them could only wait for it. Waits up to the phase timeout;
  * past it (deep storage slow or refusing), the targets start all the same, the journal and a
@@ -944,51 +948,117 @@ async function awaitReleasedCommit(
 }
 
 /**
- * A source set with no ready receiver for spec.failoverAfter (lost) while the targets have not
- * started on its data's end: fenced in deep storage as a failover fences (hand-off-commit.ts,
- * fenceReplicaSet; every offset of its epochs of the moved partitions that it did not commit), and
- * those partitions restart from the end of what it committed (failoverStart, from where its epoch
- * began), with what it committed past that read over. Its data below the stop offsets that was
- * not committed is read again by the targets, so nothing of it is lost, and nothing it committed
- * is counted twice. Not once the targets may have started without that commit
- * (startedUncommitted): the partition then waits for the set, as before. Written to the journal
- * before anything else of the phase runs; undefined when no source is lost.
+ * A set of the move with no ready receiver for spec.failoverAfter (lost) while the targets have
+ * not started on the sources' data's end (the commit they wait for), fenced in deep storage as a
+ * failover fences (hand-off-commit.ts, fenceReplicaSet):
+ * - as a source: every offset of its epochs of the moved partitions that it did not commit; those
+ *   partitions restart from the end of what it committed (failoverStart, from where its epoch
+ *   began), with what it committed past that read over. Its data below the stop offsets that was
+ *   not committed is read again by the targets: nothing of it is lost, nothing it committed is
+ *   counted twice.
+ * - as a target: whatever it may have read of the partitions moved to it under their next epoch,
+ *   from the stop offsets on; those moves go instead to their source when it is live (it takes
+ *   them back under the next epoch), else to the first live set of spec.replicaSets, from past
+ *   what the lost set committed.
+ * Not once the targets may have started without the sources' commit (startedUncommitted): the
+ * partitions then wait for the set, as before. Written to the journal before anything else of the
+ * phase runs; undefined when no set of the move is lost.
  */
-async function fenceLostSources(
+async function fenceLostSets(
   ctx: ReassignContext,
   journal: ReassignJournal,
 ): Promise<PhaseRun | undefined> {
-  if (journal.failover || journal.lostSources || journal.startedUncommitted) return undefined;
-  const lost = [...bySource(journal)].filter(
-    ([rs]) => ctx.lostReplicaSets?.has(rs) && (ctx.receivers.get(rs) ?? []).length === 0,
-  );
+  if (journal.failover || journal.lostSets || journal.startedUncommitted) return undefined;
+  const isLost = (rs: string): boolean =>
+    ctx.lostReplicaSets?.has(rs) === true && (ctx.receivers.get(rs) ?? []).length === 0;
+  const sources = bySource(journal);
+  const targets = byTarget(journal);
+  const lost = [...new Set([...sources.keys(), ...targets.keys()])].filter(isLost).sort();
   if (lost.length === 0) return undefined;
+  const live = ctx.object.spec.replicaSets.filter(
+    (rs) => !isLost(rs) && (ctx.receivers.get(rs) ?? []).length > 0,
+  );
+  const moves = journal.moves.map((m) => {
+    if (!lost.includes(m.to)) return m;
+    const to = m.from !== undefined && live.includes(m.from) ? m.from : live[0];
+    return to === undefined ? m : { ...m, to };
+  });
+  const stranded = moves.filter((m) => lost.includes(m.to)).map((m) => m.partition);
+  if (stranded.length > 0)
+    throw new PhaseBlocked(
+      'TargetReceiverUnavailable',
+      `replica set${plural(lost, '', 's')} ${lost.join(', ')} of the move ${plural(lost, 'is', 'are')} lost and no replica set of spec.replicaSets has a ready receiver to take partition${plural(stranded, '', 's')} ${stranded.join(', ')} instead`,
+    );
+  const epochs = ctx.object.status?.epochs ?? {};
   const epochStarts = ctx.object.status?.epochStarts ?? {};
-  const unknownStarts = lost
-    .flatMap(([, partitions]) => partitions)
-    .filter((p) => epochStarts[String(p)] === undefined);
+  const ofLostSources = lost.flatMap((rs) => sources.get(rs) ?? []);
+  const unknownStarts = ofLostSources.filter((p) => epochStarts[String(p)] === undefined);
   const fallback =
     unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
-  const fenced = await fenceSources(ctx, journal, lost, {
-    id: `${journal.id}-lost`,
-    startOf: (p) => BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n)),
-    why: 'lost before its data of the moved partitions was committed',
-  });
-  for (const { replicaSet: rs, partitions, starts } of fenced.sets) {
-    const them = plural(partitions, 'it', 'them');
+  const stops = stopsOf(
+    journal,
+    journal.moves.map((m) => m.partition),
+  );
+  const committed = await fenceSets(
+    ctx,
+    live,
+    lost.map((rs) => {
+      const movedTo = targets.get(rs) ?? [];
+      return {
+        replicaSet: rs,
+        epochs: Object.fromEntries([
+          ...(sources.get(rs) ?? []).map((p) => [String(p), epochs[String(p)] ?? 0] as const),
+          ...movedTo.map((p) => [String(p), (epochs[String(p)] ?? 0) + 1] as const),
+        ]),
+        from: Object.fromEntries(movedTo.map((p) => [String(p), stops[String(p)]!])),
+      };
+    }),
+    { id: `${journal.id}-lost`, why: 'lost in Starting' },
+  );
+  const { starts, above } = restarts(
+    journal.moves.filter(
+      (m) => lost.includes(m.to) || (m.from !== undefined && lost.includes(m.from)),
+    ),
+    (m) =>
+      m.from !== undefined && lost.includes(m.from)
+        ? BigInt(epochStarts[String(m.partition)] ?? String(fallback.get(m.partition) ?? 0n))
+        : BigInt(stops[String(m.partition)]!),
+    committed,
+  );
+  for (const rs of lost) {
+    const from = sources.get(rs) ?? [];
+    const to = targets.get(rs) ?? [];
+    const at = (ps: number[]) =>
+      describeOffsets(Object.fromEntries(ps.map((p) => [String(p), starts[String(p)]!])));
+    const roles = [
+      ...(from.length > 0
+        ? [
+            `source of partition${plural(from, '', 's')} ${from.join(', ')}, whose data of ${plural(from, 'it', 'them')} was not all committed: ${plural(from, 'it restarts', 'they restart')} from ${at(from)}, the end of what it committed, instead of the stop offsets (${describeOffsets(stopsOf(journal, from))})`,
+          ]
+        : []),
+      ...(to.length > 0
+        ? [
+            `target of partition${plural(to, '', 's')} ${to.join(', ')}: given instead to ${to.map((p) => moves.find((m) => m.partition === p)!.to).join(', ')}, from ${at(to)}`,
+          ]
+        : []),
+    ];
     ctx.event(
       'Warning',
-      'SourceLost',
-      `reassign ${journal.id}: replica set ${rs}, source of partition${plural(partitions, '', 's')} ${partitions.join(', ')}, has had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) before its data of ${them} was committed: it is fenced, and ${plural(partitions, 'it restarts', 'they restart')} from ${describeOffsets(starts)}, the end of what it committed, instead of the stop offsets (${describeOffsets(stopsOf(journal, partitions))})`,
+      'ReplicaSetLostInMove',
+      `reassign ${journal.id}: replica set ${rs} has had no ready receiver for spec.failoverAfter (${ctx.object.spec.failoverAfter}) and is fenced; ${roles.join('; ')}`,
     );
   }
   return {
     finished: false,
-    message: `source replica sets ${lost.map(([rs]) => rs).join(', ')} lost: fenced, their partitions restart from what they committed`,
+    message: `replica sets ${lost.join(', ')} of the move lost: fenced, their partitions restart from what they committed`,
     requeueAfterMs: requeueDelayMs.advanced,
     journal: {
-      stopOffsets: { ...journal.stopOffsets, ...fenced.starts },
-      lostSources: fenced.journal,
+      moves,
+      stopOffsets: { ...journal.stopOffsets, ...starts },
+      lostSets: {
+        replicaSets: lost,
+        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
+      },
     },
   };
 }
@@ -1011,22 +1081,35 @@ async function stopFence(
   if (journal.failover || journal.stopFence) return undefined;
   const away = [...liveSources(journal)].filter(([rs]) => (ctx.notReady?.get(rs) ?? []).length > 0);
   if (away.length === 0) return undefined;
-  const fenced = await fenceSources(ctx, journal, away, {
-    id: `${journal.id}-stop`,
-    from: (partitions) => stopsOf(journal, partitions),
-    startOf: (p) => BigInt(stopsOf(journal, [p])[String(p)]!),
-    why: 'from the stop offsets',
-  });
-  const raised: Record<string, string> = {};
-  for (const { replicaSet: rs, partitions, epochs, starts } of fenced.sets) {
-    const stops = stopsOf(journal, partitions);
-    for (const p of partitions)
-      if (starts[String(p)] !== stops[String(p)]) raised[String(p)] = starts[String(p)]!;
+  const epochs = ctx.object.status?.epochs ?? {};
+  const committed = await fenceSets(
+    ctx,
+    [...byTarget(journal).keys()],
+    away.map(([rs, partitions]) => ({
+      replicaSet: rs,
+      epochs: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+      from: stopsOf(journal, partitions),
+    })),
+    { id: `${journal.id}-stop`, why: 'from the stop offsets' },
+  );
+  const moved = away.flatMap(([, partitions]) => partitions);
+  const stops = stopsOf(journal, moved);
+  const { starts, above } = restarts(
+    moved.map((partition) => ({ partition })),
+    (m) => BigInt(stops[String(m.partition)]!),
+    committed,
+  );
+  const raised = Object.fromEntries(Object.entries(starts).filter(([p, o]) => o !== stops[p]));
+  for (const [rs, partitions] of away) {
     const missed = ctx.notReady?.get(rs) ?? [];
+    const fencedEpochs = [...new Set(partitions.map((p) => epochs[String(p)] ?? 0))];
+    const mine = Object.fromEntries(
+      Object.entries(raised).filter(([p]) => partitions.includes(Number(p))),
+    );
     ctx.event(
       'Warning',
       'StopFenced',
-      `reassign ${journal.id}: receiver${plural(missed, '', 's')} ${missed.join(', ')} of ${rs} ${plural(missed, 'is', 'are')} not Ready and missed the release of partition${plural(partitions, '', 's')} ${partitions.join(', ')}: ${rs} is fenced in deep storage from ${describeOffsets(stops)} under epoch${plural(epochs, '', 's')} ${epochs.join(', ')}, so what ${plural(missed, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(raised).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(raised)}` : ''}`,
+      `reassign ${journal.id}: receiver${plural(missed, '', 's')} ${missed.join(', ')} of ${rs} ${plural(missed, 'is', 'are')} not Ready and missed the release of partition${plural(partitions, '', 's')} ${partitions.join(', ')}: ${rs} is fenced in deep storage from ${describeOffsets(stopsOf(journal, partitions))} under epoch${plural(fencedEpochs, '', 's')} ${fencedEpochs.join(', ')}, so what ${plural(missed, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(mine).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(mine)}` : ''}`,
     );
   }
   return {
@@ -1037,84 +1120,73 @@ async function stopFence(
       ...(Object.keys(raised).length > 0
         ? { stopOffsets: { ...journal.stopOffsets, ...raised } }
         : {}),
-      stopFence: fenced.journal,
+      stopFence: {
+        replicaSets: away.map(([rs]) => rs),
+        ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
+      },
     },
   };
 }
 
 /**
- * Fences each of `sets` (source set → its moved partitions) in deep storage through a receiver of
- * the move's targets (hand-off-commit.ts, fenceReplicaSet; from `from`'s offsets on when given),
- * and answers per partition where the targets start — the first offset from `startOf` on that the
- * set did not commit — and the committed ranges past that, to read over (failoverStart).
+ * Fences each of `sets` in deep storage (hand-off-commit.ts, fenceReplicaSet: `epochs` by
+ * partition, from `from`'s offsets on where given) through a ready receiver of `through` (replica
+ * sets, never the one fenced), and answers what the fenced sets had committed of each partition,
+ * merged.
  */
-async function fenceSources(
+async function fenceSets(
   ctx: ReassignContext,
-  journal: ReassignJournal,
-  sets: [string, number[]][],
-  fence: {
-    id: string;
-    from?: (partitions: number[]) => Record<string, string>;
-    startOf: (partition: number) => bigint;
-    /** Why, for the error when no target receiver is ready. */
-    why: string;
-  },
-): Promise<{
-  sets: {
-    replicaSet: string;
-    partitions: number[];
-    epochs: number[];
-    starts: Record<string, string>;
-  }[];
-  /** partition → where the targets start. */
-  starts: Record<string, string>;
-  journal: NonNullable<ReassignJournal['stopFence']>;
-}> {
-  const epochs = ctx.object.status?.epochs ?? {};
-  const targets = [...byTarget(journal).keys()];
-  const fencers = targets.flatMap((rs) => ctx.receivers.get(rs) ?? []);
+  through: string[],
+  sets: { replicaSet: string; epochs: Record<string, number>; from?: Record<string, string> }[],
+  fence: { id: string; why: string },
+): Promise<Map<number, { from: bigint; to: bigint }[]>> {
+  const fencers = through.flatMap((rs) => ctx.receivers.get(rs) ?? []);
   if (fencers.length === 0)
     throw new PhaseBlocked(
       'TargetReceiverUnavailable',
-      `no receiver of the move's target replica sets (${targets.join(', ')}) is ready to fence ${sets.map(([rs]) => rs).join(', ')}, ${fence.why}`,
+      `no receiver of replica sets ${through.join(', ')} is ready to fence ${sets.map((s) => s.replicaSet).join(', ')}, ${fence.why}`,
     );
-  const out: Awaited<ReturnType<typeof fenceSources>>['sets'] = [];
-  const starts: Record<string, string> = {};
-  const above: Record<string, { from: string; to: string }[]> = {};
-  for (const [rs, partitions] of sets) {
+  const committed = new Map<number, OffsetRange[]>();
+  for (const set of sets) {
     const request: FenceRequest = {
-      replicaSet: rs,
+      replicaSet: set.replicaSet,
       id: fence.id,
-      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
-      ...(fence.from ? { from: fence.from(partitions) } : {}),
+      partitions: set.epochs,
+      ...(set.from && Object.keys(set.from).length > 0 ? { from: set.from } : {}),
     };
     const answer = await fenceThrough(
       ctx,
-      fencers.filter((e) => e.replicaSet !== rs),
+      fencers.filter((e) => e.replicaSet !== set.replicaSet),
       request,
     );
-    const ofSet: Record<string, string> = {};
-    for (const p of partitions) {
-      const { restart, readOver } = failoverStart(fence.startOf(p), committedOf(answer, p));
-      ofSet[String(p)] = starts[String(p)] = restart.toString();
-      if (readOver.length > 0)
-        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+    for (const p of Object.keys(set.epochs).map(Number)) {
+      const acc = committed.get(p) ?? [];
+      for (const r of committedOf(answer, p)) addRange(acc, r.from, r.to);
+      committed.set(p, acc);
     }
-    out.push({
-      replicaSet: rs,
-      partitions,
-      epochs: [...new Set(Object.values(request.partitions))],
-      starts: ofSet,
-    });
   }
-  return {
-    sets: out,
-    starts,
-    journal: {
-      replicaSets: sets.map(([rs]) => rs),
-      ...(Object.keys(above).length > 0 ? { committedAbove: above } : {}),
-    },
-  };
+  return committed;
+}
+
+/**
+ * Where each of `moves`' targets start — the first offset from `startOf` on that the fenced sets
+ * did not commit — and the committed ranges past that, to read over (failoverStart).
+ */
+function restarts<M extends { partition: number }>(
+  moves: M[],
+  startOf: (move: M) => bigint,
+  committed: ReadonlyMap<number, { from: bigint; to: bigint }[]>,
+): { starts: Record<string, string>; above: Record<string, { from: string; to: string }[]> } {
+  const starts: Record<string, string> = {};
+  const above: Record<string, { from: string; to: string }[]> = {};
+  for (const m of moves) {
+    const p = String(m.partition);
+    const { restart, readOver } = failoverStart(startOf(m), committed.get(m.partition) ?? []);
+    starts[p] = restart.toString();
+    if (readOver.length > 0)
+      above[p] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
+  }
+  return { starts, above };
 }
 
 /**
@@ -1131,7 +1203,7 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
   const assignment = finalAssignment(ctx.object, journal);
   // A source set with no ready receiver blocks Done, after the other sources are sealed. A
   // failover's are fenced: convergence releases them when back, and their committed data stays.
-  // So are sources lost in Starting (fenceLostSources), and one lost since: all it had of the
+  // So are sources lost in Starting (fenceLostSets), and one lost since: all it had of the
   // cube was released, and committed before the targets started (awaitReleasedCommit), unless
   // they started without (startedUncommitted).
   let unavailable: PhaseBlocked | undefined;
@@ -1202,12 +1274,12 @@ async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<
  */
 export function releasedByMoves(
   previous: Readonly<Record<string, readonly number[]>> | undefined,
-  journal: Pick<ReassignJournal, 'moves' | 'failover' | 'startedUncommitted' | 'lostSources'>,
+  journal: Pick<ReassignJournal, 'moves' | 'failover' | 'startedUncommitted' | 'lostSets'>,
   assignment: Readonly<Record<string, readonly number[]>>,
 ): Record<string, number[]> | undefined {
   // Committed before the targets started (awaitReleasedCommit), unless they started without.
   if (journal.failover || !journal.startedUncommitted) return undefined;
-  const lost = new Set(journal.lostSources?.replicaSets ?? []);
+  const lost = new Set(journal.lostSets?.replicaSets ?? []);
   const out: Record<string, number[]> = {};
   for (const m of journal.moves) {
     if (m.from === undefined || lost.has(m.from) || (assignment[m.from] ?? []).length === 0)

@@ -1030,17 +1030,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
     const journal = object.status?.reassign;
     /**
-     * The sets of a move in flight with no ready receiver for spec.failoverAfter, whether or not
-     * they keep released data (Starting fails over a lost source whose data is not committed).
+     * The sets of the move in flight with no ready receiver for spec.failoverAfter, whether or not
+     * they keep released data (Starting fails over a set of the move lost before the targets
+     * started: fenceLostSets). Set below, before the journal runs.
      */
-    const lostInMove = (obj: CubeAssignment): ReadonlySet<string> | undefined => {
-      if (!obj.status?.reassign) return undefined;
-      const available = new Set(
-        [...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs),
-      );
-      const away = lostReplicaSets(obj, available, pods);
-      return new Set([...away.lost, ...away.blocked.keys()]);
-    };
+    let lostInMove: ReadonlySet<string> | undefined;
     // From the journal, so that an operator that took over reports the phase it resumes.
     setPhase(deps.metrics, labels, journal?.phase);
     const reassignContext = (
@@ -1051,7 +1045,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       object: obj,
       receivers,
       notReady: notReadyByReplicaSet(pods),
-      lostReplicaSets: lostInMove(obj),
+      ...(lostInMove ? { lostReplicaSets: lostInMove } : {}),
       client: (endpoint) => clientFor(endpoint, obj),
       startingOffsets: (ps: number[]) =>
         deps.topics.startingOffsets(
@@ -1157,10 +1151,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           setPhase(deps.metrics, labels, undefined);
           return reportBlocked(j, outcome.error, outcome.requeueAfterMs);
         case 'completed':
-          for (const rs of [
-            ...(j.failover?.replicaSets ?? []),
-            ...(j.lostSources?.replicaSets ?? []),
-          ])
+          for (const rs of [...(j.failover?.replicaSets ?? []), ...(j.lostSets?.replicaSets ?? [])])
             failedOverSets.add(`${namespace}/${cube}/${rs}`);
           // The completion wrote what the sources left with partitions keep of the ones they
           // released (status.releasedUncommitted, releasedByMoves): status stands for them until
@@ -1177,7 +1168,22 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
           return { requeueAfterMs: outcome.requeueAfterMs };
       }
     };
-    if (journal) return runJournal(journal);
+    if (journal) {
+      // The failover wait counts during a move too, and is kept in status as at rest, so that a
+      // leader taking over mid-move waits out only the rest of it.
+      const away = lostReplicaSets(
+        object,
+        new Set([...receivers].filter(([, list]) => list.length > 0).map(([rs]) => rs)),
+        pods,
+      );
+      lostInMove = new Set([...away.lost, ...away.blocked.keys()]);
+      const unavailable = unavailableSincePatch(object.status?.unavailableSince, away.since);
+      if (unavailable) {
+        signal.throwIfAborted();
+        object = await patchStatus(object, { unavailableSince: unavailable }, signal);
+      }
+      return runJournal(journal);
+    }
 
     // A source edit reaches every receiver before anything else runs under it, and before
     // observedGeneration says it is applied. Other edits (placement, suspend) need no roll-out,

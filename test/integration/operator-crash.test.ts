@@ -179,7 +179,9 @@ const crashes: Crash[] = [
     target: ['consuming', 'consuming'],
   },
   // Between two receiver calls: after the first pause, the first drain, the first target's
-  // assign (the sources released first) and the first source's unassign (after its seal).
+  // assign (the sources released and their data committed first; a point of its own, since the
+  // releases run again on each pass that waits for that commit) and the first source's unassign
+  // (after its seal).
   {
     fault: 'reassign-Pausing-partial',
     phase: 'Pausing',
@@ -193,7 +195,7 @@ const crashes: Crash[] = [
     target: ['absent', 'absent'],
   },
   {
-    fault: 'reassign-Starting-partial:3',
+    fault: 'reassign-Starting-target-partial',
     phase: 'Starting',
     source: ['released', 'released'],
     target: ['consuming', 'absent'],

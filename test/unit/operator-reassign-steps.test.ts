@@ -1564,7 +1564,7 @@ describe('stepReassign: a source replica set lost before its data of the moved p
       'persist cleared',
     ]);
     expect(h.events[0]).toBe(
-      'Warning SourceLost: reassign r-2-abcdef: replica set rs-a, source of partitions 0, 1, has had no ready receiver for spec.failoverAfter (5m) before its data of them was committed: it is fenced, and they restart from 0 at 80, 1 at 0, the end of what it committed, instead of the stop offsets (0 at 105, 1 at 200)',
+      'Warning ReplicaSetLostInMove: reassign r-2-abcdef: replica set rs-a has had no ready receiver for spec.failoverAfter (5m) and is fenced; source of partitions 0, 1, whose data of them was not all committed: they restart from 0 at 80, 1 at 0, the end of what it committed, instead of the stop offsets (0 at 105, 1 at 200)',
     );
     expect(h.object().status).toMatchObject({
       assignment: { 'rs-b': [0, 1] },
@@ -1587,6 +1587,56 @@ describe('stepReassign: a source replica set lost before its data of the moved p
     h.ctx.lostReplicaSets = new Set(['rs-a']);
     const outcome = await stepReassign(h.ctx, journal);
     expect(outcome.kind === 'blocked' && outcome.error.reason).toBe('SourceReplicaSetUnavailable');
+    expect(h.log).toEqual([]);
+  });
+});
+
+describe('stepReassign: a target replica set lost in Starting', () => {
+  test('fenced from the stop offsets under the next epoch, and its moves go back to their live source, which takes them under the next epoch', async () => {
+    const swap: ReassignJournal['moves'] = [
+      { partition: 0, from: 'rs-a', to: 'rs-b' },
+      { partition: 1, from: 'rs-b', to: 'rs-a' },
+    ];
+    const h = harness(journalAt('Starting', { moves: swap }), { away: ['rs-a'] });
+    h.ctx.notReady = new Map([['rs-a', ['rs-a-0', 'rs-a-1']]]);
+    h.ctx.lostReplicaSets = new Set(['rs-a']);
+    expect((await stepReassign(h.ctx, h.object().status!.reassign!)).kind).toBe('waiting');
+    expect(h.log).toEqual(['rs-b-0 fence rs-a {"0":1,"1":2} from {"1":"200"}', 'persist Starting']);
+    expect(h.object().status?.reassign).toMatchObject({
+      moves: [
+        { partition: 0, from: 'rs-a', to: 'rs-b' },
+        { partition: 1, from: 'rs-b', to: 'rs-b' },
+      ],
+      stopOffsets: { '0': '80', '1': '200' },
+      lostSets: { replicaSets: ['rs-a'], committedAbove: { '0': [{ from: '90', to: '95' }] } },
+    });
+    expect(h.events).toEqual([
+      'Warning ReplicaSetLostInMove: reassign r-2-abcdef: replica set rs-a has had no ready receiver for spec.failoverAfter (5m) and is fenced; source of partition 0, whose data of it was not all committed: it restarts from 0 at 80, the end of what it committed, instead of the stop offsets (0 at 105); target of partition 1: given instead to rs-b, from 1 at 200',
+    ]);
+    h.log.length = 0;
+    const started = await stepReassign(
+      { ...h.ctx, object: h.object() },
+      h.object().status!.reassign!,
+    );
+    expect(started.kind).toBe('advanced');
+    expect(h.log).toEqual([
+      'rs-b-0 release [1]',
+      'rs-b-1 release [1]',
+      'rs-b-0 status',
+      'rs-b-1 status',
+      'rs-b-0 assign 0@80/e2/w1500 skip [["90","95"]],1@200/e2/w2000',
+      'rs-b-1 assign 0@80/e2/w1500 skip [["90","95"]],1@200/e2/w2000',
+      'persist Sealing',
+    ]);
+  });
+
+  test('no live set to take its partitions: blocked, nothing written', async () => {
+    const h = harness(journalAt('Starting', { moves: [{ partition: 1, to: 'rs-a' }] }), {
+      away: ['rs-a', 'rs-b'],
+    });
+    h.ctx.lostReplicaSets = new Set(['rs-a']);
+    const outcome = await stepReassign(h.ctx, h.object().status!.reassign!);
+    expect(outcome.kind === 'blocked' && outcome.error.reason).toBe('TargetReceiverUnavailable');
     expect(h.log).toEqual([]);
   });
 });

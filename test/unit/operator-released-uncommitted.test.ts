@@ -189,7 +189,7 @@ test.each<{
           moves,
           ...(failover ? { failover: { replicaSets: ['rs-a'] } } : {}),
           ...(uncommitted ? { startedUncommitted: true } : {}),
-          ...(lost ? { lostSources: { replicaSets: lost } } : {}),
+          ...(lost ? { lostSets: { replicaSets: lost } } : {}),
         },
         assignment,
       ),
