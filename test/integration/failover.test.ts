@@ -17,9 +17,7 @@ import {
   reassignPhases,
 } from '../../src/api/cube-assignment.ts';
 import { keptUncommitted } from '../../src/operator/reassign.ts';
-import type { CubeStatus } from '../../src/protocol/admin-api.ts';
-import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { type OffsetRange, addRange, rangesFromJson } from '../../src/receiver/offset-ranges.ts';
+import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import {
   conditionOf,
   cubeApi,
@@ -41,11 +39,11 @@ import {
   testSchema,
   totalsOf,
 } from '../support/events.ts';
-import { committed } from '../support/hand-offs.ts';
+import { committed, committedBy, fenceDir } from '../support/hand-offs.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useLoads } from '../support/loaded-cube.ts';
-import { useOperatorStack } from '../support/operator-stack.ts';
-import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
+import { bringBack, useOperatorStack } from '../support/operator-stack.ts';
+import { cubeOn, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -71,8 +69,7 @@ afterEach(async () => {
   // A test that failed with rs-a down leaves it down: the next starts from a whole stack.
   for (const r of stack.replicas['rs-a'] ?? []) {
     if (r.running) continue;
-    await r.start();
-    await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
+    await bringBack(stack, r);
   }
 });
 afterAll(() => rmSync(faults, { recursive: true, force: true }));
@@ -86,30 +83,6 @@ const failoverAfterMs = 10_000;
 // (passed by 5 s of lateness) every few seconds, so rs-a has committed windows before it is lost
 // and the partitions restart past their epoch's start.
 const schema = { ...testSchema, window: '20s', allowedLateness: '5s' };
-
-/** The cube's status on `r`, or undefined when `r` does not hold it (404). */
-async function cubeOn(r: ReceiverProcess, cube: string): Promise<CubeStatus | undefined> {
-  try {
-    return await r.client.cubeStatus(cube);
-  } catch (error) {
-    if (error instanceof ReceiverApiError && error.status === 404) return undefined;
-    throw error;
-  }
-}
-
-/** partition → the offsets the newest commit records of `replicaSet` cover, merged. */
-function committedBy(cube: string, replicaSet: string): Map<number, OffsetRange[]> {
-  const out = new Map<number, OffsetRange[]>();
-  for (const c of committed(stack.deepStorageDir, cube)) {
-    if (c.replicaSet !== replicaSet) continue;
-    for (const [p, list] of Object.entries(c.record.offsetRanges)) {
-      const acc = out.get(Number(p)) ?? [];
-      for (const r of rangesFromJson(list)) addRange(acc, r.from, r.to);
-      out.set(Number(p), acc);
-    }
-  }
-  return out;
-}
 
 /**
  * Late events beside the load: every 300 ms, one per partition, 3 s of event time behind the
@@ -376,7 +349,7 @@ test('a replica set lost under load fails over from its committed offsets; back,
 
   // Each lost partition restarts at its first offset that rs-a had not committed; rs-a, dead,
   // commits nothing more, so its records read now are those the fence read.
-  const committedBeforeFence = committedBy(cube, 'rs-a');
+  const committedBeforeFence = committedBy(stack.deepStorageDir, cube, 'rs-a');
   const starts = new Map<number, bigint>();
   for (const p of lostPartitions) {
     const first = committedBeforeFence.get(p)?.[0];
@@ -398,15 +371,9 @@ test('a replica set lost under load fails over from its committed offsets; back,
   ]);
 
   // The fence: one record for rs-a in deep storage, named after the failover.
-  const fenceDir = join(
-    stack.deepStorageDir,
-    `namespace=${stack.namespace}`,
-    cube,
-    'fences',
-    'replicaSet=rs-a',
-  );
-  expect(readdirSync(fenceDir)).toEqual([`${journals[0]!.id}.json`]);
-  const fence = JSON.parse(readFileSync(join(fenceDir, `${journals[0]!.id}.json`), 'utf8')) as {
+  const fences = fenceDir(stack.deepStorageDir, stack.namespace, cube, 'rs-a');
+  expect(readdirSync(fences)).toEqual([`${journals[0]!.id}.json`]);
+  const fence = JSON.parse(readFileSync(join(fences, `${journals[0]!.id}.json`), 'utf8')) as {
     replicaSet: string;
     partitions: Record<string, number>;
   };
@@ -606,7 +573,9 @@ test('a set lost while a move waits for its data of the moved partition to commi
   );
   await waitFor(`rs-a committed a window of partition ${moved}`, () =>
     Promise.resolve(
-      (committedBy(cube, 'rs-a').get(moved) ?? []).some((r) => r.from === epochStart),
+      (committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? []).some(
+        (r) => r.from === epochStart,
+      ),
     ),
   );
 
@@ -710,7 +679,7 @@ test('a set lost while a move waits for its data of the moved partition to commi
   // rs-a, dead, commits nothing more: its records read now are those the fence read. `moved`
   // restarted at the end of what rs-a committed of it from its epoch's start: past that start,
   // below the stop offset rs-a released it at.
-  const ofMoved = committedBy(cube, 'rs-a').get(moved) ?? [];
+  const ofMoved = committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? [];
   const contiguous = ofMoved.find((r) => r.from === epochStart);
   const restart = contiguous ? contiguous.to : epochStart;
   expect(moveDone.status?.epochStarts?.[String(moved)]).toBe(restart.toString());
@@ -729,14 +698,8 @@ test('a set lost while a move waits for its data of the moved partition to commi
   expect(sourceLost[0]!.message).toMatch(new RegExp(`\\b${stop}\\b`));
 
   // The fence: a record for rs-a in deep storage, named after the move, of `moved` under epoch 1.
-  const fenceDir = join(
-    stack.deepStorageDir,
-    `namespace=${stack.namespace}`,
-    cube,
-    'fences',
-    'replicaSet=rs-a',
-  );
-  const lostFence = JSON.parse(readFileSync(join(fenceDir, `${waiting.id}-lost.json`), 'utf8')) as {
+  const fences = fenceDir(stack.deepStorageDir, stack.namespace, cube, 'rs-a');
+  const lostFence = JSON.parse(readFileSync(join(fences, `${waiting.id}-lost.json`), 'utf8')) as {
     replicaSet: string;
     partitions: Record<string, number>;
   };
@@ -791,7 +754,7 @@ test('a set lost while a move waits for its data of the moved partition to commi
   expect(failedOver.status?.epochs).toEqual(
     Object.fromEntries([0, 1, 2, 3].map((p) => [String(p), placed['rs-a']!.includes(p) ? 2 : 1])),
   );
-  expect(readdirSync(fenceDir).sort()).toEqual(
+  expect(readdirSync(fences).sort()).toEqual(
     [`${failovers[0]!.id}.json`, `${waiting.id}-lost.json`].sort(),
   );
   const events = await cubeEvents(stack.kc, stack.namespace, cube);
@@ -915,7 +878,7 @@ test('a set that released a partition commits its data of it at the release, and
       const stop = c.status?.epochStarts?.[String(moved)];
       if (c.status?.reassign || !(c.status?.assignment?.['rs-b'] ?? []).includes(moved)) return;
       if (stop === undefined || (c.status?.releasedUncommitted?.['rs-a'] ?? []).length > 0) return;
-      const ofMoved = committedBy(cube, 'rs-a').get(moved) ?? [];
+      const ofMoved = committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? [];
       return ofMoved.some((r) => r.from === 0n && r.to === BigInt(stop)) ? c : undefined;
     },
     60_000,

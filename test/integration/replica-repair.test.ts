@@ -8,10 +8,10 @@
 import type { CubeAssignment, ReassignPhase } from '../../src/api/cube-assignment.ts';
 import { nextPhase } from '../../src/operator/reassign.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { cubeApi, cubeEvents, setPodReady, waitForSettled } from '../support/cluster.ts';
+import { cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
 import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { expectExactOnceCaughtUp } from '../support/cube-audit.ts';
-import { useOperatorStack } from '../support/operator-stack.ts';
+import { bringBack, takeDown, useOperatorStack } from '../support/operator-stack.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
@@ -29,18 +29,6 @@ const stack = useOperatorStack({
 
 const suite = useLoads(stack);
 
-/** kill -9, and the pod NotReady: the operator's phases leave it out. */
-async function down(r: ReceiverProcess): Promise<void> {
-  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
-  await r.kill('SIGKILL');
-}
-
-/** Restarted on its volume, Ready again. */
-async function up(r: ReceiverProcess): Promise<void> {
-  await r.start();
-  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
-}
-
 /**
  * Moves to `pins` with `replica` missing `phase`: an operator stops as the phase begins, the
  * replica goes down, a second operator runs the phase without it and stops as the next begins,
@@ -57,11 +45,11 @@ async function moveMissing(
   await cubeApi(stack.kc).patchSpec(stack.namespace, cube, { pins });
   await before.waitForExit();
   expect(before.exitSignal).toBe('SIGKILL');
-  await down(replica);
+  await takeDown(stack, replica);
   const during = await stack.startOperator({ STREAMCUBE_FAULT: `reassign-${nextPhase[phase]}` });
   await during.waitForExit();
   expect(during.exitSignal).toBe('SIGKILL');
-  await up(replica);
+  await bringBack(stack, replica);
   stack.operator = await stack.startOperator();
   const expected = Object.fromEntries(
     ['rs-a', 'rs-b'].map((rs) => [rs, [...(pins[rs] ?? [])].sort((a, b) => a - b)]),

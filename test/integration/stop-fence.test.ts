@@ -14,17 +14,16 @@
 // tiled, by each replica index and by the committed view.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CubeStatus, SegmentStatus } from '../../src/protocol/admin-api.ts';
-import { ReceiverApiError } from '../../src/protocol/client.ts';
+import type { SegmentStatus } from '../../src/protocol/admin-api.ts';
 import type { FenceRecord } from '../../src/receiver/hand-off-commit.ts';
-import { type OffsetRange, addRange, rangesFromJson } from '../../src/receiver/offset-ranges.ts';
-import { cubeApi, cubeEvents, setPodReady, waitForCube } from '../support/cluster.ts';
+import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
+import { cubeApi, cubeEvents, waitForCube } from '../support/cluster.ts';
 import { type CubeAudit, auditFigures, expectExactAndTiled } from '../support/cube-audit.ts';
 import { highWatermarks, totalsOf } from '../support/events.ts';
-import { committed } from '../support/hand-offs.ts';
+import { committedBy, fenceDir } from '../support/hand-offs.ts';
 import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
-import { useOperatorStack } from '../support/operator-stack.ts';
-import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
+import { bringBack, takeDown, useOperatorStack } from '../support/operator-stack.ts';
+import { cubeOn, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -45,28 +44,6 @@ afterEach(() => {
   for (const r of Object.values(stack.replicas).flat()) if (r.running) r.child!.kill('SIGCONT');
 });
 
-/** kill -9, and the pod NotReady: the operator's phases leave it out. */
-async function down(r: ReceiverProcess): Promise<void> {
-  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
-  await r.kill('SIGKILL');
-}
-
-/** Restarted on its volume, Ready again. */
-async function up(r: ReceiverProcess): Promise<void> {
-  await r.start();
-  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
-}
-
-/** The cube's status on `r`, or undefined when `r` does not hold it (404). */
-async function cubeOn(r: ReceiverProcess, cube: string): Promise<CubeStatus | undefined> {
-  try {
-    return await r.client.cubeStatus(cube);
-  } catch (error) {
-    if (error instanceof ReceiverApiError && error.status === 404) return undefined;
-    throw error;
-  }
-}
-
 /** Commits of a window `r` made, by outcome, as its metrics count them. */
 async function commits(r: ReceiverProcess, cube: string, outcome: string): Promise<number> {
   const text = await (await fetch(`${r.baseUrl}/metrics`)).text();
@@ -77,20 +54,6 @@ async function commits(r: ReceiverProcess, cube: string, outcome: string): Promi
       outcome,
     }) ?? 0
   );
-}
-
-/** partition → the offsets the newest commit records of `replicaSet` cover, merged. */
-function committedBy(cube: string, replicaSet: string): Map<number, OffsetRange[]> {
-  const out = new Map<number, OffsetRange[]>();
-  for (const c of committed(stack.deepStorageDir, cube)) {
-    if (c.replicaSet !== replicaSet) continue;
-    for (const [p, list] of Object.entries(c.record.offsetRanges)) {
-      const acc = out.get(Number(p)) ?? [];
-      for (const r of rangesFromJson(list)) addRange(acc, r.from, r.to);
-      out.set(Number(p), acc);
-    }
-  }
-  return out;
 }
 
 const describeSegments = (segments: SegmentStatus[]): string =>
@@ -110,7 +73,7 @@ test('a source replica that missed a move and ran past the stop offset has its c
     const held = a1!.checkpoint(cube)?.partitions.find((p) => p.partition === 1);
     return Promise.resolve(held !== undefined && BigInt(held.position) > 0n);
   });
-  await down(a1!);
+  await takeDown(stack, a1!);
 
   // Partition 1 moves to rs-b, rs-a-1 down throughout: Pausing waits for it up to the phase
   // timeout and goes on without it; rs-a-0 is drained and released at the stop offset.
@@ -136,7 +99,7 @@ test('a source replica that missed a move and ran past the stop offset has its c
   for (const r of rsB) r.child!.kill('SIGSTOP');
 
   // rs-a-1 comes back on its volume and consumes partition 1 on under epoch 1, past the stop.
-  await up(a1!);
+  await bringBack(stack, a1!);
   const seenAt = await waitFor(
     `rs-a-1 consuming partition 1 under epoch 1 past the stop offset ${stop}`,
     async () => {
@@ -214,7 +177,7 @@ test('a source replica that missed a move and ran past the stop offset has its c
     committedSets: ['rs-a'],
   };
   const figures = await auditFigures(audit);
-  const rsA = committedBy(cube, 'rs-a').get(1) ?? [];
+  const rsA = committedBy(stack.deepStorageDir, cube, 'rs-a').get(1) ?? [];
   console.log(
     `${cube}: ${load.all().length} events produced; held by replica 0 and 1 of the sets: ${figures.events.join(', ')}, lost ${figures.lost}, counted twice ${figures.twice}; committed view (${figures.committed.records} records): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; move ${moveMs} ms, stop offset of partition 1 ${stop}, rs-a-1 seen past it at ${seenAt}, high watermark ${hw.get(1)}; rs-a-1's copies past the stop: ${excessOutcomes.join(', ')} (fenced commits counted ${fencedOnA1}); rs-a committed of partition 1 ${JSON.stringify(rsA.map((r) => [String(r.from), String(r.to)]))}`,
   );
@@ -256,16 +219,10 @@ test('a source replica that missed a move and ran past the stop offset has its c
   ]);
 
   // The fence record: rs-a's partition 1 under epoch 1, from the stop offset on.
-  const fenceDir = join(
-    stack.deepStorageDir,
-    `namespace=${stack.namespace}`,
-    cube,
-    'fences',
-    'replicaSet=rs-a',
-  );
-  expect(existsSync(fenceDir) ? readdirSync(fenceDir) : []).toEqual([`${journalId}-stop.json`]);
+  const fences = fenceDir(stack.deepStorageDir, stack.namespace, cube, 'rs-a');
+  expect(existsSync(fences) ? readdirSync(fences) : []).toEqual([`${journalId}-stop.json`]);
   const fence = JSON.parse(
-    readFileSync(join(fenceDir, `${journalId}-stop.json`), 'utf8'),
+    readFileSync(join(fences, `${journalId}-stop.json`), 'utf8'),
   ) as FenceRecord;
   expect(fence).toMatchObject({
     replicaSet: 'rs-a',

@@ -8,6 +8,7 @@ import type { CommitRecord } from '../../src/receiver/hand-off-commit.ts';
 import type { Totals } from './events.ts';
 import {
   type OffsetRange,
+  addRange,
   rangeMapFromJson,
   rangesFromJson,
 } from '../../src/receiver/offset-ranges.ts';
@@ -94,6 +95,24 @@ export function committed(deepStorageDir: string, cube: string, namespace?: stri
   return out;
 }
 
+/** partition → the offsets the newest commit records of `replicaSet` cover, merged. */
+export function committedBy(
+  deepStorageDir: string,
+  cube: string,
+  replicaSet: string,
+): Map<number, OffsetRange[]> {
+  const out = new Map<number, OffsetRange[]>();
+  for (const c of committed(deepStorageDir, cube)) {
+    if (c.replicaSet !== replicaSet) continue;
+    for (const [p, list] of Object.entries(c.record.offsetRanges)) {
+      const acc = out.get(Number(p)) ?? [];
+      for (const r of rangesFromJson(list)) addRange(acc, r.from, r.to);
+      out.set(Number(p), acc);
+    }
+  }
+  return out;
+}
+
 /** Totals of the test schema's measures over the given hand-offs' Arrow files. */
 export function handOffTotals(list: HandOff[]): Totals {
   const totals: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
@@ -121,6 +140,16 @@ export function addTotals(a: Totals, b: Totals): Totals {
     cheapest: Math.min(a.cheapest, b.cheapest),
     dearest: Math.max(a.dearest, b.dearest),
   };
+}
+
+/** Where the fence records of `replicaSet` for a cube of `namespace` are, in deep storage. */
+export function fenceDir(
+  deepStorageDir: string,
+  namespace: string,
+  cube: string,
+  replicaSet: string,
+): string {
+  return join(deepStorageDir, `namespace=${namespace}`, cube, 'fences', `replicaSet=${replicaSet}`);
 }
 
 /** The cube's directory in deep storage, which holds its windows and `fences/`. */

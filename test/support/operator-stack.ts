@@ -14,7 +14,13 @@ import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { freePort, stopService } from '../../src/local/processes.ts';
 import { restartApiServer } from '../../src/local/controlplane.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { OperatorProcess, applyCrd, createNamespace, startReceiverPod } from './cluster.ts';
+import {
+  OperatorProcess,
+  applyCrd,
+  createNamespace,
+  setPodReady,
+  startReceiverPod,
+} from './cluster.ts';
 import { type ReceiverProcessOptions, ReceiverProcess, tempDir } from './receiver-process.ts';
 
 export interface OperatorStack {
@@ -179,4 +185,16 @@ export function useOperatorStack(options: {
   });
 
   return stack;
+}
+
+/** kill -9, and the pod NotReady: the operator's phases leave it out. */
+export async function takeDown(stack: OperatorStack, r: ReceiverProcess): Promise<void> {
+  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, false);
+  await r.kill('SIGKILL');
+}
+
+/** Restarted on its volume, Ready again. */
+export async function bringBack(stack: OperatorStack, r: ReceiverProcess): Promise<void> {
+  await r.start();
+  await setPodReady(stack.kc, stack.namespace, r.options.id, r.options.host!, true);
 }

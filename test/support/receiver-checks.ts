@@ -1,7 +1,7 @@
 // What integration tests assert about receivers: totals from a query, positions, and the tiling
 // of segment offset ranges over a partition's log.
 import type { AssignCubeRequest, CubeStatus, QueryResponse } from '../../src/protocol/admin-api.ts';
-import type { ReceiverClient } from '../../src/protocol/client.ts';
+import { ReceiverApiError, type ReceiverClient } from '../../src/protocol/client.ts';
 import {
   type OffsetRange,
   rangesFromJson,
@@ -44,6 +44,16 @@ export async function waitForPositions(
     },
     timeoutMs,
   );
+}
+
+/** The cube's status on `r`, or undefined when `r` does not hold it (404). */
+export async function cubeOn(r: ReceiverProcess, cube: string): Promise<CubeStatus | undefined> {
+  try {
+    return await r.client.cubeStatus(cube);
+  } catch (error) {
+    if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+    throw error;
+  }
 }
 
 export function positionsOf(status: CubeStatus): Record<number, string> {
