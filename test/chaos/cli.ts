@@ -9,8 +9,10 @@ const usage = `Usage: npm run chaos -- [--minutes N] [--seed S]
   --seed S      the fault schedule's seed (printed by every run)  [default: a new one]
   --receiver-kills at-rest|any-time
                 at-rest: between moves, placements held back while a receiver
-                is down; any-time: also mid-move (moves then wait up to the
-                phase timeout for the killed replica, see test/support/chaos.ts)
+                (or a whole set) is down; any-time: also mid-move (moves then
+                wait up to the phase timeout for the killed replica, and a set
+                lost in Starting fails over within the move; see
+                test/support/chaos.ts)
                                                             [default at-rest]
 `;
 

@@ -5,8 +5,8 @@
 // NotReady; between moves, new ones held back until it is back, unless
 // STREAMCUBE_CHAOS_RECEIVER_KILLS=any-time: see test/support/chaos.ts) and restarts it, or freezes
 // the leader past its lease (SIGSTOP, then SIGCONT), freezes a receiver (SIGSTOP, pod Ready),
-// restarts the broker or the API server, or kills every receiver of one set (between moves) so
-// that its partitions fail over, and brings it back. Then everything settles and the audit reads
+// restarts the broker or the API server, or kills every receiver of one set (between moves, or
+// mid-move with any-time) so that its partitions fail over, and brings it back. Then everything settles and the audit reads
 // every replica's live segments and hand-offs: each partition's log tiled exactly, totals equal to
 // what was produced; and pyarrow, an independent reader, finds in every receiver's hand-off files
 // the events the audit counted there. CI runs 2 minutes of chaos;

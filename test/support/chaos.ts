@@ -136,7 +136,9 @@ export type FaultKind = (typeof faultKinds)[number];
  * When a receiver may be killed: `at-rest` waits until no move is in flight and holds new
  * placements back until it is up and every cube has settled again; `any-time` kills it whenever
  * the schedule says, in the middle of a move or while its set loses or regains partitions (issue
- * 9: moves wait in Pausing and Sealing for a replica of their sets that is not Ready).
+ * 9: moves wait in Pausing and Sealing for a replica of their sets that is not Ready). So for a
+ * whole set's loss: `any-time` loses it mid-move too, placements going on meanwhile (a move then
+ * waits for it, rolls back, or, lost in Starting, fails it over within the move).
  */
 export type ReceiverKills = 'at-rest' | 'any-time';
 
@@ -334,8 +336,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         // Every receiver of one set killed at once, between moves: its cubes' partitions fail
         // over (spec.failoverAfter) to the other set; then the set comes back and is converged.
         const rs = random.pick(replicaSets);
-        holdMoves = true;
-        while (moving > 0 && !failed) await sleep(100);
+        const atRest = o.receiverKills === 'at-rest';
+        if (atRest) {
+          holdMoves = true;
+          while (moving > 0 && !failed) await sleep(100);
+        }
         const api = cubeApi(kc);
         // The cubes that fail over: they hold partitions there and list another set to take them
         // (a cube placed on the lost set alone waits for it).
@@ -359,7 +364,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
           await r.kill('SIGKILL');
         }
         log(
-          `fault replica-set-loss: every receiver of ${rs} kill -9 (${held.join(', ') || 'no cube'} held partitions there; released, not committed: ${uncommitted.join('; ') || 'none'})`,
+          `fault replica-set-loss: every receiver of ${rs} kill -9${atRest ? '' : ` (${moving} placement${moving === 1 ? '' : 's'} under way)`} (${held.join(', ') || 'no cube'} held partitions there; released, not committed: ${uncommitted.join('; ') || 'none'})`,
         );
         // Failed over, or not: a set holding data of partitions moved away from it that it has
         // not committed yet is not failed over (FailoverBlocked), and waits to come back.
