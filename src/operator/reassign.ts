@@ -719,41 +719,40 @@ const committedOf = (answer: FenceResponse, p: number): { from: bigint; to: bigi
  */
 async function fencing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const epochs = ctx.object.status?.epochs ?? {};
-  const epochStarts = ctx.object.status?.epochStarts ?? {};
-  const fencers = [...byTarget(journal).keys()].flatMap((rs) => ctx.receivers.get(rs) ?? []);
-  if (fencers.length === 0)
-    throw new PhaseBlocked(
-      'TargetReceiverUnavailable',
-      `no receiver of the failover's target replica sets (${[...byTarget(journal).keys()].join(', ')}) is ready to fence ${journal.failover!.replicaSets.join(', ')}`,
-    );
-  const stops: Record<string, string> = {};
-  const above: Record<string, { from: string; to: string }[]> = {};
-  const unknownStarts = journal.moves
-    .filter((m) => epochStarts[String(m.partition)] === undefined)
-    .map((m) => m.partition);
-  const fallback =
-    unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
-  for (const [rs, partitions] of bySource(journal)) {
-    const request = {
+  const startOf = await epochStartOf(
+    ctx,
+    journal.moves.map((m) => m.partition),
+  );
+  const committed = await fenceSets(
+    ctx,
+    [...byTarget(journal).keys()],
+    [...bySource(journal)].map(([rs, partitions]) => ({
       replicaSet: rs,
-      id: journal.id,
-      partitions: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
-    };
-    const answer = await fenceThrough(ctx, fencers, request);
-    receiverFinished('Fencing');
-    for (const p of partitions) {
-      const start = BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
-      const { restart, readOver } = failoverStart(start, committedOf(answer, p));
-      stops[String(p)] = restart.toString();
-      if (readOver.length > 0)
-        above[String(p)] = readOver.map((r) => ({ from: r.from.toString(), to: r.to.toString() }));
-    }
-  }
-  ctx.event('Warning', 'FailoverStarted', failoverStartedMessage(ctx, journal, stops, above));
+      epochs: Object.fromEntries(partitions.map((p) => [String(p), epochs[String(p)] ?? 0])),
+    })),
+    { id: journal.id, why: 'for a failover' },
+  );
+  receiverFinished('Fencing');
+  const { starts, above } = restarts(journal.moves, (m) => startOf(m.partition), committed);
+  ctx.event('Warning', 'FailoverStarted', failoverStartedMessage(ctx, journal, starts, above));
   return finished({
-    stopOffsets: stops,
+    stopOffsets: starts,
     failover: { ...journal.failover!, committedAbove: above },
   });
+}
+
+/**
+ * Where each of `partitions`' current epoch began (status.epochStarts), or, not recorded (a cube
+ * of before epochStarts), where it starts by spec.source.startingOffsets.
+ */
+async function epochStartOf(
+  ctx: ReassignContext,
+  partitions: number[],
+): Promise<(partition: number) => bigint> {
+  const epochStarts = ctx.object.status?.epochStarts ?? {};
+  const unknown = partitions.filter((p) => epochStarts[String(p)] === undefined);
+  const fallback = unknown.length > 0 ? await startingOffsetsOf(ctx, unknown) : new Map();
+  return (p) => BigInt(epochStarts[String(p)] ?? String(fallback.get(p) ?? 0n));
 }
 
 /**
@@ -990,11 +989,10 @@ async function fenceLostSets(
       `replica set${plural(lost, '', 's')} ${lost.join(', ')} of the move ${plural(lost, 'is', 'are')} lost and no replica set of spec.replicaSets has a ready receiver to take partition${plural(stranded, '', 's')} ${stranded.join(', ')} instead`,
     );
   const epochs = ctx.object.status?.epochs ?? {};
-  const epochStarts = ctx.object.status?.epochStarts ?? {};
-  const ofLostSources = lost.flatMap((rs) => sources.get(rs) ?? []);
-  const unknownStarts = ofLostSources.filter((p) => epochStarts[String(p)] === undefined);
-  const fallback =
-    unknownStarts.length > 0 ? await startingOffsetsOf(ctx, unknownStarts) : new Map();
+  const epochStart = await epochStartOf(
+    ctx,
+    lost.flatMap((rs) => sources.get(rs) ?? []),
+  );
   const stops = stopsOf(
     journal,
     journal.moves.map((m) => m.partition),
@@ -1021,7 +1019,7 @@ async function fenceLostSets(
     ),
     (m) =>
       m.from !== undefined && lost.includes(m.from)
-        ? BigInt(epochStarts[String(m.partition)] ?? String(fallback.get(m.partition) ?? 0n))
+        ? epochStart(m.partition)
         : BigInt(stops[String(m.partition)]!),
     committed,
   );
