@@ -1,7 +1,6 @@
 // `streamcube operator`: informers on CubeAssignments and receiver pods, a controller that runs
 // only while this process holds the leader Lease, and /healthz, /readyz, /metrics.
 import { once } from 'node:events';
-import { createServer } from 'node:http';
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -23,6 +22,7 @@ import { EventRecorder } from './events.ts';
 import { sweepGroups } from './group-sweep.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { OwnWrites } from './own-writes.ts';
+import { createGuardedServer } from '../http/guarded-server.ts';
 import { createCubeReconciler } from './reconciler.ts';
 import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { secretReaderOf } from '../kubernetes/secrets.ts';
@@ -192,21 +192,23 @@ export async function runOperator(argv: string[]): Promise<number> {
     logger,
   });
 
-  const server = createServer((req, res) => {
-    void (async () => {
-      const path = (req.url ?? '/').split('?')[0];
-      if (path === '/healthz') return res.writeHead(200).end('ok');
+  // Health and metrics only; the guarded server keeps a malformed request from ending the process.
+  const server = createGuardedServer(
+    async (_req, res, url) => {
+      const path = url.pathname;
+      if (path === '/healthz') return void res.writeHead(200).end('ok');
       if (path === '/readyz') {
         const ready = cubes.hasSynced() && pods.hasSynced();
-        return res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'informers not synced');
+        return void res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'informers not synced');
       }
       if (path === '/metrics') {
         const body = await registry.metrics();
-        return res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+        return void res.writeHead(200, { 'content-type': registry.contentType }).end(body);
       }
-      return res.writeHead(404).end('not found');
-    })();
-  });
+      res.writeHead(404).end('not found');
+    },
+    { logger },
+  );
   server.listen(config.port, config.host);
   await once(server, 'listening');
   logger.info('operator started', {

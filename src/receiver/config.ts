@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
 import { ConfigError } from '../config-error.ts';
+import { type ServerLimits, defaultServerLimits } from '../http/guarded-server.ts';
 import { type DeepStorageLocation, parseDeepStorageUrl } from './deep-storage.ts';
 
 export interface ReceiverConfig {
@@ -24,6 +25,8 @@ export interface ReceiverConfig {
   handedOffRetentionMs: number;
   /** How often the Secrets of secured sources are read again (a rotated password). */
   secretRefreshMs: number;
+  /** The HTTP server's timeouts and connection cap. */
+  serverLimits: ServerLimits;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -49,6 +52,9 @@ Options (environment variable in brackets):
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
   --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
   --secret-refresh DUR     source Secrets (TLS, SASL) read again [STREAMCUBE_SECRET_REFRESH, default: 30s]
+  --max-connections N      HTTP connections served at once       [STREAMCUBE_MAX_CONNECTIONS, default: 512]
+  --headers-timeout DUR    longest wait for a request's headers  [STREAMCUBE_HEADERS_TIMEOUT, default: 10s]
+  --request-timeout DUR    longest wait for a whole request      [STREAMCUBE_REQUEST_TIMEOUT, default: 60s]
 
 S3 credentials: the AWS SDK's default chain — AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a web
 identity token (IRSA: AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), a profile, or the instance role.
@@ -80,6 +86,9 @@ export function parseReceiverConfig(
       'idle-timeout': { type: 'string' },
       'handed-off-retention': { type: 'string' },
       'secret-refresh': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'headers-timeout': { type: 'string' },
+      'request-timeout': { type: 'string' },
     },
     strict: true,
   });
@@ -104,6 +113,18 @@ export function parseReceiverConfig(
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError(`--port must be 0..65535, got '${portText}'`);
+  const maxConnectionsText =
+    pick('max-connections', 'STREAMCUBE_MAX_CONNECTIONS') ??
+    String(defaultServerLimits.maxConnections);
+  const maxConnections = Number(maxConnectionsText);
+  if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > 1_000_000)
+    throw new ConfigError(`--max-connections must be 1..1000000, got '${maxConnectionsText}'`);
+  const headersTimeoutMs = durationOf('headers-timeout', 'STREAMCUBE_HEADERS_TIMEOUT', '10s');
+  const requestTimeoutMs = durationOf('request-timeout', 'STREAMCUBE_REQUEST_TIMEOUT', '60s');
+  if (requestTimeoutMs < headersTimeoutMs)
+    throw new ConfigError(
+      `--request-timeout (${requestTimeoutMs} ms) must be at least --headers-timeout (${headersTimeoutMs} ms): a request's headers are part of it`,
+    );
   return {
     id: pick('id', 'STREAMCUBE_RECEIVER_ID') ?? hostname(),
     replicaSet: required('replica-set', 'STREAMCUBE_REPLICA_SET'),
@@ -122,6 +143,12 @@ export function parseReceiverConfig(
       '1h',
     ),
     secretRefreshMs: durationOf('secret-refresh', 'STREAMCUBE_SECRET_REFRESH', '30s'),
+    serverLimits: {
+      ...defaultServerLimits,
+      maxConnections,
+      headersTimeoutMs,
+      requestTimeoutMs,
+    },
   };
 }
 

@@ -114,6 +114,11 @@ export function createReceiverMetrics(registry = new Registry()) {
       labelNames: ['namespace', 'cube'],
       registers: r,
     }),
+    unexpectedErrors: new Counter({
+      name: 'streamcube_receiver_http_unexpected_errors_total',
+      help: 'HTTP requests that failed unexpectedly and were answered 500 (a bug: the log has each one under its request id)',
+      registers: r,
+    }),
     adminSeconds: new Histogram({
       name: 'streamcube_receiver_admin_request_duration_seconds',
       help: 'Admin API requests by route and status',

@@ -20,7 +20,7 @@ export async function runReceiver(argv: string[]): Promise<number> {
       logger.warn('admin token file unusable; the current token stays', { error }),
   });
   const receiver = new Receiver(config, createReceiverMetrics(), logger);
-  const server = createReceiverServer(receiver, logger, adminToken.tokens);
+  const server = createReceiverServer(receiver, logger, adminToken.tokens, config.serverLimits);
   server.listen(config.port, config.host);
   await once(server, 'listening');
   const address = server.address();

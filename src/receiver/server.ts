@@ -1,9 +1,10 @@
 // The receiver's HTTP server: unauthenticated /healthz, /readyz, /metrics; the bearer-token admin
 // API and query under /v1, a cube's under /v1/namespaces/<ns>/cubes/<cube> (and, for namespace
 // `default`, /v1/cubes/<cube>). Bad requests get 4xx naming the field; nothing is only logged.
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { type ServerLimits, createGuardedServer } from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   drainRequest,
@@ -202,14 +203,18 @@ function authorized(req: IncomingMessage, tokens: readonly string[]): 401 | 403 
     : 403;
 }
 
-/** `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old). */
+/**
+ * `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old).
+ * `limits`: the server's timeouts and connection cap (defaults when absent).
+ */
 export function createReceiverServer(
   receiver: Receiver,
   logger: Logger,
   adminTokens: BearerTokens,
+  limits?: ServerLimits,
 ): Server {
   const { metrics } = receiver;
-  return createServer((req, res) => {
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     const started = process.hrtime.bigint();
     let routeName = 'unmatched';
     res.on('finish', () => {
@@ -219,109 +224,112 @@ export function createReceiverServer(
         seconds,
       );
     });
-    void (async () => {
-      const url = new URL(req.url ?? '/', 'http://receiver');
-      try {
-        if (req.method === 'GET' && url.pathname === '/healthz') {
-          routeName = '/healthz';
-          return send(res, 200, 'ok', 'text/plain');
-        }
-        if (req.method === 'GET' && url.pathname === '/readyz') {
-          routeName = '/readyz';
-          return receiver.isReady()
-            ? send(res, 200, 'ok', 'text/plain')
-            : send(res, 503, 'starting', 'text/plain');
-        }
-        if (req.method === 'GET' && url.pathname === '/metrics') {
-          routeName = '/metrics';
-          return send(res, 200, await metrics.registry.metrics(), metrics.registry.contentType);
-        }
-        if (!url.pathname.startsWith('/v1/'))
-          return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-        const auth = authorized(req, adminTokens());
-        if (auth !== true) {
-          routeName = '/v1 (unauthorized)';
-          return send(
-            res,
-            auth,
-            errorBody(
-              auth === 401 ? 'unauthenticated' : 'forbidden',
-              auth === 401
-                ? 'an Authorization: Bearer token is required'
-                : 'the bearer token is not valid for this receiver',
-            ),
-          );
-        }
-        const resolved = resolveRoute(req.method ?? '', url.pathname);
-        if (resolved.kind === 'method not allowed')
-          return send(
-            res,
-            405,
-            errorBody('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
-          );
-        if (resolved.kind === 'no route')
-          return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-        routeName = resolved.name;
-        if (resolved.kind === 'receiver')
-          return send(res, 200, await resolved.route.handle(receiver));
-        const { route } = resolved;
-        const cube: CubeKey = { namespace: resolved.cube.namespace, name: resolved.cube.name };
-        for (const [field, value] of [
-          ['namespace', cube.namespace],
-          ['cube', cube.name],
-        ] as const) {
-          if (!cubeName.safeParse(value).success) {
-            return send(
-              res,
-              400,
-              errorBody('invalid request', `${field} name '${value}' must be a DNS label`, field),
-            );
-          }
-        }
-        if (route.mutates) {
-          const header = req.headers[leaderTermHeader];
-          const term = header === undefined ? 0 : leaderTerm.safeParse(header);
-          if (typeof term !== 'number' && !term.success) {
-            return send(
-              res,
-              400,
-              errorBody('invalid request', `${leaderTermHeader} must be a decimal integer ≥ 0`),
-            );
-          }
-          receiver.leaderTerms.admit(cube, typeof term === 'number' ? term : term.data);
-        }
-        const body =
-          req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
-        const result = await route.handle(receiver, cube, body, url);
-        return send(res, 200, result);
-      } catch (error) {
-        if (error instanceof z.ZodError) {
-          const issue = error.issues[0];
+    try {
+      if (req.method === 'GET' && url.pathname === '/healthz') {
+        routeName = '/healthz';
+        return send(res, 200, 'ok', 'text/plain');
+      }
+      if (req.method === 'GET' && url.pathname === '/readyz') {
+        routeName = '/readyz';
+        return receiver.isReady()
+          ? send(res, 200, 'ok', 'text/plain')
+          : send(res, 503, 'starting', 'text/plain');
+      }
+      if (req.method === 'GET' && url.pathname === '/metrics') {
+        routeName = '/metrics';
+        return send(res, 200, await metrics.registry.metrics(), metrics.registry.contentType);
+      }
+      if (!url.pathname.startsWith('/v1/'))
+        return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
+      const auth = authorized(req, adminTokens());
+      if (auth !== true) {
+        routeName = '/v1 (unauthorized)';
+        return send(
+          res,
+          auth,
+          errorBody(
+            auth === 401 ? 'unauthenticated' : 'forbidden',
+            auth === 401
+              ? 'an Authorization: Bearer token is required'
+              : 'the bearer token is not valid for this receiver',
+          ),
+        );
+      }
+      const resolved = resolveRoute(req.method ?? '', url.pathname);
+      if (resolved.kind === 'method not allowed')
+        return send(
+          res,
+          405,
+          errorBody('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
+        );
+      if (resolved.kind === 'no route')
+        return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
+      routeName = resolved.name;
+      if (resolved.kind === 'receiver')
+        return send(res, 200, await resolved.route.handle(receiver));
+      const { route } = resolved;
+      const cube: CubeKey = { namespace: resolved.cube.namespace, name: resolved.cube.name };
+      for (const [field, value] of [
+        ['namespace', cube.namespace],
+        ['cube', cube.name],
+      ] as const) {
+        if (!cubeName.safeParse(value).success) {
           return send(
             res,
             400,
-            errorBody(
-              'invalid request',
-              issue?.message ?? 'invalid',
-              issue?.path.join('.') || undefined,
-            ),
+            errorBody('invalid request', `${field} name '${value}' must be a DNS label`, field),
           );
         }
-        if (error instanceof ChannelError && error.reason === 'StaleLeader') {
-          const { status, error: word } = httpOf.StaleLeader;
-          return send(res, status, {
-            error: word,
-            reason: staleLeaderReason,
-            message: error.message,
-          });
-        }
-        if (error instanceof ChannelError) {
-          const { status, error: word } = httpOf[error.reason];
-          return send(res, status, errorBody(word, error.message, error.field));
-        }
-        logger.error('admin request failed', { route: routeName, error: (error as Error).stack });
-        return send(res, 500, errorBody('internal error', (error as Error).message));
       }
-    })();
+      if (route.mutates) {
+        const header = req.headers[leaderTermHeader];
+        const term = header === undefined ? 0 : leaderTerm.safeParse(header);
+        if (typeof term !== 'number' && !term.success) {
+          return send(
+            res,
+            400,
+            errorBody('invalid request', `${leaderTermHeader} must be a decimal integer ≥ 0`),
+          );
+        }
+        receiver.leaderTerms.admit(cube, typeof term === 'number' ? term : term.data);
+      }
+      const body =
+        req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
+      const result = await route.handle(receiver, cube, body, url);
+      return send(res, 200, result);
+    } catch (error) {
+      if (error instanceof z.ZodError) {
+        const issue = error.issues[0];
+        return send(
+          res,
+          400,
+          errorBody(
+            'invalid request',
+            issue?.message ?? 'invalid',
+            issue?.path.join('.') || undefined,
+          ),
+        );
+      }
+      if (error instanceof ChannelError && error.reason === 'StaleLeader') {
+        const { status, error: word } = httpOf.StaleLeader;
+        return send(res, status, {
+          error: word,
+          reason: staleLeaderReason,
+          message: error.message,
+        });
+      }
+      if (error instanceof ChannelError) {
+        const { status, error: word } = httpOf[error.reason];
+        return send(res, status, errorBody(word, error.message, error.field));
+      }
+      // Unexpected: the guarded server logs it under a request id and answers a generic 500
+      // (the message may hold paths or storage keys a caller has no business seeing).
+      throw error;
+    }
+  };
+  return createGuardedServer(handle, {
+    logger,
+    ...(limits ? { limits } : {}),
+    onUnexpectedError: () => metrics.unexpectedErrors.inc(),
   });
 }

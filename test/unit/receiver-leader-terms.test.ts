@@ -13,6 +13,7 @@ import { ChannelError } from '../../src/receiver/channel-error.ts';
 import { LeaderTerms } from '../../src/receiver/leader-terms.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver } from '../../src/receiver/receiver.ts';
+import { defaultServerLimits } from '../../src/http/guarded-server.ts';
 import { createReceiverServer } from '../../src/receiver/server.ts';
 import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/protocol/client.ts';
 import { testSchema } from '../support/events.ts';
@@ -109,6 +110,7 @@ describe('the admin API fenced by leader term', () => {
         idleTimeoutMs: 30_000,
         handedOffRetentionMs: 60_000,
         secretRefreshMs: 30_000,
+        serverLimits: defaultServerLimits,
       },
       createReceiverMetrics(),
       createLogger('receiver', 'error'),

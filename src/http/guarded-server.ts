@@ -1,0 +1,110 @@
+// The HTTP edge every component serves through: no request can end the process. The request
+// target is parsed inside the error path (a malformed one is a 400), a handler's unexpected
+// failure is logged with a request id and answered with a generic 500, and the server has
+// explicit limits on slow and numerous clients.
+import { randomUUID } from 'node:crypto';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { Logger } from '../observability/logger.ts';
+
+export interface ServerLimits {
+  /** Longest wait for a request's headers once its connection opened (slow-header clients). */
+  headersTimeoutMs: number;
+  /** Longest wait for a whole request, headers and body, to arrive. */
+  requestTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open. */
+  keepAliveTimeoutMs: number;
+  /** Connections served at once; further ones are closed at accept. */
+  maxConnections: number;
+}
+
+export const defaultServerLimits: ServerLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 512,
+};
+
+/** A handler gets the request target already parsed; anything it throws is a generic 500. */
+export type GuardedHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void>;
+
+export interface GuardedServerOptions {
+  logger: Logger;
+  limits?: ServerLimits;
+  /** Called once per request that ended in the last-resort 500 (for a metric). */
+  onUnexpectedError?: (req: IncomingMessage) => void;
+}
+
+/**
+ * The request target as a URL, or undefined when it is not one (`//[`, a bare `*`, …). The
+ * origin form (`/path`) and the absolute form (`http://host/path`) are the two HTTP/1.1 defines
+ * for a server's own resources.
+ */
+export function parseRequestTarget(target: string | undefined): URL | undefined {
+  if (target === undefined || !(target.startsWith('/') || /^https?:\/\//i.test(target)))
+    return undefined;
+  try {
+    return new URL(target, 'http://localhost');
+  } catch {
+    return undefined;
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+export function createGuardedServer(
+  handler: GuardedHandler,
+  options: GuardedServerOptions,
+): Server {
+  const limits = options.limits ?? defaultServerLimits;
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+    },
+    (req, res) => {
+      const url = parseRequestTarget(req.url);
+      if (!url) {
+        sendJson(res, 400, {
+          error: 'invalid request',
+          reason: 'the request target is not a path (origin form) or an http URL (absolute form)',
+        });
+        return;
+      }
+      // An async wrapper, so that a handler throwing before its first await lands here too.
+      const answered = (async () => handler(req, res, url))();
+      answered.catch((error: unknown) => {
+        const requestId = randomUUID();
+        options.logger.error('request failed unexpectedly', {
+          requestId,
+          method: req.method,
+          path: url.pathname,
+          error: error instanceof Error ? error.stack : String(error),
+        });
+        options.onUnexpectedError?.(req);
+        if (res.headersSent) {
+          // Part of an answer is on the wire already: cut it rather than send a wrong one.
+          res.destroy();
+          return;
+        }
+        try {
+          sendJson(res, 500, {
+            error: 'internal error',
+            reason: `the request failed unexpectedly; the server's log has the details under request id ${requestId}`,
+          });
+        } catch {
+          res.destroy();
+        }
+      });
+    },
+  );
+  server.maxConnections = limits.maxConnections;
+  return server;
+}
