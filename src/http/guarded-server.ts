@@ -68,6 +68,9 @@ export function createGuardedServer(
       headersTimeout: limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
       keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // Node enforces the two timeouts above on this period (30 s by default), which would let a
+      // slow client hold its connection well past them.
+      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
     },
     (req, res) => {
       const url = parseRequestTarget(req.url);

@@ -3,7 +3,7 @@
 // answers. Paths are versioned.
 import { z } from 'zod';
 import { cubeName, cubeSchema, identifier, kafkaSource } from '../api/cube.ts';
-import { segmentCounts } from '../api/cube-assignment.ts';
+import { dnsLabelPattern, replicaSetName, segmentCounts } from '../api/cube-assignment.ts';
 import { offset, partitionKey, partitionNumber } from '../api/kafka-numbers.ts';
 
 export const epoch = z.number().int().min(0);
@@ -49,7 +49,8 @@ export const assignCubeRequest = z.object({
   namespace: cubeName.optional(),
   source: kafkaSource,
   schema: cubeSchema,
-  replicaSet: z.string().min(1).max(63),
+  /** A DNS label: it becomes part of the cube's deep-storage keys. */
+  replicaSet: replicaSetName,
   partitions: z.array(partitionStart).max(10_000),
 });
 export type AssignCubeRequest = z.input<typeof assignCubeRequest>;
@@ -83,9 +84,17 @@ export type DrainRequest = z.input<typeof drainRequest>;
  * windows and reads what the set had committed of them (hand-off-commit.ts, fenceReplicaSet).
  */
 export const fenceRequest = z.object({
-  replicaSet: z.string().min(1).max(63),
-  /** The failover's id: the fence record's name (the same request twice writes it once). */
-  id: z.string().min(1).max(63),
+  /** A DNS label, as every replica set name: it becomes part of a deep-storage key. */
+  replicaSet: replicaSetName,
+  /**
+   * The failover's id: the fence record's name (the same request twice writes it once). A DNS
+   * label, as the operator makes them (`f-<generation>-<hex>`, `…-stop`): it becomes a file name.
+   */
+  id: z
+    .string()
+    .min(1)
+    .max(63)
+    .regex(dnsLabelPattern, 'must be a DNS label (lowercase letters, digits, -)'),
   /** partition → the highest epoch fenced. */
   partitions: z.record(partitionKey, epoch),
   /** partition → the first offset fenced (a move's stop offset); absent: every offset. */

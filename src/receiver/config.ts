@@ -1,6 +1,7 @@
 // Receiver configuration from flags and environment (flags win), with the defaults a pod needs.
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
+import { replicaSetName } from '../api/cube-assignment.ts';
 import { parseDuration } from '../api/duration.ts';
 import { ConfigError } from '../config-error.ts';
 import { type ServerLimits, defaultServerLimits } from '../http/guarded-server.ts';
@@ -125,9 +126,20 @@ export function parseReceiverConfig(
     throw new ConfigError(
       `--request-timeout (${requestTimeoutMs} ms) must be at least --headers-timeout (${headersTimeoutMs} ms): a request's headers are part of it`,
     );
+  // Both become parts of deep-storage keys and file names.
+  const id = pick('id', 'STREAMCUBE_RECEIVER_ID') ?? hostname();
+  if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$/.test(id) || id.includes('..'))
+    throw new ConfigError(
+      `--id must be a pod name (letters, digits, '-', '_', '.'; at most 253), got '${id}'`,
+    );
+  const replicaSet = required('replica-set', 'STREAMCUBE_REPLICA_SET');
+  if (!replicaSetName.safeParse(replicaSet).success)
+    throw new ConfigError(
+      `--replica-set must be a DNS label (lowercase letters, digits, -), got '${replicaSet}'`,
+    );
   return {
-    id: pick('id', 'STREAMCUBE_RECEIVER_ID') ?? hostname(),
-    replicaSet: required('replica-set', 'STREAMCUBE_REPLICA_SET'),
+    id,
+    replicaSet,
     host: pick('host', 'STREAMCUBE_HOST') ?? '0.0.0.0',
     port,
     dataDir: required('data-dir', 'STREAMCUBE_DATA_DIR'),

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { link, mkdir, readFile, readdir, rename, rm, unlink } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { faultPoint } from '../observability/fault-injection.ts';
-import type { DeepStorage, HandOffFile } from './deep-storage.ts';
+import { type DeepStorage, type HandOffFile, checkDeepStorageKey } from './deep-storage.ts';
 import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 
 export class FilesystemDeepStorage implements DeepStorage {
@@ -17,7 +17,7 @@ export class FilesystemDeepStorage implements DeepStorage {
   }
 
   locationOf(key: string): string {
-    return join(this.dir, ...key.split('/'));
+    return join(this.dir, ...checkDeepStorageKey(key).split('/'));
   }
 
   readManifest(key: string): Promise<string | undefined> {

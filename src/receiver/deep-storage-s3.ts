@@ -10,7 +10,12 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { faultPoint } from '../observability/fault-injection.ts';
-import type { DeepStorage, DeepStorageLocation, HandOffFile } from './deep-storage.ts';
+import {
+  type DeepStorage,
+  type DeepStorageLocation,
+  type HandOffFile,
+  checkDeepStorageKey,
+} from './deep-storage.ts';
 
 type S3Location = Extract<DeepStorageLocation, { type: 's3' }>;
 
@@ -39,7 +44,9 @@ export class S3DeepStorage implements DeepStorage {
   }
 
   private objectKey(key: string, name: string): string {
-    return [this.location.prefix, key, name].filter((part) => part !== '').join('/');
+    return [this.location.prefix, checkDeepStorageKey(key), name]
+      .filter((part) => part !== '')
+      .join('/');
   }
 
   locationOf(key: string): string {

@@ -63,6 +63,30 @@ const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
  * `s3://bucket/prefix` or a directory (a plain path or `file:///path`); `flag` names where the
  * text came from in the error.
  */
+/** A key naming a place outside deep storage's root (or not a place at all). */
+export class DeepStorageKeyError extends Error {
+  constructor(key: string, why: string) {
+    super(`deep-storage key ${JSON.stringify(key.slice(0, 200))} refused: ${why}`);
+    this.name = 'DeepStorageKeyError';
+  }
+}
+
+/**
+ * Refuses a key that could leave the storage's root: keys are `/`-separated names built from
+ * validated parts, so `.` and `..` segments, empty segments, backslashes and NUL never belong to
+ * one. The last line of defence under the admin API's own validation of every name.
+ */
+export function checkDeepStorageKey(key: string): string {
+  if (key === '') return key;
+  if (key.includes('\\') || key.includes('\0'))
+    throw new DeepStorageKeyError(key, 'it holds a backslash or NUL');
+  for (const segment of key.split('/')) {
+    if (segment === '' || segment === '.' || segment === '..')
+      throw new DeepStorageKeyError(key, `it holds the segment '${segment}'`);
+  }
+  return key;
+}
+
 export function parseDeepStorageUrl(text: string, flag: string): DeepStorageLocation {
   if (text.startsWith('file://')) return { type: 'filesystem', dir: new URL(text).pathname };
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
