@@ -49,8 +49,18 @@ export function parseRequestTarget(target: string | undefined): URL | undefined 
   }
 }
 
+/**
+ * An answer sent before its request's body was read whole (a 401, a 413) closes the connection:
+ * the unread rest would otherwise be parsed as the next request on it, and the client, which may
+ * reuse the connection, would get that one's 400 or 408 for its next call.
+ */
+export function closeIfBodyUnread(res: ServerResponse): void {
+  if (!res.req.complete) res.shouldKeepAlive = false;
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
+  closeIfBodyUnread(res);
   res.writeHead(status, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(text),
@@ -84,6 +94,16 @@ export function createGuardedServer(
       // An async wrapper, so that a handler throwing before its first await lands here too.
       const answered = (async () => handler(req, res, url))();
       answered.catch((error: unknown) => {
+        if (req.destroyed && !req.complete) {
+          // The client went away (or was cut off by a timeout) before its request arrived whole:
+          // reading the body failed, and there is no one to answer.
+          options.logger.debug('request abandoned by its client', {
+            method: req.method,
+            path: url.pathname,
+          });
+          res.destroy();
+          return;
+        }
         const requestId = randomUUID();
         options.logger.error('request failed unexpectedly', {
           requestId,

@@ -60,11 +60,10 @@ export class LeaderTerms {
   }
 
   /**
-   * Admits a mutating call at `term` for `cube`, or throws ChannelError('StaleLeader') when a
-   * higher term was seen. A higher term is written durably before the call acts: a receiver that
-   * restarts still refuses the deposed operator. Synchronous, so no other call interleaves.
+   * Throws ChannelError('StaleLeader') when a term higher than `term` was seen for `cube`, and
+   * raises nothing; returns the highest term seen.
    */
-  admit(cube: CubeKey, term: number): void {
+  check(cube: CubeKey, term: number): number {
     const highest = this.highestFor(cube);
     if (term < highest) {
       this.options.onStale?.(cube);
@@ -74,6 +73,16 @@ export class LeaderTerms {
         'x-streamcube-term',
       );
     }
+    return highest;
+  }
+
+  /**
+   * Admits a mutating call at `term` for `cube`, or throws ChannelError('StaleLeader') when a
+   * higher term was seen. A higher term is written durably before the call acts: a receiver that
+   * restarts still refuses the deposed operator. Synchronous, so no other call interleaves.
+   */
+  admit(cube: CubeKey, term: number): void {
+    const highest = this.check(cube, term);
     if (term > highest) {
       const dir = join(this.dir, cube.namespace);
       const created = mkdirSync(dir, { recursive: true });

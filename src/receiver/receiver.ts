@@ -284,6 +284,11 @@ export class Receiver {
     return next;
   }
 
+  /** Whether `key` is assigned to this receiver. */
+  holds(key: CubeKey): boolean {
+    return this.cubes.has(cubeKeyString(key));
+  }
+
   get(key: CubeKey): CubeChannel {
     const channel = this.cubes.get(cubeKeyString(key));
     if (!channel)

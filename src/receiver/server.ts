@@ -4,7 +4,11 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { type ServerLimits, createGuardedServer } from '../http/guarded-server.ts';
+import {
+  type ServerLimits,
+  closeIfBodyUnread,
+  createGuardedServer,
+} from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
   drainRequest,
@@ -13,6 +17,8 @@ import {
   partitionsRequest,
   releaseRequest,
   queryRequest,
+  assignCubeRequest,
+  fenceRequest,
   sealRequest,
   staleLeaderReason,
   cubeName,
@@ -52,7 +58,25 @@ interface CubeRoute {
   action: CubeAction | undefined;
   /** Changes the receiver's state: fenced by the caller's leader term (every one but reads). */
   mutates: boolean;
-  handle: (receiver: Receiver, cube: CubeKey, body: unknown, url: URL) => unknown;
+  /**
+   * Validates the body (zod throws: a 400 naming the field) before anything else is done with
+   * the call, its leader term included: an invalid call changes nothing.
+   */
+  parse: (body: unknown) => unknown;
+  handle: (receiver: Receiver, cube: CubeKey, request: never, url: URL) => unknown;
+}
+
+const noBody = (): undefined => undefined;
+
+/** A route whose handler takes what its `parse` returns. */
+function cubeRoute<T>(route: {
+  method: string;
+  action: CubeAction | undefined;
+  mutates: boolean;
+  parse: (body: unknown) => T;
+  handle: (receiver: Receiver, cube: CubeKey, request: T, url: URL) => unknown;
+}): CubeRoute {
+  return route;
 }
 
 const receiverRoutes: ReceiverRoute[] = [
@@ -61,74 +85,85 @@ const receiverRoutes: ReceiverRoute[] = [
 ];
 
 const cubeRoutes: CubeRoute[] = [
-  {
+  cubeRoute({
     method: 'PUT',
     action: undefined,
     mutates: true,
-    handle: (r, cube, body) => r.assign(cube, body as never),
-  },
-  { method: 'GET', action: undefined, mutates: false, handle: (r, cube) => r.get(cube).status() },
-  {
+    parse: (body) => assignCubeRequest.parse(body),
+    handle: (r, cube, request) => r.assign(cube, request),
+  }),
+  cubeRoute({
+    method: 'GET',
+    action: undefined,
+    mutates: false,
+    parse: noBody,
+    handle: (r, cube) => r.get(cube).status(),
+  }),
+  cubeRoute({
     method: 'DELETE',
     action: undefined,
     mutates: true,
-    handle: async (r, cube, _body, url) => {
+    parse: noBody,
+    handle: async (r, cube, _request, url) => {
       await r.unassign(cube, url.searchParams.get('force') === 'true');
       return { namespace: cube.namespace, cube: cube.name, unassigned: true };
     },
-  },
-  {
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'pause',
     mutates: true,
-    handle: async (r, cube, body) => ({
-      partitions: await r.get(cube).pause(partitionsRequest.parse(body).partitions),
+    parse: (body) => partitionsRequest.parse(body),
+    handle: async (r, cube, request) => ({
+      partitions: await r.get(cube).pause(request.partitions),
     }),
-  },
-  {
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'resume',
     mutates: true,
-    handle: async (r, cube, body) => ({
-      partitions: await r.get(cube).resume(partitionsRequest.parse(body).partitions),
+    parse: (body) => partitionsRequest.parse(body),
+    handle: async (r, cube, request) => ({
+      partitions: await r.get(cube).resume(request.partitions),
     }),
-  },
-  {
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'release',
     mutates: true,
-    handle: async (r, cube, body) => {
-      const req = releaseRequest.parse(body);
-      return { partitions: await r.get(cube).release(req.partitions, req.stopOffsets) };
-    },
-  },
-  {
+    parse: (body) => releaseRequest.parse(body),
+    handle: async (r, cube, request) => ({
+      partitions: await r.get(cube).release(request.partitions, request.stopOffsets),
+    }),
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'drain',
     mutates: true,
-    handle: (r, cube, body) => {
-      const req = drainRequest.parse(body);
-      return r.get(cube).drain(req.stopOffsets, req.timeoutMs);
-    },
-  },
-  {
+    parse: (body) => drainRequest.parse(body),
+    handle: (r, cube, request) => r.get(cube).drain(request.stopOffsets, request.timeoutMs),
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'seal',
     mutates: true,
-    handle: (r, cube, body) => r.get(cube).seal(sealRequest.parse(body ?? {}).waitMs),
-  },
-  {
+    parse: (body) => sealRequest.parse(body ?? {}),
+    handle: (r, cube, request) => r.get(cube).seal(request.waitMs),
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'fence',
     mutates: true,
-    handle: (r, cube, body) => r.fence(cube, body),
-  },
-  {
+    parse: (body) => fenceRequest.parse(body),
+    handle: (r, cube, request) => r.fence(cube, request),
+  }),
+  cubeRoute({
     method: 'POST',
     action: 'query',
     mutates: false,
-    handle: (r, cube, body) => r.get(cube).query(queryRequest.parse(body)),
-  },
+    parse: (body) => queryRequest.parse(body),
+    handle: (r, cube, request) => r.get(cube).query(request),
+  }),
 ];
 
 /** What a path and method resolve to: a route, a path without that method, or nothing. */
@@ -163,6 +198,7 @@ function send(
   contentType = 'application/json',
 ): void {
   const text = contentType === 'application/json' ? JSON.stringify(body) : String(body);
+  closeIfBodyUnread(res);
   res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
@@ -281,6 +317,9 @@ export function createReceiverServer(
           );
         }
       }
+      const body =
+        req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
+      const request = route.parse(body);
       if (route.mutates) {
         const header = req.headers[leaderTermHeader];
         const term = header === undefined ? 0 : leaderTerm.safeParse(header);
@@ -291,11 +330,13 @@ export function createReceiverServer(
             errorBody('invalid request', `${leaderTermHeader} must be a decimal integer ≥ 0`),
           );
         }
-        receiver.leaderTerms.admit(cube, typeof term === 'number' ? term : term.data);
+        const at = typeof term === 'number' ? term : term.data;
+        // A term is raised only by a valid call for a cube this receiver holds or is given: any
+        // other call is refused when stale, but leaves the cube's floor where it is.
+        if (route.method === 'PUT' || receiver.holds(cube)) receiver.leaderTerms.admit(cube, at);
+        else receiver.leaderTerms.check(cube, at);
       }
-      const body =
-        req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
-      const result = await route.handle(receiver, cube, body, url);
+      const result = await route.handle(receiver, cube, request as never, url);
       return send(res, 200, result);
     } catch (error) {
       if (error instanceof z.ZodError) {

@@ -146,9 +146,10 @@ describe('the admin API fenced by leader term', () => {
   };
 
   test('every mutating call at a lower term is refused with 409 StaleLeader; reads and queries are not fenced', async () => {
-    const leader = clientAt(7);
-    expect(await statusOf(leader.pause('clicks', [0]))).toBe(404);
-    expect(receiver.leaderTerms.highestFor({ namespace: 'default', name: 'clicks' })).toBe(7);
+    // A call for a cube not held takes no term (below); the leader's term is given directly.
+    expect(await statusOf(clientAt(7).pause('clicks', [0]))).toBe(404);
+    expect(receiver.leaderTerms.highestFor({ namespace: 'default', name: 'clicks' })).toBe(0);
+    receiver.leaderTerms.admit({ namespace: 'default', name: 'clicks' }, 7);
 
     const refusals: string[] = [];
     const deposed = clientAt(6, refusals);
@@ -164,10 +165,10 @@ describe('the admin API fenced by leader term', () => {
         () =>
           deposed.assign('clicks', {
             source: { brokers: ['127.0.0.1:1'], topic: 'clicks', startingOffsets: 'earliest' },
-            schema: { timestamp: 'ts', granularity: 'hour', dimensions: [], measures: [] },
+            schema: testSchema,
             replicaSet: 'rs-a',
             partitions: [],
-          } as never),
+          }),
       ],
     ];
     for (const [name, call] of calls) {
@@ -193,7 +194,7 @@ describe('the admin API fenced by leader term', () => {
     // Reads and queries are not fenced: they find no cube.
     expect(await statusOf(deposed.cubeStatus('clicks'))).toBe(404);
     expect(await statusOf(deposed.query('clicks', {}))).toBe(404);
-    // Another cube knows no term yet.
+    // Another cube knows no term yet, and a call for it, not held here, takes none.
     expect(await statusOf(deposed.pause('orders', [0]))).toBe(404);
 
     const metrics = await receiver.metrics.registry.metrics();
@@ -214,7 +215,27 @@ describe('the admin API fenced by leader term', () => {
         namespace: 'default',
         cube: 'orders',
       }),
-    ).toBe(6);
+    ).toBe(0);
+  });
+
+  test('an invalid call raises no term', async () => {
+    const cube = { namespace: 'default', name: 'clicks' };
+    const floor = receiver.leaderTerms.highestFor(cube);
+    // 10^15 - 1 with a body that is not valid: a 400 naming the field, the floor unchanged.
+    const invalid = await fetch(`${baseUrl}/v1/cubes/clicks/pause`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'x-streamcube-term': '999999999999999',
+      },
+      body: JSON.stringify({ partitions: ['x'] }),
+    });
+    expect([invalid.status, ((await invalid.json()) as { field?: string }).field]).toEqual([
+      400,
+      'partitions.0',
+    ]);
+    expect(receiver.leaderTerms.highestFor(cube)).toBe(floor);
   });
 
   test('paths name the namespace: the route of before is `default`, a cube of the name elsewhere has its own term, bad names and a body naming another namespace are 400s naming the field', async () => {
