@@ -140,7 +140,7 @@ export class SegmentUpkeep {
     });
   }
 
-  /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
+  /** What is kept beside a segment no longer held: its hand-off and its fragments. */
   private forget(segment: Segment): void {
     this.options.handOffs.forget(segment.key);
     this.options.checkpoints.forget(segment.key);
