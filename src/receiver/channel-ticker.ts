@@ -1,6 +1,9 @@
 // The periodic work of one cube, every flush interval: refresh the log ends, seal, purge, flush,
 // then hand off in the background; and the count of that work under way, for whenIdle().
 import type { Logger } from '../observability/logger.ts';
+import type { CheckpointWriter } from './checkpoint-writer.ts';
+import type { CubeConsumer } from './cube-consumer.ts';
+import type { HandOffScheduler } from './hand-off-scheduler.ts';
 import type { SegmentUpkeep } from './segment-upkeep.ts';
 
 /** The log ends are asked of the broker at most this often, however short the flush interval. */
@@ -10,13 +13,12 @@ export interface ChannelTickerOptions {
   cube: string;
   intervalMs: number;
   logger: Logger;
-  /** Asks the broker for the log end of each partition. */
-  highWatermarks: () => Promise<Map<number, bigint>>;
+  /** Asked for the log end of each partition. */
+  consumer: Pick<CubeConsumer, 'highWatermarks'>;
   onHighWatermarks: (highWatermarks: Map<number, bigint>) => void;
   upkeep: Pick<SegmentUpkeep, 'sealReadyWindows' | 'purgeExpired'>;
-  flush: () => Promise<void>;
-  /** One hand-off pass over the sealed segments. */
-  handOffSealed: () => Promise<void>;
+  checkpoints: Pick<CheckpointWriter, 'flush'>;
+  handOffs: Pick<HandOffScheduler, 'handOffSealed'>;
 }
 
 export class ChannelTicker {
@@ -51,10 +53,11 @@ export class ChannelTicker {
    */
   startHandOffs(): void {
     if (this.stopped) return;
+    const { handOffs, checkpoints } = this.options;
     this.inBackground(
-      this.options
+      handOffs
         .handOffSealed()
-        .then(() => (this.stopped ? undefined : this.options.flush()))
+        .then(() => (this.stopped ? undefined : checkpoints.flush()))
         .catch((error: unknown) =>
           this.log.error('hand-off pass failed; retrying on the next tick', {
             cube: this.options.cube,
@@ -81,7 +84,7 @@ export class ChannelTicker {
       this.options.upkeep.sealReadyWindows();
       this.options.upkeep.purgeExpired();
       // A hand-off starts from what a checkpoint holds: a segment sealed here is durably sealed.
-      await this.options.flush();
+      await this.options.checkpoints.flush();
       this.startHandOffs();
     } catch (error) {
       this.log.error('periodic work failed; retrying on the next tick', {
@@ -100,6 +103,6 @@ export class ChannelTicker {
   private async refreshHighWatermarks(): Promise<void> {
     if (Date.now() - this.lastHighWatermarkRefresh < highWatermarkRefreshMs) return;
     this.lastHighWatermarkRefresh = Date.now();
-    this.options.onHighWatermarks(await this.options.highWatermarks());
+    this.options.onHighWatermarks(await this.options.consumer.highWatermarks());
   }
 }

@@ -213,11 +213,11 @@ export class CubeChannel {
       cube: options.cube,
       intervalMs: options.flushIntervalMs,
       logger: options.logger,
-      highWatermarks: () => this.consumer.highWatermarks(),
+      consumer: this.consumer,
       onHighWatermarks: (hws) => this.applyHighWatermarks(hws),
       upkeep: this.upkeep,
-      flush: () => this.flush(),
-      handOffSealed: () => this.handOffs.handOffSealed(),
+      checkpoints: this.checkpoints,
+      handOffs: this.handOffs,
     });
   }
 
