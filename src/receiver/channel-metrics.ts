@@ -85,7 +85,7 @@ export class ChannelMetrics {
     this.metrics.offsetsLost.inc(this.partitionLabels(partition), Number(count));
   }
 
-  /** A segment dropped unhanded-off: it held offsets past a stop offset (cube-channel fenceExcess). */
+  /** A segment dropped unhanded-off: it held offsets past a stop offset (segment-upkeep.ts). */
   segmentFenced(): void {
     this.metrics.segmentsFenced.inc(this.cubeLabels);
   }

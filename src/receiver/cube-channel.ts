@@ -1,7 +1,7 @@
-// One cube on one receiver: the coordinator of its partitions (partition-state.ts), the ingest
-// pipeline, the segments, their checkpoints (checkpoint.ts, cube-store.ts) and hand-offs
-// (hand-off-scheduler.ts). Admin requests become partition events; periodic work seals, flushes,
-// hands off and purges. What the cube shows of itself is in status-view.ts, its query in query.ts.
+// One cube on one receiver: the wiring of its partitions (partition-table.ts), consumer
+// (cube-consumer.ts), ingest pipeline, segments and their upkeep (segment-upkeep.ts), checkpoints
+// (checkpoint-writer.ts) and hand-offs (hand-off-scheduler.ts), opened, ticked (channel-ticker.ts)
+// and closed together. Admin requests become partition events; the status is in status-view.ts.
 import type { Kafka } from 'kafkajs';
 import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
@@ -12,26 +12,13 @@ import type {
 } from '../protocol/admin-api.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { PartitionConsumer, PartitionSink } from '../kafka/partition-consumer.ts';
-import { SessionPartitionConsumer } from '../kafka/session-consumer.ts';
 import { consumerGroupId } from '../kafka/consumer-group.ts';
 import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
-import { ChannelError } from './channel-error.ts';
-import {
-  type CheckpointHeader,
-  type CubeCheckpoint,
-  type SegmentCheckpoint,
-  checkpointVersion,
-  partitionCheckpoint,
-  purgedCheckpoint,
-  restoredPartition,
-  restoredSegment,
-  segmentCheckpoint,
-} from './checkpoint.ts';
-import {
-  ConsumerSupervisor,
-  type RestartPolicy,
-  type SupervisorClock,
-} from './consumer-supervisor.ts';
+import { ChannelTicker } from './channel-ticker.ts';
+import { checkpointVersion } from './checkpoint.ts';
+import { CheckpointWriter } from './checkpoint-writer.ts';
+import type { RestartPolicy, SupervisorClock } from './consumer-supervisor.ts';
+import { CubeConsumer } from './cube-consumer.ts';
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { cubeDirectory } from './cube-directories.ts';
 import type { DeepStorage } from './deep-storage.ts';
@@ -40,17 +27,18 @@ import { IngestPipeline } from './ingest-pipeline.ts';
 import { LostOffsets } from './lost-offsets.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 import { ChannelMetrics } from './channel-metrics.ts';
+import { type PartitionEvent, type PartitionState, isLive } from './partition-state.ts';
 import {
-  type PartitionEffect,
-  type PartitionEvent,
-  type PartitionState,
-  isIdle,
-  isLive,
-  transition,
-} from './partition-state.ts';
+  type Outcome,
+  PartitionTable,
+  allStopped,
+  changedAny,
+  withEffect,
+} from './partition-table.ts';
 import { type CubeQuery, querySegments } from './query.ts';
-import { type Row, type Segment, SegmentManager, type SegmentState } from './segments.ts';
-import { type RangeJson, rangeMapFromJson, rangesFromJson } from './offset-ranges.ts';
+import { SegmentManager } from './segments.ts';
+import { SegmentUpkeep } from './segment-upkeep.ts';
+import { type RangeJson, rangesFromJson } from './offset-ranges.ts';
 import {
   consumerStatus,
   coverageStatus,
@@ -111,39 +99,6 @@ export interface PartitionStart {
 
 export const defaultHandedOffRetentionMs = 3_600_000;
 
-/**
- * The longest a partition's next batch waits for hand-offs that are behind: the consumer sends
- * its heartbeats between batches, every 3 s at most, within a session of 10 s
- * (partition-consumer.ts); a stop of the consumer (a partition assigned or released) waits too.
- */
-const handOffBackPressureMs = 3_000;
-
-/** A fragment taken from a segment's delta, to be written under its name. */
-interface FragmentToWrite {
-  name: string;
-  rows: Map<string, Row>;
-}
-
-/**
- * What one flush writes, taken from memory in one synchronous step: the checkpoint's positions
- * cover exactly the rows of the fragments it names, whatever is ingested while it is written.
- */
-interface FlushSnapshot {
-  fragments: FragmentToWrite[];
-  header: CheckpointHeader;
-  records: SegmentCheckpoint[];
-  held: number[];
-  counts: Record<SegmentState, number>;
-  /** The positions of the partitions not released: the group's committed offsets once durable. */
-  positions: Map<number, bigint>;
-}
-
-/** A partition's state after an event, and what the event asked of the consumer. */
-interface Outcome {
-  ps: PartitionState;
-  effects: PartitionEffect[];
-}
-
 export class CubeChannel {
   readonly cube: string;
   readonly spec: CubeSpec;
@@ -151,38 +106,18 @@ export class CubeChannel {
   /** Of the spec this channel runs, reported in status so the operator sees a rollout land. */
   readonly specDigest: string;
   private readonly options: ChannelOptions;
-  private readonly partitions = new Map<number, PartitionState>();
+  private readonly partitions: PartitionTable;
   private readonly store: CubeStore;
-  private readonly consumer: PartitionConsumer;
-  /** Restarts the consumer after any failure, from the positions and pauses held here. */
-  private readonly supervisor: ConsumerSupervisor;
+  private readonly consumer: CubeConsumer;
   private readonly ingest: IngestPipeline;
   private readonly handOffs: HandOffScheduler;
+  private readonly checkpoints: CheckpointWriter;
+  private readonly upkeep: SegmentUpkeep;
+  private readonly ticker: ChannelTicker;
   private readonly metrics: ChannelMetrics;
-  /** Per segment key, the fragment files holding its rows. */
-  private readonly segmentFragments = new Map<number, string[]>();
   /** Offsets Kafka deleted before they were read, per partition. */
   private readonly lost = new LostOffsets();
-  private fragmentSeq = 0;
-  private dirty = false;
-  /** The flushes of this cube, one after the other: each starts when the one before ended. */
-  private flushes: Promise<void> = Promise.resolve();
-  /** A flush asked for that has not started: who asks for one meanwhile is given this one. */
-  private nextFlush: Promise<void> | undefined;
-  /**
-   * Set when a flush failed after it took the changes: the next one writes every segment's
-   * record, and the fragments it took and could not write, again.
-   */
-  private rewriteAll = false;
-  private unwritten: FragmentToWrite[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  /** The periodic work under way: ticks, and the hand-off passes they started with their flush. */
-  private readonly background = new Set<Promise<unknown>>();
-  private lastHighWatermarkRefresh = 0;
-  private drainWaiters: (() => void)[] = [];
   private closed = false;
-  /** Consumer starts and stops, one at a time. */
-  private consumerLifecycle: Promise<void> = Promise.resolve();
 
   constructor(options: ChannelOptions) {
     this.options = options;
@@ -190,6 +125,7 @@ export class CubeChannel {
     this.spec = options.spec;
     this.segments = new SegmentManager(options.spec.schema);
     this.specDigest = cubeSpecDigest(options.spec);
+    this.partitions = new PartitionTable(options.cube);
     this.store = new CubeStore(cubeDirectory(options.dataDir, this.key));
     this.metrics = new ChannelMetrics(options.metrics, {
       namespace: options.namespace ?? '',
@@ -199,12 +135,12 @@ export class CubeChannel {
     this.ingest = new IngestPipeline({
       cube: options.cube,
       schema: options.spec.schema,
-      partitions: this.partitions,
+      partitions: this.partitions.view,
       segments: this.segments,
       consumer: () => this.consumer,
       metrics: this.metrics,
       logger: options.logger,
-      delivered: () => this.supervisor.delivered(),
+      delivered: () => this.consumer.delivered(),
       onProgress: (ps) => this.afterProgress(ps),
       onOffsetsLost: (ps, from, to) => this.offsetsLost(ps, from, to),
     });
@@ -226,60 +162,62 @@ export class CubeChannel {
       // One checkpoint after a pass, not one per hand-off: a hand-off the checkpoint does not
       // record yet is found done when it is repeated after a crash.
       onHandedOff: (segment) => {
-        this.segmentFragments.delete(segment.key);
-        this.dirty = true;
+        this.checkpoints.forget(segment.key);
+        this.checkpoints.markChanged();
       },
     });
-    const sink: PartitionSink = {
-      onRecords: (p, records, hw) =>
-        bothSettled(
-          this.ingest.onRecords(p, records, hw),
-          // Sealing faster than it hands off, a receiver catching up slows down to its hand-offs.
-          this.handOffs.caughtUp(handOffBackPressureMs),
-        ),
-      onFilteredRange: (p, first, last, hw) => this.ingest.onFilteredRange(p, first, last, hw),
-      wants: (p) => isLive(this.partitions.get(p)?.state ?? 'released'),
-      onCrash: (error) => this.supervisor.crashed(error),
-    };
-    this.consumer =
-      options.consumerFactory?.(sink) ??
-      new SessionPartitionConsumer({
-        kafka: options.kafka,
-        topic: options.spec.source.topic,
-        groupId: this.consumerGroup,
-        sink,
-        onGroupPurged: (partitions) =>
-          this.log.info('consumer group deleted: it held offsets of partitions no longer here', {
-            cube: this.cube,
-            group: this.consumerGroup,
-            partitions: partitions.join(','),
-          }),
-        onGroupPurgeFailed: (error) =>
-          this.log.warn(
-            'cannot delete the consumer group of partitions no longer here; the next start retries',
-            { cube: this.cube, group: this.consumerGroup, error: error.message },
-          ),
-      });
-    this.supervisor = new ConsumerSupervisor({
-      start: () => this.startConsumer(),
-      ...(options.consumerRestart ? { policy: options.consumerRestart } : {}),
-      ...(options.clock ? { clock: options.clock } : {}),
-      onFailure: (error, restartInMs) => {
-        this.metrics.consumerFailed();
-        this.log.error('kafka consumer failed; restarting it from the positions held', {
-          cube: this.cube,
-          error: error.message,
-          errorName: error.name,
-          restartInMs,
-        });
+    this.checkpoints = new CheckpointWriter({
+      identity: {
+        cube: options.cube,
+        namespace: options.namespace,
+        replicaSet: options.replicaSet,
+        source: options.spec.source,
+        schema: options.spec.schema,
       },
-      onRecovered: (downMs) => {
-        // Silence is counted from when the consumer works again, not across the outage.
-        const now = Date.now();
-        for (const ps of this.partitions.values()) ps.lastRecordAt = now;
-        this.metrics.consumerRecovered();
-        this.log.info('kafka consumer recovered', { cube: this.cube, downMs });
-      },
+      store: this.store,
+      partitions: this.partitions,
+      segments: this.segments,
+      ingest: this.ingest,
+      lost: this.lost,
+      handOffs: this.handOffs,
+      metrics: this.metrics,
+      logger: options.logger,
+      commitPositions: (positions) => this.consumer.commit(positions),
+    });
+    this.consumer = new CubeConsumer({
+      cube: options.cube,
+      topic: options.spec.source.topic,
+      group: this.consumerGroup,
+      kafka: options.kafka,
+      logger: options.logger,
+      partitions: this.partitions,
+      ingest: this.ingest,
+      handOffs: this.handOffs,
+      metrics: this.metrics,
+      consumerFactory: options.consumerFactory,
+      consumerRestart: options.consumerRestart,
+      clock: options.clock,
+    });
+    this.upkeep = new SegmentUpkeep({
+      cube: options.cube,
+      segments: this.segments,
+      partitions: this.partitions,
+      handOffs: this.handOffs,
+      checkpoints: this.checkpoints,
+      metrics: this.metrics,
+      logger: options.logger,
+      idleTimeoutMs: options.idleTimeoutMs,
+      consumerUp: () => this.consumer.isUp(),
+    });
+    this.ticker = new ChannelTicker({
+      cube: options.cube,
+      intervalMs: options.flushIntervalMs,
+      logger: options.logger,
+      consumer: this.consumer,
+      onHighWatermarks: (hws) => this.applyHighWatermarks(hws),
+      upkeep: this.upkeep,
+      checkpoints: this.checkpoints,
+      handOffs: this.handOffs,
     });
   }
 
@@ -313,7 +251,7 @@ export class CubeChannel {
     const removed = this.store.removeUnlisted(checkpoint);
     if (removed > 0)
       this.log.info('removed fragments written after the last checkpoint', { removed });
-    if (checkpoint) this.restore(checkpoint);
+    if (checkpoint) this.checkpoints.restore(checkpoint);
     // A new cube, or one whose source changed (the same topic through other brokers) or whose
     // namespace was just adopted: the checkpoint names the spec and namespace this channel runs,
     // so a restart comes back with them. One of an older version is written anew, every segment
@@ -324,11 +262,10 @@ export class CubeChannel {
       JSON.stringify(checkpoint.source) !== JSON.stringify(this.spec.source) ||
       checkpoint.namespace !== this.options.namespace
     ) {
-      this.rewriteAll = true;
-      await this.inFlushTurn(() => this.writeSnapshot(this.takeSnapshot()));
+      await this.checkpoints.writeAll();
     }
-    await this.restartConsumer();
-    this.timer = setInterval(() => this.inBackground(this.tick()), this.options.flushIntervalMs);
+    await this.consumer.restart();
+    this.ticker.start();
   }
 
   static readSpec(
@@ -346,117 +283,47 @@ export class CubeChannel {
     );
   }
 
-  private restore(c: CubeCheckpoint): void {
-    const now = Date.now();
-    for (const p of c.partitions) {
-      const { state, clock } = restoredPartition(p, now);
-      this.partitions.set(p.partition, state);
-      this.segments.restoreClock(p.partition, clock);
-      this.countLost(p.partition, 0n);
-    }
-    this.segments.restorePurgedBelow(c.purgedBelow ?? null);
-    this.segments.restorePurgedCoverage(c.purged ? rangeMapFromJson(c.purged) : undefined);
-    for (const s of c.segments) {
-      const segment = this.segments.restoreSegment(restoredSegment(s, now));
-      for (const name of s.fragments)
-        this.segments.restoreRows(segment, this.store.readFragment(name));
-      this.segmentFragments.set(segment.key, [...s.fragments]);
-      if (s.handOffPath) this.handOffs.restorePath(segment.key, s.handOffPath);
-    }
-    this.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
-    this.lost.restore(c.lost);
-    this.fragmentSeq = c.fragmentSeq;
-    this.log.info('restored from checkpoint', {
-      partitions: c.partitions.map((p) => `${p.partition}@${p.position}`).join(','),
-      segments: c.segments.length,
-    });
-  }
-
-  /**
-   * One start or stop at a time: two overlapping starts (two assign requests at once) would leave
-   * a consumer that nothing stops. Each reads the partitions when it runs, and which of them to
-   * pause once it has started, since a pause or resume may come while it starts.
-   */
-  private serially(step: () => Promise<void>): Promise<void> {
-    const next = this.consumerLifecycle.then(step);
-    this.consumerLifecycle = next.catch(() => undefined);
-    return next;
-  }
-
-  /** Starts the consumer anew; a failure is reported in the status and retried, never thrown. */
-  private restartConsumer(): Promise<void> {
-    return this.supervisor.start();
-  }
-
-  /**
-   * A fresh consumer from the positions held here, with the partitions that are not live paused
-   * again: after a crash too, nothing runs past a position this receiver reported.
-   */
-  private startConsumer(): Promise<void> {
-    return this.serially(async () => {
-      if (this.closed) return;
-      const assigned = [...this.partitions.values()].filter((p) => p.state !== 'released');
-      await this.consumer.start(new Map(assigned.map((p) => [p.partition, p.position])));
-      const idle = assigned.filter((p) => !isLive(p.state)).map((p) => p.partition);
-      if (idle.length > 0) this.consumer.pause(idle);
-    });
-  }
-
   /** Graceful stop: flush and checkpoint, then close the consumer. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.supervisor.stop();
-    if (this.timer) clearInterval(this.timer);
+    this.consumer.stopRestarts();
+    this.ticker.stop();
     // A hand-off cut short is repeated after the restart; one that finished is checkpointed now.
     await this.handOffs.stop();
     await this.flush();
-    await this.serially(() => this.consumer.stop());
+    await this.consumer.stop();
     await this.ingest.close();
+  }
+
+  /** Every change in memory when called is durable once it resolves (checkpoint-writer.ts). */
+  flush(): Promise<void> {
+    return this.checkpoints.flush();
+  }
+
+  /** Resolves once the periodic work under way, and the work it started, has ended. */
+  whenIdle(): Promise<void> {
+    return this.ticker.whenIdle();
   }
 
   // ---- partition events ------------------------------------------------------------------
 
   /**
-   * Applies events to partitions, all or none: every transition is checked before any takes
-   * effect. Carries out the effects on the consumer and the segments, except a restart, which
-   * the caller awaits.
+   * Applies events to partitions, all or none, and carries out their effects on the consumer and
+   * the segments, except a restart, which the caller awaits.
    */
   private apply(events: [number, PartitionEvent][]): Outcome[] {
     const now = Date.now();
-    const transitions = events.map(([p, event]) => {
-      const t = transition(this.partitions.get(p), p, event, now);
-      if (!t.ok)
-        throw new ChannelError(
-          t.reason,
-          `partition ${p} of cube ${this.cube} ${t.message}`,
-          t.field,
-        );
-      return t;
-    });
-    const outcomes = transitions.map(({ next, effects }) => {
-      const current = this.partitions.get(next.partition);
-      // A new epoch is a new object: batches of the old one still on the worker see it and drop.
-      if (!current || current.epoch !== next.epoch) this.partitions.set(next.partition, next);
-      else if (current !== next) Object.assign(current, next);
-      return { ps: this.partitions.get(next.partition)!, effects };
-    });
-    const having = (effect: PartitionEffect): PartitionState[] =>
-      outcomes.filter((o) => o.effects.includes(effect)).map((o) => o.ps);
-    for (const ps of having('settlePending'))
+    const outcomes = this.partitions.apply(events, now);
+    for (const ps of withEffect(outcomes, 'settlePending'))
       this.segments.settlePending(ps.partition, ps.epoch, now);
-    for (const ps of having('fenceExcess')) this.fenceExcess(ps);
-    const toPause = having('pauseConsumer');
+    for (const ps of withEffect(outcomes, 'fenceExcess')) this.upkeep.fenceExcess(ps);
+    const toPause = withEffect(outcomes, 'pauseConsumer');
     if (toPause.length > 0) this.consumer.pause(toPause.map((ps) => ps.partition));
-    const toResume = having('resumeConsumer');
+    const toResume = withEffect(outcomes, 'resumeConsumer');
     if (toResume.length > 0)
       this.consumer.resume(new Map(toResume.map((ps) => [ps.partition, ps.position])));
     return outcomes;
-  }
-
-  /** Whether any outcome changed something: durable before answering, then. */
-  private changedAny(outcomes: Outcome[]): boolean {
-    return outcomes.some((o) => o.effects.length > 0);
   }
 
   private afterProgress(ps: PartitionState): void {
@@ -469,128 +336,7 @@ export class CubeChannel {
       epoch: ps.epoch,
       stopOffset: ps.stopOffset?.toString(),
     });
-    this.wakeDrainWaiters();
-  }
-
-  /**
-   * The partition ran past the offset its next owner starts from (`stopOffset`), under an epoch
-   * that is over: every segment holding any of its offsets from there on is dropped, never handed
-   * off, so the excess is never committed twice. The replica's copy of those windows goes with
-   * them (its siblings, which the move stopped in time, hold theirs). A handed-off copy no commit
-   * record names is dropped too (a fenced replica set's: a fence keeps it so); one committed
-   * already cannot be taken back: that is logged as an error.
-   */
-  private fenceExcess(ps: PartitionState): void {
-    const stop = ps.stopOffset;
-    if (stop === null) return;
-    for (const segment of this.segments.holdingFrom(ps.partition, stop)) {
-      // A handed-off copy no commit record names (a fenced replica set's) is never the data.
-      if (segment.state === 'HANDED_OFF' && this.handOffs.committed(segment.windowStart)) {
-        this.log.error('a handed-off segment holds offsets past a stop offset', {
-          cube: this.cube,
-          partition: ps.partition,
-          epoch: ps.epoch,
-          stopOffset: stop.toString(),
-          windowStart: new Date(segment.windowStart).toISOString(),
-        });
-        continue;
-      }
-      this.segments.discard(segment);
-      this.forget(segment);
-      this.metrics.segmentFenced();
-    }
-    this.dirty = true;
-    this.log.warn('partition released past its stop offset: segments holding the excess fenced', {
-      cube: this.cube,
-      partition: ps.partition,
-      epoch: ps.epoch,
-      stopOffset: stop.toString(),
-      position: ps.position.toString(),
-    });
-  }
-
-  /** Reported, counted and checkpointed; no segment covers them, so none says they were read. */
-  private offsetsLost(ps: PartitionState, from: bigint, to: bigint): void {
-    const count = this.lost.record(ps.partition, from, to);
-    this.countLost(ps.partition, count);
-    this.dirty = true;
-    this.log.warn('offsets deleted by Kafka before they were read; consuming from the log start', {
-      cube: this.cube,
-      partition: ps.partition,
-      epoch: ps.epoch,
-      lostFrom: from.toString(),
-      lostTo: to.toString(),
-      lost: count.toString(),
-    });
-  }
-
-  private countLost(partition: number, count: bigint): void {
-    this.metrics.offsetsLost(partition, count);
-  }
-
-  private wakeDrainWaiters(): void {
-    const waiters = this.drainWaiters;
-    this.drainWaiters = [];
-    for (const w of waiters) w();
-  }
-
-  // ---- periodic work: seal, flush, hand off, purge ---------------------------------------
-
-  private async tick(): Promise<void> {
-    if (this.closed) return;
-    try {
-      await this.refreshHighWatermarks();
-      if (this.closed) return; // close() flushes
-      this.sealReadyWindows();
-      this.purgeExpired();
-      // A hand-off starts from what a checkpoint holds: a segment sealed here is durably sealed.
-      await this.flush();
-      if (!this.closed) this.startHandOffs();
-    } catch (error) {
-      this.log.error('periodic work failed; retrying on the next tick', {
-        cube: this.cube,
-        error: (error as Error).message,
-      });
-    }
-  }
-
-  /**
-   * A hand-off pass in the background: uploads to a slow or unreachable object store must not
-   * hold sealing and flushing back. Its result is checkpointed when it ends.
-   */
-  private startHandOffs(): void {
-    this.inBackground(
-      this.handOffs
-        .handOffSealed()
-        .then(() => (this.closed ? undefined : this.flush()))
-        .catch((error: unknown) =>
-          this.log.error('hand-off pass failed; retrying on the next tick', {
-            cube: this.cube,
-            error: (error as Error).message,
-          }),
-        ),
-    );
-  }
-
-  /** Keeps periodic work that never rejects until it ends, for whenIdle(). */
-  private inBackground(work: Promise<unknown>): void {
-    const tracked = work.finally(() => this.background.delete(tracked));
-    this.background.add(tracked);
-  }
-
-  /**
-   * Resolves once the periodic work under way has ended, and the work it started: a tick's
-   * flush, the hand-off pass after it and the flush that records the pass. Its files are written
-   * in real time, also when a test fakes the clock that starts the ticks.
-   */
-  async whenIdle(): Promise<void> {
-    while (this.background.size > 0) await Promise.all(this.background);
-  }
-
-  private async refreshHighWatermarks(): Promise<void> {
-    if (Date.now() - this.lastHighWatermarkRefresh < 2_000) return;
-    this.lastHighWatermarkRefresh = Date.now();
-    this.applyHighWatermarks(await this.consumer.highWatermarks());
+    this.partitions.drained();
   }
 
   private applyHighWatermarks(hws: Map<number, bigint>): void {
@@ -602,199 +348,19 @@ export class CubeChannel {
     }
   }
 
-  private sealReadyWindows(): void {
-    const owned = [...this.partitions.values()]
-      .filter((p) => p.state !== 'released')
-      .map((p) => p.partition);
-    if (owned.length === 0) return;
-    const now = Date.now();
-    // A consumer that is down or just restarted delivers nothing: its partitions are not silent.
-    const consumerUp = this.supervisor.isUp();
-    const idle = (p: number): boolean => {
-      const ps = this.partitions.get(p);
-      return !ps || (consumerUp && isIdle(ps, now, this.options.idleTimeoutMs));
-    };
-    for (const segment of this.segments.sealableWindows(owned, idle)) {
-      this.segments.seal(segment);
-      this.dirty = true;
-      this.log.info('window sealed', {
-        cube: this.cube,
-        windowStart: new Date(segment.windowStart).toISOString(),
-      });
-    }
-  }
-
-  /**
-   * Seals every ACTIVE segment holding offsets of partitions just released, so that this
-   * replica's data of them is handed off and committed now rather than when their windows close
-   * (the windows stay open for the partitions kept: their later events open the next
-   * generation). Data of a partition moved away that its old set has not committed is what keeps
-   * that set from being failed over; sealed at the release, it is committed within a hand-off.
-   */
-  private sealReleased(partitions: number[]): boolean {
-    let sealed = false;
-    for (const segment of [...this.segments.segments.values()]) {
-      if (segment.state !== 'ACTIVE') continue;
-      if (!partitions.some((p) => (segment.ranges.get(p)?.length ?? 0) > 0)) continue;
-      this.segments.seal(segment);
-      this.dirty = true;
-      sealed = true;
-      this.log.info('window sealed at a release', {
-        cube: this.cube,
-        windowStart: new Date(segment.windowStart).toISOString(),
-        partitions,
-      });
-    }
-    return sealed;
-  }
-
-  /** Handed-off segments past their retention leave memory and, at the next flush, the disk. */
-  private purgeExpired(): void {
-    for (const segment of this.handOffs.expired(Date.now())) {
-      this.segments.purge(segment);
-      this.forget(segment);
-      this.dirty = true;
-    }
-  }
-
-  /** What the channel keeps beside a segment that it no longer holds: hand-off and fragments. */
-  private forget(segment: Segment): void {
-    this.handOffs.forget(segment.key);
-    this.segmentFragments.delete(segment.key);
-  }
-
-  /**
-   * Writes fragments for changed segments and a checkpoint naming them with the positions: when
-   * the promise resolves, everything in memory when flush() was called is durable. What is
-   * written is taken from memory in one synchronous step, and written off the event loop (the
-   * consumers of every cube go on meanwhile). One flush at a time: asked for while one runs, a
-   * flush starts when it ends, and every request made until then shares that one. A flush that
-   * fails rejects; the next one writes what it could not.
-   */
-  flush(): Promise<void> {
-    this.nextFlush ??= this.inFlushTurn(() => {
-      this.nextFlush = undefined;
-      return this.flushNow();
-    });
-    return this.nextFlush;
-  }
-
-  /** Runs `step` after every flush asked for before it has ended. */
-  private inFlushTurn(step: () => Promise<void>): Promise<void> {
-    const run = this.flushes.then(step);
-    this.flushes = run.catch(() => undefined);
-    return run;
-  }
-
-  private async flushNow(): Promise<void> {
-    if (!this.dirty && !this.ingest.dirty && !this.rewriteAll) return;
-    const end = this.metrics.flushTimer();
-    const snapshot = this.takeSnapshot();
-    await this.writeSnapshot(snapshot);
-    end();
-    this.metrics.publish(
-      this.partitions.values(),
-      (p) => this.segments.clock(p).watermark,
-      snapshot.counts,
-    );
-    // Every checkpoint's positions become the group's committed offsets, paused and stopped
-    // partitions' too: lag exporters then see what this receiver holds, no more, no less.
-    void this.consumer.commit(snapshot.positions).catch(() => undefined);
-  }
-
-  /**
-   * Takes what the next checkpoint holds, in one synchronous step: the segments' deltas as new
-   * fragments, the records of the segments changed since the last checkpoint (of every segment
-   * after a failed one), and the positions and counters. The changes count as written from here.
-   */
-  private takeSnapshot(): FlushSnapshot {
-    const fragments = this.takeUnwritten();
-    for (const segment of this.segments.segments.values()) {
-      if (segment.delta.size === 0) continue;
-      this.fragmentSeq += 1;
-      const name = `${String(this.fragmentSeq).padStart(10, '0')}-${segment.key}.jsonl`;
-      fragments.push({ name, rows: this.segments.takeDelta(segment) });
-      const list = this.segmentFragments.get(segment.key) ?? [];
-      list.push(name);
-      this.segmentFragments.set(segment.key, list);
-    }
-    const all = this.rewriteAll;
-    const counts = { ACTIVE: 0, IMMUTABLE: 0, HANDED_OFF: 0 };
-    const changed = this.segments.changes();
-    const records = [];
-    for (const segment of this.segments.segments.values()) {
-      counts[segment.state] += 1;
-      if (!all && !changed.has(segment.key)) continue;
-      records.push(
-        segmentCheckpoint(
-          segment,
-          [...(this.segmentFragments.get(segment.key) ?? [])],
-          this.handOffs.pathOf(segment.key),
-        ),
-      );
-    }
-    this.segments.clearChanges();
-    this.rewriteAll = false;
-    this.dirty = false;
-    this.ingest.dirty = false;
-    return {
-      fragments,
-      header: this.checkpointHeader(),
-      records,
-      held: [...this.segments.segments.keys()],
-      counts,
-      positions: new Map(
-        [...this.partitions.values()]
-          .filter((p) => p.state !== 'released')
-          .map((p) => [p.partition, p.position]),
-      ),
-    };
-  }
-
-  /** Fragments a failed flush took: written again unless their segment has gone since. */
-  private takeUnwritten(): FragmentToWrite[] {
-    if (this.unwritten.length === 0) return [];
-    const named = new Set([...this.segmentFragments.values()].flat());
-    const fragments = this.unwritten.filter((f) => named.has(f.name));
-    this.unwritten = [];
-    return fragments;
-  }
-
-  /**
-   * Writes a snapshot's fragments, then commits its checkpoint. On failure the next snapshot
-   * holds what this one took: its fragments, and every segment's record.
-   */
-  private async writeSnapshot(snapshot: FlushSnapshot): Promise<void> {
-    try {
-      await this.store.writeFragments(
-        snapshot.fragments.map(({ name, rows }) => ({ name, rows: rows.values() })),
-      );
-      await this.store.commit(snapshot.header, snapshot.records, snapshot.held);
-    } catch (error) {
-      this.unwritten = snapshot.fragments;
-      this.rewriteAll = true;
-      this.dirty = true;
-      throw error;
-    }
-  }
-
-  private checkpointHeader(): CheckpointHeader {
-    return {
+  /** Reported, counted and checkpointed; no segment covers them, so none says they were read. */
+  private offsetsLost(ps: PartitionState, from: bigint, to: bigint): void {
+    const count = this.lost.record(ps.partition, from, to);
+    this.metrics.offsetsLost(ps.partition, count);
+    this.checkpoints.markChanged();
+    this.log.warn('offsets deleted by Kafka before they were read; consuming from the log start', {
       cube: this.cube,
-      ...(this.options.namespace ? { namespace: this.options.namespace } : {}),
-      replicaSet: this.options.replicaSet,
-      source: this.spec.source,
-      schema: this.spec.schema,
-      partitions: [...this.partitions.values()].map((p) =>
-        partitionCheckpoint(p, this.segments.clock(p.partition)),
-      ),
-      rejected: Object.fromEntries(this.ingest.rejected),
-      ingested: this.ingest.ingested,
-      fragmentSeq: this.fragmentSeq,
-      purgedBelow: this.segments.firstUnpurgedWindow,
-      ...purgedCheckpoint(this.segments.purgedOffsets),
-      lost: this.lost.toJson(),
-    };
+      partition: ps.partition,
+      epoch: ps.epoch,
+      lostFrom: from.toString(),
+      lostTo: to.toString(),
+      lost: count.toString(),
+    });
   }
 
   // ---- admin operations ------------------------------------------------------------------
@@ -813,13 +379,8 @@ export class CubeChannel {
     const fresh = starts.filter((_, i) => outcomes[i]!.effects.includes('restartConsumer'));
     for (const s of fresh) {
       this.segments.raiseWatermark(s.partition, s.watermark);
-      const ps = this.partitions.get(s.partition)!;
-      const elsewhere = rangesFromJson(s.committedElsewhere ?? []).filter(
-        (r) => r.to > ps.position,
-      );
-      if (elsewhere.length > 0) ps.elsewhere = elsewhere;
-      else delete ps.elsewhere;
-      this.countLost(s.partition, 0n); // the series exists from the start, at zero
+      this.partitions.readOver(s.partition, rangesFromJson(s.committedElsewhere ?? []));
+      this.metrics.offsetsLost(s.partition, 0n); // the series exists from the start, at zero
       this.log.info('partition assigned', {
         cube: this.cube,
         partition: s.partition,
@@ -828,12 +389,12 @@ export class CubeChannel {
       });
     }
     if (fresh.length > 0) {
-      this.dirty = true;
+      this.checkpoints.markChanged();
       await this.flush();
-      await this.restartConsumer();
+      await this.consumer.restart();
       // The log ends the consumer learnt as it started: the answer (and the operator's first
       // status of a new cube) has its lag without waiting for the next periodic refresh.
-      const known = this.consumer.knownHighWatermarks?.();
+      const known = this.consumer.knownHighWatermarks();
       if (known) this.applyHighWatermarks(known);
     }
     return this.status();
@@ -848,7 +409,7 @@ export class CubeChannel {
   async pause(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'pause' }]));
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    if (this.changedAny(outcomes)) this.dirty = true;
+    if (changedAny(outcomes)) this.checkpoints.markChanged();
     // Durable before answering: a restarted receiver must not run past what it reported.
     await this.flush();
     return answer;
@@ -857,7 +418,7 @@ export class CubeChannel {
   async resume(partitions: number[]): Promise<PartitionStatus[]> {
     const outcomes = this.apply(partitions.map((p) => [p, { kind: 'resume' }]));
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    if (this.changedAny(outcomes)) this.dirty = true;
+    if (changedAny(outcomes)) this.checkpoints.markChanged();
     await this.flush();
     return answer;
   }
@@ -873,22 +434,13 @@ export class CubeChannel {
         { kind: 'drain', stopOffset: BigInt(o) },
       ]),
     );
-    this.dirty = true;
+    this.checkpoints.markChanged();
     await this.flush();
-    const deadline = Date.now() + timeoutMs;
-    const allStopped = (): boolean => outcomes.every(({ ps }) => ps.state === 'stopped');
-    while (!allStopped() && Date.now() < deadline) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, Math.min(250, Math.max(1, deadline - Date.now())));
-        this.drainWaiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
+    const draining = outcomes.map((o) => o.ps);
+    await this.partitions.untilStopped(draining, Date.now() + timeoutMs);
     const answer = {
-      done: allStopped(),
-      partitions: outcomes.map(({ ps }) => this.partitionStatus(ps)),
+      done: allStopped(draining),
+      partitions: draining.map((ps) => this.partitionStatus(ps)),
     };
     await this.flush();
     return answer;
@@ -913,26 +465,25 @@ export class CubeChannel {
       }),
     );
     const answer = outcomes.map((o) => this.partitionStatus(o.ps));
-    const changed = this.changedAny(outcomes);
-    if (changed) this.dirty = true;
-    const sealed = this.sealReleased(
+    const changed = changedAny(outcomes);
+    if (changed) this.checkpoints.markChanged();
+    const sealed = this.upkeep.sealReleased(
       outcomes.filter((o) => o.effects.length > 0).map((o) => o.ps.partition),
     );
     await this.flush();
     // Handed off now, not at the next tick: the set's failover waits on that commit.
-    if (sealed && !this.closed) this.startHandOffs();
+    if (sealed) this.ticker.startHandOffs();
     // A consumer without the released partitions: its start drops their committed offsets
     // from the group (a lag no one will ever consume). Not awaited: the new owner starts now.
-    if (changed) void this.restartConsumer();
+    if (changed) void this.consumer.restart();
     return answer;
   }
 
   /** Seals every segment (IMMUTABLE) and hands them off; waits up to `waitMs` for the hand-off. */
   async seal(waitMs: number): Promise<CubeStatus> {
-    this.apply([...this.partitions.keys()].map((p) => [p, { kind: 'seal' }]));
-    for (const s of this.segments.segments.values())
-      if (s.state === 'ACTIVE') this.segments.seal(s);
-    this.dirty = true;
+    this.apply(this.partitions.numbers().map((p) => [p, { kind: 'seal' }]));
+    this.upkeep.sealAll();
+    this.checkpoints.markChanged();
     await this.flush();
     const deadline = Date.now() + waitMs;
     do {
@@ -949,7 +500,7 @@ export class CubeChannel {
   }
 
   hasLivePartitions(): boolean {
-    return [...this.partitions.values()].some((p) => p.state !== 'released');
+    return this.partitions.hasAssigned();
   }
 
   /** Removes the cube's local state and its metric series after close(). */
@@ -975,7 +526,7 @@ export class CubeChannel {
     return partitionStatus(
       ps,
       this.segments.clock(ps.partition).watermark,
-      this.supervisor.health(),
+      this.consumer.health(),
       this.lost.of(ps.partition),
     );
   }
@@ -989,9 +540,7 @@ export class CubeChannel {
       receiver: this.options.receiverId,
       topic: this.spec.source.topic,
       specDigest: this.specDigest,
-      partitions: [...this.partitions.values()]
-        .sort((a, b) => a.partition - b.partition)
-        .map((ps) => this.partitionStatus(ps)),
+      partitions: this.partitions.sorted().map((ps) => this.partitionStatus(ps)),
       segments: listed.map((s) =>
         segmentStatus(
           s,
@@ -1003,14 +552,10 @@ export class CubeChannel {
       segmentCounts: counts,
       ingested: this.ingest.ingested,
       rejected: Object.fromEntries(this.ingest.rejected),
-      consumer: consumerStatus(this.supervisor.health()),
+      consumer: consumerStatus(this.consumer.health()),
       ...coverageStatus(
         this.segments.coverage((seg, p, r) => this.handOffs.committedRange(seg.windowStart, p, r)),
-        new Map(
-          [...this.partitions.values()].flatMap((ps) =>
-            ps.elsewhere?.length ? [[ps.partition, ps.elsewhere] as const] : [],
-          ),
-        ),
+        this.partitions.elsewhere(),
       ),
     };
   }
@@ -1030,14 +575,4 @@ async function untilDeadline(work: Promise<void>, deadline: number): Promise<voi
     }),
   ]);
   clearTimeout(timer);
-}
-
-/** What a sink's onRecords returns for two waits: nothing when neither waits, else both. */
-function bothSettled(
-  a: void | Promise<void>,
-  b: Promise<void> | undefined,
-): Promise<void> | undefined {
-  if (!a) return b;
-  if (!b) return a;
-  return Promise.all([a, b]).then(() => undefined);
 }
