@@ -31,7 +31,7 @@ import {
   type ReassignContext,
   type ReassignReceiver,
   type StepOutcome,
-} from '../../src/operator/reassign.ts';
+} from '../../src/operator/reassign/index.ts';
 import { applyMergePatch, ordersCube } from '../support/cube-assignments.ts';
 
 const t0 = Date.parse('2026-11-30T10:00:00.000Z');
@@ -742,7 +742,7 @@ const cases: Case[] = [
     calls: ['persist cleared'],
     kind: 'completed',
     phase: 'cleared',
-    requeueAfterMs: requeueDelayMs.finished,
+    requeueAfterMs: requeueDelayMs.ended,
   },
 ];
 
