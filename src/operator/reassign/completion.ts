@@ -1,5 +1,6 @@
 // What a finished move writes to status with the journal's end: the final assignment, the bumped
-// epochs and where they began, and the partitions a source released before their data was committed.
+// epochs and where they began, and the partitions a source released before their data was
+// committed.
 import type {
   CubeAssignment,
   CubeAssignmentStatusPatch,

@@ -1,5 +1,6 @@
-// The reassign journal's transitions (status.reassign.phase) in one pure table: the phase a finished
-// phase leads to for each kind of journal, and the phases that roll back past their deadline.
+// The reassign journal's transitions (status.reassign.phase) in one pure table: the phase a
+// finished phase leads to for each kind of journal, and the phases that roll back past their
+// deadline.
 import type { Move } from '../../assign/assignment.ts';
 import {
   reassignPhases,
@@ -46,7 +47,7 @@ export const rollsBackPastDeadline: ReadonlySet<ReassignPhase> = new Set(['Pausi
  */
 export const placementFirstWrittenAt = transitions.Pausing.placement as ReassignPhase;
 
-/** A journal none of whose moves has a source: a first placement, or partitions new to the topic. */
+/** A journal none of whose moves has a source: a first placement, or partitions new to a topic. */
 export function isSourceless(journal: Pick<ReassignJournal, 'moves'>): boolean {
   return journal.moves.every((m) => m.from === undefined);
 }

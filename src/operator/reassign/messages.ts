@@ -13,18 +13,26 @@ export interface ReassignEvent {
 
 type Offsets = Record<string, string>;
 type CommittedAbove = Record<string, { from: string; to: string }[]>;
+type PastStop = Pick<PartitionStatus, 'partition' | 'position' | 'stopOffset'>;
 
-const plural = (list: readonly unknown[], one: string, many: string): string =>
-  list.length > 1 ? many : one;
+/** The singular or the plural wording, by the number of items in `list`. */
+const by =
+  (list: readonly unknown[]) =>
+  (one: string, many: string): string =>
+    list.length > 1 ? many : one;
 
 /** `partition 3` or `partitions 0, 1`. */
 const partitionList = (partitions: readonly number[]): string =>
-  `partition${plural(partitions, '', 's')} ${partitions.join(', ')}`;
+  `partition${by(partitions)('', 's')} ${partitions.join(', ')}`;
 
 const seconds = (ms: number): string => `${ms / 1000}s`;
 
 const receiverOf = (endpoint: ReceiverEndpoint): string =>
   `receiver ${endpoint.name} (${endpoint.replicaSet})`;
+
+/** `3 (at 120, stop 105)`. */
+const atAndStop = (p: PastStop): string =>
+  `${p.partition} (at ${p.position}, stop ${p.stopOffset})`;
 
 /** Offsets by partition, as Events name them: `0 at 105, 1 at 200`. */
 export const describeOffsets = (offsets: Offsets): string =>
@@ -52,6 +60,7 @@ export function sourceReplicaSetUnavailable(
   partitions: number[],
   phaseTimeoutMs: number,
 ): PhaseBlocked {
+  const n = by(partitions);
   const them = partitionList(partitions);
   const rollsBack = `rolls back after ${seconds(phaseTimeoutMs)} if it is not back`;
   const waits: Record<ReassignPhase, string> = {
@@ -59,8 +68,13 @@ export function sourceReplicaSetUnavailable(
     Pausing: `the reassign waits in Pausing and ${rollsBack}`,
     Draining: `the reassign waits in Draining and ${rollsBack}`,
     Fencing: '',
-    Starting: `${them}, drained to ${plural(partitions, 'its stop offset', 'their stop offsets')}, cannot be released: ${plural(partitions, 'it waits', 'they wait')} for the set to come back (its data is on its volumes) and ${plural(partitions, 'is', 'are')} not consumed until then`,
-    Sealing: `its segments of ${cube} cannot be sealed and handed off: the reassign does not complete until the set is back (its data is on its volumes)`,
+    Starting:
+      `${them}, drained to ${n('its stop offset', 'their stop offsets')}, cannot be released: ` +
+      `${n('it waits', 'they wait')} for the set to come back (its data is on its volumes) ` +
+      `and ${n('is', 'are')} not consumed until then`,
+    Sealing:
+      `its segments of ${cube} cannot be sealed and handed off: the reassign does not ` +
+      'complete until the set is back (its data is on its volumes)',
     Done: '',
   };
   return new PhaseBlocked(
@@ -83,7 +97,10 @@ export const cubeNotOnReceiver = (
 ): ReassignEvent => ({
   type: 'Warning',
   reason: 'CubeNotOnReceiver',
-  message: `${receiverOf(endpoint)} does not hold the cube: it has no data of ${partitionList(partitions)}, so reassign ${journal.id} goes on without it; the other replicas of ${endpoint.replicaSet} carry the move`,
+  message:
+    `${receiverOf(endpoint)} does not hold the cube: it has no data of ` +
+    `${partitionList(partitions)}, so reassign ${journal.id} goes on without it; ` +
+    `the other replicas of ${endpoint.replicaSet} carry the move`,
 });
 
 // ---- Kafka -------------------------------------------------------------------------------------
@@ -97,42 +114,53 @@ export const offsetsUnreadable = (
   brokers: string[],
   cause: string,
 ): string =>
-  `cannot read the offsets of ${partitionList(partitions)} of topic ${topic} from brokers ${brokers.join(', ')}: ${cause}`;
+  `cannot read the offsets of ${partitionList(partitions)} of topic ${topic} ` +
+  `from brokers ${brokers.join(', ')}: ${cause}`;
 
 // ---- Pausing and Sealing: replicas not Ready ---------------------------------------------------
 
 const notReadyReceivers = (names: string[]): string =>
-  `receiver${plural(names, '', 's')} ${names.join(', ')}`;
+  `receiver${by(names)('', 's')} ${names.join(', ')}`;
 
-export const waitsForNotReady = (
+export function waitsForNotReady(
   phase: ReassignPhase,
   names: string[],
   phaseTimeoutMs: number,
-): string =>
-  `${notReadyReceivers(names)} of the move's replica sets ${plural(names, 'is', 'are')} not Ready: ${phase} waits for ${plural(names, 'it', 'them')}, up to ${seconds(phaseTimeoutMs)}`;
+): string {
+  const n = by(names);
+  return (
+    `${notReadyReceivers(names)} of the move's replica sets ${n('is', 'are')} not Ready: ` +
+    `${phase} waits for ${n('it', 'them')}, up to ${seconds(phaseTimeoutMs)}`
+  );
+}
 
-export const replicaMissedMove = (
+export function replicaMissedMove(
   journal: ReassignJournal,
   names: string[],
   phaseTimeoutMs: number,
-): ReassignEvent => ({
-  type: 'Warning',
-  reason: 'ReplicaMissedMove',
-  message: `reassign ${journal.id} goes on in ${journal.phase} without ${notReadyReceivers(names)}, not Ready for ${seconds(phaseTimeoutMs)}: ${plural(names, 'it is', 'they are')} brought to ${plural(names, 'its', 'their')} set's state when back, exactly if ${plural(names, 'it', 'they')} missed no more than this move`,
-});
+): ReassignEvent {
+  const n = by(names);
+  return {
+    type: 'Warning',
+    reason: 'ReplicaMissedMove',
+    message:
+      `reassign ${journal.id} goes on in ${journal.phase} without ${notReadyReceivers(names)}, ` +
+      `not Ready for ${seconds(phaseTimeoutMs)}: ${n('it is', 'they are')} brought to ` +
+      `${n('its', 'their')} set's state when back, exactly if ${n('it', 'they')} missed no ` +
+      'more than this move',
+  };
+}
 
 // ---- Draining ----------------------------------------------------------------------------------
-
-type Behind = Pick<PartitionStatus, 'partition' | 'position' | 'stopOffset'>;
 
 const notAtStops = (endpoint: ReceiverEndpoint): string =>
   `receiver ${endpoint.name} has not reached the stop offsets of partitions`;
 
-export const drainBehind = (endpoint: ReceiverEndpoint, behind: Behind[]): string =>
-  `${notAtStops(endpoint)} ${behind.map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`).join(', ')}`;
+export const drainBehind = (endpoint: ReceiverEndpoint, behind: PastStop[]): string =>
+  `${notAtStops(endpoint)} ${behind.map(atAndStop).join(', ')}`;
 
 /** Past the drain timeout; the Event leaves out the positions, which change with every poll. */
-export const drainIncomplete = (endpoint: ReceiverEndpoint, behind: Behind[]): PhaseBlocked =>
+export const drainIncomplete = (endpoint: ReceiverEndpoint, behind: PastStop[]): PhaseBlocked =>
   new PhaseBlocked('DrainIncomplete', drainBehind(endpoint, behind), {
     event: `${notAtStops(endpoint)} ${behind.map((p) => p.partition).join(', ')}`,
   });
@@ -151,13 +179,17 @@ export const stopOffsetsRaised = (
 ): ReassignEvent => ({
   type: 'Normal',
   reason: 'StopOffsetsRaised',
-  message: `reassign ${journal.id}: a replica of ${replicaSet} that missed the pause ran past the stop offsets; raised to ${describeOffsets(raised)}, every replica of ${replicaSet} drains on to them`,
+  message:
+    `reassign ${journal.id}: a replica of ${replicaSet} that missed the pause ran past the ` +
+    `stop offsets; raised to ${describeOffsets(raised)}, every replica of ${replicaSet} ` +
+    'drains on to them',
 });
 
 // ---- Starting: the sources' release ------------------------------------------------------------
 
 export const missedDraining = (endpoint: ReceiverEndpoint, partitions: number[]): string =>
-  `receiver ${endpoint.name} missed Draining: it consumes partitions ${partitions.join(', ')} to their stop offsets before it releases them`;
+  `receiver ${endpoint.name} missed Draining: it consumes partitions ${partitions.join(', ')} ` +
+  'to their stop offsets before it releases them';
 
 export const replicaRepairedDrain = (
   endpoint: ReceiverEndpoint,
@@ -165,17 +197,20 @@ export const replicaRepairedDrain = (
 ): ReassignEvent => ({
   type: 'Normal',
   reason: 'ReplicaRepaired',
-  message: `${receiverOf(endpoint)} brought to its replica set's state: it missed Draining, drained ${describeOffsets(drained)} (the stop offsets) before its release`,
+  message:
+    `${receiverOf(endpoint)} brought to its replica set's state: it missed Draining, ` +
+    `drained ${describeOffsets(drained)} (the stop offsets) before its release`,
 });
 
 export function fencedMessage(
   endpoint: ReceiverEndpoint,
   fenced: { partition: number; position: string; stopOffset: string }[],
 ): string {
-  const what = fenced
-    .map((p) => `${p.partition} (at ${p.position}, stop ${p.stopOffset})`)
-    .join(', ');
-  return `${receiverOf(endpoint)} had consumed past the stop offsets of partitions ${what} under an epoch that is over: it released them there and dropped the segments holding the excess, which are never handed off`;
+  return (
+    `${receiverOf(endpoint)} had consumed past the stop offsets of partitions ` +
+    `${fenced.map(atAndStop).join(', ')} under an epoch that is over: it released them there ` +
+    'and dropped the segments holding the excess, which are never handed off'
+  );
 }
 
 export const excessFenced = (
@@ -203,32 +238,38 @@ export const releasedDataUncommitted = (
 ): ReassignEvent => ({
   type: 'Warning',
   reason: 'ReleasedDataUncommitted',
-  message: `reassign ${journal.id}: ${message} after ${seconds(phaseTimeoutMs)} (deep storage slow or refusing hand-offs?): the targets start all the same; should a source set be lost before that data is committed, its partitions wait for it instead of failing over`,
+  message:
+    `reassign ${journal.id}: ${message} after ${seconds(phaseTimeoutMs)} ` +
+    '(deep storage slow or refusing hand-offs?): the targets start all the same; should a ' +
+    'source set be lost before that data is committed, its partitions wait for it instead ' +
+    'of failing over',
 });
 
 // ---- Starting: the targets ---------------------------------------------------------------------
 
 /** A target's failure, saying which partitions wait on it and which sources let them go. */
-export const targetBlocked = (
+export function targetBlocked(
   error: PhaseBlocked,
   replicaSet: string,
   partitions: number[],
   sources: string[],
-): PhaseBlocked => {
-  const many = partitions.length > 1;
+): PhaseBlocked {
+  const releasedBy = sources.length > 0 ? ` (released by ${sources.join(', ')})` : '';
+  const waits = by(partitions)('waits', 'wait');
   return new PhaseBlocked(
     error.reason,
-    `${error.message}; partition${many ? 's' : ''} ${partitions.join(', ')}${sources.length > 0 ? ` (released by ${sources.join(', ')})` : ''} wait${many ? '' : 's'} for ${replicaSet}`,
+    `${error.message}; ${partitionList(partitions)}${releasedBy} ${waits} for ${replicaSet}`,
     { cause: error.cause },
   );
-};
+}
 
 // ---- Fences ------------------------------------------------------------------------------------
 
 export const noFencer = (through: string[], fenced: string[], why: string): PhaseBlocked =>
   new PhaseBlocked(
     'TargetReceiverUnavailable',
-    `no receiver of replica sets ${through.join(', ')} is ready to fence ${fenced.join(', ')}, ${why}`,
+    `no receiver of replica sets ${through.join(', ')} is ready to fence ` +
+      `${fenced.join(', ')}, ${why}`,
   );
 
 export function failoverStarted(
@@ -239,22 +280,38 @@ export function failoverStarted(
   above: CommittedAbove,
 ): ReassignEvent {
   const sets = journal.failover!.replicaSets;
-  const skipped = Object.values(above).reduce((n, list) => n + list.length, 0);
+  const n = by(sets);
   const { offsets, known } = reread;
+  const rereadText =
+    `${offsets} offset${offsets === 1n ? '' : 's'} re-read` +
+    (known ? '' : ' (more where no position was reported)');
+  const skipped = Object.values(above).reduce((count, list) => count + list.length, 0);
+  const readOverText =
+    skipped > 0
+      ? `, ${skipped} committed range${skipped === 1 ? '' : 's'} past the restart read over`
+      : '';
   return {
     type: 'Warning',
     reason: 'FailoverStarted',
-    message: `failover ${journal.id}: replica set${plural(sets, '', 's')} ${sets.join(', ')} had no ready receiver for spec.failoverAfter (${failoverAfter}) and ${plural(sets, 'is', 'are')} fenced; ${describeMoves(journal)} restart from ${describeOffsets(starts)}, the end of what ${plural(sets, 'it', 'they')} committed: ${offsets} offset${offsets === 1n ? '' : 's'} re-read${known ? '' : ' (more where no position was reported)'}${skipped > 0 ? `, ${skipped} committed range${skipped === 1 ? '' : 's'} past the restart read over` : ''}`,
+    message:
+      `failover ${journal.id}: replica set${n('', 's')} ${sets.join(', ')} had no ready ` +
+      `receiver for spec.failoverAfter (${failoverAfter}) and ${n('is', 'are')} fenced; ` +
+      `${describeMoves(journal)} restart from ${describeOffsets(starts)}, the end of what ` +
+      `${n('it', 'they')} committed: ${rereadText}${readOverText}`,
   };
 }
 
-export const lostSetsHaveNoTaker = (lost: string[], stranded: number[]): PhaseBlocked =>
-  new PhaseBlocked(
+export function lostSetsHaveNoTaker(lost: string[], stranded: number[]): PhaseBlocked {
+  const n = by(lost);
+  return new PhaseBlocked(
     'TargetReceiverUnavailable',
-    `replica set${plural(lost, '', 's')} ${lost.join(', ')} of the move ${plural(lost, 'is', 'are')} lost and no replica set of spec.replicaSets has a ready receiver to take ${partitionList(stranded)} instead`,
+    `replica set${n('', 's')} ${lost.join(', ')} of the move ${n('is', 'are')} lost and no ` +
+      'replica set of spec.replicaSets has a ready receiver to take ' +
+      `${partitionList(stranded)} instead`,
   );
+}
 
-/** A set lost in Starting: what it was the source of, what it was the target of, and where each goes. */
+/** A set lost in Starting: what it was the source and the target of, and where each goes. */
 export function replicaSetLostInMove(
   journal: ReassignJournal,
   failoverAfter: string,
@@ -264,25 +321,32 @@ export function replicaSetLostInMove(
 ): ReassignEvent {
   const roles: string[] = [];
   if (asSource) {
-    const from = asSource.partitions;
+    const n = by(asSource.partitions);
     roles.push(
-      `source of ${partitionList(from)}, whose data of ${plural(from, 'it', 'them')} was not all committed: ${plural(from, 'it restarts', 'they restart')} from ${describeOffsets(asSource.restarts)}, the end of what it committed, instead of the stop offsets (${describeOffsets(asSource.stops)})`,
+      `source of ${partitionList(asSource.partitions)}, whose data of ${n('it', 'them')} was ` +
+        `not all committed: ${n('it restarts', 'they restart')} from ` +
+        `${describeOffsets(asSource.restarts)}, the end of what it committed, instead of the ` +
+        `stop offsets (${describeOffsets(asSource.stops)})`,
     );
   }
   if (asTarget) {
     roles.push(
-      `target of ${partitionList(asTarget.partitions)}: given instead to ${asTarget.newTargets.join(', ')}, from ${describeOffsets(asTarget.restarts)}`,
+      `target of ${partitionList(asTarget.partitions)}: given instead to ` +
+        `${asTarget.newTargets.join(', ')}, from ${describeOffsets(asTarget.restarts)}`,
     );
   }
   return {
     type: 'Warning',
     reason: 'ReplicaSetLostInMove',
-    message: `reassign ${journal.id}: replica set ${replicaSet} has had no ready receiver for spec.failoverAfter (${failoverAfter}) and is fenced; ${roles.join('; ')}`,
+    message:
+      `reassign ${journal.id}: replica set ${replicaSet} has had no ready receiver for ` +
+      `spec.failoverAfter (${failoverAfter}) and is fenced; ${roles.join('; ')}`,
   };
 }
 
 export const lostSetsFenced = (lost: string[]): string =>
-  `replica sets ${lost.join(', ')} of the move lost: fenced, their partitions restart from what they committed`;
+  `replica sets ${lost.join(', ')} of the move lost: fenced, ` +
+  'their partitions restart from what they committed';
 
 export function stopFenced(
   journal: ReassignJournal,
@@ -293,10 +357,21 @@ export function stopFenced(
   epochs: number[],
   startsPastStops: Offsets,
 ): ReassignEvent {
+  const n = by(notReady);
+  const startsPast =
+    Object.keys(startsPastStops).length > 0
+      ? '; it had committed past them already, so the targets start at ' +
+        describeOffsets(startsPastStops)
+      : '';
   return {
     type: 'Warning',
     reason: 'StopFenced',
-    message: `reassign ${journal.id}: receiver${plural(notReady, '', 's')} ${notReady.join(', ')} of ${replicaSet} ${plural(notReady, 'is', 'are')} not Ready and missed the release of ${partitionList(partitions)}: ${replicaSet} is fenced in deep storage from ${describeOffsets(stops)} under epoch${plural(epochs, '', 's')} ${epochs.join(', ')}, so what ${plural(notReady, 'it reads', 'they read')} past the stop offsets is never committed${Object.keys(startsPastStops).length > 0 ? `; it had committed past them already, so the targets start at ${describeOffsets(startsPastStops)}` : ''}`,
+    message:
+      `reassign ${journal.id}: receiver${n('', 's')} ${notReady.join(', ')} of ${replicaSet} ` +
+      `${n('is', 'are')} not Ready and missed the release of ${partitionList(partitions)}: ` +
+      `${replicaSet} is fenced in deep storage from ${describeOffsets(stops)} ` +
+      `under epoch${by(epochs)('', 's')} ${epochs.join(', ')}, so what ` +
+      `${n('it reads', 'they read')} past the stop offsets is never committed${startsPast}`,
   };
 }
 
@@ -310,19 +385,22 @@ export const handOffPending = (endpoint: ReceiverEndpoint, cube: string): string
 
 // ---- The journal's end -------------------------------------------------------------------------
 
-export const failoverCompleted = (journal: ReassignJournal): ReassignEvent => {
+export function failoverCompleted(journal: ReassignJournal): ReassignEvent {
   const sets = journal.failover!.replicaSets;
   return {
     type: 'Normal',
     reason: 'FailoverCompleted',
-    message: `failover ${journal.id} of replica set${plural(sets, '', 's')} ${sets.join(', ')} done: ${describeMoves(journal)}, consumed from ${describeOffsets(journal.stopOffsets ?? {})}`,
+    message:
+      `failover ${journal.id} of replica set${by(sets)('', 's')} ${sets.join(', ')} done: ` +
+      `${describeMoves(journal)}, consumed from ${describeOffsets(journal.stopOffsets ?? {})}`,
   };
-};
+}
 
 export const reassignCompleted = (journal: ReassignJournal): ReassignEvent => ({
   type: 'Normal',
   reason: 'ReassignCompleted',
-  message: `reassign ${journal.id} moved ${journal.moves.length} partition(s): ${describeMoves(journal)}`,
+  message:
+    `reassign ${journal.id} moved ${journal.moves.length} partition(s): ` + describeMoves(journal),
 });
 
 export const reassignRolledBack = (
@@ -333,7 +411,9 @@ export const reassignRolledBack = (
   event: {
     type: 'Warning',
     reason: 'ReassignRolledBack',
-    message: `reassign ${journal.id} rolled back in phase ${journal.phase} after ${seconds(phaseTimeoutMs)}: ${cause.event ?? cause.message}`,
+    message:
+      `reassign ${journal.id} rolled back in phase ${journal.phase} after ` +
+      `${seconds(phaseTimeoutMs)}: ${cause.event ?? cause.message}`,
   },
   error: new PhaseBlocked(
     'ReassignRolledBack',
