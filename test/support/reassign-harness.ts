@@ -361,6 +361,13 @@ export const assigned = [
   'rs-b-0 assign 0@105/e2/w1500,1@200/e2/w2000',
   'rs-b-1 assign 0@105/e2/w1500,1@200/e2/w2000',
 ];
+/** Sealing: each source replica seals, its hand-off done, and drops the cube. */
+export const sealedAndUnassigned = [
+  'rs-a-0 seal 250ms',
+  'rs-a-0 unassign',
+  'rs-a-1 seal 250ms',
+  'rs-a-1 unassign',
+];
 export const resumed = ['rs-a-0 resume [0,1]', 'rs-a-1 resume [0,1]'];
 /** Past the phase deadline. */
 export const late = phaseTimeoutMs + 1;

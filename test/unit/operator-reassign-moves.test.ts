@@ -21,6 +21,7 @@ import {
   paused,
   phaseTimeoutMs,
   released,
+  sealedAndUnassigned,
   t0,
   type Fault,
 } from '../support/reassign-harness.ts';
@@ -304,10 +305,7 @@ describe('stepReassign: a whole move, one phase per step', () => {
       ...committedChecked,
       ...assigned,
       'persist Sealing',
-      'rs-a-0 seal 250ms',
-      'rs-a-0 unassign',
-      'rs-a-1 seal 250ms',
-      'rs-a-1 unassign',
+      ...sealedAndUnassigned,
       'persist Done',
       'persist cleared',
     ]);
@@ -412,10 +410,7 @@ describe('stepReassign: a source replica set that disappears after Draining', ()
       ...committedChecked,
       ...assigned,
       'persist Sealing',
-      'rs-a-0 seal 250ms',
-      'rs-a-0 unassign',
-      'rs-a-1 seal 250ms',
-      'rs-a-1 unassign',
+      ...sealedAndUnassigned,
       'persist Done',
       'persist cleared',
     ]);

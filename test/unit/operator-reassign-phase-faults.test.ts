@@ -20,6 +20,7 @@ import {
   moves,
   paused,
   released,
+  sealedAndUnassigned,
   resumed,
   type Scenario,
 } from '../support/reassign-harness.ts';
@@ -336,13 +337,7 @@ const cases: Case[] = [
   {
     name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; on to Done',
     at: 'Sealing',
-    calls: [
-      'rs-a-0 seal 250ms',
-      'rs-a-0 unassign',
-      'rs-a-1 seal 250ms',
-      'rs-a-1 unassign',
-      'persist Done',
-    ],
+    calls: [...sealedAndUnassigned, 'persist Done'],
     kind: 'advanced',
     phase: 'Done',
   },
