@@ -16,15 +16,16 @@ type StartingStep = (
 ) => Promise<PhaseRun | undefined>;
 
 /**
- * 1. fenceLostSets: a set of the move lost since Pausing is fenced; its moves are re-targeted and
- *    restart from what it committed (journal.lostSets).
+ * 1. fenceLostSets: a set of the move lost before the targets start is fenced; its partitions
+ *    restart from what it committed, on a live set (journal.lostSets).
  * 2. releaseSources: every live source releases at the stop offsets.
  * 3. stopFence: a source set with replicas that are not Ready is fenced from the stop offsets
  *    (journal.stopFence).
  * 4. awaitReleasedCommit: the sources' released data is committed, or the phase timeout passed
  *    (journal.startedUncommitted).
  * 5. startTargets: the targets take the partitions under the next epoch.
- * Steps 1 and 3 write the journal and end the pass; the journal's flag skips them on the next.
+ * Steps 1, 3 and 4 (past the timeout) write their flag to the journal and end the pass; the flag
+ * skips them on the next.
  */
 export const startingSteps: readonly StartingStep[] = [
   fenceLostSets,
