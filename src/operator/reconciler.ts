@@ -58,7 +58,7 @@ import {
   placementJournal,
   PhaseBlocked,
   type ReassignContext,
-} from './reassign.ts';
+} from './reassign/index.ts';
 import { type TopicMetadata, startingOffsetRules } from './topic-metadata.ts';
 import { classifySourceError } from '../kafka/source-security.ts';
 import { mergeLostOffsets, newlyLostRanges, offsetsLostMessage } from './lost-offsets.ts';

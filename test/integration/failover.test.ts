@@ -16,7 +16,7 @@ import {
   type ReassignPhase,
   reassignPhases,
 } from '../../src/api/cube-assignment.ts';
-import { keptUncommitted } from '../../src/operator/reassign.ts';
+import { keptUncommitted } from '../../src/operator/reassign/index.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import {
   conditionOf,

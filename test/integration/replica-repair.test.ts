@@ -6,7 +6,7 @@
 // every replica's offsets tile every partition's log across the sets, and every replica that owns
 // partitions keeps sealing windows.
 import type { CubeAssignment, ReassignPhase } from '../../src/api/cube-assignment.ts';
-import { nextPhase } from '../../src/operator/reassign.ts';
+import { nextPhase } from '../../src/operator/reassign/index.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
 import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';

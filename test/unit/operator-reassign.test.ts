@@ -14,7 +14,7 @@ import {
   finalAssignment,
   mapReplacement,
   newJournal,
-} from '../../src/operator/reassign.ts';
+} from '../../src/operator/reassign/index.ts';
 import { applyMergePatch, ordersCube } from '../support/cube-assignments.ts';
 
 const now = new Date('2026-11-30T10:00:00.250Z');

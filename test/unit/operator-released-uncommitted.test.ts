@@ -4,7 +4,7 @@ import {
   partitionsReleasedUncommitted,
   releasedUncommittedPatch,
 } from '../../src/operator/reconciler.ts';
-import { releasedByMoves } from '../../src/operator/reassign.ts';
+import { releasedByMoves } from '../../src/operator/reassign/index.ts';
 
 const report = (
   coverage: Record<string, { kept: [string, string][]; handedOff: [string, string][] }>,

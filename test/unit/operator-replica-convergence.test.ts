@@ -547,7 +547,7 @@ describe('a replica down across moves, brought back by convergence', () => {
 
     /**
      * One reassign, phase by phase, on the replicas that are up. `waitFor`: a replica down that
-     * the move waits for (reassign.ts, waitForAway), back in Pausing when its set is a source,
+     * the move waits for (reassign/not-ready-replicas.ts), back in Pausing when its set is a source,
      * else in Sealing.
      */
     move(moves: Moves, waitFor?: { replica: Replica; back: () => void }): void {

@@ -1,0 +1,87 @@
+// What a finished move writes to status with the journal's end: the final assignment, the bumped
+// epochs and where they began, and the partitions a source released before their data was
+// committed.
+import type {
+  CubeAssignment,
+  CubeAssignmentStatusPatch,
+  ReassignJournal,
+} from '../../api/cube-assignment.ts';
+
+/** status.assignment with the journal's moves applied. */
+export function finalAssignment(
+  object: CubeAssignment,
+  journal: Pick<ReassignJournal, 'moves'>,
+): Record<string, number[]> {
+  const owners = new Map<number, string>();
+  for (const [rs, partitions] of Object.entries(object.status?.assignment ?? {})) {
+    for (const p of partitions) owners.set(p, rs);
+  }
+  for (const m of journal.moves) owners.set(m.partition, m.to);
+  const out: Record<string, number[]> = {};
+  for (const rs of object.spec.replicaSets) out[rs] = [];
+  for (const [p, rs] of owners) (out[rs] ??= []).push(p);
+  for (const list of Object.values(out)) list.sort((a, b) => a - b);
+  return out;
+}
+
+/**
+ * A JSON merge patch merges maps key by key; to replace a map, the keys it no longer has must be
+ * sent as null.
+ */
+export function mapReplacement<T>(
+  previous: Record<string, T> | undefined,
+  next: Record<string, T>,
+): Record<string, T | null> {
+  const out: Record<string, T | null> = { ...next };
+  for (const key of Object.keys(previous ?? {})) if (!(key in next)) out[key] = null;
+  return out;
+}
+
+/**
+ * status.releasedUncommitted with a move's completion: a source left with partitions seals the
+ * segments holding the ones it released (cube-channel.ts, sealReleased), but what it read of them
+ * is committed only once handed off (the operator's observations of the set say when). The
+ * targets start once it is (awaitReleasedCommit), so only a move whose targets started without
+ * (startedUncommitted) records it. Written with the completion, so that a leader taking over at
+ * once knows it too. Undefined for a failover (its sources are fenced), a move whose data was
+ * committed, or when no source keeps partitions; sources lost in Starting are fenced and left out.
+ */
+export function releasedByMoves(
+  previous: Readonly<Record<string, readonly number[]>> | undefined,
+  journal: Pick<ReassignJournal, 'moves' | 'failover' | 'startedUncommitted' | 'lostSets'>,
+  assignment: Readonly<Record<string, readonly number[]>>,
+): Record<string, number[]> | undefined {
+  // Committed before the targets started (awaitReleasedCommit), unless they started without.
+  if (journal.failover || !journal.startedUncommitted) return undefined;
+  const lost = new Set(journal.lostSets?.replicaSets ?? []);
+  const out: Record<string, number[]> = {};
+  for (const m of journal.moves) {
+    if (m.from === undefined || lost.has(m.from) || (assignment[m.from] ?? []).length === 0)
+      continue;
+    const held = new Set([...(out[m.from] ?? previous?.[m.from] ?? []), m.partition]);
+    out[m.from] = [...held].sort((a, b) => a - b);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+/** The status a move's end writes: assignment, epochs bumped, where they began. */
+export function completionStatus(
+  object: CubeAssignment,
+  journal: ReassignJournal,
+): CubeAssignmentStatusPatch {
+  const assignment = finalAssignment(object, journal);
+  const epochs = { ...(object.status?.epochs ?? {}) };
+  const epochStarts: Record<string, string> = {};
+  for (const m of journal.moves) {
+    epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
+    // Where Starting started the targets (a merge patch: the other partitions' stay).
+    epochStarts[String(m.partition)] = journal.stopOffsets?.[String(m.partition)] ?? '0';
+  }
+  const released = releasedByMoves(object.status?.releasedUncommitted, journal, assignment);
+  return {
+    assignment: mapReplacement(object.status?.assignment, assignment),
+    epochs,
+    epochStarts,
+    ...(released ? { releasedUncommitted: released } : {}),
+  };
+}

@@ -1,0 +1,76 @@
+// Sealing: a source left without any partition of the cube seals, hands off and drops the cube;
+// the final assignment and epochs are written with the journal at Done.
+import type { ReassignJournal } from '../../../api/cube-assignment.ts';
+import type { CubeStatus } from '../../../protocol/admin-api.ts';
+import type { ReceiverEndpoint } from '../../discovery.ts';
+import { completionStatus, finalAssignment } from '../completion.ts';
+import { inPhaseMs, type ReassignContext } from '../context.ts';
+import { journalKind } from '../journal.ts';
+import { handOffPending } from '../messages.ts';
+import { liveSources } from '../moves.ts';
+import { waitForNotReadyReplicas } from '../not-ready-replicas.ts';
+import {
+  PhaseBlocked,
+  phaseDone,
+  phaseUnderWay,
+  requeueDelayMs,
+  type PhaseRun,
+} from '../outcome.ts';
+import { callReceiver, crashPointAfterReceiver, lacksCube, sourceEndpoints } from '../receivers.ts';
+
+/**
+ * A source left without any partition of the cube seals and hands off, then drops it. The seal
+ * waits briefly for the hand-off; replicas are taken in order and a pass ends at the first whose
+ * hand-off is still pending, re-checked on the next reconcile.
+ */
+export async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
+  // A placement has no source, and a failover's sources are lost: nothing to wait for.
+  if (journalKind(journal) === 'move') {
+    const waiting = waitForNotReadyReplicas(ctx, journal, 'all');
+    if (waiting) return waiting;
+  }
+  const assignment = finalAssignment(ctx.object, journal);
+  // A source set with no ready receiver blocks Done, after the other sources are sealed. A
+  // failover's are fenced: convergence releases them when back, and their committed data stays.
+  // So are sources lost in Starting (fenceLostSets), and one lost since: all it had of the
+  // cube was released, and committed before the targets started (awaitReleasedCommit), unless
+  // they started without (startedUncommitted).
+  let unavailable: PhaseBlocked | undefined;
+  for (const rs of journal.failover ? [] : liveSources(journal).keys()) {
+    if ((assignment[rs] ?? []).length > 0) continue;
+    let endpoints: ReceiverEndpoint[];
+    try {
+      endpoints = sourceEndpoints(ctx, journal, rs);
+    } catch (error) {
+      if (!(error instanceof PhaseBlocked)) throw error;
+      if (ctx.lostReplicaSets?.has(rs) && !journal.startedUncommitted) continue;
+      unavailable ??= error;
+      continue;
+    }
+    for (const endpoint of endpoints) {
+      let status: CubeStatus;
+      try {
+        status = await callReceiver(ctx, endpoint, 'seal', 'SealFailed', (c) =>
+          c.seal(ctx.cube, ctx.sealPollMs, ctx.signal),
+        );
+      } catch (error) {
+        if (lacksCube(error)) continue; // unassigned already
+        throw error;
+      }
+      if (status.segments.some((s) => s.state !== 'HANDED_OFF')) {
+        const message = handOffPending(endpoint, ctx.cube);
+        if (inPhaseMs(ctx, journal) > ctx.handOffTimeoutMs) {
+          throw new PhaseBlocked('HandOffPending', message);
+        }
+        return phaseUnderWay(message, requeueDelayMs.handOffPending);
+      }
+      crashPointAfterReceiver('Sealing');
+      await callReceiver(ctx, endpoint, 'unassign', 'UnassignFailed', (c) =>
+        c.unassign(ctx.cube, false, ctx.signal),
+      );
+      crashPointAfterReceiver('Sealing');
+    }
+  }
+  if (unavailable) throw unavailable;
+  return phaseDone({}, completionStatus(ctx.object, journal));
+}

@@ -1,0 +1,71 @@
+// Starting's fourth sub-step: the targets wait until the sources' data of the moved partitions is
+// handed off and committed.
+import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
+import type { CubeStatus } from '../../../../protocol/admin-api.ts';
+import { covers } from '../../../../receiver/hand-off-commit.ts';
+import { rangesFromJson } from '../../../../receiver/offset-ranges.ts';
+import { overDeadline, recordEvent, type ReassignContext } from '../../context.ts';
+import {
+  releasedDataUncommitted,
+  releasedDataUncommittedYet,
+  uncommittedOn,
+} from '../../messages.ts';
+import { liveSources } from '../../moves.ts';
+import { phaseUnderWay, requeueDelayMs, type PhaseRun } from '../../outcome.ts';
+import { callReceiver, lacksCube } from '../../receivers.ts';
+
+/**
+ * Of `partitions`, those a receiver keeps offsets of that are not handed off and committed, by its
+ * coverage (a partition it reports none of: none).
+ */
+export function keptUncommitted(
+  coverage: CubeStatus['coverage'],
+  partitions: Iterable<number>,
+): number[] {
+  const out: number[] = [];
+  for (const p of partitions) {
+    const c = coverage?.[String(p)];
+    if (!c) continue;
+    const kept = new Map([[p, rangesFromJson(c.kept)]]);
+    if (!covers(new Map([[p, rangesFromJson(c.handedOff)]]), kept)) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * Before the targets start, the sources' data of the moved partitions is committed: every ready
+ * replica of each source reports the offsets it keeps of them handed off and committed (its
+ * coverage; the release sealed the windows holding them and handed them off at once). Until the
+ * targets start, a source set lost meanwhile can still be failed over exactly (fenceLostSets:
+ * its partitions restart where its committed data ends); once they consume from the stop offsets,
+ * what it had not committed below them could only wait for it. Waits up to the phase timeout;
+ * past it (deep storage slow or refusing), the targets start all the same, the journal and a
+ * Warning say so, and such a set is not failed over while it keeps that data (FailoverBlocked).
+ */
+export async function awaitReleasedCommit(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<PhaseRun | undefined> {
+  if (journal.failover || journal.startedUncommitted) return undefined;
+  const pending: string[] = [];
+  for (const [rs, partitions] of liveSources(journal)) {
+    for (const endpoint of ctx.receivers.get(rs) ?? []) {
+      let status: CubeStatus;
+      try {
+        status = await callReceiver(ctx, endpoint, 'status', 'StartFailed', (c) =>
+          c.cubeStatus(ctx.cube, ctx.signal),
+        );
+      } catch (error) {
+        if (lacksCube(error)) continue; // holds nothing of the cube
+        throw error;
+      }
+      const waiting = keptUncommitted(status.coverage, partitions);
+      if (waiting.length > 0) pending.push(uncommittedOn(endpoint, waiting));
+    }
+  }
+  if (pending.length === 0) return undefined;
+  const message = releasedDataUncommittedYet(pending);
+  if (!overDeadline(ctx, journal)) return phaseUnderWay(message, requeueDelayMs.commitPending);
+  recordEvent(ctx, releasedDataUncommitted(journal, message, ctx.phaseTimeoutMs));
+  return phaseUnderWay(message, requeueDelayMs.advanced, { startedUncommitted: true });
+}

@@ -1,0 +1,60 @@
+// Starting's last sub-step: every replica of each target takes its partitions from the stop
+// offsets under the next epoch.
+import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
+import type { ReassignContext } from '../../context.ts';
+import { targetBlocked } from '../../messages.ts';
+import { byTarget } from '../../moves.ts';
+import { PhaseBlocked, type PhaseRun } from '../../outcome.ts';
+import {
+  assignRequest,
+  callReceiver,
+  crashPointAfterReceiver,
+  targetEndpoints,
+} from '../../receivers.ts';
+
+/**
+ * Starts every target at the journal's stop offsets under the next epoch, with the sources'
+ * watermarks, skipping what a fenced set committed past the start (committedElsewhere).
+ */
+export async function startTargets(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<PhaseRun | undefined> {
+  const epochs = ctx.object.status?.epochs ?? {};
+  const committedAbove = {
+    ...journal.stopFence?.committedAbove,
+    ...journal.lostSets?.committedAbove,
+    ...journal.failover?.committedAbove,
+  };
+  for (const [rs, partitions] of byTarget(journal)) {
+    const starts = partitions.map((p) => ({
+      partition: p,
+      position: journal.stopOffsets?.[String(p)] ?? '0',
+      epoch: (epochs[String(p)] ?? 0) + 1,
+      watermark: journal.watermarks?.[String(p)] ?? null,
+      ...(committedAbove[String(p)]?.length
+        ? {
+            committedElsewhere: committedAbove[String(p)]!.map(
+              (r) => [r.from, r.to] as [string, string],
+            ),
+          }
+        : {}),
+    }));
+    try {
+      for (const endpoint of targetEndpoints(ctx, rs)) {
+        await callReceiver(ctx, endpoint, 'assign', 'StartFailed', (c) =>
+          c.assign(ctx.cube, assignRequest(ctx.object, rs, starts), ctx.signal),
+        );
+        crashPointAfterReceiver('Starting', 'target');
+      }
+    } catch (error) {
+      // The sources have let go: say which partitions wait, not only which call failed.
+      if (!(error instanceof PhaseBlocked)) throw error;
+      const sources = [
+        ...new Set(journal.moves.filter((m) => m.to === rs).flatMap((m) => m.from ?? [])),
+      ];
+      throw targetBlocked(error, rs, partitions, sources);
+    }
+  }
+  return undefined;
+}
