@@ -37,7 +37,7 @@ function cubeWith(status: Partial<CubeAssignmentStatus> = {}, failoverAfter = '5
   const object = ordersCube(['rs-a', 'rs-b'], {
     assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
     ...status,
-  } as CubeAssignmentStatus);
+  });
   object.spec.failoverAfter = failoverAfter;
   return object;
 }
@@ -150,15 +150,6 @@ test('released data not committed blocks the failover: as observed, else as stat
   );
 });
 
-test('spec.failoverAfter absent: five minutes', () => {
-  const watch = new FailoverWatch(fakeClock().now);
-  const object = cubeWith();
-  delete object.spec.failoverAfter;
-  expect(watch.unavailableSets(object, onlyA, []).failoverAt).toEqual(
-    new Map([['rs-b', t0 + 5 * minute]]),
-  );
-});
-
 test('failed-over sets are kept per cube until back, and forgotten with their cube', () => {
   const watch = new FailoverWatch(fakeClock().now);
   const other = { namespace: 'shop', name: 'payments' };
@@ -183,6 +174,6 @@ test('since when a set is unavailable is shared by the cubes of its namespace', 
   watch.unavailableSets(cubeWith(), onlyA, []);
   clock.advance(5 * minute);
   const payments = cubeWith();
-  payments.metadata!.name = 'payments';
+  payments.metadata.name = 'payments';
   expect(watch.unavailableSets(payments, onlyA, []).lost).toEqual(new Set(['rs-b']));
 });
