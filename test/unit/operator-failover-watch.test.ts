@@ -43,16 +43,17 @@ function cubeWith(status: Partial<CubeAssignmentStatus> = {}, failoverAfter = '5
 }
 
 const onlyA = new Set(['rs-a']);
+const nothingUnavailable = {
+  lost: new Set(),
+  failoverAt: new Map(),
+  failoverBlocked: new Map(),
+  since: new Map(),
+};
 
 test('every set available: nothing unavailable', () => {
   const watch = new FailoverWatch(fakeClock().now);
   const sets = watch.unavailableSets(cubeWith(), new Set(['rs-a', 'rs-b']), []);
-  expect(sets).toEqual({
-    lost: new Set(),
-    failoverAt: new Map(),
-    failoverBlocked: new Map(),
-    since: new Map(),
-  });
+  expect(sets).toEqual(nothingUnavailable);
 });
 
 test('a set holding partitions unavailable: fails over spec.failoverAfter after it was first seen so, then lost', () => {
@@ -113,12 +114,7 @@ test('a set owning no partition is not failed over, whatever how long it is unav
   const object = cubeWith({ assignment: { 'rs-a': [0, 1, 2, 3], 'rs-b': [] } });
   watch.unavailableSets(object, onlyA, []);
   clock.advance(60 * minute);
-  expect(watch.unavailableSets(object, onlyA, [])).toEqual({
-    lost: new Set(),
-    failoverAt: new Map(),
-    failoverBlocked: new Map(),
-    since: new Map(),
-  });
+  expect(watch.unavailableSets(object, onlyA, [])).toEqual(nothingUnavailable);
 });
 
 test('released data not committed blocks the failover: as observed, else as status says', () => {
