@@ -24,8 +24,8 @@ export const requeueAfterMs = {
   /** A receiver does not run the spec yet (down, refused the call): asked again soon. */
   specNotRolledOut: 2_000,
   /**
-   * A replica of the move in Sealing is still draining to stop offsets it missed: its drain
-   * call waits up to `drainPollMs` itself, so the next look follows at once after one.
+   * A replica of the move in Sealing is still draining to stop offsets it missed: looked at again
+   * after one drain poll's length, the time a drain call itself waits on a receiver.
    */
   sealingAwaitsDrain: drainPollMs,
   /** A replica repair under way (a drain, a hand-off) is looked at again soon. */
