@@ -11,7 +11,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../api/cube.ts';
 import { ReceiverClient, type StaleLeaderError } from '../../protocol/client.ts';
-import type { CubeKey } from '../../protocol/cube-paths.ts';
+import { cubeKeyString, type CubeKey } from '../../protocol/cube-paths.ts';
 import type { BearerTokens } from '../../protocol/token-file.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { receiversByReplicaSet } from '../discovery.ts';
@@ -98,7 +98,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
   /** The cube is gone: what this process kept of it goes too. */
   const forget = (cube: CubeKey): void => {
-    rejections.forget(`${cube.namespace}/${cube.name}`);
+    rejections.forget(cubeKeyString(cube));
     edges.degraded.forget(cube);
     positions.forget(cube);
     watch.forget(cube);
