@@ -1,5 +1,5 @@
 // Where a reassign's time goes, from the operator's JSON log: the first `reassign phase` line of
-// each phase (src/operator/reconciler.ts) and the `reassign done` line.
+// each phase (src/operator/cube/journal-runner.ts) and the `reassign done` line.
 import { readFileSync } from 'node:fs';
 import { reassignPhases } from '../src/api/cube-assignment.ts';
 

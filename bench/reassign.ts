@@ -284,7 +284,7 @@ async function watchMove(
 
 // ---- the operator's log ---------------------------------------------------------------------
 
-/** What each span of the operator's log holds (src/operator/reassign/, reconciler.ts). */
+/** What each span of the operator's log holds (src/operator/reassign/, cube/journal-runner.ts). */
 const phaseContents: Record<string, string> = {
   react: 'spec change → informer → plan → journal written (Planned)',
   Planned: 'one status write (→ Pausing)',

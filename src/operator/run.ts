@@ -23,7 +23,7 @@ import { sweepGroups } from './group-sweep.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { OwnWrites } from './own-writes.ts';
 import { createGuardedServer } from '../http/guarded-server.ts';
-import { createCubeReconciler } from './reconciler.ts';
+import { createCubeReconciler } from './cube/index.ts';
 import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { secretReaderOf } from '../kubernetes/secrets.ts';
 import { TopicMetadata } from './topic-metadata.ts';

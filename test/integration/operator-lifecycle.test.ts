@@ -6,7 +6,7 @@ import { logLevel, type Admin, type Producer } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../src/api/cube.ts';
-import { finalizer } from '../../src/operator/reconciler.ts';
+import { finalizer } from '../../src/operator/cube/index.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';

@@ -3,7 +3,7 @@
 import {
   partitionsReleasedUncommitted,
   releasedUncommittedPatch,
-} from '../../src/operator/reconciler.ts';
+} from '../../src/operator/cube/index.ts';
 import { releasedByMoves } from '../../src/operator/reassign/index.ts';
 
 const report = (

@@ -39,7 +39,7 @@ export function mapReplacement<T>(
 
 /**
  * status.releasedUncommitted with a move's completion: a source left with partitions seals the
- * segments holding the ones it released (cube-channel.ts, sealReleased), but what it read of them
+ * segments holding the ones it released (segment-upkeep.ts, sealReleased), but what it read of them
  * is committed only once handed off (the operator's observations of the set say when). The
  * targets start once it is (awaitReleasedCommit), so only a move whose targets started without
  * (startedUncommitted) records it. Written with the completion, so that a leader taking over at

@@ -1,7 +1,6 @@
 // Sealing: a source left without any partition of the cube seals, hands off and drops the cube;
 // the final assignment and epochs are written with the journal at Done.
 import type { ReassignJournal } from '../../../api/cube-assignment.ts';
-import type { CubeStatus } from '../../../protocol/admin-api.ts';
 import type { ReceiverEndpoint } from '../../discovery.ts';
 import { completionStatus, finalAssignment } from '../completion.ts';
 import { inPhaseMs, type ReassignContext } from '../context.ts';
@@ -16,6 +15,7 @@ import {
   requeueDelayMs,
   type PhaseRun,
 } from '../outcome.ts';
+import { type SealAndDropOutcome, sealAndDrop } from '../../seal-and-drop.ts';
 import { callReceiver, crashPointAfterReceiver, lacksCube, sourceEndpoints } from '../receivers.ts';
 
 /**
@@ -48,26 +48,37 @@ export async function sealing(ctx: ReassignContext, journal: ReassignJournal): P
       continue;
     }
     for (const endpoint of endpoints) {
-      let status: CubeStatus;
+      let outcome: SealAndDropOutcome;
       try {
-        status = await callReceiver(ctx, endpoint, 'seal', 'SealFailed', (c) =>
-          c.seal(ctx.cube, ctx.sealPollMs, ctx.signal),
+        outcome = await sealAndDrop(
+          {
+            seal: (cube, waitMs, signal) =>
+              callReceiver(ctx, endpoint, 'seal', 'SealFailed', (c) =>
+                c.seal(cube, waitMs, signal),
+              ),
+            unassign: (cube, force, signal) =>
+              callReceiver(ctx, endpoint, 'unassign', 'UnassignFailed', (c) =>
+                c.unassign(cube, force, signal),
+              ),
+          },
+          ctx.cube,
+          {
+            sealPollMs: ctx.sealPollMs,
+            signal: ctx.signal,
+            onHandedOff: () => crashPointAfterReceiver('Sealing'),
+          },
         );
       } catch (error) {
         if (lacksCube(error)) continue; // unassigned already
         throw error;
       }
-      if (status.segments.some((s) => s.state !== 'HANDED_OFF')) {
+      if (outcome === 'handOffPending') {
         const message = handOffPending(endpoint, ctx.cube);
         if (inPhaseMs(ctx, journal) > ctx.handOffTimeoutMs) {
           throw new PhaseBlocked('HandOffPending', message);
         }
         return phaseUnderWay(message, requeueDelayMs.handOffPending);
       }
-      crashPointAfterReceiver('Sealing');
-      await callReceiver(ctx, endpoint, 'unassign', 'UnassignFailed', (c) =>
-        c.unassign(ctx.cube, false, ctx.signal),
-      );
       crashPointAfterReceiver('Sealing');
     }
   }
