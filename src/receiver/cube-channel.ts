@@ -1016,7 +1016,13 @@ export class CubeChannel {
   }
 
   query(q: CubeQuery): QueryResponse {
-    return querySegments(this.cube, this.spec.schema, this.segments.segments.values(), q);
+    return querySegments(
+      this.cube,
+      this.spec.schema,
+      this.segments.segments.values(),
+      q,
+      this.segments.partitions,
+    );
   }
 }
 
