@@ -1,8 +1,8 @@
 // `streamcube local`: a whole stack on this machine — Kafka, etcd + kube-apiserver, the CRD, two
-// replica sets of receivers (as processes, visible as pods), the operator, the query server, a demo topic with a
-// trickle of orders at mixed rates and the demo CubeAssignment — until Ctrl-C, which stops
-// everything it started (an environment started by `npm run env:up` it only uses, and leaves
-// running).
+// replica sets of receivers (as processes, visible as pods), the operator, the query server, a
+// demo topic with a trickle of orders at mixed rates and the demo CubeAssignment — until Ctrl-C,
+// which stops everything it started (an environment started by `npm run env:up` it only uses,
+// and leaves running).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
