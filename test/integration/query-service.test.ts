@@ -32,7 +32,8 @@ const stack = useOperatorStack({
   name: 'query-svc',
   replicaSets: ['rs-a', 'rs-b'],
   replicas: 2,
-  receiver: { idleTimeout: '15s', flushInterval: '1s' },
+  // No idle sealing: once the producers stop, the last window stays live.
+  receiver: { idleTimeout: '10m', flushInterval: '1s' },
 });
 const cube = 'orders';
 const schema = windowedSchema; // 1-minute windows, 10 s allowed lateness
@@ -207,6 +208,7 @@ test('answers over live receivers and committed deep storage equal the ledger, e
     return Math.min(...starts.flat());
   };
   const cut = await liveFrom();
+  expect(Number.isFinite(cut)).toBe(true);
   const upToCut = await server.query(cube, { to: cut });
   const pyarrow = (await readCommittedWithPyarrow(stack.deepStorageDir, schema)).filter(
     (h) => h.manifest.cube === cube && Date.parse(h.manifest.windowStart) < cut,
