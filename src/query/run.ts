@@ -1,18 +1,11 @@
 // `streamcube query-server`: informers on CubeAssignments and receiver pods (as the operator's),
 // deep storage, and the query API; stateless, so any number of them may run.
 import { once } from 'node:events';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubernetesListObject,
-  type V1Pod,
-} from '@kubernetes/client-node';
-import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
 import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
-import { replicaSetLabel, receiversByReplicaSet } from '../operator/discovery.ts';
-import { SupervisedInformer } from '../operator/runtime/informer.ts';
+import { createCubeInformers } from '../operator/cube-informers.ts';
+import { receiversByReplicaSet } from '../operator/discovery.ts';
 import { ReceiverClient } from '../protocol/client.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { openDeepStorage } from '../receiver/deep-storage.ts';
@@ -37,38 +30,14 @@ export async function runQueryServer(argv: string[]): Promise<number> {
       ? receiverToken
       : new TokenFile(config.tokenFile, tokenFileOptions('token file'));
   const kc = loadKubeConfig(config.kubeconfig);
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  const core = kc.makeApiClient(CoreV1Api);
   const registry = createProcessRegistry();
   registerBuildInfo(registry, 'query-server');
   const metrics = createQueryMetrics(registry);
 
-  const ns = config.namespace;
-  const cubes = new SupervisedInformer<CubeAssignment>({
-    name: 'cubeassignments',
+  const { cubes, pods } = createCubeInformers({
     kubeConfig: kc,
-    path: ns
-      ? `/apis/${group}/${version}/namespaces/${ns}/${plural}`
-      : `/apis/${group}/${version}/${plural}`,
-    list: () =>
-      (ns
-        ? custom.listNamespacedCustomObject({ group, version, namespace: ns, plural })
-        : custom.listClusterCustomObject({ group, version, plural })) as Promise<
-        KubernetesListObject<CubeAssignment>
-      >,
-    registry,
-    logger,
-  });
-  const podNs = config.receiverNamespace ?? ns;
-  const pods = new SupervisedInformer<V1Pod>({
-    name: 'receiver-pods',
-    kubeConfig: kc,
-    path: podNs ? `/api/v1/namespaces/${podNs}/pods` : '/api/v1/pods',
-    list: () =>
-      podNs
-        ? core.listNamespacedPod({ namespace: podNs, labelSelector: replicaSetLabel })
-        : core.listPodForAllNamespaces({ labelSelector: replicaSetLabel }),
-    labelSelector: replicaSetLabel,
+    namespace: config.namespace,
+    receiverNamespace: config.receiverNamespace,
     registry,
     logger,
   });
