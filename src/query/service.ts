@@ -350,6 +350,10 @@ export class QueryService {
         pending.set(Number(p), acc);
       }
     }
+    // A cube reading from the earliest offset began at 0: data missing before the first piece is
+    // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
+    if (cube.spec.source.startingOffsets !== 'latest')
+      for (const b of bounds.values()) b.start = 0n;
     return mergePieces({ pieces, pending, bounds, unavailable });
   }
 }
