@@ -222,6 +222,14 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   expect(totalsRow(upToCut).events).toBe(pyarrowEvents);
   expect(pyarrowEvents).toBe(events.filter((e) => e.ts < cut).length);
 
+  // `streamcube query`: a table that says it is complete, and CSV.
+  const table = await server.cli(['--group-by=country', cube]);
+  expect(table.code).toBe(0);
+  expect(table.stdout).toContain(`complete: every offset of ${partitions} partitions counted once`);
+  const csv = await server.cli(['--measures=events', '-o', 'csv', cube]);
+  expect(csv.stdout).toBe(`events\r\n${events.length}\r\n`);
+  expect((await server.cli(['--group-by=city', cube])).stderr).toMatch(/400.*field groupBy\.0/);
+
   // Bad input: 4xx naming what is wrong, never a 500.
   expect((await server.post('nope', {})).status).toBe(404);
   expect(await server.post(cube, { groupBy: ['city'] })).toMatchObject({
@@ -234,6 +242,7 @@ test('answers over live receivers and committed deep storage equal the ledger, e
     /streamcube_query_pieces_total\{source="committed"\} [1-9]/,
   );
 
+  console.log(table.stdout);
   console.log(
     `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
   );

@@ -1,9 +1,10 @@
 // A `streamcube query-server` process for integration suites: the stack's API server, receivers
 // (found as the operator finds them: Ready pods of the namespace) and deep storage directory.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { freePort } from '../../src/local/processes.ts';
 import type { QueryBody } from '../../src/query/request.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
@@ -16,6 +17,8 @@ const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 export class QueryServerProcess {
   readonly logFile: string;
   readonly token: string;
+  /** The file holding `token`, for `streamcube query --token-file`. */
+  tokenFile = '';
   port = 0;
   private child: ChildProcess | undefined;
   private readonly stack: OperatorStack;
@@ -35,6 +38,7 @@ export class QueryServerProcess {
     const dir = mkdtempSync(join(tmpdir(), 'streamcube-query-token-'));
     const tokenFile = join(dir, 'token');
     writeFileSync(tokenFile, `${this.token}\n`);
+    this.tokenFile = tokenFile;
     this.port = await freePort();
     const log = openSync(this.logFile, 'a');
     const receiverPort = Object.values(this.stack.receivers)[0]!.port;
@@ -100,6 +104,25 @@ export class QueryServerProcess {
     if (status !== 200)
       throw new Error(`query ${JSON.stringify(body)}: ${status} ${JSON.stringify(answer)}`);
     return answer as CubeAnswer;
+  }
+
+  /** `streamcube query` against this server: its exit code and output. */
+  async cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    const run = promisify(execFile);
+    try {
+      const { stdout, stderr } = await run(process.execPath, [
+        cliPath,
+        'query',
+        `--server=${this.baseUrl}`,
+        `--token-file=${this.tokenFile}`,
+        `--namespace=${this.stack.namespace}`,
+        ...args,
+      ]);
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const e = error as { code?: number; stdout?: string; stderr?: string };
+      return { code: e.code ?? 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+    }
   }
 
   async metrics(): Promise<string> {
