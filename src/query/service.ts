@@ -50,6 +50,16 @@ export interface QuerySources {
   storage: DeepStorage;
 }
 
+/** A receiver's answer by segment when it holds nothing of the cube. */
+export const nothingHeld: QueryResponse = Object.freeze({
+  columns: [],
+  rows: [],
+  offsetRanges: {},
+  segments: 0,
+  pieces: [],
+  held: {},
+});
+
 /** Why an answer is incomplete, bounded for a metric's label. */
 export type IncompleteReason = 'receiver_unavailable' | 'deep_storage' | 'conflict' | 'gap';
 
@@ -244,15 +254,7 @@ export class QueryService {
         // A receiver that does not hold the cube holds nothing of it.
         if (error instanceof ReceiverApiError && error.status === 404) {
           calls.push({ outcome: 'ok' });
-          const empty: QueryResponse = {
-            columns: [],
-            rows: [],
-            offsetRanges: {},
-            segments: 0,
-            pieces: [],
-            held: {},
-          };
-          return { set, receiver: receiver.name, answer: empty, errors, next: i + 1 };
+          return { set, receiver: receiver.name, answer: nothingHeld, errors, next: i + 1 };
         }
         calls.push({ outcome: 'error' });
         errors.push(`receiver ${receiver.name} of replica set ${set}: ${errorText(error)}`);

@@ -8,7 +8,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { cubeSchema } from '../../src/api/cube.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
-import { QueryService } from '../../src/query/service.ts';
+import { QueryService, nothingHeld } from '../../src/query/service.ts';
 import type { DeepStorage } from '../../src/receiver/deep-storage.ts';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
 import { S3DeepStorage } from '../../src/receiver/deep-storage-s3.ts';
@@ -139,15 +139,7 @@ test('a bucket and a directory give the same committed view, and the service ans
       cube: () => cube,
       // Every receiver holds nothing any more: all of it is committed.
       receivers: (_, set) => [{ name: `${set}-0`, baseUrl: 'http://unused' }],
-      query: () =>
-        Promise.resolve({
-          columns: [],
-          rows: [],
-          offsetRanges: {},
-          segments: 0,
-          pieces: [],
-          held: {},
-        }),
+      query: () => Promise.resolve(nothingHeld),
       storage,
     },
   });
