@@ -1,17 +1,24 @@
 #!/usr/bin/env node
-// The one `streamcube` command: `operator`, `receiver`, and `local` (a whole stack on one machine).
+// The one `streamcube` command: `operator`, `receiver`, `query-server`, `query`, and `local` (a
+// whole stack on one machine).
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError } from './config-error.ts';
 import { version } from './version.ts';
 import { receiverUsage } from './receiver/config.ts';
 import { operatorUsage } from './operator/config.ts';
+import { queryServerUsage } from './query/config.ts';
+import { queryUsage } from './query/query-command.ts';
 
 export const usage = `Usage: streamcube <command> [options]
 
 Commands:
   operator   run the Kubernetes operator that assigns cube partitions to receiver replica sets
   receiver   run a receiver: consume Kafka partitions, build time-window segments, hand them off
+  query-server
+             answer queries over a whole cube: live receivers and committed deep storage,
+             every Kafka offset counted once
+  query      ask a query server one question; a table, or -o json|csv
   local      run a whole stack on this machine (Kafka, API server, operator, receivers);
              local --node runs it with the image and the Helm chart on a real one-node cluster
 
@@ -20,7 +27,7 @@ Options:
   -v, --version  print the version
 `;
 
-export const commands = ['operator', 'receiver', 'local'] as const;
+export const commands = ['operator', 'receiver', 'query-server', 'query', 'local'] as const;
 export type Command = (typeof commands)[number];
 
 export interface CliOutput {
@@ -49,6 +56,14 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     io.out(operatorUsage);
     return 0;
   }
+  if (command === 'query-server' && values.help) {
+    io.out(queryServerUsage);
+    return 0;
+  }
+  if (command === 'query' && values.help) {
+    io.out(queryUsage);
+    return 0;
+  }
   if (command === undefined || values.help) {
     (command === undefined && !values.help ? io.err : io.out)(usage);
     return command === undefined && !values.help ? 2 : 0;
@@ -67,6 +82,14 @@ export async function runCli(argv: string[], io: CliOutput): Promise<number> {
     if (command === 'receiver') {
       const { runReceiver } = await import('./receiver/run.ts');
       return await runReceiver(rest);
+    }
+    if (command === 'query-server') {
+      const { runQueryServer } = await import('./query/run.ts');
+      return await runQueryServer(rest);
+    }
+    if (command === 'query') {
+      const { runQueryCommand } = await import('./query/query-command.ts');
+      return await runQueryCommand(rest, io);
     }
   } catch (error) {
     if (

@@ -1,8 +1,8 @@
 // `streamcube local`: a whole stack on this machine — Kafka, etcd + kube-apiserver, the CRD, two
-// replica sets of receivers (as processes, visible as pods), the operator, a demo topic with a
-// trickle of orders at mixed rates and the demo CubeAssignment — until Ctrl-C, which stops
-// everything it started (an environment started by `npm run env:up` it only uses, and leaves
-// running).
+// replica sets of receivers (as processes, visible as pods), the operator, the query server, a
+// demo topic with a trickle of orders at mixed rates and the demo CubeAssignment — until Ctrl-C,
+// which stops everything it started (an environment started by `npm run env:up` it only uses,
+// and leaves running).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -34,6 +34,8 @@ export interface LocalStackInfo {
   bootstrap: string;
   receivers: { id: string; replicaSet: string; url: string; pid: number; logFile: string }[];
   operator: { url: string; pid: number; logFile: string };
+  /** The query server: one answer over the whole cube (live receivers and committed windows). */
+  queryServer?: { url: string; pid: number; logFile: string };
   /** The demo producer's ledger (see demo-data.ts). */
   ledgerFile: string;
   deepStorageDir: string;
@@ -157,6 +159,31 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
   say(`operator at ${operator.url}/metrics, log ${operatorLog}`);
   teardown.check();
 
+  const queryPort = await freePort();
+  const queryLog = join(runDir, 'query-server.log');
+  const queryServer = {
+    url: `http://127.0.0.1:${queryPort}`,
+    logFile: queryLog,
+    pid: await startStreamcube(
+      teardown,
+      'query server',
+      [
+        'query-server',
+        `--kubeconfig=${env.kube.kubeconfig}`,
+        `--namespace=${namespace}`,
+        `--receiver-token-file=${tokenFile}`,
+        `--receiver-port=${receiverPort}`,
+        `--deep-storage-dir=${deepStorageDir}`,
+        '--host=127.0.0.1',
+        `--port=${queryPort}`,
+      ],
+      `http://127.0.0.1:${queryPort}/readyz`,
+      queryLog,
+    ),
+  };
+  say(`query server at ${queryServer.url}, log ${queryLog}`);
+  teardown.check();
+
   const demo = await startDemo(teardown, {
     kc,
     namespace,
@@ -176,6 +203,7 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
     bootstrap: env.kafka.bootstrap,
     receivers,
     operator,
+    queryServer,
     ledgerFile,
     deepStorageDir,
     environmentPids: reused
@@ -191,13 +219,10 @@ ${describeEnvironment(env)}
   export KUBECONFIG=${env.kube.kubeconfig}
   ${kubectl} get cube -n ${namespace}
   ${kubectl} describe cube ${cube} -n ${namespace}
-  # each replica set holds some of the partitions: ask both
-${receivers
-  .map(
-    (r) =>
-      `  curl -s -H 'Authorization: Bearer ${token}' -X POST ${r.url}/v1/namespaces/${namespace}/cubes/${cube}/query -d '{"groupBy":["country"]}'`,
-  )
-  .join('\n')}
+  # one answer over the whole cube, live and committed, every Kafka offset counted once:
+  STREAMCUBE_QUERY_TOKEN_FILE=${tokenFile} npm run -s streamcube -- query --server ${queryServer.url} -n ${namespace} --group-by country ${cube}
+  # the same over HTTP (-o json above prints this answer):
+  #   curl -s -H 'Authorization: Bearer ${token}' -X POST ${queryServer.url}/v1/namespaces/${namespace}/cubes/${cube}/query -d '{"groupBy":["country"]}'
 
 A producer writes about ${Math.round(demo.perSecond)} events/s to topic '${topic}' (${demo.partitions} partitions at mixed rates);
 what it wrote so far is in ${ledgerFile}. State and logs: ${runDir}.

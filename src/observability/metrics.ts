@@ -23,7 +23,10 @@ export function createProcessRegistry(options: { processMetrics?: boolean } = {}
  * `streamcube_build_info` = 1 with the release and the Node.js version as labels, the convention
  * of Prometheus' own `prometheus_build_info` (join on it to label any series with the version).
  */
-export function registerBuildInfo(registry: Registry, component: 'operator' | 'receiver'): void {
+export function registerBuildInfo(
+  registry: Registry,
+  component: 'operator' | 'receiver' | 'query-server',
+): void {
   new Gauge({
     name: 'streamcube_build_info',
     help: 'A metric with a constant 1 value labelled by the version streamcube was built from',

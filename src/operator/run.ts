@@ -5,15 +5,15 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  type KubernetesListObject,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
+import type { CubeAssignment } from '../api/cube-assignment.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { Controller } from './runtime/controller.ts';
-import { SupervisedInformer, objectKey } from './runtime/informer.ts';
+import { objectKey } from './runtime/informer.ts';
+import { createCubeInformers } from './cube-informers.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
 import { WorkQueue } from './runtime/work-queue.ts';
 import { parseOperatorConfig } from './config.ts';
@@ -43,32 +43,10 @@ export async function runOperator(argv: string[]): Promise<number> {
   registerBuildInfo(registry, 'operator');
 
   const ns = config.namespace;
-  const cubes = new SupervisedInformer<CubeAssignment>({
-    name: 'cubeassignments',
+  const { cubes, pods } = createCubeInformers({
     kubeConfig: kc,
-    path: ns
-      ? `/apis/${group}/${version}/namespaces/${ns}/${plural}`
-      : `/apis/${group}/${version}/${plural}`,
-    list: () =>
-      (ns
-        ? custom.listNamespacedCustomObject({ group, version, namespace: ns, plural })
-        : custom.listClusterCustomObject({ group, version, plural })) as Promise<
-        KubernetesListObject<CubeAssignment>
-      >,
-    registry,
-    logger,
-  });
-  // Receivers are in the configured namespace when there is one, else beside their cubes.
-  const podNs = config.receiverNamespace ?? ns;
-  const pods = new SupervisedInformer<V1Pod>({
-    name: 'receiver-pods',
-    kubeConfig: kc,
-    path: podNs ? `/api/v1/namespaces/${podNs}/pods` : '/api/v1/pods',
-    list: () =>
-      podNs
-        ? core.listNamespacedPod({ namespace: podNs, labelSelector: replicaSetLabel })
-        : core.listPodForAllNamespaces({ labelSelector: replicaSetLabel }),
-    labelSelector: replicaSetLabel,
+    namespace: ns,
+    receiverNamespace: config.receiverNamespace,
     registry,
     logger,
   });

@@ -123,6 +123,11 @@ export const queryRequest = z.object({
   filters: z.record(identifier, z.array(z.string())).default({}),
   groupBy: z.array(identifier).default([]),
   measures: z.array(identifier).optional(),
+  /**
+   * Also answer each live segment apart (`pieces`) and what is held per partition (`held`): what
+   * the query service merges with the committed view, by offsets.
+   */
+  bySegment: z.boolean().optional(),
 });
 export type QueryRequest = z.input<typeof queryRequest>;
 
@@ -335,12 +340,39 @@ export const unassignResponse = z.object({
 });
 export type UnassignResponse = z.infer<typeof unassignResponse>;
 
+const queryRows = z.array(z.array(z.union([z.string(), z.number()])));
+
+/** One live (not handed-off) segment in a query's answer by segment. */
+export const queryPiece = z.object({
+  windowStart: z.int(),
+  windowEnd: z.int(),
+  /** As in segmentStatus: present on a window's later segments. */
+  generation: z.int().min(1).optional(),
+  epochs: z.record(partitionKey, epoch),
+  offsetRanges,
+  /** false: outside the query's [from, to): its offsets are accounted, its rows left out. */
+  inRange: z.boolean(),
+  /** The segment's rows, filtered and grouped as the answer's `rows` are. */
+  rows: queryRows,
+});
+export type QueryPiece = z.infer<typeof queryPiece>;
+
 export const queryResponse = z.object({
   columns: z.array(z.string()),
-  rows: z.array(z.array(z.union([z.string(), z.number()]))),
+  rows: queryRows,
   /** partition → offset ranges the answer covers. */
   offsetRanges,
   segments: z.int().min(0),
+  /** With `bySegment`: every segment not handed off, each apart (in or out of the time range). */
+  pieces: z.array(queryPiece).optional(),
+  /**
+   * With `bySegment`: partition → what this receiver holds of it: `to`, the end of the offsets
+   * its held segments (handed-off ones too) and `pending` cover (its position, unless a segment
+   * was purged since); `pending`, offsets consumed that carry no event and are in no segment yet.
+   */
+  held: z
+    .record(partitionKey, z.object({ to: offset, pending: z.array(z.tuple([offset, offset])) }))
+    .optional(),
 });
 export type QueryResponse = z.infer<typeof queryResponse>;
 

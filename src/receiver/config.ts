@@ -173,7 +173,10 @@ interface DeepStorageFlags {
 }
 
 /** The hand-off target from `--deep-storage` (or `--deep-storage-dir`) and the `--s3-*` flags. */
-function deepStorageOf(values: DeepStorageFlags, env: NodeJS.ProcessEnv): DeepStorageLocation {
+export function deepStorageOf(
+  values: DeepStorageFlags,
+  env: NodeJS.ProcessEnv,
+): DeepStorageLocation {
   const url = values['deep-storage'] ?? (env.STREAMCUBE_DEEP_STORAGE || undefined);
   const dir = values['deep-storage-dir'] ?? (env.STREAMCUBE_DEEP_STORAGE_DIR || undefined);
   if (url !== undefined && dir !== undefined)

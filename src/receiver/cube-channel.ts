@@ -561,7 +561,13 @@ export class CubeChannel {
   }
 
   query(q: CubeQuery): QueryResponse {
-    return querySegments(this.cube, this.spec.schema, this.segments.segments.values(), q);
+    return querySegments(
+      this.cube,
+      this.spec.schema,
+      this.segments.segments.values(),
+      q,
+      this.segments.partitions,
+    );
   }
 }
 

@@ -64,6 +64,15 @@ export class FilesystemDeepStorage implements DeepStorage {
     }
   }
 
+  async readBytes(key: string): Promise<Uint8Array | undefined> {
+    try {
+      return await readFile(this.locationOf(key));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
   /**
    * Written durably under a name of its own, then linked to `key`: link() fails when `key` exists,
    * atomically (on NFS too), so of two writers exactly one wins and a reader never sees it torn.

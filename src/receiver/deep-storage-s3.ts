@@ -61,13 +61,29 @@ export class S3DeepStorage implements DeepStorage {
     return this.get(this.objectKey(key, ''), signal);
   }
 
-  private async get(objectKey: string, signal?: AbortSignal): Promise<string | undefined> {
+  readBytes(key: string, signal?: AbortSignal): Promise<Uint8Array | undefined> {
+    return this.get(this.objectKey(key, ''), signal, 'bytes');
+  }
+
+  private get(objectKey: string, signal?: AbortSignal): Promise<string | undefined>;
+  private get(
+    objectKey: string,
+    signal: AbortSignal | undefined,
+    as: 'bytes',
+  ): Promise<Uint8Array | undefined>;
+  private async get(
+    objectKey: string,
+    signal?: AbortSignal,
+    as: 'text' | 'bytes' = 'text',
+  ): Promise<string | Uint8Array | undefined> {
     try {
       const response = await this.client.send(
         new GetObjectCommand({ Bucket: this.location.bucket, Key: objectKey }),
         signal ? { abortSignal: signal } : {},
       );
-      return await response.Body?.transformToString('utf8');
+      return as === 'bytes'
+        ? await response.Body?.transformToByteArray()
+        : await response.Body?.transformToString('utf8');
     } catch (error) {
       if (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404)
         return undefined;

@@ -47,6 +47,8 @@ export interface DeepStorage {
   listKeys(prefix: string, signal?: AbortSignal): Promise<string[]>;
   /** The text of the object at `key`, if there is one. */
   readObject(key: string, signal?: AbortSignal): Promise<string | undefined>;
+  /** The bytes of the object at `key` (a hand-off's data file), if there is one. */
+  readBytes(key: string, signal?: AbortSignal): Promise<Uint8Array | undefined>;
   /**
    * Writes `body` at `key` only if no object is there: true when written, false when one was (a
    * compare-and-set: of two writers of one key, exactly one gets true). Whole or not at all.

@@ -1,10 +1,18 @@
 // The query over one cube's segments on this receiver: filter, group, combine measures. Pure: a
 // function of the schema and the segments; handed-off segments answer from deep storage instead.
+// By segment, it also answers each live segment apart with its offsets, for the query service's
+// merge with the committed view (src/query/).
 import type { CubeSchema } from '../api/cube.ts';
-import type { QueryResponse } from '../protocol/admin-api.ts';
+import type { QueryPiece, QueryResponse } from '../protocol/admin-api.ts';
 import { ChannelError } from './channel-error.ts';
-import { type OffsetRange, addRange, rangeMapToJson } from './offset-ranges.ts';
-import { type Segment, combine } from './segments.ts';
+import { type OffsetRange, addRange, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
+import {
+  type PartitionClock,
+  type Segment,
+  combine,
+  epochsToJson,
+  generationOf,
+} from './segments.ts';
 
 export interface CubeQuery {
   from?: number | undefined;
@@ -12,13 +20,17 @@ export interface CubeQuery {
   filters: Record<string, string[]>;
   groupBy: string[];
   measures?: string[] | undefined;
+  bySegment?: boolean | undefined;
 }
+
+type Rows = QueryResponse['rows'];
 
 export function querySegments(
   cube: string,
   schema: CubeSchema,
   segments: Iterable<Segment>,
   q: CubeQuery,
+  clocks?: ReadonlyMap<number, Readonly<Pick<PartitionClock, 'pending'>>>,
 ): QueryResponse {
   const dimIndex = (name: string, field: string): number => {
     const i = schema.dimensions.indexOf(name);
@@ -37,19 +49,8 @@ export function querySegments(
       throw new ChannelError('Invalid', `cube ${cube} has no measure '${name}'`, `measures.${i}`);
     return idx;
   });
-  const groups = new Map<string, { dims: string[]; values: number[] }>();
-  const covered = new Map<number, OffsetRange[]>();
-  let answered = 0;
-  for (const s of segments) {
-    if (s.state === 'HANDED_OFF') continue;
-    if (q.from !== undefined && s.windowEnd <= q.from) continue;
-    if (q.to !== undefined && s.windowStart >= q.to) continue;
-    answered += 1;
-    for (const [p, ranges] of s.ranges) {
-      const acc = covered.get(p) ?? [];
-      for (const r of ranges) addRange(acc, r.from, r.to);
-      covered.set(p, acc);
-    }
+  type Groups = Map<string, { dims: string[]; values: number[] }>;
+  const addRows = (groups: Groups, s: Segment): void => {
     for (const row of s.rows.values()) {
       if (!filters.every((f) => f.values.has(row.dimensions[f.i] ?? ''))) continue;
       const dims = groupIdx.map((i) => row.dimensions[i] ?? '');
@@ -63,14 +64,59 @@ export function querySegments(
         });
       }
     }
+  };
+  const rowsOf = (groups: Groups): Rows =>
+    [...groups.values()]
+      .sort((a, b) => (a.dims.join('\u0000') < b.dims.join('\u0000') ? -1 : 1))
+      .map((g) => [...g.dims, ...g.values]);
+
+  const groups: Groups = new Map();
+  const covered = new Map<number, OffsetRange[]>();
+  const pieces: QueryPiece[] = [];
+  const heldTo = new Map<number, bigint>();
+  const holds = (p: number, to: bigint): void => {
+    if (to > (heldTo.get(p) ?? -1n)) heldTo.set(p, to);
+  };
+  let answered = 0;
+  for (const s of segments) {
+    for (const [p, ranges] of s.ranges) for (const r of ranges) holds(p, r.to);
+    if (s.state === 'HANDED_OFF') continue;
+    const inRange =
+      !(q.from !== undefined && s.windowEnd <= q.from) &&
+      !(q.to !== undefined && s.windowStart >= q.to);
+    if (q.bySegment) {
+      const own: Groups = new Map();
+      if (inRange) addRows(own, s);
+      const generation = generationOf(s);
+      pieces.push({
+        windowStart: s.windowStart,
+        windowEnd: s.windowEnd,
+        ...(generation > 0 ? { generation } : {}),
+        epochs: epochsToJson(s.epochs),
+        offsetRanges: rangeMapToJson(s.ranges),
+        inRange,
+        rows: rowsOf(own),
+      });
+    }
+    if (!inRange) continue;
+    answered += 1;
+    for (const [p, ranges] of s.ranges) {
+      const acc = covered.get(p) ?? [];
+      for (const r of ranges) addRange(acc, r.from, r.to);
+      covered.set(p, acc);
+    }
+    addRows(groups, s);
   }
-  const rows = [...groups.values()]
-    .sort((a, b) => (a.dims.join('\u0000') < b.dims.join('\u0000') ? -1 : 1))
-    .map((g) => [...g.dims, ...g.values]);
-  return {
+  const answer: QueryResponse = {
     columns: [...q.groupBy, ...measureNames],
-    rows,
+    rows: rowsOf(groups),
     offsetRanges: rangeMapToJson(covered),
     segments: answered,
   };
+  if (!q.bySegment) return answer;
+  const held: NonNullable<QueryResponse['held']> = {};
+  for (const [p, clock] of clocks ?? []) for (const r of clock.pending) holds(p, r.to);
+  for (const [p, to] of heldTo)
+    held[String(p)] = { to: to.toString(), pending: rangesToJson(clocks?.get(p)?.pending ?? []) };
+  return { ...answer, pieces, held };
 }

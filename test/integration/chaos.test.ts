@@ -141,7 +141,7 @@ test(
         .flatMap((h) => h.rows.map((row) => Number(row[eventsAt])))
         .reduce((a, b) => a + b, 0);
       const committedAudited = handOffTotals(
-        committed(stack.deepStorageDir, name).flatMap((c) => c.handOffs),
+        (await committed(stack.deepStorageDir, name)).flatMap((c) => c.handOffs),
       ).events;
       if (committedByPyarrow !== committedAudited)
         failures.push(

@@ -239,14 +239,17 @@ test('a replica set lost under load fails over from its committed offsets; back,
 
   // rs-a commits windows of both its partitions before it is lost: the restart offsets are then
   // where its committed data ends, not where its epoch began.
-  await waitFor(`rs-a committed two windows of partitions ${lostPartitions.join(', ')}`, () => {
-    const windows = committed(stack.deepStorageDir, cube).filter(
-      (c) =>
-        c.replicaSet === 'rs-a' &&
-        lostPartitions.every((p) => (c.record.offsetRanges[String(p)] ?? []).length > 0),
-    );
-    return Promise.resolve(windows.length >= 2);
-  });
+  await waitFor(
+    `rs-a committed two windows of partitions ${lostPartitions.join(', ')}`,
+    async () => {
+      const windows = (await committed(stack.deepStorageDir, cube)).filter(
+        (c) =>
+          c.replicaSet === 'rs-a' &&
+          lostPartitions.every((p) => (c.record.offsetRanges[String(p)] ?? []).length > 0),
+      );
+      return windows.length >= 2;
+    },
+  );
 
   // Every version of the cube from here on, as the watch delivers them: the failover's phases
   // may each last less than any poll's interval (its targets start in milliseconds).
@@ -349,7 +352,7 @@ test('a replica set lost under load fails over from its committed offsets; back,
 
   // Each lost partition restarts at its first offset that rs-a had not committed; rs-a, dead,
   // commits nothing more, so its records read now are those the fence read.
-  const committedBeforeFence = committedBy(stack.deepStorageDir, cube, 'rs-a');
+  const committedBeforeFence = await committedBy(stack.deepStorageDir, cube, 'rs-a');
   const starts = new Map<number, bigint>();
   for (const p of lostPartitions) {
     const first = committedBeforeFence.get(p)?.[0];
@@ -472,7 +475,7 @@ test('a replica set lost under load fails over from its committed offsets; back,
 
   // The fenced copies stayed uncommitted: no record of rs-a names a copy of a lost partition under
   // epoch 1 holding offsets past its restart that rs-a had not committed before the fence.
-  const committedPastStart = committed(stack.deepStorageDir, cube)
+  const committedPastStart = (await committed(stack.deepStorageDir, cube))
     .filter((c) => c.replicaSet === 'rs-a')
     .flatMap((c) =>
       c.record.handOffs.flatMap((h) =>
@@ -572,10 +575,8 @@ test('a set lost while a move waits for its data of the moved partition to commi
     (await api.get(stack.namespace, cube)).status?.epochStarts?.[String(moved)] ?? '0',
   );
   await waitFor(`rs-a committed a window of partition ${moved}`, () =>
-    Promise.resolve(
-      (committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? []).some(
-        (r) => r.from === epochStart,
-      ),
+    committedBy(stack.deepStorageDir, cube, 'rs-a').then((ranges) =>
+      (ranges.get(moved) ?? []).some((r) => r.from === epochStart),
     ),
   );
 
@@ -679,7 +680,7 @@ test('a set lost while a move waits for its data of the moved partition to commi
   // rs-a, dead, commits nothing more: its records read now are those the fence read. `moved`
   // restarted at the end of what rs-a committed of it from its epoch's start: past that start,
   // below the stop offset rs-a released it at.
-  const ofMoved = committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? [];
+  const ofMoved = (await committedBy(stack.deepStorageDir, cube, 'rs-a')).get(moved) ?? [];
   const contiguous = ofMoved.find((r) => r.from === epochStart);
   const restart = contiguous ? contiguous.to : epochStart;
   expect(moveDone.status?.epochStarts?.[String(moved)]).toBe(restart.toString());
@@ -878,7 +879,7 @@ test('a set that released a partition commits its data of it at the release, and
       const stop = c.status?.epochStarts?.[String(moved)];
       if (c.status?.reassign || !(c.status?.assignment?.['rs-b'] ?? []).includes(moved)) return;
       if (stop === undefined || (c.status?.releasedUncommitted?.['rs-a'] ?? []).length > 0) return;
-      const ofMoved = committedBy(stack.deepStorageDir, cube, 'rs-a').get(moved) ?? [];
+      const ofMoved = (await committedBy(stack.deepStorageDir, cube, 'rs-a')).get(moved) ?? [];
       return ofMoved.some((r) => r.from === 0n && r.to === BigInt(stop)) ? c : undefined;
     },
     60_000,

@@ -177,7 +177,7 @@ test('a source replica that missed a move and ran past the stop offset has its c
     committedSets: ['rs-a'],
   };
   const figures = await auditFigures(audit);
-  const rsA = committedBy(stack.deepStorageDir, cube, 'rs-a').get(1) ?? [];
+  const rsA = (await committedBy(stack.deepStorageDir, cube, 'rs-a')).get(1) ?? [];
   console.log(
     `${cube}: ${load.all().length} events produced; held by replica 0 and 1 of the sets: ${figures.events.join(', ')}, lost ${figures.lost}, counted twice ${figures.twice}; committed view (${figures.committed.records} records): ${figures.committed.events} events, lost ${figures.committed.lost}, counted twice ${figures.committed.twice}; move ${moveMs} ms, stop offset of partition 1 ${stop}, rs-a-1 seen past it at ${seenAt}, high watermark ${hw.get(1)}; rs-a-1's copies past the stop: ${excessOutcomes.join(', ')} (fenced commits counted ${fencedOnA1}); rs-a committed of partition 1 ${JSON.stringify(rsA.map((r) => [String(r.from), String(r.to)]))}`,
   );

@@ -134,7 +134,7 @@ export async function heldCommitted(
     );
   for (let attempt = 0; ; attempt++) {
     const before = await readAll();
-    const records = committed(audit.deepStorageDir, audit.cube, audit.namespace);
+    const records = await committed(audit.deepStorageDir, audit.cube, audit.namespace);
     const after = await readAll();
     if (shape(before) !== shape(after) && attempt < 20) continue;
     const ranges = new Map<number, OffsetRange[]>();

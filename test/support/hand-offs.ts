@@ -6,6 +6,8 @@ import { tableFromIPC } from 'apache-arrow';
 import type { HandOffManifest } from '../../src/receiver/hand-off.ts';
 import type { CommitRecord } from '../../src/receiver/hand-off-commit.ts';
 import type { Totals } from './events.ts';
+import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
+import { readCommittedView, readHandOffManifest } from '../../src/query/committed-view.ts';
 import {
   type OffsetRange,
   addRange,
@@ -52,57 +54,55 @@ export interface Committed {
 
 /**
  * The newest commit record of each window and replica set of cubes named `cube` (and of
- * `namespace`, when given), with the hand-offs it lists: what a reader of committed data reads.
+ * `namespace`, when given), with the hand-offs it lists: what a reader of committed data reads,
+ * read by the product's reader (src/query/committed-view.ts).
  */
-export function committed(deepStorageDir: string, cube: string, namespace?: string): Committed[] {
+export async function committed(
+  deepStorageDir: string,
+  cube: string,
+  namespace?: string,
+): Promise<Committed[]> {
+  const namespaces =
+    namespace !== undefined
+      ? [namespace]
+      : existsSync(deepStorageDir)
+        ? readdirSync(deepStorageDir)
+            .filter((n) => n.startsWith('namespace='))
+            .map((n) => n.slice('namespace='.length))
+        : [];
+  // Cubes of before namespaces (`<cube>/window=…`) too, when no namespace is asked for.
+  const cubes = [
+    ...namespaces.map((ns) => ({ namespace: ns, cube })),
+    ...(namespace === undefined ? [{ cube }] : []),
+  ];
+  const storage = new FilesystemDeepStorage(deepStorageDir);
   const out: Committed[] = [];
-  const walk = (dir: string): void => {
-    if (!existsSync(dir)) return;
-    const names = readdirSync(dir);
-    const versions = names
-      .map((n) => /^commit\.(\d+)\.json$/.exec(n))
-      .filter((m) => m !== null)
-      .map((m) => Number(m[1]))
-      .sort((a, b) => a - b);
-    if (versions.length > 0) {
-      const record = JSON.parse(
-        readFileSync(join(dir, `commit.${String(versions.at(-1)).padStart(8, '0')}.json`), 'utf8'),
-      ) as CommitRecord;
-      const listed = record.handOffs.map((h) => ({
-        dir: join(dir, h.dir),
-        manifest: JSON.parse(
-          readFileSync(join(dir, h.dir, 'manifest.json'), 'utf8'),
-        ) as HandOffManifest,
-      }));
-      const first = listed[0]?.manifest;
-      if (first?.cube === cube && (namespace === undefined || first.namespace === namespace))
-        out.push({
-          windowStart: Date.parse(record.windowStart),
-          replicaSet: record.replicaSet,
-          record,
-          handOffs: listed,
-        });
-      return;
+  for (const c of cubes)
+    for (const w of await readCommittedView(storage, c)) {
+      const listed = await Promise.all(
+        w.handOffKeys.map(async (key) => ({
+          dir: storage.locationOf(key),
+          manifest: await readHandOffManifest(storage, key),
+        })),
+      );
+      out.push({
+        windowStart: w.windowStart,
+        replicaSet: w.replicaSet,
+        record: w.record,
+        handOffs: listed,
+      });
     }
-    for (const name of names) {
-      const path = join(dir, name);
-      if (name.endsWith('.tmp') || !statSync(path).isDirectory()) continue;
-      if (existsSync(join(path, 'manifest.json'))) continue;
-      walk(path);
-    }
-  };
-  walk(deepStorageDir);
   return out;
 }
 
 /** partition → the offsets the newest commit records of `replicaSet` cover, merged. */
-export function committedBy(
+export async function committedBy(
   deepStorageDir: string,
   cube: string,
   replicaSet: string,
-): Map<number, OffsetRange[]> {
+): Promise<Map<number, OffsetRange[]>> {
   const out = new Map<number, OffsetRange[]>();
-  for (const c of committed(deepStorageDir, cube)) {
+  for (const c of await committed(deepStorageDir, cube)) {
     if (c.replicaSet !== replicaSet) continue;
     for (const [p, list] of Object.entries(c.record.offsetRanges)) {
       const acc = out.get(Number(p)) ?? [];

@@ -7,6 +7,8 @@ export class MemoryDeepStorage implements DeepStorage {
   down = false;
   writes = 0;
   readonly objects = new Map<string, string>();
+  /** The data files' bytes, by key (`objects` holds their sizes). */
+  readonly bytes = new Map<string, Uint8Array>();
 
   private check(): Promise<void> {
     return this.down ? Promise.reject(new Error('connect ECONNREFUSED')) : Promise.resolve();
@@ -24,7 +26,10 @@ export class MemoryDeepStorage implements DeepStorage {
   async writeHandOff(key: string, files: HandOffFile[], manifest: string): Promise<void> {
     this.writes += 1;
     await this.check();
-    for (const f of files) this.objects.set(`${key}/${f.name}`, String(f.body.byteLength));
+    for (const f of files) {
+      this.objects.set(`${key}/${f.name}`, String(f.body.byteLength));
+      this.bytes.set(`${key}/${f.name}`, f.body);
+    }
     this.objects.set(`${key}/manifest.json`, manifest);
   }
 
@@ -38,6 +43,11 @@ export class MemoryDeepStorage implements DeepStorage {
   async readObject(key: string): Promise<string | undefined> {
     await this.check();
     return this.objects.get(key);
+  }
+
+  async readBytes(key: string): Promise<Uint8Array | undefined> {
+    await this.check();
+    return this.bytes.get(key);
   }
 
   async createObject(key: string, body: string): Promise<boolean> {

@@ -1,0 +1,113 @@
+// The committed view of a cube in deep storage, read by the committed-view rule (hand-off-commit.ts):
+// per window and replica set, the newest commit record and the hand-offs it lists; every other
+// hand-off is a copy nobody committed. The one reader of it: the query service and the tests.
+import { tableFromIPC } from 'apache-arrow';
+import type { CubeSchema } from '../api/cube.ts';
+import type { DeepStorage } from '../receiver/deep-storage.ts';
+import type { HandOffManifest } from '../receiver/hand-off.ts';
+import { type CommitRecord, commitRecordName, cubeDir } from '../receiver/hand-off-commit.ts';
+
+/** Which cube: its namespace (absent for the layout of before namespaces) and name. */
+export interface CommittedCube {
+  namespace?: string | undefined;
+  cube: string;
+}
+
+/** One window of one replica set as its newest commit record says it is. */
+export interface CommittedWindow {
+  windowStart: number;
+  replicaSet: string;
+  /** The record's directory, relative to the storage root (`…/window=…/replicaSet=…`). */
+  dir: string;
+  record: CommitRecord;
+  /** Keys of the hand-offs the record lists, relative to the storage root, in its order. */
+  handOffKeys: string[];
+}
+
+const recordKey = /^window=(-?\d+)\/replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
+
+/**
+ * Every window's newest commit record of each replica set of the cube. A record that is a fence's
+ * barrier with no hand-offs stays in the list (it says the set committed nothing of the window).
+ */
+export async function readCommittedView(
+  storage: DeepStorage,
+  cube: CommittedCube,
+  signal?: AbortSignal,
+): Promise<CommittedWindow[]> {
+  const root = cubeDir(cube);
+  const newest = new Map<string, { windowStart: number; replicaSet: string; version: number }>();
+  for (const key of await storage.listKeys(root, signal)) {
+    const m = recordKey.exec(key);
+    if (!m) continue;
+    const [, start, replicaSet, version] = m as unknown as [string, string, string, string];
+    const at = `window=${start}/replicaSet=${replicaSet}`;
+    if ((newest.get(at)?.version ?? 0) < Number(version))
+      newest.set(at, { windowStart: Number(start), replicaSet, version: Number(version) });
+  }
+  const out = await Promise.all(
+    [...newest].map(async ([at, n]): Promise<CommittedWindow | undefined> => {
+      const dir = `${root}/${at}`;
+      const text = await storage.readObject(`${dir}/${commitRecordName(n.version)}`, signal);
+      if (text === undefined) return undefined;
+      const record = JSON.parse(text) as CommitRecord;
+      return {
+        windowStart: n.windowStart,
+        replicaSet: n.replicaSet,
+        dir,
+        record,
+        handOffKeys: record.handOffs.map((h) => `${dir}/${h.dir}`),
+      };
+    }),
+  );
+  return out
+    .filter((w) => w !== undefined)
+    .sort((a, b) => a.windowStart - b.windowStart || (a.replicaSet < b.replicaSet ? -1 : 1));
+}
+
+/** The manifest of the hand-off at `key`; throws when it is missing (a record lists only whole ones). */
+export async function readHandOffManifest(
+  storage: DeepStorage,
+  key: string,
+  signal?: AbortSignal,
+): Promise<HandOffManifest> {
+  const text = await storage.readManifest(key, signal);
+  if (text === undefined)
+    throw new Error(`a commit record lists ${storage.locationOf(key)}, which has no manifest`);
+  return JSON.parse(text) as HandOffManifest;
+}
+
+/** One row of a hand-off: its dimension values and measure values, in schema order. */
+export interface HandOffRow {
+  dimensions: string[];
+  values: number[];
+}
+
+/** The rows of the hand-off at `key` (its Arrow IPC data file), in the schema's column order. */
+export async function readHandOffRows(
+  storage: DeepStorage,
+  key: string,
+  schema: Pick<CubeSchema, 'dimensions' | 'measures'>,
+  manifest?: HandOffManifest,
+  signal?: AbortSignal,
+): Promise<HandOffRow[]> {
+  const m = manifest ?? (await readHandOffManifest(storage, key, signal));
+  const bytes = await storage.readBytes(`${key}/${m.dataFile}`, signal);
+  if (bytes === undefined)
+    throw new Error(`the hand-off ${storage.locationOf(key)} has no data file ${m.dataFile}`);
+  const table = tableFromIPC(bytes);
+  const column = (name: string): ArrayLike<unknown> => {
+    const child = table.getChild(name);
+    if (!child) throw new Error(`the hand-off ${storage.locationOf(key)} has no column '${name}'`);
+    return child.toArray() as ArrayLike<unknown>;
+  };
+  const dims = schema.dimensions.map(column);
+  const measures = schema.measures.map((x) => column(x.name));
+  const rows: HandOffRow[] = [];
+  for (let i = 0; i < table.numRows; i++)
+    rows.push({
+      dimensions: dims.map((c) => (c[i] as string | null | undefined) ?? ''),
+      values: measures.map((c) => Number(c[i] ?? 0)),
+    });
+  return rows;
+}

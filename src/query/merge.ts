@@ -1,0 +1,238 @@
+// The merge of a query's pieces — committed windows from deep storage, live segments from the
+// receivers — by offsets, so that every offset counts once. Pure: which piece counts is decided
+// from the offsets and epochs the pieces carry, never from who owns a partition now.
+//
+// A piece's rows are aggregated: they cannot be split by offset. So a piece counts whole or not
+// at all: one whose offsets no counted piece holds counts; one whose offsets are all held already
+// is a duplicate (another copy of the same data); one that shares only some is a conflict and
+// does not count, and the offsets it alone holds are reported missing with the reason.
+import {
+  type OffsetRange,
+  type RangeJson,
+  addRange,
+  rangesToJson,
+} from '../receiver/offset-ranges.ts';
+
+export type PieceKind = 'committed' | 'live';
+
+export interface Piece<Rows> {
+  kind: PieceKind;
+  /** Where it came from, for a person: a commit record's hand-off, or a receiver's segment. */
+  source: string;
+  replicaSet: string;
+  windowStart: number;
+  /** partition → offsets [from, to) the piece's rows hold, merged and sorted. */
+  ranges: Map<number, OffsetRange[]>;
+  /** partition → the assignment epoch its offsets were consumed under. */
+  epochs: Map<number, number>;
+  rows: Rows;
+}
+
+/** Offsets that could not be read, and why: a replica set with no answering replica, storage. */
+export interface Unavailable {
+  /** The partitions it may hold data of; `all` for deep storage (every partition's past). */
+  partitions: number[] | 'all';
+  reason: string;
+}
+
+export interface PartitionBounds {
+  /** Where the cube began reading the partition, when known (an epoch's start); else its first covered offset. */
+  start?: bigint;
+  /** The live position: the next offset to consume, as far as known. */
+  end?: bigint;
+}
+
+export interface MissingRange {
+  from: string;
+  /** Absent: up to a live position that is not known (no replica answered for it). */
+  to?: string;
+  reason: string;
+}
+
+export interface PartitionCoverage {
+  partition: number;
+  /** The offsets the answer accounts for: [from, to), complete when `covered` runs without a gap. */
+  from: string;
+  to: string;
+  covered: RangeJson[];
+  complete: boolean;
+  missing: MissingRange[];
+}
+
+export interface Conflict {
+  source: string;
+  reason: string;
+}
+
+export interface MergeResult<Rows> {
+  /** The pieces that count, each offset in exactly one of them. */
+  counted: Piece<Rows>[];
+  /** Pieces skipped because counted ones hold all their offsets. */
+  duplicates: number;
+  conflicts: Conflict[];
+  partitions: PartitionCoverage[];
+  complete: boolean;
+}
+
+const maxEpoch = (p: Piece<unknown>): number => Math.max(-1, ...p.epochs.values());
+
+/**
+ * The order pieces are tried in: committed before live (a committed window is final), then the
+ * later epoch first (a copy read past a stop offset under the epoch before is what a fence
+ * refuses), then by window and source so the answer does not depend on arrival order.
+ */
+export function piecePreference(a: Piece<unknown>, b: Piece<unknown>): number {
+  if (a.kind !== b.kind) return a.kind === 'committed' ? -1 : 1;
+  return (
+    maxEpoch(b) - maxEpoch(a) ||
+    a.windowStart - b.windowStart ||
+    (a.source < b.source ? -1 : a.source > b.source ? 1 : 0)
+  );
+}
+
+type Coverage = Map<number, OffsetRange[]>;
+
+const isEmpty = (r: OffsetRange): boolean => r.to <= r.from;
+
+/** How a piece's offsets meet those counted: none shared, all shared, or some. */
+function meet(counted: Coverage, piece: Coverage): 'disjoint' | 'inside' | 'partial' {
+  let shared = false;
+  let outside = false;
+  for (const [p, ranges] of piece) {
+    const held = counted.get(p) ?? [];
+    for (const r of ranges) {
+      if (isEmpty(r)) continue;
+      const overlap = held.some((h) => h.from < r.to && r.from < h.to);
+      const within = held.some((h) => h.from <= r.from && r.to <= h.to);
+      if (overlap) shared = true;
+      if (!within) outside = true;
+    }
+  }
+  if (!shared) return 'disjoint';
+  return outside ? 'partial' : 'inside';
+}
+
+/** `ranges` less `minus`: both merged and sorted. */
+export function subtractRanges(ranges: OffsetRange[], minus: OffsetRange[]): OffsetRange[] {
+  const out: OffsetRange[] = [];
+  for (const r of ranges) {
+    let from = r.from;
+    for (const m of minus) {
+      if (m.to <= from || m.from >= r.to) continue;
+      if (m.from > from) out.push({ from, to: m.from });
+      if (m.to > from) from = m.to;
+    }
+    if (from < r.to) out.push({ from, to: r.to });
+  }
+  return out;
+}
+
+const rangeText = (r: OffsetRange): string => `[${r.from}, ${r.to})`;
+
+/**
+ * Merges `pieces` so that every offset counts once, and says per partition which offsets the
+ * answer covers and whether they run without a gap from where the cube began reading to the live
+ * position. `pending`: offsets receivers consumed that carry no event and sit in no segment yet
+ * (accounted, nothing to count). `partitions`: every partition the answer must account for.
+ */
+export function mergePieces<Rows>(o: {
+  pieces: Piece<Rows>[];
+  pending?: Coverage;
+  bounds: Map<number, PartitionBounds>;
+  unavailable?: Unavailable[];
+}): MergeResult<Rows> {
+  const counted: Piece<Rows>[] = [];
+  const coverage: Coverage = new Map();
+  const conflicts: Conflict[] = [];
+  /** partition → offsets held only by a conflicting piece, with its reason. */
+  const refused = new Map<number, { ranges: OffsetRange[]; reason: string }[]>();
+  let duplicates = 0;
+  for (const piece of [...o.pieces].sort(piecePreference)) {
+    const how = meet(coverage, piece.ranges);
+    if (how === 'inside') {
+      duplicates += 1;
+      continue;
+    }
+    if (how === 'partial') {
+      const shared = [...piece.ranges].flatMap(([p, ranges]) =>
+        ranges.flatMap((r) =>
+          (coverage.get(p) ?? [])
+            .filter((h) => h.from < r.to && r.from < h.to)
+            .map(
+              (h) =>
+                `partition ${p} ${rangeText({ from: h.from > r.from ? h.from : r.from, to: h.to < r.to ? h.to : r.to })}`,
+            ),
+        ),
+      );
+      const reason = `${piece.source} shares only some of its offsets with pieces counted already (${shared.slice(0, 3).join(', ')}): its rows cannot be split by offset`;
+      conflicts.push({ source: piece.source, reason });
+      for (const [p, ranges] of piece.ranges) {
+        const alone = subtractRanges(ranges, coverage.get(p) ?? []);
+        if (alone.length > 0)
+          refused.set(p, [...(refused.get(p) ?? []), { ranges: alone, reason }]);
+      }
+      continue;
+    }
+    counted.push(piece);
+    for (const [p, ranges] of piece.ranges) {
+      const acc = coverage.get(p) ?? [];
+      for (const r of ranges) addRange(acc, r.from, r.to);
+      coverage.set(p, acc);
+    }
+  }
+  const accounted: Coverage = new Map([...coverage].map(([p, r]) => [p, r.map((x) => ({ ...x }))]));
+  for (const [p, ranges] of o.pending ?? []) {
+    const acc = accounted.get(p) ?? [];
+    for (const r of ranges) addRange(acc, r.from, r.to);
+    accounted.set(p, acc);
+  }
+
+  const partitionSet = new Set([...o.bounds.keys(), ...accounted.keys()]);
+  const partitions: PartitionCoverage[] = [];
+  for (const p of [...partitionSet].sort((a, b) => a - b)) {
+    const ranges = (accounted.get(p) ?? []).filter((r) => !isEmpty(r));
+    const bounds = o.bounds.get(p) ?? {};
+    const first = ranges[0]?.from;
+    const last = ranges.at(-1)?.to;
+    const from = bounds.start ?? first ?? bounds.end ?? 0n;
+    let to = bounds.end ?? last ?? from;
+    if (last !== undefined && last > to) to = last;
+    const lowest = first !== undefined && first < from ? first : from;
+    const gaps = subtractRanges([{ from: lowest, to }], ranges);
+    const unavailable = (o.unavailable ?? []).filter(
+      (u) => u.partitions === 'all' || u.partitions.includes(p),
+    );
+    const missing: MissingRange[] = [];
+    for (const gap of gaps) {
+      const why = (refused.get(p) ?? []).find((x) =>
+        x.ranges.some((r) => r.from < gap.to && gap.from < r.to),
+      );
+      const reason =
+        why?.reason ??
+        (unavailable.length > 0
+          ? unavailable.map((u) => u.reason).join('; ')
+          : 'no committed window and no live segment of a ready receiver holds these offsets');
+      missing.push({ from: gap.from.toString(), to: gap.to.toString(), reason });
+    }
+    // Data past the known end may be held by what could not be read: the answer cannot say.
+    if (unavailable.length > 0 && missing.length === 0)
+      missing.push({ from: to.toString(), reason: unavailable.map((u) => u.reason).join('; ') });
+    partitions.push({
+      partition: p,
+      from: lowest.toString(),
+      to: to.toString(),
+      covered: rangesToJson(ranges),
+      complete: missing.length === 0,
+      missing,
+    });
+  }
+  return {
+    counted,
+    duplicates,
+    conflicts,
+    partitions,
+    complete:
+      partitions.every((x) => x.complete) &&
+      !(o.unavailable ?? []).some((u) => u.partitions === 'all'),
+  };
+}

@@ -1,0 +1,48 @@
+// The query server's metrics: `streamcube_query_*`, bounded labels (status, source, outcome,
+// reason), on the process registry.
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export interface QueryMetrics {
+  requests: Counter<'status'>;
+  seconds: Histogram<'kind'>;
+  pieces: Counter<'source'>;
+  receiverCalls: Counter<'outcome'>;
+  incomplete: Counter<'reason'>;
+}
+
+export function createQueryMetrics(registry: Registry): QueryMetrics {
+  const registers = [registry];
+  return {
+    requests: new Counter({
+      name: 'streamcube_query_requests_total',
+      help: 'Query requests answered, by HTTP status',
+      labelNames: ['status'],
+      registers,
+    }),
+    seconds: new Histogram({
+      name: 'streamcube_query_duration_seconds',
+      help: 'Time to answer a query, by kind',
+      labelNames: ['kind'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    pieces: new Counter({
+      name: 'streamcube_query_pieces_total',
+      help: 'Pieces counted in answers: committed hand-offs from deep storage, live segments from receivers',
+      labelNames: ['source'],
+      registers,
+    }),
+    receiverCalls: new Counter({
+      name: 'streamcube_query_receiver_calls_total',
+      help: 'Calls to receivers for their live segments, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    incomplete: new Counter({
+      name: 'streamcube_query_incomplete_total',
+      help: 'Answers that could not prove every offset counted once, by reason',
+      labelNames: ['reason'],
+      registers,
+    }),
+  };
+}

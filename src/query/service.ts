@@ -1,0 +1,420 @@
+// One answer per cube: the cube's status (from an informer), its committed view (deep storage)
+// and the live segments of one Ready replica per replica set, merged by offsets (merge.ts) into
+// rows (answer.ts) with per-partition coverage. I/O sits behind QuerySources; this file decides
+// what to read, in what order, and what an answer says when a source fails.
+import type { CubeAssignment } from '../api/cube-assignment.ts';
+import { parseDuration } from '../api/duration.ts';
+import type { QueryPiece, QueryRequest, QueryResponse } from '../protocol/admin-api.ts';
+import { ReceiverApiError } from '../protocol/client.ts';
+import type { DeepStorage } from '../receiver/deep-storage.ts';
+import { type OffsetRange, addRange, rangeMapFromJson } from '../receiver/offset-ranges.ts';
+import {
+  type AnswerRows,
+  type CountedRows,
+  type PieceRow,
+  buildAnswer,
+  fetchDimensions,
+  pieceRowsOfHandOff,
+  pieceRowsOfLive,
+} from './answer.ts';
+import { readCommittedView, readHandOffRows } from './committed-view.ts';
+import {
+  type MergeResult,
+  type PartitionBounds,
+  type PartitionCoverage,
+  type Piece,
+  type Unavailable,
+  mergePieces,
+} from './merge.ts';
+import { QueryError, type ResolvedQuery, resolveQuery } from './request.ts';
+
+/** A receiver the service may ask: its pod's name and admin URL. */
+export interface ReceiverRef {
+  name: string;
+  baseUrl: string;
+}
+
+/** Where the service reads from: the edges, faked in tests. */
+export interface QuerySources {
+  /** The cube as the informer holds it, or undefined when there is no such CubeAssignment. */
+  cube(namespace: string, name: string): CubeAssignment | undefined;
+  /** The Ready receivers of a replica set serving cubes of `namespace`, in a stable order. */
+  receivers(namespace: string, replicaSet: string): ReceiverRef[];
+  query(
+    receiver: ReceiverRef,
+    namespace: string,
+    cube: string,
+    request: QueryRequest,
+    signal: AbortSignal,
+  ): Promise<QueryResponse>;
+  storage: DeepStorage;
+}
+
+/** A receiver's answer by segment when it holds nothing of the cube. */
+export const nothingHeld: QueryResponse = Object.freeze({
+  columns: [],
+  rows: [],
+  offsetRanges: {},
+  segments: 0,
+  pieces: [],
+  held: {},
+});
+
+/** Why an answer is incomplete, bounded for a metric's label. */
+export type IncompleteReason = 'receiver_unavailable' | 'deep_storage' | 'conflict' | 'gap';
+
+export interface QueryServiceOptions {
+  sources: QuerySources;
+  /** Each receiver call's deadline; a slow receiver is left for a sibling. */
+  receiverTimeoutMs: number;
+  /** Rows an answer may hold at most (400 past it). */
+  maxRows: number;
+  /** Hand-off data files read at once. */
+  storageReadsAtOnce?: number;
+  /** Told of each answer, for metrics. */
+  observe?: (o: {
+    seconds: number;
+    piecesCommitted: number;
+    piecesLive: number;
+    receiverCalls: { outcome: 'ok' | 'error' }[];
+    incomplete: IncompleteReason[];
+  }) => void;
+}
+
+/** What a replica set's live part of an answer came from. */
+export interface LiveSource {
+  replicaSet: string;
+  /** The receiver that answered; absent when none did. */
+  receiver?: string;
+  pieces: number;
+  /** Why a receiver (or every one) of the set could not answer. */
+  errors?: string[];
+}
+
+export interface CubeAnswer extends AnswerRows {
+  namespace: string;
+  cube: string;
+  /** Every partition's offsets run without a gap from where the cube began to the live position. */
+  complete: boolean;
+  partitions: PartitionCoverage[];
+  sources: {
+    committed: { windows: number; handOffs: number; error?: string };
+    live: LiveSource[];
+    /** Pieces counted, and skipped because counted ones held all their offsets. */
+    counted: number;
+    duplicates: number;
+    conflicts: { source: string; reason: string }[];
+  };
+}
+
+type Rowed = { windowEnd: number; rows: PieceRow[] };
+
+/** Runs `work` over `items`, at most `n` at once. */
+async function atMost<T>(n: number, items: T[], work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]!);
+    }),
+  );
+}
+
+const errorText = (error: unknown): string => (error as Error).message ?? String(error);
+
+export class QueryService {
+  private readonly options: QueryServiceOptions;
+
+  constructor(options: QueryServiceOptions) {
+    this.options = options;
+  }
+
+  /** The answer to `body` over the cube; throws QueryError (404, 400, 503). */
+  async answer(namespace: string, name: string, body: unknown): Promise<CubeAnswer> {
+    const started = performance.now();
+    const cube = this.options.sources.cube(namespace, name);
+    if (!cube) throw new QueryError(404, `no CubeAssignment ${namespace}/${name}`);
+    const q = resolveQuery(body, cube.spec.schema);
+    const calls: { outcome: 'ok' | 'error' }[] = [];
+    const windowMs = parseDuration(cube.spec.schema.window)!;
+
+    // Live first, then the records: a segment committed in between is then in both (a
+    // duplicate, counted once), never in neither.
+    const sets = replicaSetsOf(cube);
+    const live = new Map(
+      await Promise.all(
+        sets.map(
+          async (set) => [set, await this.readLive(namespace, name, set, q, 0, calls)] as const,
+        ),
+      ),
+    );
+    const committed = await this.readCommitted(namespace, name, cube, q, windowMs);
+
+    let merged = this.merge(cube, q, committed, live);
+    // A gap a set's partitions show may be held by a sibling replica (replicas commit and cut
+    // windows at their own moments): ask the next replica of such a set once more.
+    const gapped = new Set(merged.partitions.filter((p) => !p.complete).map((p) => p.partition));
+    const retry = sets.filter((set) => {
+      const l = live.get(set)!;
+      return (
+        l.answer !== undefined &&
+        l.next < this.options.sources.receivers(namespace, set).length &&
+        partitionsHeldBy(cube, set).some((p) => gapped.has(p))
+      );
+    });
+    if (retry.length > 0) {
+      await Promise.all(
+        retry.map(async (set) => {
+          const sibling = await this.readLive(namespace, name, set, q, live.get(set)!.next, calls);
+          if (sibling.answer) live.set(`${set}\u0000sibling`, { ...sibling, set });
+        }),
+      );
+      merged = this.merge(cube, q, committed, live);
+    }
+
+    const counted = merged.counted.map((p): CountedRows => ({
+      windowStart: p.windowStart,
+      ...p.rows,
+    }));
+    const rows = buildAnswer(counted, cube.spec.schema, q, this.options.maxRows);
+    const answer: CubeAnswer = {
+      namespace,
+      cube: name,
+      ...rows,
+      complete: merged.complete,
+      partitions: merged.partitions,
+      sources: {
+        committed: {
+          windows: committed.windows,
+          handOffs: committed.pieces.length,
+          ...(committed.error ? { error: committed.error } : {}),
+        },
+        live: [...live.values()].map((l) => ({
+          replicaSet: l.set,
+          ...(l.receiver ? { receiver: l.receiver } : {}),
+          pieces: l.answer?.pieces?.length ?? 0,
+          ...(l.errors.length > 0 ? { errors: l.errors } : {}),
+        })),
+        counted: merged.counted.length,
+        duplicates: merged.duplicates,
+        conflicts: merged.conflicts,
+      },
+    };
+    const incomplete = incompleteReasons(answer, merged);
+    this.options.observe?.({
+      seconds: (performance.now() - started) / 1000,
+      piecesCommitted: merged.counted.filter((p) => p.kind === 'committed').length,
+      piecesLive: merged.counted.filter((p) => p.kind === 'live').length,
+      receiverCalls: calls,
+      incomplete,
+    });
+    if (q.requireComplete && !answer.complete) {
+      const first = answer.partitions.find((p) => !p.complete)?.missing[0];
+      throw new QueryError(
+        503,
+        `the answer is incomplete: ${first ? `offsets from ${first.from}${first.to ? ` to ${first.to}` : ''}: ${first.reason}` : (committed.error ?? 'unknown')}`,
+      );
+    }
+    return answer;
+  }
+
+  /** One replica of `set` answering by segment, from the `from`-th Ready one on. */
+  private async readLive(
+    namespace: string,
+    cube: string,
+    set: string,
+    q: ResolvedQuery,
+    from: number,
+    calls: { outcome: 'ok' | 'error' }[],
+  ): Promise<LiveRead> {
+    const receivers = this.options.sources.receivers(namespace, set);
+    const errors: string[] = [];
+    if (receivers.length === 0)
+      return { set, errors: [`replica set ${set} has no ready receiver`], next: 0 };
+    const request: QueryRequest = {
+      ...(q.from === undefined ? {} : { from: q.from }),
+      ...(q.to === undefined ? {} : { to: q.to }),
+      filters: Object.fromEntries([...q.keep].map(([d, values]) => [d, [...values]])),
+      groupBy: fetchDimensions(q),
+      measures: q.measureNames,
+      bySegment: true,
+    };
+    for (let i = from; i < receivers.length; i++) {
+      const receiver = receivers[i]!;
+      try {
+        const answer = await this.options.sources.query(
+          receiver,
+          namespace,
+          cube,
+          request,
+          AbortSignal.timeout(this.options.receiverTimeoutMs),
+        );
+        calls.push({ outcome: 'ok' });
+        return { set, receiver: receiver.name, answer, errors, next: i + 1 };
+      } catch (error) {
+        // A receiver that does not hold the cube holds nothing of it.
+        if (error instanceof ReceiverApiError && error.status === 404) {
+          calls.push({ outcome: 'ok' });
+          return { set, receiver: receiver.name, answer: nothingHeld, errors, next: i + 1 };
+        }
+        calls.push({ outcome: 'error' });
+        errors.push(`receiver ${receiver.name} of replica set ${set}: ${errorText(error)}`);
+      }
+    }
+    return { set, errors, next: receivers.length };
+  }
+
+  /** Every window's newest commit record, and the rows of the listed hand-offs in the time range. */
+  private async readCommitted(
+    namespace: string,
+    cube: string,
+    spec: CubeAssignment,
+    q: ResolvedQuery,
+    windowMs: number,
+  ): Promise<CommittedRead> {
+    const { storage } = this.options.sources;
+    const schema = spec.spec.schema;
+    try {
+      const view = await readCommittedView(storage, { namespace, cube });
+      const pieces: Piece<Rowed>[] = [];
+      const toRead: { piece: Piece<Rowed>; key: string }[] = [];
+      for (const w of view) {
+        const windowEnd = w.windowStart + windowMs;
+        const inRange =
+          !(q.from !== undefined && windowEnd <= q.from) &&
+          !(q.to !== undefined && w.windowStart >= q.to);
+        w.record.handOffs.forEach((h, i) => {
+          const piece: Piece<Rowed> = {
+            kind: 'committed',
+            source: `committed ${w.handOffKeys[i]}`,
+            replicaSet: w.replicaSet,
+            windowStart: w.windowStart,
+            ranges: rangeMapFromJson(h.offsetRanges),
+            epochs: new Map(Object.entries(h.epochs).map(([p, e]) => [Number(p), e])),
+            rows: { windowEnd, rows: [] },
+          };
+          pieces.push(piece);
+          if (inRange) toRead.push({ piece, key: w.handOffKeys[i]! });
+        });
+      }
+      await atMost(this.options.storageReadsAtOnce ?? 16, toRead, async ({ piece, key }) => {
+        piece.rows.rows = pieceRowsOfHandOff(
+          await readHandOffRows(storage, key, schema),
+          schema,
+          q,
+        );
+      });
+      return { pieces, windows: view.length };
+    } catch (error) {
+      return { pieces: [], windows: 0, error: `deep storage: ${errorText(error)}` };
+    }
+  }
+
+  private merge(
+    cube: CubeAssignment,
+    q: ResolvedQuery,
+    committed: CommittedRead,
+    live: Map<string, LiveRead>,
+  ): MergeResult<Rowed> {
+    const pieces: Piece<Rowed>[] = [...committed.pieces];
+    const pending = new Map<number, OffsetRange[]>();
+    const bounds = new Map<number, PartitionBounds>();
+    const boundOf = (p: number): PartitionBounds => {
+      let b = bounds.get(p);
+      if (!b) bounds.set(p, (b = {}));
+      return b;
+    };
+    const status = cube.status;
+    for (const ps of status?.partitions ?? [])
+      if (ps.position !== undefined) boundOf(ps.partition).end = BigInt(ps.position);
+    for (const [p, start] of Object.entries(status?.epochStarts ?? {}))
+      boundOf(Number(p)).start = BigInt(start);
+    for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
+    const unavailable: Unavailable[] = [];
+    if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
+    const dims = fetchDimensions(q).length;
+    for (const l of live.values()) {
+      if (!l.answer) {
+        const held = partitionsHeldBy(cube, l.set);
+        if (held.length > 0)
+          unavailable.push({
+            partitions: held,
+            reason: l.errors.join('; ') || `replica set ${l.set} did not answer`,
+          });
+        continue;
+      }
+      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, dims));
+      for (const [p, held] of Object.entries(l.answer.held ?? {})) {
+        const b = boundOf(Number(p));
+        const to = BigInt(held.to);
+        if (b.end === undefined || to > b.end) b.end = to;
+        const acc = pending.get(Number(p)) ?? [];
+        for (const [from, end] of held.pending) addRange(acc, BigInt(from), BigInt(end));
+        pending.set(Number(p), acc);
+      }
+    }
+    // A cube reading from the earliest offset began at 0: data missing before the first piece is
+    // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
+    if (cube.spec.source.startingOffsets !== 'latest')
+      for (const b of bounds.values()) b.start = 0n;
+    return mergePieces({ pieces, pending, bounds, unavailable });
+  }
+}
+
+interface LiveRead {
+  set: string;
+  receiver?: string;
+  answer?: QueryResponse;
+  errors: string[];
+  /** The index of the next Ready replica to ask (a sibling), if any. */
+  next: number;
+}
+
+interface CommittedRead {
+  pieces: Piece<Rowed>[];
+  windows: number;
+  error?: string;
+}
+
+function livePiece(l: LiveRead, piece: QueryPiece, dims: number): Piece<Rowed> {
+  const gen = piece.generation ? ` generation ${piece.generation}` : '';
+  return {
+    kind: 'live',
+    source: `live ${l.receiver} window ${new Date(piece.windowStart).toISOString()}${gen}`,
+    replicaSet: l.set,
+    windowStart: piece.windowStart,
+    ranges: rangeMapFromJson(piece.offsetRanges),
+    epochs: new Map(Object.entries(piece.epochs).map(([p, e]) => [Number(p), e])),
+    rows: { windowEnd: piece.windowEnd, rows: pieceRowsOfLive(piece.rows, dims) },
+  };
+}
+
+/** Every replica set that may hold data of the cube: serving it, assigned, or keeping some. */
+export function replicaSetsOf(cube: CubeAssignment): string[] {
+  return [
+    ...new Set([
+      ...cube.spec.replicaSets,
+      ...Object.keys(cube.status?.assignment ?? {}),
+      ...Object.keys(cube.status?.releasedUncommitted ?? {}),
+    ]),
+  ].sort();
+}
+
+/** The partitions a set holds live data of: those assigned to it, and those released uncommitted. */
+export function partitionsHeldBy(cube: CubeAssignment, set: string): number[] {
+  return [
+    ...new Set([
+      ...(cube.status?.assignment?.[set] ?? []),
+      ...(cube.status?.releasedUncommitted?.[set] ?? []),
+    ]),
+  ];
+}
+
+function incompleteReasons(answer: CubeAnswer, merged: MergeResult<unknown>): IncompleteReason[] {
+  if (answer.complete) return [];
+  const out = new Set<IncompleteReason>();
+  if (answer.sources.committed.error) out.add('deep_storage');
+  if (answer.sources.live.some((l) => l.receiver === undefined)) out.add('receiver_unavailable');
+  if (merged.conflicts.length > 0) out.add('conflict');
+  if (out.size === 0) out.add('gap');
+  return [...out];
+}

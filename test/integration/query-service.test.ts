@@ -1,0 +1,249 @@
+// One answer per cube: the real operator, two replica sets of two receivers, Kafka's Java producer
+// (lz4 records at mixed rates, and zstd transactions, one aborted) into a cube with 1-minute
+// windows, so that by the end some windows are committed to deep storage and some are live. The
+// query server's answers — totals, a group-by, a time series — equal the producer's ledger; its
+// answers while windows were being committed count exactly the offsets they say they cover; and
+// over the committed windows it equals an independent reader (pyarrow over the committed files).
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CubeAnswer } from '../../src/query/service.ts';
+import {
+  type TestEvent,
+  byCountry,
+  createTopic,
+  highWatermarks,
+  makeEvents,
+  totalsOf,
+  windowedSchema,
+} from '../support/events.ts';
+import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { committed } from '../support/hand-offs.ts';
+import {
+  type JavaProducer,
+  produceOnSchedule,
+  startJavaProducer,
+} from '../support/java-producer.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { readCommittedWithPyarrow } from '../support/pyarrow-reader.ts';
+import { QueryServerProcess } from '../support/query-server-process.ts';
+import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
+import { waitFor } from '../support/wait.ts';
+
+const stack = useOperatorStack({
+  name: 'query-svc',
+  replicaSets: ['rs-a', 'rs-b'],
+  replicas: 2,
+  // No idle sealing: once the producers stop, the last window stays live.
+  receiver: { idleTimeout: '10m', flushInterval: '1s' },
+});
+const cube = 'orders';
+const schema = windowedSchema; // 1-minute windows, 10 s allowed lateness
+const partitions = 6;
+const runMs = 80_000;
+const M = 60_000;
+const producers: JavaProducer[] = [];
+const server = new QueryServerProcess(stack);
+
+afterAll(async () => {
+  for (const p of producers) p.kill();
+  await server.stop();
+});
+
+const totalsRow = (answer: CubeAnswer) => {
+  const [events = 0, revenue = 0, cheapest = Infinity, dearest = -Infinity] = (answer.rows[0] ??
+    []) as number[];
+  return { events, revenue, cheapest, dearest };
+};
+
+test('answers over live receivers and committed deep storage equal the ledger, every offset once', async () => {
+  const t0 = Date.now();
+  const topic = await createTopic(stack.admin, partitions);
+  const api = cubeApi(stack.kc);
+  await api.create(stack.namespace, cube, {
+    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+    schema,
+    replicaSets: ['rs-a', 'rs-b'],
+    strategy: 'sticky',
+  });
+  const [plain, tx] = await Promise.all([
+    startJavaProducer({ topic, compression: 'lz4', lingerMs: 20 }),
+    startJavaProducer({ topic, compression: 'zstd', transactionalId: `${topic}-tx` }),
+    waitForSettled(stack.kc, stack.namespace, cube),
+    server.start(),
+  ]);
+  producers.push(plain, tx);
+
+  const event = (p: number, i: number, now: number, salt = 0): TestEvent => ({
+    ...makeEvents(p, 1, now, 0, i + salt)[0]!,
+    ts: now,
+  });
+  const s = 1000;
+  const production = produceOnSchedule(
+    plain,
+    {
+      spans: [
+        { partition: 0, fromMs: 0, toMs: runMs, perSecond: 8 },
+        { partition: 1, fromMs: 0, toMs: runMs, perSecond: 3 },
+        { partition: 2, fromMs: 0, toMs: runMs, perSecond: 2 },
+        { partition: 3, fromMs: 0, toMs: 30 * s, perSecond: 4 },
+        { partition: 3, fromMs: 50 * s, toMs: runMs, perSecond: 4 },
+        { partition: 4, fromMs: 0, toMs: runMs, perSecond: 1 },
+        { partition: 5, fromMs: 0, toMs: runMs, perSecond: 2 },
+      ],
+      bursts: [
+        { partition: 4, atMs: 20 * s, count: 2000 },
+        { partition: 5, atMs: 45 * s, count: 1500 },
+      ],
+    },
+    (p, i, now) => event(p, i, now),
+  );
+  // Transactions of 20 records to two partitions every 4 s; the fifth is aborted.
+  const transactions = (async () => {
+    for (let n = 0; Date.now() - t0 < runMs; n++) {
+      await tx.begin();
+      const now = Date.now();
+      await tx.send(
+        n % partitions,
+        Array.from({ length: 10 }, (_, i) => event(n % partitions, i, now, 500_000 + n * 100)),
+      );
+      await tx.send(
+        (n + 3) % partitions,
+        Array.from({ length: 10 }, (_, i) =>
+          event((n + 3) % partitions, i, now, 700_000 + n * 100),
+        ),
+      );
+      if (n === 4) await tx.abort();
+      else await tx.commit();
+      await sleep(4_000);
+    }
+  })();
+
+  // Queries while windows are live, sealed and committed.
+  const during: CubeAnswer[] = [];
+  for (const at of [30 * s, 55 * s, 75 * s]) {
+    await sleep(Math.max(0, t0 + at - Date.now()));
+    during.push(await server.query(cube, {}));
+  }
+  await Promise.all([production, transactions]);
+
+  // The ledger: what a read_committed consumer sees.
+  const visible = [...plain.visibleRecords(), ...tx.visibleRecords()];
+  const events = visible.map((r) => JSON.parse(r.value) as TestEvent);
+  const hw = await highWatermarks(stack.kafka, topic);
+  const status = (await api.get(stack.namespace, cube)).status!;
+  for (const [set, owned] of Object.entries(status.assignment ?? {}))
+    for (const r of stack.replicas[set]!)
+      await waitForPositions(
+        r.client.inNamespace(stack.namespace),
+        cube,
+        Object.fromEntries(owned.map((p) => [p, hw.get(p)!])),
+      );
+  await waitFor(
+    'a committed window of each replica set',
+    async () => {
+      const records = await committed(stack.deepStorageDir, cube, stack.namespace);
+      return ['rs-a', 'rs-b'].every((set) =>
+        records.some((c) => c.replicaSet === set && c.record.handOffs.length > 0),
+      );
+    },
+    60_000,
+    500,
+  );
+
+  // Totals: every offset of every partition, once, from 0 to the high watermark.
+  const total = await server.query(cube, {});
+  expect(total.complete).toBe(true);
+  expect(
+    Object.fromEntries(
+      total.partitions.map((p) => [p.partition, [p.from, p.to, p.covered.length]]),
+    ),
+  ).toEqual(Object.fromEntries([...hw].map(([p, end]) => [p, ['0', end.toString(), 1]])));
+  expectTotals(totalsRow(total), totalsOf(events));
+  expect(total.sources.committed.handOffs).toBeGreaterThan(0);
+  expect(total.sources.live.every((l) => l.receiver !== undefined)).toBe(true);
+
+  // A group-by and a time series.
+  const grouped = await server.query(cube, {
+    groupBy: ['country'],
+    measures: ['events', 'revenue'],
+  });
+  const expectedByCountry = byCountry(events);
+  expect(grouped.rows.map((r) => r[0])).toEqual(Object.keys(expectedByCountry).sort());
+  for (const [country, n, revenue] of grouped.rows as [string, number, number][]) {
+    expect(n).toBe(expectedByCountry[country]!.events);
+    expect(revenue).toBeCloseTo(expectedByCountry[country]!.revenue, 6);
+  }
+  const series = await server.query(cube, { granularity: '1m', measures: ['events'] });
+  const perMinute = new Map<string, number>();
+  for (const e of events) {
+    const at = new Date(Math.floor(e.ts / M) * M).toISOString();
+    perMinute.set(at, (perMinute.get(at) ?? 0) + 1);
+  }
+  expect(Object.fromEntries(series.rows.map(([t, n]) => [t, n]))).toEqual(
+    Object.fromEntries(perMinute),
+  );
+
+  // Answers during the run: each complete one counted exactly the offsets it says it covers.
+  const exactDuring = during.map((answer) => {
+    const expected = visible.filter((r) => {
+      const p = answer.partitions.find((x) => x.partition === r.partition);
+      return p !== undefined && r.offset < BigInt(p.to);
+    }).length;
+    return { complete: answer.complete, counted: totalsRow(answer).events, expected };
+  });
+  for (const x of exactDuring.filter((x) => x.complete)) expect(x.counted).toBe(x.expected);
+  expect(exactDuring.some((x) => x.complete)).toBe(true);
+
+  // Over the windows no receiver holds live any more: the answer equals pyarrow over the
+  // committed files, and the ledger's events of that time.
+  const liveFrom = async (): Promise<number> => {
+    const starts = await Promise.all(
+      Object.values(stack.replicas)
+        .flat()
+        .map(async (r) =>
+          (await r.client.inNamespace(stack.namespace).cubeStatus(cube)).segments
+            .filter((seg) => seg.state !== 'HANDED_OFF')
+            .map((seg) => seg.windowStart),
+        ),
+    );
+    return Math.min(...starts.flat());
+  };
+  const cut = await liveFrom();
+  expect(Number.isFinite(cut)).toBe(true);
+  const upToCut = await server.query(cube, { to: cut });
+  const pyarrow = (await readCommittedWithPyarrow(stack.deepStorageDir, schema)).filter(
+    (h) => h.manifest.cube === cube && Date.parse(h.manifest.windowStart) < cut,
+  );
+  const eventsAt = schema.dimensions.length;
+  const pyarrowEvents = pyarrow
+    .flatMap((h) => h.rows)
+    .reduce((n, row) => n + Number(row[eventsAt]), 0);
+  expect(await liveFrom()).toBe(cut);
+  expect(pyarrowEvents).toBeGreaterThan(0);
+  expect(totalsRow(upToCut).events).toBe(pyarrowEvents);
+  expect(pyarrowEvents).toBe(events.filter((e) => e.ts < cut).length);
+
+  // `streamcube query`: a table that says it is complete, and CSV.
+  const table = await server.cli(['--group-by=country', cube]);
+  expect(table.code).toBe(0);
+  expect(table.stdout).toContain(`complete: every offset of ${partitions} partitions counted once`);
+  const csv = await server.cli(['--measures=events', '-o', 'csv', cube]);
+  expect(csv.stdout).toBe(`events\r\n${events.length}\r\n`);
+  expect((await server.cli(['--group-by=city', cube])).stderr).toMatch(/400.*field groupBy\.0/);
+
+  // Bad input: 4xx naming what is wrong, never a 500.
+  expect((await server.post('nope', {})).status).toBe(404);
+  expect(await server.post(cube, { groupBy: ['city'] })).toMatchObject({
+    status: 400,
+    body: { field: 'groupBy.0' },
+  });
+  expect((await server.post(cube, {}, { token: undefined })).status).toBe(401);
+  expect((await server.post(cube, 'x'.repeat(2 * 1024 * 1024))).status).toBe(413);
+  expect(await server.metrics()).toMatch(
+    /streamcube_query_pieces_total\{source="committed"\} [1-9]/,
+  );
+
+  console.log(table.stdout);
+  console.log(
+    `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
+  );
+});
