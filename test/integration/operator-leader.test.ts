@@ -2,9 +2,7 @@
 // with SIGKILL is succeeded after the lease duration and its successor finishes a move asked for
 // after the kill; a holder stopped with SIGTERM releases the Lease so a third takes over at once.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
+import { highWatermarks, totalsOf } from '../support/events.ts';
 import {
   OperatorProcess,
   cubeApi,
@@ -23,6 +21,7 @@ import {
 import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 
 const stack = useOperatorStack({
   name: 'op-leader',
@@ -30,7 +29,8 @@ const stack = useOperatorStack({
   // Each test starts the candidates it needs.
   operator: false,
 });
-const { kc, env, kafka, receivers } = stack;
+const { kc, kafka, receivers } = stack;
+const suite = useLoads(stack);
 const cube = 'clicks';
 const lease = 'streamcube-operator';
 // The harness runs operators with --lease-duration=4s --retry-period=500ms.
@@ -47,9 +47,6 @@ async function newOperator(args: string[] = []): Promise<OperatorProcess> {
   operators.push(op);
   return op;
 }
-
-const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
-  JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
 
 async function holderAmong(candidates: OperatorProcess[]): Promise<OperatorProcess> {
   return waitFor(
@@ -77,19 +74,11 @@ test('only the holder reconciles; after kill -9 the other takes over within the 
   const holder = await holderAmong(first);
   const follower = first.find((op) => op !== holder)!;
 
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 1, 1));
-  const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
+  const { topic, load } = await loadedCube(stack, suite, cube, Date.UTC(2026, 1, 1), {
+    perRound: 20,
+    pauseMs: 50,
   });
-  await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }),
-  );
+  const api = cubeApi(kc);
 
   // Over a few resync periods (--resync=1s) the holder keeps reconciling, the follower never does.
   const before = [await holder.reconciles(), await follower.reconciles()];
@@ -117,9 +106,7 @@ test('only the holder reconciles; after kill -9 the other takes over within the 
   // before the kill); how soon after it is bench/'s to measure, a loaded machine only delays it.
   expect(tookOver).toBeGreaterThanOrEqual(leaseDurationMs - 1_000);
 
-  await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1, 2], 'rs-b': [3] }),
-  );
+  await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-a': [0, 1, 2], 'rs-b': [3] }));
   expect(await reassignsCompleted(follower)).toBe(1);
   expect(await follower.reconciles()).toBeGreaterThan(0);
   expect(follower.log()).toContain('leading: reconciling cube assignments');
@@ -180,8 +167,6 @@ test('SIGTERM releases the lease: a waiting operator takes over well before the 
 
   // And it reconciles: back to the range placement.
   await cubeApi(kc).patchSpec(stack.namespace, cube, { pins: null });
-  await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }),
-  );
+  await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
   expect(await reassignsCompleted(successor)).toBe(1);
 });

@@ -2,16 +2,8 @@
 // processes made visible as pods: initial assignment over two replica sets, one partition moved
 // under steady load, then every partition moved to one replica set. Afterwards the segments'
 // offset ranges tile each partition and the aggregates equal what was produced.
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { ReceiverProcess } from '../support/receiver-process.ts';
-import {
-  createTopic,
-  highWatermarks,
-  testSchema,
-  totalsOf,
-  type Totals,
-} from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
+import { highWatermarks, totalsOf, type Totals } from '../support/events.ts';
 import { cubeApi, kubectl, waitForSettled } from '../support/cluster.ts';
 import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
 import {
@@ -25,10 +17,12 @@ import {
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { waitFor } from '../support/wait.ts';
 
 const stack = useOperatorStack({ name: 'op', replicaSets: ['rs-a', 'rs-b'] });
-const { kc, env, kafka, receivers } = stack;
+const { kc, kafka, receivers } = stack;
+const suite = useLoads(stack);
 const cube = 'orders';
 
 const zero: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
@@ -53,22 +47,12 @@ async function localSegments(r: ReceiverProcess) {
 }
 
 test('assign, move one partition under load, move every partition: exact and tiled', async () => {
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 0, 1));
-  const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
+  const { topic, load } = await loadedCube(stack, suite, cube, Date.UTC(2026, 0, 1), {
+    perRound: 20,
+    pauseMs: 50,
   });
-  const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
-    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
-
-  let settled = await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }),
-  );
+  const api = cubeApi(kc);
+  let settled = await api.get(stack.namespace, cube);
   expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
 
   // One partition moves (2: rs-b → rs-a) while events keep coming, once rs-b holds some of it:
@@ -81,16 +65,17 @@ test('assign, move one partition under load, move every partition: exact and til
     return BigInt(p2?.position ?? '0') > 0n;
   });
   await api.patchSpec(stack.namespace, cube, { pins: { 'rs-a': [0, 1, 2] } });
-  settled = await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1, 2], 'rs-b': [3] }),
+  settled = await waitForSettled(
+    kc,
+    stack.namespace,
+    cube,
+    assigned({ 'rs-a': [0, 1, 2], 'rs-b': [3] }),
   );
   expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 2, '3': 1 });
 
   // Every partition moves to rs-b; rs-a seals, hands off and drops the cube.
   await api.patchSpec(stack.namespace, cube, { replicaSets: ['rs-b'], pins: null });
-  settled = await waitForSettled(kc, stack.namespace, cube, (c) =>
-    assigned(c, { 'rs-b': [0, 1, 2, 3] }),
-  );
+  settled = await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-b': [0, 1, 2, 3] }));
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 3, '3': 1 });
 
   await load.stop();

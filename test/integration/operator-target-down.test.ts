@@ -3,9 +3,7 @@
 // The reassign waits in Starting with Degraded=True naming the receiver and a Warning Event, and
 // completes, exact and tiled, once the receiver is back on its data directory.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
+import { highWatermarks, totalsOf } from '../support/events.ts';
 import {
   conditionOf,
   cubeApi,
@@ -18,31 +16,16 @@ import {
 import { waitForPositions } from '../support/receiver-checks.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import { useLoads } from '../support/loaded-cube.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 
 const stack = useOperatorStack({ name: 'op-down', replicaSets: ['rs-a', 'rs-b'] });
-const { kc, env, kafka, receivers } = stack;
+const { kc, kafka, receivers } = stack;
 const suite = useLoads(stack);
 const cube = 'orders';
 
-const assignmentIs =
-  (expected: Record<string, number[]>) =>
-  (c: CubeAssignment): boolean =>
-    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
-
 test('a move whose target receiver is down waits in Starting, Degraded, and completes when it is back', async () => {
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(suite.producer(), topic, 4, 10, 100);
-  suite.loads.push(load);
-  load.start(Date.UTC(2026, 2, 1));
+  const { topic, load } = await loadedCube(stack, suite, cube, Date.UTC(2026, 2, 1));
   const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
-  });
-  await waitForSettled(kc, stack.namespace, cube, assignmentIs({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
 
   // rs-b-0 crashes; its pod stays Ready (no probe has failed yet), so the planner counts on it.
   const target = receivers['rs-b']!;
@@ -100,7 +83,7 @@ test('a move whose target receiver is down waits in Starting, Degraded, and comp
     kc,
     stack.namespace,
     cube,
-    assignmentIs({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
+    assigned({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
   );
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 1, '3': 1 });
   expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
