@@ -150,6 +150,24 @@ export async function leaseHolder(
   }
 }
 
+/**
+ * When `identity` took the Lease (its acquireTime, written by the holder itself): the moment a
+ * new leader's own waits start from, however long the takeover took on a loaded machine.
+ */
+export async function leaseAcquiredAt(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  identity: string,
+): Promise<number> {
+  const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name, namespace });
+  if (lease.spec?.holderIdentity !== identity || !lease.spec.acquireTime)
+    throw new Error(
+      `lease ${namespace}/${name} is held by '${lease.spec?.holderIdentity ?? ''}', not ${identity}`,
+    );
+  return new Date(lease.spec.acquireTime).getTime();
+}
+
 export function conditionOf(cube: CubeAssignment, type: string): Condition | undefined {
   return cube.status?.conditions?.find((c) => c.type === type);
 }
