@@ -258,6 +258,14 @@ export interface OperatorProcessOptions {
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
+/** True while `child` is stopped by a signal (SIGSTOP): its /proc/<pid>/stat state is T. */
+export function processStopped(child: ChildProcess): boolean {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
+  // "pid (comm) state ...": the state follows the last parenthesis.
+  const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+}
+
 export class OperatorProcess {
   readonly options: OperatorProcessOptions;
   readonly logFile: string;
@@ -373,11 +381,7 @@ export class OperatorProcess {
 
   /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
   get stopped(): boolean {
-    const pid = this.child?.pid;
-    if (pid === undefined || !this.alive) return false;
-    // /proc/<pid>/stat: "pid (comm) state ...": T is stopped by a signal.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+    return this.alive && processStopped(this.child!);
   }
 
   /** True while the process has neither exited nor been killed. */
