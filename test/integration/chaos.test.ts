@@ -20,10 +20,10 @@ import {
   runChaos,
   waitForDropped,
 } from '../support/chaos.ts';
-import { auditFigures, expectExactOnceCaughtUp } from '../support/cube-audit.ts';
+import { auditFigures } from '../support/cube-audit.ts';
 import { highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { committed, fencedReplicaSets, handOffTotals, handOffs } from '../support/hand-offs.ts';
-import { loadedCube, useLoads } from '../support/loaded-cube.ts';
+import { expectLoadedCubeExact, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { readCommittedWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 
@@ -98,13 +98,10 @@ test(
       // replicas may have sealed a window at different offsets at a release just before the loss,
       // and the failover restarted from the record's copy (failover suite, released-then-lost).
       const committedSets = fencedReplicaSets(stack.deepStorageDir, name);
-      await expectExactOnceCaughtUp({
-        kafka: stack.kafka,
+      await expectLoadedCubeExact(stack, {
+        cube: name,
         topic,
         load,
-        cube: name,
-        deepStorageDir: stack.deepStorageDir,
-        replicaSets: stack.replicas,
         owned,
         committedSets,
       }).catch((error: unknown) => failures.push(error));

@@ -28,11 +28,7 @@ import {
   waitForSettled,
   waitForTilingReported,
 } from '../support/cluster.ts';
-import {
-  auditFigures,
-  expectExactAndTiled,
-  expectExactOnceCaughtUp,
-} from '../support/cube-audit.ts';
+import { auditFigures, expectExactAndTiled } from '../support/cube-audit.ts';
 import {
   createTopic,
   highWatermarks,
@@ -42,7 +38,7 @@ import {
 } from '../support/events.ts';
 import { committed, committedBy, fenceDir } from '../support/hand-offs.ts';
 import { SteadyLoad } from '../support/load.ts';
-import { useLoads } from '../support/loaded-cube.ts';
+import { expectLoadedCubeExact, useLoads } from '../support/loaded-cube.ts';
 import { bringBack, useOperatorStack } from '../support/operator-stack.ts';
 import { cubeOn, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
@@ -461,13 +457,10 @@ test('a replica set lost under load fails over from its committed offsets; back,
 
   // Every event once, every partition's log tiled across the sets, by replica 0 and by replica 1
   // of the sets, and by the committed view.
-  await expectExactOnceCaughtUp({
-    kafka: stack.kafka,
+  await expectLoadedCubeExact(stack, {
+    cube,
     topic,
     load,
-    cube,
-    deepStorageDir: stack.deepStorageDir,
-    replicaSets: stack.replicas,
     owned,
   });
   // The operator's own tiling check agrees.

@@ -6,8 +6,7 @@
 // once. Late data is visible the same way: mostly too-late events make it Degraded EventsRejected.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
+import { type Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
@@ -37,6 +36,7 @@ import {
 } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { useBrokerClients } from '../support/kafka-clients.ts';
 
 /** Faults of receiver rs-a-1, switched on and off by files (STREAMCUBE_FAULT_DIR). */
 const faults = tempDir('faults');
@@ -55,22 +55,9 @@ const T0 = Date.UTC(2026, 3, 1);
  * due 1 s after it, so this is a hang guard; a loaded machine only makes the test slower.
  */
 const failureShowsWithinMs = 60_000;
-const kafkaClients: { admin: Admin; producer: Producer }[] = [];
+const connect = useBrokerClients();
 
-async function clientsOf(kafka: Kafka): Promise<{ admin: Admin; producer: Producer }> {
-  const c = { admin: kafka.admin(), producer: kafka.producer() };
-  await Promise.all([c.admin.connect(), c.producer.connect()]);
-  kafkaClients.push(c);
-  return c;
-}
-
-const kafkaAt = (bootstrap: string, clientId: string): Kafka =>
-  createKafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING });
-
-afterAll(async () => {
-  await Promise.all(kafkaClients.flatMap((c) => [c.admin.disconnect(), c.producer.disconnect()]));
-  rmSync(faults, { recursive: true, force: true });
-});
+afterAll(() => rmSync(faults, { recursive: true, force: true }));
 
 const degradedBy = (reason: string) => (c: CubeAssignment) =>
   conditionOf(c, 'Degraded')?.status === 'True' &&
@@ -110,8 +97,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   // injected where kafkajs decodes: while the file exists, rs-a-1's consumer fails on each batch
   // with KafkaJSNotImplemented, the error kafkajs raises for a codec it lacks, and crashes.
   const cube = 'undecodable';
-  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-decode');
-  const { admin, producer } = await clientsOf(kafka);
+  const { kafka, admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-decode');
   const topic = await createTopic(admin, 2);
   const produced = await produceEvents(producer, topic, 2, 100, 0);
   await cubeApi(kc).create(stack.namespace, cube, {
@@ -191,7 +177,7 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
   let broker: KafkaBroker | undefined = await startKafka(join(dir, 'kafka'));
   try {
     const first = broker;
-    const { admin, producer } = await clientsOf(kafkaAt(first.bootstrap, 'consumer-failed-1'));
+    const { admin, producer } = await connect(first.bootstrap, 'consumer-failed-1');
     const topic = await createTopic(admin, 2);
     const produced = await produceEvents(producer, topic, 2, 100, 0);
     await cubeApi(kc).create(stack.namespace, cube, {
@@ -230,7 +216,7 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     ]);
 
     broker = await startKafka(join(dir, 'kafka'), first.version, first.ports);
-    const again = await clientsOf(kafkaAt(broker.bootstrap, 'consumer-failed-2'));
+    const again = await connect(broker.bootstrap, 'consumer-failed-2');
     produced.push(...(await produceEvents(again.producer, topic, 2, 100, 1)));
     // The receiver's next restart is due within its 30 s backoff ceiling.
     await waitForSettled(
@@ -261,8 +247,7 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
 
 test('mostly too-late events: Degraded EventsRejected with the counts and one Event, still Ready; it clears', async () => {
   const cube = 'latecomers';
-  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-late');
-  const { admin, producer } = await clientsOf(kafka);
+  const { admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-late');
   const topic = await createTopic(admin, 1);
   await cubeApi(kc).create(stack.namespace, cube, {
     source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },

@@ -10,7 +10,7 @@ import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { PausableApiProxy } from '../support/api-proxy.ts';
 import { cubeApi, leaseHolder, waitForSettled, type OperatorProcess } from '../support/cluster.ts';
-import { expectExactOnceCaughtUp } from '../support/cube-audit.ts';
+import { expectLoadedCubeExact } from '../support/loaded-cube.ts';
 import { createTopic, testSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
@@ -180,13 +180,10 @@ test('a leader frozen mid-move past its lease is refused by every receiver once 
   expect(after.status?.assignment).toEqual({ 'rs-a': [0, 1], 'rs-b': [2, 3] });
   expect(await leaseHolder(kc, namespace, lease)).toBe(successor.identity);
 
-  await expectExactOnceCaughtUp({
-    kafka: stack.kafka,
+  await expectLoadedCubeExact(stack, {
+    cube,
     topic,
     load,
-    cube,
-    deepStorageDir: stack.deepStorageDir,
-    replicaSets: stack.replicas,
     owned: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
   });
 });
