@@ -14,7 +14,6 @@ import { ReceiverApiError } from '../../src/protocol/client.ts';
 import {
   cubeApi,
   leaseHolder,
-  processStopped,
   setPodReady,
   waitForSettled,
   type OperatorProcess,
@@ -22,6 +21,7 @@ import {
 import type { SteadyLoad } from './load.ts';
 import type { OperatorStack } from './operator-stack.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
+import { processStopped } from './child-process-state.ts';
 import { waitFor } from './wait.ts';
 
 /** mulberry32: small, fast and good enough to pick faults; the same seed, the same picks. */
@@ -294,7 +294,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         missed.push(`${who} not killed (${p.exitSignal ?? 'running'})`);
     };
     const frozen = (p: { child?: ChildProcess }, who: string): void => {
-      if (!p.child || !processStopped(p.child)) missed.push(`${who} not stopped by SIGSTOP`);
+      if (!processStopped(p.child)) missed.push(`${who} not stopped by SIGSTOP`);
     };
     switch (kind) {
       case 'receiver-kill': {

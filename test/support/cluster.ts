@@ -29,6 +29,7 @@ import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { processExited, processRunning, processStopped } from './child-process-state.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -258,14 +259,6 @@ export interface OperatorProcessOptions {
 }
 
 /** `streamcube operator` as a child process, with short lease timings for tests. */
-/** True while `child` is stopped by a signal (SIGSTOP): its /proc/<pid>/stat state is T. */
-export function processStopped(child: ChildProcess): boolean {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return false;
-  // "pid (comm) state ...": the state follows the last parenthesis.
-  const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
-  return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
-}
-
 export class OperatorProcess {
   readonly options: OperatorProcessOptions;
   readonly logFile: string;
@@ -335,9 +328,7 @@ export class OperatorProcess {
   }
 
   exited(): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-    return new Promise((r) => child.once('exit', () => r()));
+    return processExited(this.child);
   }
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
@@ -381,14 +372,12 @@ export class OperatorProcess {
 
   /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
   get stopped(): boolean {
-    return this.alive && processStopped(this.child!);
+    return processStopped(this.child);
   }
 
   /** True while the process has neither exited nor been killed. */
   get alive(): boolean {
-    return (
-      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
-    );
+    return processRunning(this.child);
   }
 
   /** Reconciles this process has run, all results summed (`controller_runtime_reconcile_total`). */
