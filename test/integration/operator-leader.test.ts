@@ -11,10 +11,9 @@ import {
   waitForSettled,
 } from '../support/cluster.ts';
 import {
-  expectTiling,
+  expectLogsTiled,
   expectTotals,
   metricValue,
-  rangesOf,
   totalsFromQuery,
   waitForPositions,
 } from '../support/receiver-checks.ts';
@@ -137,7 +136,7 @@ test('only the holder reconciles; after kill -9 the other takes over within the 
     handOffTotals(handOffs(stack.deepStorageDir, cube)),
   ].reduce(addTotals);
   expectTotals(totals, totalsOf(load.all()));
-  for (const [p, end] of hw) expectTiling(rangesOf(p, statusA.segments, statusB.segments), 0n, end);
+  expectLogsTiled(hw, statusA.segments, statusB.segments);
 });
 
 test('SIGTERM releases the lease: a waiting operator takes over well before the lease duration', async () => {
