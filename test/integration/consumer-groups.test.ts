@@ -7,7 +7,6 @@
 // names. (Cubes of one name in two namespaces on the same receivers: cube-namespaces.test.ts.)
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
@@ -29,14 +28,7 @@ const stack = useOperatorStack({
 const { kafka, receivers } = stack;
 const cube = 'orders';
 const partitions = 4;
-let producer: Producer;
 let topic: string;
-
-beforeAll(async () => {
-  producer = kafka.producer();
-  await producer.connect();
-});
-afterAll(() => producer?.disconnect());
 
 const groupOf = (receiver: string): string => `streamcube.${stack.namespace}.${cube}.${receiver}`;
 
@@ -178,7 +170,7 @@ const moves: {
 
 test('after ten moves under load the broker lists only live groups, each committed at its receiver’s positions', async () => {
   topic = await createTopic(stack.admin, partitions);
-  const load = new SteadyLoad(producer, topic, partitions);
+  const load = new SteadyLoad(stack.producer, topic, partitions);
   load.start(Date.UTC(2026, 0, 1));
   const api = cubeApi(stack.kc);
   await api.create(stack.namespace, cube, {
@@ -218,7 +210,7 @@ test('a receiver killed with -9 comes back on its own group, reads on, and gives
     (await rsA.client.cubeStatus(cube)).partitions.map((p) => [p.partition, BigInt(p.position)]),
   );
   await rsA.kill('SIGKILL');
-  const load = new SteadyLoad(producer, topic, partitions);
+  const load = new SteadyLoad(stack.producer, topic, partitions);
   load.start(Date.UTC(2026, 0, 2));
   const restartedAt = Date.now();
   await rsA.start();

@@ -7,7 +7,6 @@
 // their namespace, finding receivers in R with --receiver-namespace); R's is the stack's.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
@@ -23,13 +22,14 @@ import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/ev
 import { handOffTotals, handOffs } from '../support/hand-offs.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { useLoads } from '../support/loaded-cube.ts';
 import { expectTotals, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
 
 const stack = useOperatorStack({ name: 'cube-ns', replicaSets: ['rs-a', 'rs-b'] });
+const suite = useLoads(stack);
 const cube = 'orders';
-let producer: Producer;
 /** Namespaces by role: A and B share topic `shared`, R (the receivers' own) reads `other`. */
 const ns = { a: '', b: '', r: '' };
 let shared: string;
@@ -38,18 +38,11 @@ const sharedLoad: SteadyLoad[] = [];
 let otherLoad: SteadyLoad;
 
 beforeAll(async () => {
-  producer = stack.kafka.producer();
-  await producer.connect();
   ns.r = stack.namespace;
   ns.a = await createNamespace(stack.kc, 'team-a');
   ns.b = await createNamespace(stack.kc, 'team-b');
   await stack.startOperator({}, ns.a);
   await stack.startOperator({}, ns.b);
-});
-
-afterAll(async () => {
-  for (const load of [...sharedLoad, otherLoad]) await load?.stop();
-  await producer?.disconnect();
 });
 
 const receivers = (): ReceiverProcess[] => Object.values(stack.receivers);
@@ -167,8 +160,9 @@ const allShared = (): ReturnType<typeof totalsOf> =>
 test('three cubes named `orders` on the same receivers, two of them on one topic: totals, groups, series and directories stay apart', async () => {
   shared = await createTopic(stack.admin, 4);
   other = await createTopic(stack.admin, 2);
-  sharedLoad.push(new SteadyLoad(producer, shared, 4, 10, 100));
-  otherLoad = new SteadyLoad(producer, other, 2, 7, 100);
+  sharedLoad.push(new SteadyLoad(suite.producer(), shared, 4, 10, 100));
+  otherLoad = new SteadyLoad(suite.producer(), other, 2, 7, 100);
+  suite.loads.push(sharedLoad[0]!, otherLoad);
   sharedLoad[0]!.start(Date.UTC(2026, 6, 1));
   otherLoad.start(Date.UTC(2026, 6, 2));
   await Promise.all([createCube(ns.a, shared), createCube(ns.b, shared), createCube(ns.r, other)]);
@@ -258,8 +252,9 @@ test('a reassign of the cube in A leaves B and R as they were; the hand-offs it 
   expect(await listedGroups()).toContain(`streamcube.${ns.b}.${cube}.rs-b-0`);
 
   // More events: A (all on rs-a now, rs-b's part in deep storage) and B stay exact.
-  const more = new SteadyLoad(producer, shared, 4, 10, 100);
+  const more = new SteadyLoad(suite.producer(), shared, 4, 10, 100);
   sharedLoad.push(more);
+  suite.loads.push(more);
   more.start(Date.UTC(2026, 6, 3));
   await new Promise((r) => setTimeout(r, 1_500));
   await more.stop();

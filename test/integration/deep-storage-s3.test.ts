@@ -4,11 +4,8 @@
 // retried with backoff and reported (status, metrics) and the segments wait, held locally; once it
 // is back everything lands, exactly once. A receiver killed between the data object and the
 // manifest leaves nothing a reader would take for a hand-off, and its restart completes it.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
-import { testEnvironment } from '../env/connection.ts';
 import { type S3TestServer, startS3Server } from '../env/s3-server.ts';
 import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
@@ -32,13 +29,11 @@ import {
 } from '../support/receiver-checks.ts';
 import { createBucket, downloadHandOffs, listObjects, s3ClientFor } from '../support/s3-bucket.ts';
 import { waitFor } from '../support/wait.ts';
+import { useReceivers } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'deep-storage-s3-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+// Each test starts the receivers it needs, handing off to the bucket (s3Receiver).
+const fixture = useReceivers('deep-storage-s3');
+const { env, kafka } = fixture;
 const schema = windowedSchema;
 const bucket = 'streamcube-deep';
 const namespace = 'team-a';
@@ -46,32 +41,24 @@ const cube = 'orders';
 
 let server: S3TestServer;
 let s3: S3Client;
-let admin: Admin;
-let producer: Producer;
-const receivers: ReceiverProcess[] = [];
 
 // The first run on a machine builds versitygw from the Go module proxy (minutes on 2 cores).
 beforeAll(async () => {
   server = await startS3Server(tempDir('s3-server'));
   s3 = s3ClientFor(server);
   await createBucket(s3, bucket);
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
 }, 45 * 60_000);
 
+// After the fixture's: its receivers are stopped by then.
 afterAll(async () => {
-  for (const r of receivers) await r.stop();
   s3?.destroy();
   await server?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
 });
 
 /** A receiver handing off to `s3://streamcube-deep/<prefix>` with the server's keys in its env. */
 function s3Receiver(id: string, prefix: string): ReceiverProcess {
-  const r = new ReceiverProcess({
+  return fixture.newReceiver({
     id,
-    replicaSet: 'rs-a',
     deepStorageDir: tempDir(`s3-copy-${id}`),
     deepStorage: [
       `--deep-storage=s3://${bucket}/${prefix}`,
@@ -85,12 +72,10 @@ function s3Receiver(id: string, prefix: string): ReceiverProcess {
       AWS_REGION: server.region,
     },
   });
-  receivers.push(r);
-  return r;
 }
 
 async function produceAll(topic: string, records: Map<number, ProducedRecord[]>): Promise<void> {
-  for (const [p, list] of records) await produceRecords(producer, topic, p, list);
+  for (const [p, list] of records) await produceRecords(fixture.producer, topic, p, list);
 }
 
 /** Produces `records` to a new topic, assigns all its partitions and waits until all are read. */
@@ -98,7 +83,7 @@ async function consumeAll(
   receiver: ReceiverProcess,
   records: Map<number, ProducedRecord[]>,
 ): Promise<string> {
-  const topic = await createTopic(admin, records.size);
+  const topic = await createTopic(fixture.admin, records.size);
   await produceAll(topic, records);
   await receiver.client.inNamespace(namespace).assign(cube, {
     ...assignRequest(

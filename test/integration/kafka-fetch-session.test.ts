@@ -6,7 +6,6 @@
 // committed into its own group all the same; a cube whose topic is deleted fails alone.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { kafkajsInternals } from '../../src/kafka/columnar-fetch.ts';
 import {
   closeFetchSession,
   fetchSessionOf,
@@ -16,6 +15,7 @@ import { SessionPartitionConsumer } from '../../src/kafka/session-consumer.ts';
 import { createTopic, produce } from '../support/events.ts';
 import { RecordingSink } from '../support/recording-sink.ts';
 import { testKafka, useKafkaClients } from '../support/kafka-clients.ts';
+import { countingFetches } from '../support/broker-fetches.ts';
 import { waitFor } from '../support/wait.ts';
 
 const clientOf = testKafka;
@@ -23,23 +23,6 @@ const suite = useKafkaClients('fetch-session-test');
 const { kafka } = suite;
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
-
-/** Counts the Fetch requests this process sends while `run` runs. */
-async function countingFetches(run: () => Promise<void>): Promise<number> {
-  const { Broker } = kafkajsInternals();
-  const fetch = Broker.prototype.fetch;
-  let count = 0;
-  Broker.prototype.fetch = function (this: unknown, args) {
-    count += 1;
-    return fetch.call(this, args);
-  };
-  try {
-    await run();
-  } finally {
-    Broker.prototype.fetch = fetch;
-  }
-  return count;
-}
 
 test('twenty idle cubes on one receiver cost one fetch per fetch wait, not one each, and join no group', async () => {
   const topic = await createTopic(suite.admin, 4);

@@ -6,13 +6,11 @@
 // once. Late data is visible the same way: mostly too-late events make it Degraded EventsRejected.
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
+import { type Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
-import { freePort, stopService } from '../../src/local/processes.ts';
+import { stopService } from '../../src/local/processes.ts';
 import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   createTopic,
@@ -24,13 +22,9 @@ import {
   type TestEvent,
 } from '../support/events.ts';
 import {
-  OperatorProcess,
-  applyCrd,
   conditionOf,
-  createNamespace,
   cubeApi,
   cubeEvents,
-  startReceiverPod,
   waitForCube,
   waitForSettled,
 } from '../support/cluster.ts';
@@ -41,67 +35,29 @@ import {
   waitForPositions,
 } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { useBrokerClients } from '../support/kafka-clients.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const T0 = Date.UTC(2026, 3, 1);
-const token = `test-token-${Date.now()}-consumer-failed`;
-/** How fast a failure must show: the receiver's first restart is due 1 s after it. */
-const withinSeconds = 20_000;
-
-let namespace: string;
-let operator: OperatorProcess;
-const receivers: Record<string, ReceiverProcess> = {};
 /** Faults of receiver rs-a-1, switched on and off by files (STREAMCUBE_FAULT_DIR). */
 const faults = tempDir('faults');
-const deep = tempDir('deep-consumer-failed');
-const kafkaClients: { admin: Admin; producer: Producer }[] = [];
-
-async function clientsOf(kafka: Kafka): Promise<{ admin: Admin; producer: Producer }> {
-  const c = { admin: kafka.admin(), producer: kafka.producer() };
-  await Promise.all([c.admin.connect(), c.producer.connect()]);
-  kafkaClients.push(c);
-  return c;
-}
-
-const kafkaAt = (bootstrap: string, clientId: string): Kafka =>
-  createKafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING });
-
-beforeAll(async () => {
-  await applyCrd();
-  namespace = await createNamespace(kc, 'op-consumer-failed');
-  const port = await freePort();
-  for (const [name, rs, ip, env] of [
-    ['rs-a-0', 'rs-a', '127.0.0.41', {}],
-    ['rs-a-1', 'rs-a', '127.0.0.42', { STREAMCUBE_FAULT_DIR: faults }],
-    ['rs-b-0', 'rs-b', '127.0.0.43', {}],
-  ] as const) {
-    receivers[name] = await startReceiverPod(kc, namespace, {
-      name,
-      replicaSet: rs,
-      ip,
-      port,
-      token,
-      deepStorageDir: deep,
-      env,
-    });
-  }
+const stack = useOperatorStack({
+  name: 'op-consumer-failed',
+  replicaSets: ['rs-a', 'rs-b'],
+  replicas: { 'rs-a': 2, 'rs-b': 1 },
+  podEnv: { 'rs-a-1': { STREAMCUBE_FAULT_DIR: faults } },
   // A short window, so that the EventsRejected test also sees the condition clear.
-  operator = new OperatorProcess({
-    namespace,
-    receiverToken: token,
-    receiverPort: port,
-    args: ['--rejected-events-window=15s'],
-  });
-  await operator.start();
+  operatorArgs: ['--rejected-events-window=15s'],
 });
+const { kc, env } = stack;
+const T0 = Date.UTC(2026, 3, 1);
+/**
+ * How long a failure may take to show before the test gives up: the receiver's first restart is
+ * due 1 s after it, so this is a hang guard; a loaded machine only makes the test slower.
+ */
+const failureShowsWithinMs = 60_000;
+const connect = useBrokerClients();
 
-afterAll(async () => {
-  await operator?.kill('SIGTERM');
-  for (const r of Object.values(receivers)) await r.stop();
-  await Promise.all(kafkaClients.flatMap((c) => [c.admin.disconnect(), c.producer.disconnect()]));
-  rmSync(faults, { recursive: true, force: true });
-});
+afterAll(() => rmSync(faults, { recursive: true, force: true }));
 
 const degradedBy = (reason: string) => (c: CubeAssignment) =>
   conditionOf(c, 'Degraded')?.status === 'True' &&
@@ -109,7 +65,7 @@ const degradedBy = (reason: string) => (c: CubeAssignment) =>
   !c.status?.reassign;
 
 async function warningEvents(cube: string, reason: string) {
-  return (await cubeEvents(kc, namespace, cube)).filter(
+  return (await cubeEvents(kc, stack.namespace, cube)).filter(
     (e) => e.type === 'Warning' && e.reason === reason,
   );
 }
@@ -141,39 +97,36 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   // injected where kafkajs decodes: while the file exists, rs-a-1's consumer fails on each batch
   // with KafkaJSNotImplemented, the error kafkajs raises for a codec it lacks, and crashes.
   const cube = 'undecodable';
-  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-decode');
-  const { admin, producer } = await clientsOf(kafka);
+  const { kafka, admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-decode');
   const topic = await createTopic(admin, 2);
   const produced = await produceEvents(producer, topic, 2, 100, 0);
-  await cubeApi(kc).create(namespace, cube, {
+  await cubeApi(kc).create(stack.namespace, cube, {
     source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: testSchema,
     replicaSets: ['rs-a'],
   });
-  await waitForSettled(kc, namespace, cube);
+  await waitForSettled(kc, stack.namespace, cube);
   const hw0 = Object.fromEntries(await highWatermarks(kafka, topic));
-  for (const r of ['rs-a-0', 'rs-a-1']) await waitForPositions(receivers[r]!.client, cube, hw0);
+  for (const r of ['rs-a-0', 'rs-a-1']) await waitForPositions(stack.receiver(r).client, cube, hw0);
 
   writeFileSync(join(faults, 'consumer-fetch'), 'cannot decode the record batch (test fault)\n');
-  const failedAt = Date.now();
   produced.push(...(await produceEvents(producer, topic, 2, 100, 1)));
   // rs-a-0 reads on: the failure of one replica is the cube's (the operator reads every replica).
   const degraded = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded ConsumerFailed naming rs-a-1',
     (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
-    withinSeconds,
+    failureShowsWithinMs,
   );
-  expect(Date.now() - failedAt).toBeLessThan(withinSeconds);
   const message = conditionOf(degraded, 'Degraded')?.message ?? '';
   expect(message).toContain('receiver rs-a-1 (rs-a)');
   expect(message).toContain('KafkaJSNotImplemented: cannot decode the record batch (test fault)');
   expect(message).not.toContain('rs-a-0');
   expect(conditionOf(degraded, 'Ready')).toMatchObject({ reason: 'ConsumerFailed' });
 
-  const down: CubeStatus = await receivers['rs-a-1']!.client.cubeStatus(cube);
+  const down: CubeStatus = await stack.receiver('rs-a-1').client.cubeStatus(cube);
   expect(down.consumer).toMatchObject({
     state: 'failed',
     error: { name: 'KafkaJSNotImplemented' },
@@ -182,15 +135,15 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
     ['failed', 'consuming'],
     ['failed', 'consuming'],
   ]);
-  expect((await receivers['rs-a-0']!.client.cubeStatus(cube)).consumer.state).toBe('running');
-  await waitForPositions(receivers['rs-a-0']!.client, cube, {
+  expect((await stack.receiver('rs-a-0').client.cubeStatus(cube)).consumer.state).toBe('running');
+  await waitForPositions(stack.receiver('rs-a-0').client, cube, {
     0: hw0[0]! + 100n,
     1: hw0[1]! + 100n,
   });
 
   // It keeps failing and is restarted again and again; one Event says so, not one per resync.
   await waitFor('three failures of rs-a-1', async () =>
-    (await consumerFailures(receivers['rs-a-1']!, cube)) >= 3 ? true : undefined,
+    (await consumerFailures(stack.receiver('rs-a-1'), cube)) >= 3 ? true : undefined,
   );
   const events = await warningEvents(cube, 'ConsumerFailed');
   expect(events).toHaveLength(1);
@@ -200,7 +153,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   rmSync(join(faults, 'consumer-fetch'));
   const recovered = await waitForSettled(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     (c) => conditionOf(c, 'Degraded')?.status === 'False',
     60_000,
@@ -208,10 +161,13 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   expect(conditionOf(recovered, 'Ready')).toMatchObject({ status: 'True' });
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   for (const r of ['rs-a-0', 'rs-a-1']) {
-    await waitForPositions(receivers[r]!.client, cube, hw);
-    expectTotals(totalsFromQuery(await receivers[r]!.client.query(cube, {})), totalsOf(produced));
+    await waitForPositions(stack.receiver(r).client, cube, hw);
+    expectTotals(
+      totalsFromQuery(await stack.receiver(r).client.query(cube, {})),
+      totalsOf(produced),
+    );
   }
-  expect((await receivers['rs-a-1']!.client.cubeStatus(cube)).consumer.state).toBe('running');
+  expect((await stack.receiver('rs-a-1').client.cubeStatus(cube)).consumer.state).toBe('running');
 });
 
 test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, Ready with every event once', async () => {
@@ -221,31 +177,29 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
   let broker: KafkaBroker | undefined = await startKafka(join(dir, 'kafka'));
   try {
     const first = broker;
-    const { admin, producer } = await clientsOf(kafkaAt(first.bootstrap, 'consumer-failed-1'));
+    const { admin, producer } = await connect(first.bootstrap, 'consumer-failed-1');
     const topic = await createTopic(admin, 2);
     const produced = await produceEvents(producer, topic, 2, 100, 0);
-    await cubeApi(kc).create(namespace, cube, {
+    await cubeApi(kc).create(stack.namespace, cube, {
       source: { brokers: [first.bootstrap], topic, startingOffsets: 'earliest' },
       schema: testSchema,
       replicaSets: ['rs-b'],
     });
-    await waitForSettled(kc, namespace, cube);
-    const rsB = receivers['rs-b-0']!;
+    await waitForSettled(kc, stack.namespace, cube);
+    const rsB = stack.receiver('rs-b-0');
     await waitForPositions(rsB.client, cube, { 0: 100n, 1: 100n });
     const failuresBefore = await consumerFailures(rsB, cube);
 
     await stopService(first.pid);
     broker = undefined;
-    const stoppedAt = Date.now();
     const degraded = await waitForCube(
       kc,
-      namespace,
+      stack.namespace,
       cube,
       'Degraded ConsumerFailed naming rs-b-0',
       (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
-      withinSeconds,
+      failureShowsWithinMs,
     );
-    expect(Date.now() - stoppedAt).toBeLessThan(withinSeconds);
     expect(conditionOf(degraded, 'Degraded')?.message).toContain('receiver rs-b-0 (rs-b)');
     expect(conditionOf(degraded, 'Ready')).toMatchObject({ reason: 'ConsumerFailed' });
     await waitFor('a Warning Event ConsumerFailed naming rs-b-0', async () =>
@@ -262,12 +216,12 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     ]);
 
     broker = await startKafka(join(dir, 'kafka'), first.version, first.ports);
-    const again = await clientsOf(kafkaAt(broker.bootstrap, 'consumer-failed-2'));
+    const again = await connect(broker.bootstrap, 'consumer-failed-2');
     produced.push(...(await produceEvents(again.producer, topic, 2, 100, 1)));
     // The receiver's next restart is due within its 30 s backoff ceiling.
     await waitForSettled(
       kc,
-      namespace,
+      stack.namespace,
       cube,
       (c) => conditionOf(c, 'Degraded')?.status === 'False',
       90_000,
@@ -277,10 +231,10 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
   } finally {
     // The cube goes first: its finalizer needs no broker, but its receiver should not keep
     // restarting a consumer for a broker this test removes.
-    await cubeApi(kc).delete(namespace, cube);
+    await cubeApi(kc).delete(stack.namespace, cube);
     await waitFor('cube outage deleted', async () =>
       (await cubeApi(kc)
-        .get(namespace, cube)
+        .get(stack.namespace, cube)
         .then(() => false)
         .catch(() => true))
         ? true
@@ -293,17 +247,16 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
 
 test('mostly too-late events: Degraded EventsRejected with the counts and one Event, still Ready; it clears', async () => {
   const cube = 'latecomers';
-  const kafka = kafkaAt(env.kafka.bootstrap, 'consumer-failed-late');
-  const { admin, producer } = await clientsOf(kafka);
+  const { admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-late');
   const topic = await createTopic(admin, 1);
-  await cubeApi(kc).create(namespace, cube, {
+  await cubeApi(kc).create(stack.namespace, cube, {
     source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: testSchema,
     replicaSets: ['rs-b'],
     rejectedEventsThreshold: '10%',
   });
-  await waitForSettled(kc, namespace, cube);
-  const rsB = receivers['rs-b-0']!;
+  await waitForSettled(kc, stack.namespace, cube);
+  const rsB = stack.receiver('rs-b-0');
 
   // 10 events in time, then 90 two hours behind the partition's event time: too late.
   const onTime = makeEvents(0, 10, T0, 1000);
@@ -314,11 +267,11 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
 
   const degraded = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded EventsRejected',
     degradedBy('EventsRejected'),
-    withinSeconds,
+    failureShowsWithinMs,
   );
   expect(conditionOf(degraded, 'Degraded')?.message).toMatch(
     /receiver rs-b-0 \(rs-b\) rejected 90 of the 100 records it read in the last \d+s \(too_late 90\): more than spec.rejectedEventsThreshold \(10%\)/,
@@ -333,11 +286,11 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
     ),
   );
   // More resyncs (every second here), more late events: the counts change, the Event does not.
-  const before = await operator.reconciles();
+  const before = await stack.operator.reconciles();
   await produce(producer, topic, 0, makeEvents(0, 20, T0 - 7_200_000, 1000, 2));
   await waitFor('five more reconciles and the new counts', async () =>
-    (await operator.reconciles()) >= before + 5 &&
-    conditionOf(await cubeApi(kc).get(namespace, cube), 'Degraded')?.message.includes(
+    (await stack.operator.reconciles()) >= before + 5 &&
+    conditionOf(await cubeApi(kc).get(stack.namespace, cube), 'Degraded')?.message.includes(
       '110 of the 120',
     )
       ? true
@@ -349,7 +302,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   await produce(producer, topic, 0, makeEvents(0, 50, T0 + 60_000, 100, 3));
   await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded cleared',
     (c) => conditionOf(c, 'Degraded')?.status === 'False',

@@ -2,57 +2,38 @@
 // phase and between two receiver calls of it, under steady load: a fresh operator resumes the
 // journal, and afterwards the assignment is as desired, each moved partition's epoch went up by
 // exactly one, and every replica's segments tile the log and add up to what was produced.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { ReassignPhase } from '../../src/api/cube-assignment.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
-import {
-  OperatorProcess,
-  applyCrd,
-  createNamespace,
-  cubeApi,
-  startReceiverPod,
-  waitForSettled,
-} from '../support/cluster.ts';
+import { cubeApi, waitForSettled } from '../support/cluster.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { handOffs } from '../support/hand-offs.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { useLoads } from '../support/loaded-cube.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-crash-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
-const cube = 'orders';
-const token = `crash-token-${Date.now()}`;
-const partitions = [0, 1, 2, 3];
 const replicaSets = ['rs-a', 'rs-b'] as const;
 type ReplicaSet = (typeof replicaSets)[number];
+// Two replicas a set; each test starts the operators it kills.
+const stack = useOperatorStack({
+  name: 'op-crash',
+  replicaSets: [...replicaSets],
+  replicas: 2,
+  operator: false,
+});
+const { kc, env, kafka } = stack;
+const receivers = stack.replicas as Record<ReplicaSet, ReceiverProcess[]>;
+const deep = stack.deepStorageDir;
+const suite = useLoads(stack);
+const cube = 'orders';
+const partitions = [0, 1, 2, 3];
 
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let receiverPort: number;
 let load: SteadyLoad;
 let topic: string;
-const deep = tempDir('crash-deep');
-const receivers: Record<ReplicaSet, ReceiverProcess[]> = { 'rs-a': [], 'rs-b': [] };
-const operators: OperatorProcess[] = [];
 // Event time starts here and advances 1 s per load round: the test stays inside one 1h window.
 const loadStart = Date.UTC(2026, 1, 1);
-
-const newOperator = (): OperatorProcess => {
-  const operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort });
-  operators.push(operator);
-  return operator;
-};
 
 /** What a receiver holds of the cube: one state shared by all its partitions, or `absent`. */
 async function holding(r: ReceiverProcess): Promise<string> {
@@ -66,35 +47,9 @@ async function holding(r: ReceiverProcess): Promise<string> {
 }
 
 beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op-crash');
-  receiverPort = await freePort();
-  let host = 21;
-  for (const rs of replicaSets) {
-    for (const i of [0, 1]) {
-      const ip = `127.0.0.${host++}`;
-      const r = await startReceiverPod(kc, namespace, {
-        name: `${rs}-${i}`,
-        replicaSet: rs,
-        ip: ip,
-        port: receiverPort,
-        token,
-        deepStorageDir: deep,
-      });
-      receivers[rs].push(r);
-    }
-  }
-  topic = await createTopic(admin, partitions.length);
-  load = new SteadyLoad(producer, topic, partitions.length, 10, 100);
-});
-
-afterAll(async () => {
-  await load?.stop();
-  for (const o of operators) await o.kill('SIGTERM');
-  for (const r of [...receivers['rs-a'], ...receivers['rs-b']]) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+  topic = await createTopic(stack.admin, partitions.length);
+  load = new SteadyLoad(suite.producer(), topic, partitions.length, 10, 100);
+  suite.loads.push(load);
 });
 
 /** Stops the load, lets the owner's replicas catch up, and audits every replica. */
@@ -116,9 +71,8 @@ let epochs: Record<string, number> = {};
 
 test('initial assignment of every partition to rs-a', async () => {
   load.start(loadStart);
-  const operator = newOperator();
-  await operator.start();
-  await cubeApi(kc).create(namespace, cube, {
+  const operator = await stack.startOperator();
+  await cubeApi(kc).create(stack.namespace, cube, {
     source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: testSchema,
     replicaSets: ['rs-a'],
@@ -126,7 +80,7 @@ test('initial assignment of every partition to rs-a', async () => {
   });
   const settled = await waitForSettled(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ 'rs-a': partitions }),
   );
@@ -215,14 +169,13 @@ test.each(crashes)(
     const to: ReplicaSet = from === 'rs-a' ? 'rs-b' : 'rs-a';
     load.start(loadStart);
 
-    const doomed = newOperator();
-    await doomed.start({ STREAMCUBE_FAULT: fault });
-    await cubeApi(kc).patchSpec(namespace, cube, { replicaSets: [to] });
+    const doomed = await stack.startOperator({ STREAMCUBE_FAULT: fault });
+    await cubeApi(kc).patchSpec(stack.namespace, cube, { replicaSets: [to] });
     await doomed.waitForExit();
     expect(doomed.exitSignal).toBe('SIGKILL');
 
     // Nothing else writes the object now: it shows the journal as the operator left it.
-    const crashed = await cubeApi(kc).get(namespace, cube);
+    const crashed = await cubeApi(kc).get(stack.namespace, cube);
     expect(crashed.status?.reassign?.phase).toBe(phase);
     expect(crashed.status?.reassign?.moves).toEqual(
       partitions.map((partition) => ({ partition, from, to })),
@@ -240,11 +193,10 @@ test.each(crashes)(
     expect(await Promise.all(receivers[from].map(holding))).toEqual(source);
     expect(await Promise.all(receivers[to].map(holding))).toEqual(target);
 
-    const fresh = newOperator();
-    await fresh.start();
+    const fresh = await stack.startOperator();
     const settled = await waitForSettled(
       kc,
-      namespace,
+      stack.namespace,
       cube,
       (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ [to]: partitions }),
     );

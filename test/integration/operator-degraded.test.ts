@@ -3,12 +3,7 @@
 // Warning Event, and no crash loop: the rest keeps consuming, and fixing the cause clears it.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   createTopic,
   highWatermarks,
@@ -19,35 +14,19 @@ import {
   type TestEvent,
 } from '../support/events.ts';
 import {
-  OperatorProcess,
-  applyCrd,
   conditionOf,
-  createNamespace,
   cubeApi,
   cubeEvents,
-  startReceiverPod,
   waitForCube,
   waitForSettled,
 } from '../support/cluster.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
 import { addTotals } from '../support/hand-offs.ts';
 import { waitFor } from '../support/wait.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-degraded-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
-const token = `test-token-${Date.now()}-degraded`;
-
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let operator: OperatorProcess;
-const receivers: Record<string, ReceiverProcess> = {};
-const deep = tempDir('deep-degraded');
+const stack = useOperatorStack({ name: 'op-degraded', replicaSets: ['rs-a', 'rs-b'] });
+const { kc, env, kafka, receivers } = stack;
 
 function source(topic: string) {
   return { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' as const };
@@ -58,7 +37,7 @@ async function produceTo(topic: string, partitions: number, count: number): Prom
   const all: TestEvent[] = [];
   for (let p = 0; p < partitions; p++) {
     const events = makeEvents(p, count, Date.UTC(2026, 2, 1), 500, p);
-    await produce(producer, topic, p, events);
+    await produce(stack.producer, topic, p, events);
     all.push(...events);
   }
   return all;
@@ -78,7 +57,7 @@ async function warningEvent(cube: string, reason: string, text: string) {
   return waitFor(
     `a Warning Event ${reason} naming ${text} on ${cube}`,
     async () =>
-      (await cubeEvents(kc, namespace, cube)).find(
+      (await cubeEvents(kc, stack.namespace, cube)).find(
         (e) => e.type === 'Warning' && e.reason === reason && e.message?.includes(text),
       ),
     15_000,
@@ -87,48 +66,19 @@ async function warningEvent(cube: string, reason: string, text: string) {
 
 /** The operator is the same process as at the start, and it keeps reconciling. */
 async function expectAliveAndReconciling(): Promise<void> {
-  expect(operator.alive).toBe(true);
-  const before = await operator.reconciles();
+  expect(stack.operator.alive).toBe(true);
+  const before = await stack.operator.reconciles();
   await sleep(1_500);
-  expect(operator.alive).toBe(true);
-  expect(await operator.reconciles()).toBeGreaterThan(before);
+  expect(stack.operator.alive).toBe(true);
+  expect(await stack.operator.reconciles()).toBeGreaterThan(before);
 }
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op-degraded');
-  const port = await freePort();
-  for (const [name, rs, ip] of [
-    ['rs-a-0', 'rs-a', '127.0.0.33'],
-    ['rs-b-0', 'rs-b', '127.0.0.34'],
-  ] as const) {
-    receivers[rs] = await startReceiverPod(kc, namespace, {
-      name: name,
-      replicaSet: rs,
-      ip: ip,
-      port: port,
-      token,
-      deepStorageDir: deep,
-    });
-  }
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
-  await operator.start();
-});
-
-afterAll(async () => {
-  await operator?.kill('SIGTERM');
-  for (const r of Object.values(receivers)) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
 
 test('a replica set without pods: Degraded and a Warning Event, the others consume, fixing the spec clears it', async () => {
   const cube = 'ghosted';
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(stack.admin, 4);
   const produced = await produceTo(topic, 4, 200);
   const api = cubeApi(kc);
-  await api.create(namespace, cube, {
+  await api.create(stack.namespace, cube, {
     source: source(topic),
     schema: testSchema,
     replicaSets: ['rs-a', 'rs-b', 'rs-ghost'],
@@ -137,7 +87,7 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
 
   const degraded = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded ReplicaSetUnavailable with every partition placed',
     (c) =>
@@ -150,7 +100,7 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
   // rs-ghost holds nothing: every partition is read by the others, so the cube is Ready.
   await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Ready with rs-ghost away',
     (c) => conditionOf(c, 'Ready')?.status === 'True' && degradedWith(c, 'ReplicaSetUnavailable'),
@@ -170,17 +120,17 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
   expectTotals(totals, totalsOf(produced));
   await expectAliveAndReconciling();
 
-  await api.patchSpec(namespace, cube, { replicaSets: ['rs-a', 'rs-b'] });
-  const fixed = await waitForSettled(kc, namespace, cube);
+  await api.patchSpec(stack.namespace, cube, { replicaSets: ['rs-a', 'rs-b'] });
+  const fixed = await waitForSettled(kc, stack.namespace, cube);
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   expect(fixed.status?.assignment).toMatchObject(degraded.status?.assignment ?? {});
 });
 
 test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; the valid pins hold', async () => {
   const cube = 'mispinned';
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(stack.admin, 2);
   const api = cubeApi(kc);
-  await api.create(namespace, cube, {
+  await api.create(stack.namespace, cube, {
     source: source(topic),
     schema: testSchema,
     replicaSets: ['rs-a', 'rs-b'],
@@ -190,7 +140,7 @@ test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; th
 
   const degraded = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded InvalidPin with both partitions placed',
     (c) =>
@@ -201,8 +151,8 @@ test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; th
   await warningEvent(cube, 'InvalidPin', 'partition 7');
   await expectAliveAndReconciling();
 
-  await api.patchSpec(namespace, cube, { pins: { 'rs-b': [0] } });
-  const fixed = await waitForSettled(kc, namespace, cube);
+  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [0] } });
+  const fixed = await waitForSettled(kc, stack.namespace, cube);
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   expect(fixed.status?.assignment).toEqual({ 'rs-a': [1], 'rs-b': [0] });
 });
@@ -211,14 +161,14 @@ test('a topic that does not exist: Degraded TopicNotFound and an Event; creating
   const cube = 'early';
   const topic = `events-missing-${randomUUID().slice(0, 8)}`;
   const api = cubeApi(kc);
-  await api.create(namespace, cube, {
+  await api.create(stack.namespace, cube, {
     source: source(topic),
     schema: testSchema,
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
   });
 
-  const degraded = await waitForCube(kc, namespace, cube, 'Degraded TopicNotFound', (c) =>
+  const degraded = await waitForCube(kc, stack.namespace, cube, 'Degraded TopicNotFound', (c) =>
     degradedWith(c, 'TopicNotFound'),
   );
   expect(conditionOf(degraded, 'Ready')).toMatchObject({ status: 'False' });
@@ -226,11 +176,11 @@ test('a topic that does not exist: Degraded TopicNotFound and an Event; creating
   await warningEvent(cube, 'TopicNotFound', 'topic');
   await expectAliveAndReconciling();
 
-  await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
   const produced = await produceTo(topic, 3, 100);
   const settled = await waitForSettled(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ 'rs-a': [0, 1], 'rs-b': [2] }),
   );
@@ -247,10 +197,10 @@ test('a topic that does not exist: Degraded TopicNotFound and an Event; creating
 
 test('brokers that cannot be reached: Degraded SourceUnavailable naming them, not TopicNotFound', async () => {
   const cube = 'astray';
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(stack.admin, 2);
   const nowhere = '127.0.0.39:9';
   const api = cubeApi(kc);
-  await api.create(namespace, cube, {
+  await api.create(stack.namespace, cube, {
     source: { ...source(topic), brokers: [nowhere] },
     schema: testSchema,
     replicaSets: ['rs-a', 'rs-b'],
@@ -259,7 +209,7 @@ test('brokers that cannot be reached: Degraded SourceUnavailable naming them, no
 
   const degraded = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded',
     (c) => conditionOf(c, 'Degraded')?.status === 'True',
@@ -270,10 +220,10 @@ test('brokers that cannot be reached: Degraded SourceUnavailable naming them, no
   await warningEvent(cube, 'SourceUnavailable', nowhere);
   await expectAliveAndReconciling();
 
-  await api.patchSpec(namespace, cube, { source: source(topic) });
+  await api.patchSpec(stack.namespace, cube, { source: source(topic) });
   const settled = await waitForSettled(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ 'rs-a': [0], 'rs-b': [1] }),
   );

@@ -4,13 +4,12 @@
 // old leader goes on where it stopped — a drain of a partition that is live again on that replica
 // set — and every receiver refuses it (409 StaleLeader, counted); it stops leading and exits, the
 // cube keeps its placement and consumes on, and the data is exact: nothing lost, nothing twice.
-import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { PausableApiProxy } from '../support/api-proxy.ts';
 import { cubeApi, leaseHolder, waitForSettled, type OperatorProcess } from '../support/cluster.ts';
-import { expectExactOnceCaughtUp } from '../support/cube-audit.ts';
+import { expectLoadedCubeExact, useLoads } from '../support/loaded-cube.ts';
 import { createTopic, testSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
@@ -36,7 +35,7 @@ const stack = useOperatorStack({
   operatorKubeconfig: proxy.kubeconfig,
 });
 
-let producer: Producer;
+const suite = useLoads(stack);
 let load: SteadyLoad;
 let topic: string;
 
@@ -76,17 +75,12 @@ async function states(r: ReceiverProcess): Promise<Record<number, string> | 'abs
 }
 
 beforeAll(async () => {
-  producer = stack.kafka.producer();
-  await producer.connect();
   topic = await createTopic(stack.admin, 4);
-  load = new SteadyLoad(producer, topic, 4, 10, 100);
+  load = new SteadyLoad(suite.producer(), topic, 4, 10, 100);
+  suite.loads.push(load);
 });
 
-afterAll(async () => {
-  await load?.stop();
-  await producer?.disconnect();
-  await proxy.close();
-});
+afterAll(() => proxy.close());
 
 test('a leader frozen mid-move past its lease is refused by every receiver once thawed; the new leader moves away and back; data exact', async () => {
   const { kc, namespace } = stack;
@@ -180,13 +174,10 @@ test('a leader frozen mid-move past its lease is refused by every receiver once 
   expect(after.status?.assignment).toEqual({ 'rs-a': [0, 1], 'rs-b': [2, 3] });
   expect(await leaseHolder(kc, namespace, lease)).toBe(successor.identity);
 
-  await expectExactOnceCaughtUp({
-    kafka: stack.kafka,
+  await expectLoadedCubeExact(stack, {
+    cube,
     topic,
     load,
-    cube,
-    deepStorageDir: stack.deepStorageDir,
-    replicaSets: stack.replicas,
     owned: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
   });
 });

@@ -2,27 +2,18 @@
 // coming and resuming catches up exactly; deleting the object runs the finalizer, which seals and
 // hands off every receiver's data before the object goes, and the hand-offs hold every event.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../src/api/cube.ts';
 import { finalizer } from '../../src/operator/cube/index.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import {
-  OperatorProcess,
-  applyCrd,
   conditionOf,
-  createNamespace,
   cubeApi,
   waitForCubeGone,
   cubeEvents,
-  startReceiverPod,
   setPodReady,
   waitForCube,
   waitForSettled,
@@ -37,24 +28,12 @@ import {
   waitForPositions,
 } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-lifecycle-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
-const token = `test-token-${Date.now()}-lifecycle`;
+const stack = useOperatorStack({ name: 'op-life', replicaSets: ['rs-a', 'rs-b'] });
+const { kc, env, kafka, receivers } = stack;
+const deep = stack.deepStorageDir;
 const range = { 'rs-a': [0, 1], 'rs-b': [2, 3] };
-
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let operator: OperatorProcess;
-let receiverPort: number;
-const receivers: Record<string, ReceiverProcess> = {};
-const deep = tempDir('deep-lifecycle');
 
 const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
   JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
@@ -65,17 +44,17 @@ async function createCube(
   replicaSets = ['rs-a', 'rs-b'],
   expected: Record<string, number[]> = range,
 ): Promise<CubeAssignment> {
-  await cubeApi(kc).create(namespace, name, {
+  await cubeApi(kc).create(stack.namespace, name, {
     source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: testSchema,
     replicaSets,
     strategy: 'range',
   });
-  return waitForSettled(kc, namespace, name, (c) => assigned(c, expected));
+  return waitForSettled(kc, stack.namespace, name, (c) => assigned(c, expected));
 }
 
 async function waitUntilGone(cube: string): Promise<void> {
-  await waitForCubeGone(kc, namespace, cube, 60_000);
+  await waitForCubeGone(kc, stack.namespace, cube, 60_000);
 }
 
 /** After the finalizer ran: both replica sets handed off, no receiver knows the cube, nothing lost. */
@@ -96,7 +75,7 @@ async function expectHandedOff(
     const ranges = list.flatMap((h) => rangesFromJson(h.manifest.offsetRanges[String(p)] ?? []));
     expectTiling(ranges, 0n, end);
   }
-  const events = await cubeEvents(kc, namespace, cube);
+  const events = await cubeEvents(kc, stack.namespace, cube);
   expect(events.map((e) => e.reason)).toContain('Finalized');
 }
 
@@ -117,45 +96,16 @@ async function caughtUp(cube: string, topic: string): Promise<Map<number, bigint
   return hw;
 }
 
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op-life');
-  const port = (receiverPort = await freePort());
-  for (const [name, rs, ip] of [
-    ['rs-a-0', 'rs-a', '127.0.0.35'],
-    ['rs-b-0', 'rs-b', '127.0.0.36'],
-  ] as const) {
-    receivers[rs] = await startReceiverPod(kc, namespace, {
-      name: name,
-      replicaSet: rs,
-      ip: ip,
-      port: port,
-      token,
-      deepStorageDir: deep,
-    });
-  }
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
-  await operator.start();
-});
-
-afterAll(async () => {
-  await operator?.kill('SIGTERM');
-  for (const r of Object.values(receivers)) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
 test('suspend pauses consumption under load; resume catches up exactly', async () => {
   const cube = 'napping';
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
   load.start(Date.UTC(2026, 3, 1));
   await createCube(cube, topic);
   const api = cubeApi(kc);
 
-  await api.patchSpec(namespace, cube, { suspend: true });
-  const suspended = await waitForCube(kc, namespace, cube, 'Ready False (Suspended)', (c) => {
+  await api.patchSpec(stack.namespace, cube, { suspend: true });
+  const suspended = await waitForCube(kc, stack.namespace, cube, 'Ready False (Suspended)', (c) => {
     const ready = conditionOf(c, 'Ready');
     return ready?.status === 'False' && ready.reason === 'Suspended';
   });
@@ -171,10 +121,10 @@ test('suspend pauses consumption under load; resume catches up exactly', async (
   const hw = await highWatermarks(kafka, topic);
   for (const [p, end] of hw) expect(end).toBeGreaterThan(BigInt(frozen[p]!));
   // Still Suspended after a few resyncs (--resync=1s).
-  expect(conditionOf(await api.get(namespace, cube), 'Ready')?.reason).toBe('Suspended');
+  expect(conditionOf(await api.get(stack.namespace, cube), 'Ready')?.reason).toBe('Suspended');
 
-  await api.patchSpec(namespace, cube, { suspend: false });
-  await waitForSettled(kc, namespace, cube, (c) => assigned(c, range));
+  await api.patchSpec(stack.namespace, cube, { suspend: false });
+  await waitForSettled(kc, stack.namespace, cube, (c) => assigned(c, range));
   await load.stop();
   const end = await caughtUp(cube, topic);
   const [a, b] = [receivers['rs-a']!, receivers['rs-b']!];
@@ -188,14 +138,16 @@ test('suspend pauses consumption under load; resume catches up exactly', async (
   );
   for (const [p, to] of end) expectTiling(rangesOf(p, statusA.segments, statusB.segments), 0n, to);
   // Resuming is what the user asked for, not a fault worth a Warning.
-  const warnings = (await cubeEvents(kc, namespace, cube)).filter((e) => e.type === 'Warning');
+  const warnings = (await cubeEvents(kc, stack.namespace, cube)).filter(
+    (e) => e.type === 'Warning',
+  );
   expect(warnings.map((e) => `${e.reason}: ${e.message}`)).toEqual([]);
 });
 
 test('a brokers edit reaches every receiver before observedGeneration moves; nothing is lost', async () => {
   const cube = 'rerouted';
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
   load.start(Date.UTC(2026, 3, 15));
   const before = await createCube(cube, topic);
   const api = cubeApi(kc);
@@ -206,9 +158,11 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
 
   // rs-b's receiver is down (its pod still says Ready): the edit cannot reach it yet.
   await receivers['rs-b']!.stop();
-  const edited = await api.patchSpec(namespace, cube, { source: { brokers: newSource.brokers } });
+  const edited = await api.patchSpec(stack.namespace, cube, {
+    source: { brokers: newSource.brokers },
+  });
   expect(edited.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
-  const rolling = await waitForCube(kc, namespace, cube, 'Progressing RollingOut', (c) => {
+  const rolling = await waitForCube(kc, stack.namespace, cube, 'Progressing RollingOut', (c) => {
     const p = conditionOf(c, 'Progressing');
     return p?.status === 'True' && p.reason === 'RollingOut';
   });
@@ -216,13 +170,13 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
   expect(conditionOf(rolling, 'Ready')?.reason).toBe('SpecNotRolledOut');
   expect((await receivers['rs-a']!.client.cubeStatus(cube)).specDigest).toBe(wanted);
   await sleep(1_500); // a few resyncs: still waiting for rs-b
-  expect((await api.get(namespace, cube)).status?.observedGeneration).toBe(
+  expect((await api.get(stack.namespace, cube)).status?.observedGeneration).toBe(
     before.metadata?.generation,
   );
 
   // Back with the old source from its checkpoint; the operator brings it to the new one.
   await receivers['rs-b']!.start();
-  const applied = await waitForSettled(kc, namespace, cube, (c) => assigned(c, range));
+  const applied = await waitForSettled(kc, stack.namespace, cube, (c) => assigned(c, range));
   expect(applied.status?.observedGeneration).toBe(edited.metadata?.generation);
   for (const rs of ['rs-a', 'rs-b'])
     expect((await receivers[rs]!.client.cubeStatus(cube)).specDigest).toBe(wanted);
@@ -243,8 +197,8 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
 
 test('deleting the cube seals and hands off every receiver, then the object is gone', async () => {
   const cube = 'retired';
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
   load.start(Date.UTC(2026, 4, 1));
   const created = await createCube(cube, topic);
   expect(created.metadata?.finalizers).toContain(finalizer);
@@ -253,15 +207,15 @@ test('deleting the cube seals and hands off every receiver, then the object is g
   const hw = await caughtUp(cube, topic);
   expect(handOffs(deep, cube)).toEqual([]);
 
-  await cubeApi(kc).delete(namespace, cube);
+  await cubeApi(kc).delete(stack.namespace, cube);
   await waitUntilGone(cube);
   await expectHandedOff(cube, load.all(), hw);
 });
 
 test('a replica set without a ready pod holds the deletion until it is back, then hands off too', async () => {
   const cube = 'interrupted';
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
   load.start(Date.UTC(2026, 5, 1));
   await createCube(cube, topic);
   await sleep(500);
@@ -269,28 +223,36 @@ test('a replica set without a ready pod holds the deletion until it is back, the
   const hw = await caughtUp(cube, topic);
 
   // rs-b's only pod stops being Ready (the receiver keeps its data), and the operator has seen it.
-  await setPodReady(kc, namespace, 'rs-b-0', '127.0.0.36', false);
+  await setPodReady(kc, stack.namespace, 'rs-b-0', receivers['rs-b']!.options.host!, false);
   try {
-    await waitForCube(kc, namespace, cube, 'Degraded: rs-b unavailable', (c) => {
+    await waitForCube(kc, stack.namespace, cube, 'Degraded: rs-b unavailable', (c) => {
       const d = conditionOf(c, 'Degraded');
       return d?.status === 'True' && d.reason === 'ReplicaSetUnavailable';
     });
-    await cubeApi(kc).delete(namespace, cube);
-    const blocked = await waitForCube(kc, namespace, cube, 'Degraded FinalizeBlocked', (c) => {
-      const d = conditionOf(c, 'Degraded');
-      return d?.status === 'True' && d.reason === 'FinalizeBlocked';
-    });
+    await cubeApi(kc).delete(stack.namespace, cube);
+    const blocked = await waitForCube(
+      kc,
+      stack.namespace,
+      cube,
+      'Degraded FinalizeBlocked',
+      (c) => {
+        const d = conditionOf(c, 'Degraded');
+        return d?.status === 'True' && d.reason === 'FinalizeBlocked';
+      },
+    );
     expect(conditionOf(blocked, 'Degraded')?.message).toContain('rs-b');
     await waitFor('a Warning Event FinalizeBlocked', async () =>
-      (await cubeEvents(kc, namespace, cube)).some(
+      (await cubeEvents(kc, stack.namespace, cube)).some(
         (e) => e.type === 'Warning' && e.reason === 'FinalizeBlocked',
       ),
     );
     await sleep(1_500);
-    expect((await cubeApi(kc).get(namespace, cube)).metadata?.finalizers).toContain(finalizer);
+    expect((await cubeApi(kc).get(stack.namespace, cube)).metadata?.finalizers).toContain(
+      finalizer,
+    );
     expect((await receivers['rs-b']!.client.cubeStatus(cube)).segments.length).toBeGreaterThan(0);
   } finally {
-    await setPodReady(kc, namespace, 'rs-b-0', '127.0.0.36', true);
+    await setPodReady(kc, stack.namespace, 'rs-b-0', receivers['rs-b']!.options.host!, true);
   }
   await waitUntilGone(cube);
   await expectHandedOff(cube, load.all(), hw);
@@ -298,15 +260,14 @@ test('a replica set without a ready pod holds the deletion until it is back, the
 
 test('deleting the cube in the middle of a reassign also hands off the replica set it moved to', async () => {
   const cube = 'relocated';
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
   load.start(Date.UTC(2026, 6, 1));
   // This operator dies when a reassign first reaches Sealing (the initial assignment, a first
   // placement, has nothing to seal): rs-b has started every partition, status.assignment still
   // names rs-a alone.
-  await operator.kill('SIGTERM');
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort });
-  await operator.start({ STREAMCUBE_FAULT: 'reassign-Sealing' });
+  await stack.operator.kill('SIGTERM');
+  stack.operator = await stack.startOperator({ STREAMCUBE_FAULT: 'reassign-Sealing' });
   await createCube(cube, topic, ['rs-a'], { 'rs-a': [0, 1, 2, 3] });
   // Ready says rs-a consumes, not that it has read anything yet: it must hold data of its own
   // before the move, or rs-b starts from offset 0 and rs-a has nothing to hand off.
@@ -315,18 +276,17 @@ test('deleting the cube in the middle of a reassign also hands off the replica s
       (p) => BigInt(p.position) > 0n,
     ),
   );
-  await cubeApi(kc).patchSpec(namespace, cube, { replicaSets: ['rs-b'] });
-  await operator.waitForExit(60_000);
-  const stranded = await cubeApi(kc).get(namespace, cube);
+  await cubeApi(kc).patchSpec(stack.namespace, cube, { replicaSets: ['rs-b'] });
+  await stack.operator.waitForExit(60_000);
+  const stranded = await cubeApi(kc).get(stack.namespace, cube);
   expect(stranded.status?.reassign?.phase).toBe('Sealing');
   expect(stranded.status?.assignment).toEqual({ 'rs-a': [0, 1, 2, 3] });
   await load.stop();
   const hw = await highWatermarks(kafka, topic);
   await waitForPositions(receivers['rs-b']!.client, cube, Object.fromEntries(hw));
 
-  await cubeApi(kc).delete(namespace, cube);
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort });
-  await operator.start();
+  await cubeApi(kc).delete(stack.namespace, cube);
+  stack.operator = await stack.startOperator();
   await waitUntilGone(cube);
   await expectHandedOff(cube, load.all(), hw);
 });

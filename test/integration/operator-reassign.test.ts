@@ -2,29 +2,9 @@
 // processes made visible as pods: initial assignment over two replica sets, one partition moved
 // under steady load, then every partition moved to one replica set. Afterwards the segments'
 // offset ranges tile each partition and the aggregates equal what was produced.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
-import {
-  createTopic,
-  highWatermarks,
-  testSchema,
-  totalsOf,
-  type Totals,
-} from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
-import {
-  OperatorProcess,
-  applyCrd,
-  createNamespace,
-  cubeApi,
-  kubectl,
-  startReceiverPod,
-  waitForSettled,
-} from '../support/cluster.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
+import { highWatermarks, totalsOf, type Totals } from '../support/events.ts';
+import { cubeApi, kubectl, waitForSettled } from '../support/cluster.ts';
 import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
 import {
   expectTiling,
@@ -36,24 +16,14 @@ import {
 } from '../support/receiver-checks.ts';
 import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { waitFor } from '../support/wait.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const stack = useOperatorStack({ name: 'op', replicaSets: ['rs-a', 'rs-b'] });
+const { kc, kafka, receivers } = stack;
+const suite = useLoads(stack);
 const cube = 'orders';
-const token = `test-token-${Date.now()}-receivers`;
-
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let operator: OperatorProcess;
-const deep = tempDir('deep');
-const receivers: Record<string, ReceiverProcess> = {};
 
 const zero: Totals = { events: 0, revenue: 0, cheapest: Infinity, dearest: -Infinity };
 
@@ -76,52 +46,13 @@ async function localSegments(r: ReceiverProcess) {
   }
 }
 
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op');
-  const port = await freePort();
-  for (const [name, rs, ip] of [
-    ['rs-a-0', 'rs-a', '127.0.0.11'],
-    ['rs-b-0', 'rs-b', '127.0.0.12'],
-  ] as const) {
-    receivers[rs] = await startReceiverPod(kc, namespace, {
-      name: name,
-      replicaSet: rs,
-      ip: ip,
-      port: port,
-      token,
-      deepStorageDir: deep,
-    });
-  }
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
-  await operator.start();
-});
-
-afterAll(async () => {
-  await operator?.kill('SIGTERM');
-  for (const r of Object.values(receivers)) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
 test('assign, move one partition under load, move every partition: exact and tiled', async () => {
-  const topic = await createTopic(admin, 4);
-  const load = new SteadyLoad(producer, topic, 4);
-  load.start(Date.UTC(2026, 0, 1));
-  const api = cubeApi(kc);
-  await api.create(namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
+  const { topic, load } = await loadedCube(stack, suite, cube, Date.UTC(2026, 0, 1), {
+    perRound: 20,
+    pauseMs: 50,
   });
-  const assigned = (c: CubeAssignment, expected: Record<string, number[]>): boolean =>
-    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
-
-  let settled = await waitForSettled(kc, namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1], 'rs-b': [2, 3] }),
-  );
+  const api = cubeApi(kc);
+  let settled = await api.get(stack.namespace, cube);
   expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
 
   // One partition moves (2: rs-b → rs-a) while events keep coming, once rs-b holds some of it:
@@ -133,15 +64,18 @@ test('assign, move one partition under load, move every partition: exact and til
     );
     return BigInt(p2?.position ?? '0') > 0n;
   });
-  await api.patchSpec(namespace, cube, { pins: { 'rs-a': [0, 1, 2] } });
-  settled = await waitForSettled(kc, namespace, cube, (c) =>
-    assigned(c, { 'rs-a': [0, 1, 2], 'rs-b': [3] }),
+  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-a': [0, 1, 2] } });
+  settled = await waitForSettled(
+    kc,
+    stack.namespace,
+    cube,
+    assigned({ 'rs-a': [0, 1, 2], 'rs-b': [3] }),
   );
   expect(settled.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 2, '3': 1 });
 
   // Every partition moves to rs-b; rs-a seals, hands off and drops the cube.
-  await api.patchSpec(namespace, cube, { replicaSets: ['rs-b'], pins: null });
-  settled = await waitForSettled(kc, namespace, cube, (c) => assigned(c, { 'rs-b': [0, 1, 2, 3] }));
+  await api.patchSpec(stack.namespace, cube, { replicaSets: ['rs-b'], pins: null });
+  settled = await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-b': [0, 1, 2, 3] }));
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 3, '3': 1 });
 
   await load.stop();
@@ -155,7 +89,7 @@ test('assign, move one partition under load, move every partition: exact and til
     ),
   );
 
-  const deepList = handOffs(deep, cube);
+  const deepList = handOffs(stack.deepStorageDir, cube);
   expect(deepList.length).toBeGreaterThan(0);
   // rs-a handed off all it held when it was left with nothing; rs-b the windows holding partition
   // 2, sealed when it released it (so that its data of 2 is committed now, not when they close).
@@ -182,14 +116,14 @@ test('assign, move one partition under load, move every partition: exact and til
   }
 
   // What a person sees: the printer columns and the Events.
-  const table = await kubectl('get', 'cube', cube, '-n', namespace);
+  const table = await kubectl('get', 'cube', cube, '-n', stack.namespace);
   expect(table).toMatch(/READY\s+PHASE/);
   expect(table).toMatch(/True/);
-  const described = await kubectl('describe', 'cubeassignment', cube, '-n', namespace);
+  const described = await kubectl('describe', 'cubeassignment', cube, '-n', stack.namespace);
   expect(described).toContain('ReassignCompleted');
   expect(
-    metricValue(await operator.metrics(), 'streamcube_reassigns_total', {
-      namespace,
+    metricValue(await stack.operator.metrics(), 'streamcube_reassigns_total', {
+      namespace: stack.namespace,
       cube,
       result: 'completed',
     }),

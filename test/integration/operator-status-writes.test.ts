@@ -3,7 +3,6 @@
 // changed — a stable cube not at all between resyncs, a cube under load at most once per resync.
 // Its own writes do not wake it. Counted from the API server's watch and the receivers' metrics.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Producer } from 'kafkajs';
 import { createTopic, testSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { cubeApi, recordVersions, waitForSettled } from '../support/cluster.ts';
@@ -13,15 +12,6 @@ const stack = useOperatorStack({ name: 'status-writes', replicaSets: ['rs-a', 'r
 /** The operator's --resync in the fixture. */
 const resyncMs = 1_000;
 const cubes = ['quiet-1', 'quiet-2', 'quiet-3'];
-
-let producer: Producer;
-beforeAll(async () => {
-  producer = stack.kafka.producer();
-  await producer.connect();
-});
-afterAll(async () => {
-  await producer?.disconnect();
-});
 
 async function createCube(name: string, topic: string): Promise<void> {
   await cubeApi(stack.kc).create(stack.namespace, name, {
@@ -92,7 +82,7 @@ test('settled cubes without traffic: no status write over three resyncs, one sta
 
 test('a cube under steady load: positions written at most once per resync', async () => {
   const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(producer, topic, 4, 10, 100);
+  const load = new SteadyLoad(stack.producer, topic, 4, 10, 100);
   load.start(Date.now());
   try {
     await createCube('busy', topic);

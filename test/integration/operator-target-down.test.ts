@@ -3,102 +3,38 @@
 // The reassign waits in Starting with Degraded=True naming the receiver and a Warning Event, and
 // completes, exact and tiled, once the receiver is back on its data directory.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
-import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
-import { SteadyLoad } from '../support/load.ts';
+import { highWatermarks, totalsOf } from '../support/events.ts';
 import {
-  OperatorProcess,
-  applyCrd,
   conditionOf,
-  createNamespace,
   cubeApi,
   cubeEvents,
   kubectl,
-  startReceiverPod,
   setPodReady,
   waitForCube,
   waitForSettled,
 } from '../support/cluster.ts';
 import { waitForPositions } from '../support/receiver-checks.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 
-const env = testEnvironment();
-const kc = adminKubeConfig();
-const kafka = createKafka({
-  clientId: 'operator-target-down-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const stack = useOperatorStack({ name: 'op-down', replicaSets: ['rs-a', 'rs-b'] });
+const { kc, kafka, receivers } = stack;
+const suite = useLoads(stack);
 const cube = 'orders';
-const token = `target-down-token-${Date.now()}`;
-const ips = { 'rs-a': '127.0.0.25', 'rs-b': '127.0.0.26' } as const;
-
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let operator: OperatorProcess;
-let load: SteadyLoad | undefined;
-const deep = tempDir('target-down-deep');
-const receivers: Record<string, ReceiverProcess> = {};
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'op-down');
-  const port = await freePort();
-  for (const rs of ['rs-a', 'rs-b'] as const) {
-    receivers[rs] = await startReceiverPod(kc, namespace, {
-      name: `${rs}-0`,
-      replicaSet: rs,
-      ip: ips[rs],
-      port: port,
-      token,
-      deepStorageDir: deep,
-    });
-  }
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
-  await operator.start();
-});
-
-afterAll(async () => {
-  await load?.stop();
-  await operator?.kill('SIGTERM');
-  for (const r of Object.values(receivers)) await r.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
-const assignmentIs =
-  (expected: Record<string, number[]>) =>
-  (c: CubeAssignment): boolean =>
-    JSON.stringify(c.status?.assignment) === JSON.stringify(expected);
 
 test('a move whose target receiver is down waits in Starting, Degraded, and completes when it is back', async () => {
-  const topic = await createTopic(admin, 4);
-  load = new SteadyLoad(producer, topic, 4, 10, 100);
-  load.start(Date.UTC(2026, 2, 1));
+  const { topic, load } = await loadedCube(stack, suite, cube, Date.UTC(2026, 2, 1));
   const api = cubeApi(kc);
-  await api.create(namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'range',
-  });
-  await waitForSettled(kc, namespace, cube, assignmentIs({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
 
   // rs-b-0 crashes; its pod stays Ready (no probe has failed yet), so the planner counts on it.
   const target = receivers['rs-b']!;
   await target.kill('SIGKILL');
-  await api.patchSpec(namespace, cube, { pins: { 'rs-b': [0, 1, 2, 3] } });
+  await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [0, 1, 2, 3] } });
 
   let cube1 = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded=True with reason StartFailed',
     (c) =>
@@ -111,23 +47,25 @@ test('a move whose target receiver is down waits in Starting, Degraded, and comp
   expect(degraded.message).toMatch(/ECONNREFUSED/);
   expect(degraded.message).toContain('partitions 0, 1 (released by rs-a) wait for rs-b');
   expect(conditionOf(cube1, 'Ready')).toMatchObject({ status: 'False', reason: 'StartFailed' });
-  const warnings = (await cubeEvents(kc, namespace, cube)).filter((e) => e.type === 'Warning');
+  const warnings = (await cubeEvents(kc, stack.namespace, cube)).filter(
+    (e) => e.type === 'Warning',
+  );
   expect(warnings.map((e) => e.reason)).toContain('StartFailed');
-  const described = await kubectl('describe', 'cubeassignment', cube, '-n', namespace);
+  const described = await kubectl('describe', 'cubeassignment', cube, '-n', stack.namespace);
   expect(described).toMatch(/Warning\s+StartFailed\s+.*rs-b-0/);
 
   // Retries (every 2 s) keep it there: Starting only rolls forward, the sources already released.
   await sleep(4_500);
-  cube1 = await api.get(namespace, cube);
+  cube1 = await api.get(stack.namespace, cube);
   expect(cube1.status?.reassign?.phase).toBe('Starting');
   expect(conditionOf(cube1, 'Degraded')?.reason).toBe('StartFailed');
   expect(cube1.status?.epochs).toEqual({ '0': 1, '1': 1, '2': 1, '3': 1 });
 
   // The readiness probe notices: discovery drops the pod, the reason says so.
-  await setPodReady(kc, namespace, 'rs-b-0', ips['rs-b'], false);
+  await setPodReady(kc, stack.namespace, 'rs-b-0', target.options.host!, false);
   cube1 = await waitForCube(
     kc,
-    namespace,
+    stack.namespace,
     cube,
     'Degraded=True with reason TargetReceiverUnavailable',
     (c) => conditionOf(c, 'Degraded')?.reason === 'TargetReceiverUnavailable',
@@ -140,18 +78,18 @@ test('a move whose target receiver is down waits in Starting, Degraded, and comp
   // Back on the same data directory: it resumes partitions 2 and 3 from its checkpoint and takes
   // 0 and 1 from the stop offsets.
   await target.start();
-  await setPodReady(kc, namespace, 'rs-b-0', ips['rs-b'], true);
+  await setPodReady(kc, stack.namespace, 'rs-b-0', target.options.host!, true);
   const settled = await waitForSettled(
     kc,
-    namespace,
+    stack.namespace,
     cube,
-    assignmentIs({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
+    assigned({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
   );
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 1, '3': 1 });
   expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
   expect(conditionOf(settled, 'Ready')).toMatchObject({ status: 'True' });
   // Both reassigns completed: one Event, its count bumped by the second (client-go's correlation).
-  const completed = (await cubeEvents(kc, namespace, cube)).filter(
+  const completed = (await cubeEvents(kc, stack.namespace, cube)).filter(
     (e) => e.reason === 'ReassignCompleted',
   );
   expect(completed.map((e) => e.count)).toEqual([2]);
@@ -161,7 +99,7 @@ test('a move whose target receiver is down waits in Starting, Degraded, and comp
   await waitForPositions(target.client, cube, Object.fromEntries(hw));
   await expectExactAndTiled({
     cube,
-    deepStorageDir: deep,
+    deepStorageDir: stack.deepStorageDir,
     replicaSets: { 'rs-a': [receivers['rs-a']!], 'rs-b': [target] },
     highWatermarks: hw,
     expected: totalsOf(load.all()),

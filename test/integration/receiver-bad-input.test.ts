@@ -1,11 +1,7 @@
 // Bad input never stops a receiver: malformed and too-late records are counted by reason (status
 // and /metrics), skipped, and their offsets still accounted for; bad admin requests get a 4xx
 // that says what is wrong, and where.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { AssignCubeRequest } from '../../src/protocol/admin-api.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
   assignRequest,
@@ -24,40 +20,16 @@ import {
   rangesOf,
   waitForPositions,
 } from '../support/receiver-checks.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-bad-input-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const fixture = useReceiver({ id: 'r-bad-input' });
+const { env, kafka } = fixture;
 const T0 = Date.UTC(2026, 0, 3);
 const hour = 3_600_000;
 
-let admin: Admin;
-let producer: Producer;
-let receiver: ReceiverProcess;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-  receiver = new ReceiverProcess({
-    id: 'r-bad-input',
-    replicaSet: 'rs-a',
-    deepStorageDir: tempDir('deep-bad-input'),
-  });
-  await receiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
 test('malformed and too-late records are counted by reason, skipped, and their offsets still tile', async () => {
   const cube = 'bad-input';
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(fixture.admin, 2);
   // Partition 0: malformed records before any event (no segment yet to account them to), between
   // events, and last. Partition 1: events, one two hours later that moves its event time on,
   // events of the first hour now too late, then events of the later hour again.
@@ -83,7 +55,7 @@ test('malformed and too-late records are counted by reason, skipped, and their o
       ],
     ],
   ]);
-  for (const [p, list] of records) await produceRecords(producer, topic, p, list);
+  for (const [p, list] of records) await produceRecords(fixture.producer, topic, p, list);
   const model = modelCube(testSchema, records);
   expect(model.rejected).toEqual({
     bad_json: 3,
@@ -96,7 +68,7 @@ test('malformed and too-late records are counted by reason, skipped, and their o
     too_late: 15,
   });
 
-  await receiver.client.assign(
+  await fixture.receiver.client.assign(
     cube,
     assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
       { partition: 0, position: '0' },
@@ -105,9 +77,9 @@ test('malformed and too-late records are counted by reason, skipped, and their o
   );
   const end = await highWatermarks(kafka, topic);
   // The consumer went past every bad record: it consumed each partition to its end.
-  const status = await waitForPositions(receiver.client, cube, Object.fromEntries(end));
+  const status = await waitForPositions(fixture.receiver.client, cube, Object.fromEntries(end));
   expect(status.rejected).toEqual(model.rejected);
-  const metrics = await fetch(`${receiver.baseUrl}/metrics`).then((r) => r.text());
+  const metrics = await fetch(`${fixture.receiver.baseUrl}/metrics`).then((r) => r.text());
   for (const [reason, n] of Object.entries(model.rejected)) {
     expect([
       reason,
@@ -120,7 +92,7 @@ test('malformed and too-late records are counted by reason, skipped, and their o
 
   // Events after the bad ones were aggregated, in the right windows, and nothing else was.
   expect(status.segments.map((s) => s.windowStart)).toEqual([...model.windows.keys()]);
-  const answer = await receiver.client.query(cube, { groupBy: testSchema.dimensions });
+  const answer = await fixture.receiver.client.query(cube, { groupBy: testSchema.dimensions });
   expectRowsEqual(
     answer.rows,
     mergeRows(testSchema, [...model.windows.values()].flat()),
@@ -143,8 +115,8 @@ describe('admin API errors', () => {
     status: number;
     body: { error?: string; reason?: string; field?: string } | string;
   }> {
-    const token = options.token === undefined ? receiver.token : options.token;
-    const response = await fetch(`${receiver.baseUrl}${path}`, {
+    const token = options.token === undefined ? fixture.receiver.token : options.token;
+    const response = await fetch(`${fixture.receiver.baseUrl}${path}`, {
       method,
       headers: {
         ...(token === null ? {} : { authorization: `Bearer ${token}` }),
@@ -158,12 +130,12 @@ describe('admin API errors', () => {
   }
 
   beforeAll(async () => {
-    topic = await createTopic(admin, 2);
+    topic = await createTopic(fixture.admin, 2);
     request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
       { partition: 0, position: '0', epoch: 2 },
       { partition: 1, position: '0', epoch: 2 },
     ]);
-    await receiver.client.assign(cube, request);
+    await fixture.receiver.client.assign(cube, request);
   });
 
   test('probes and metrics need no token; the admin API needs the right one', async () => {
@@ -174,7 +146,7 @@ describe('admin API errors', () => {
       status: 401,
       body: { error: 'unauthenticated' },
     });
-    for (const token of ['wrong', `${receiver.token.slice(0, -1)}x`]) {
+    for (const token of ['wrong', `${fixture.receiver.token.slice(0, -1)}x`]) {
       expect(await call('GET', '/v1/status', { token })).toMatchObject({
         status: 403,
         body: { error: 'forbidden' },
@@ -249,7 +221,7 @@ describe('admin API errors', () => {
       await call('PUT', `/v1/cubes/${cube}`, { body: JSON.stringify(otherReplicaSet) }),
     ).toMatchObject({ status: 409, body: { field: 'replicaSet' } });
     // None of the refused requests changed anything: the same assign is still a no-op.
-    const again = await receiver.client.assign(cube, request);
+    const again = await fixture.receiver.client.assign(cube, request);
     expect(again.partitions.map((p) => [p.partition, p.epoch, p.state])).toEqual([
       [0, 2, 'consuming'],
       [1, 2, 'consuming'],

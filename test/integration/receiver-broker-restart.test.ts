@@ -3,8 +3,7 @@
 // started for this test only, so that stopping it disturbs no other test.
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Admin, type Kafka, type Producer, logLevel } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
+import { type Producer } from 'kafkajs';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { stopService } from '../../src/local/processes.ts';
 import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
@@ -25,6 +24,7 @@ import {
   totalsFromQuery,
   waitForPositions,
 } from '../support/receiver-checks.ts';
+import { useBrokerClients } from '../support/kafka-clients.ts';
 import { waitFor } from '../support/wait.ts';
 
 const T0 = Date.UTC(2026, 0, 7);
@@ -34,14 +34,7 @@ const partitions = [0, 1, 2];
 let dir: string;
 let broker: KafkaBroker | undefined;
 let receiver: ReceiverProcess | undefined;
-const clients: { admin: Admin; producer: Producer }[] = [];
-
-async function connect(kafka: Kafka): Promise<{ admin: Admin; producer: Producer }> {
-  const c = { admin: kafka.admin(), producer: kafka.producer() };
-  await Promise.all([c.admin.connect(), c.producer.connect()]);
-  clients.push(c);
-  return c;
-}
+const connect = useBrokerClients();
 
 beforeAll(async () => {
   dir = tempDir('kafka-outage');
@@ -51,18 +44,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await receiver?.stop();
   if (broker) await stopService(broker.pid);
-  await Promise.all(clients.flatMap((c) => [c.admin.disconnect(), c.producer.disconnect()]));
   rmSync(dir, { recursive: true, force: true });
 });
 
 test('a receiver consumes on exactly from where it was after its broker restarts', async () => {
   const first = broker!;
-  const kafka = createKafka({
-    clientId: 'receiver-broker-restart-test',
-    brokers: [first.bootstrap],
-    logLevel: logLevel.NOTHING,
-  });
-  const { admin, producer } = await connect(kafka);
+  const { kafka, admin, producer } = await connect(first.bootstrap, 'receiver-broker-restart-test');
   const topic = await createTopic(admin, partitions.length);
   const produced: TestEvent[] = [];
   const produceRound = async (p: Producer, round: number): Promise<void> => {
@@ -110,13 +97,7 @@ test('a receiver consumes on exactly from where it was after its broker restarts
 
   broker = await startKafka(join(dir, 'kafka'), first.version, first.ports);
   // Fresh clients: the first ones may still be backing off from the outage.
-  const again = await connect(
-    createKafka({
-      clientId: 'receiver-broker-restart-test-2',
-      brokers: [broker.bootstrap],
-      logLevel: logLevel.NOTHING,
-    }),
-  );
+  const again = await connect(broker.bootstrap, 'receiver-broker-restart-test-2');
   await produceRound(again.producer, 1);
   await waitForPositions(receiver.client, cube, { 0: 600n, 1: 600n }, 90_000);
   expect(positionsOf(await receiver.client.cubeStatus(cube))[2]).toBe('300');

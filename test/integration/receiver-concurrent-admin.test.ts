@@ -3,10 +3,6 @@
 // resume that comes while the consumer restarts for another partition holds.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   assignRequest,
   createTopic,
@@ -25,41 +21,17 @@ import {
   metricValue,
   waitForPositions,
 } from '../support/receiver-checks.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-concurrent-admin-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const fixture = useReceiver({ id: 'r-concurrent' });
+const { env, kafka } = fixture;
 const T0 = Date.UTC(2026, 0, 6);
-
-let admin: Admin;
-let producer: Producer;
-let receiver: ReceiverProcess;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-  receiver = new ReceiverProcess({
-    id: 'r-concurrent',
-    replicaSet: 'rs-a',
-    deepStorageDir: tempDir('deep-concurrent'),
-  });
-  await receiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
 
 test('assigns of different partitions at once both succeed; the data is exact, also after a crash', async () => {
   const cube = 'at-once';
-  const topic = await createTopic(admin, 3);
+  const topic = await createTopic(fixture.admin, 3);
   const events = [0, 1, 2].map((p) => makeEvents(p, 200, T0));
-  for (const p of [0, 1, 2]) await produce(producer, topic, p, events[p]!);
+  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, events[p]!);
   const request = (partitions: number[]) =>
     assignRequest(
       env.kafka.bootstrap,
@@ -67,63 +39,69 @@ test('assigns of different partitions at once both succeed; the data is exact, a
       'rs-a',
       partitions.map((p) => ({ partition: p, position: '0' })),
     );
-  await receiver.client.assign(cube, request([0]));
+  await fixture.receiver.client.assign(cube, request([0]));
   // Each of these restarts the consumer; they overlap.
   await Promise.all([
-    receiver.client.assign(cube, request([1])),
-    receiver.client.assign(cube, request([2])),
+    fixture.receiver.client.assign(cube, request([1])),
+    fixture.receiver.client.assign(cube, request([2])),
   ]);
   const end = Object.fromEntries(await highWatermarks(kafka, topic));
-  await waitForPositions(receiver.client, cube, end);
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events.flat()));
+  await waitForPositions(fixture.receiver.client, cube, end);
+  expectTotals(
+    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
+    totalsOf(events.flat()),
+  );
 
-  await receiver.kill('SIGKILL');
-  await receiver.start();
-  const status = await waitForPositions(receiver.client, cube, end);
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events.flat()));
+  await fixture.receiver.kill('SIGKILL');
+  await fixture.receiver.start();
+  const status = await waitForPositions(fixture.receiver.client, cube, end);
+  expectTotals(
+    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
+    totalsOf(events.flat()),
+  );
   for (const p of [0, 1, 2]) expectTiling(rangesOf(p, status.segments), 0n, 200n);
 });
 
 test('a pause and a resume that arrive while the consumer restarts for another partition hold', async () => {
   const cube = 'mid-restart';
-  const topic = await createTopic(admin, 3);
+  const topic = await createTopic(fixture.admin, 3);
   const produced: TestEvent[] = [];
   const more = async (p: number, salt: number) => {
     const batch = makeEvents(p, 50, T0 + salt * 100_000, 1000, salt);
     produced.push(...batch);
-    await produce(producer, topic, p, batch);
+    await produce(fixture.producer, topic, p, batch);
   };
   const assign = (p: number) =>
-    receiver.client.assign(
+    fixture.receiver.client.assign(
       cube,
       assignRequest(env.kafka.bootstrap, topic, 'rs-a', [{ partition: p, position: '0' }]),
     );
   await more(0, 0);
   await assign(0);
-  await waitForPositions(receiver.client, cube, { 0: 50n });
+  await waitForPositions(fixture.receiver.client, cube, { 0: 50n });
 
   // A pause racing the restart for partition 1: partition 0 stays where it was.
-  const [, paused] = await Promise.all([assign(1), receiver.client.pause(cube, [0])]);
+  const [, paused] = await Promise.all([assign(1), fixture.receiver.client.pause(cube, [0])]);
   expect(paused.partitions).toMatchObject([{ partition: 0, state: 'paused', position: '50' }]);
   await more(0, 1);
   await more(1, 1);
-  await waitForPositions(receiver.client, cube, { 1: 50n });
-  expect(positionsOf(await receiver.client.cubeStatus(cube))[0]).toBe('50');
+  await waitForPositions(fixture.receiver.client, cube, { 1: 50n });
+  expect(positionsOf(await fixture.receiver.client.cubeStatus(cube))[0]).toBe('50');
 
   // A resume racing the restart for partition 2: partition 0 consumes again.
-  const [, resumed] = await Promise.all([assign(2), receiver.client.resume(cube, [0])]);
+  const [, resumed] = await Promise.all([assign(2), fixture.receiver.client.resume(cube, [0])]);
   expect(resumed.partitions).toMatchObject([{ partition: 0, state: 'consuming' }]);
   await more(2, 2);
   await more(0, 2);
-  await waitForPositions(receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(produced));
+  await waitForPositions(fixture.receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
+  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(produced));
 });
 
 test('assigns at once, first of a new cube and then with a changed source, open one channel: every event is ingested once', async () => {
   const cube = 'put-race';
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(fixture.admin, 2);
   const produced = [0, 1].map((p) => makeEvents(p, 300, T0));
-  for (const p of [0, 1]) await produce(producer, topic, p, produced[p]!);
+  for (const p of [0, 1]) await produce(fixture.producer, topic, p, produced[p]!);
   const request = (brokers: string) =>
     assignRequest(brokers, topic, 'rs-a', [
       { partition: 0, position: '0' },
@@ -131,50 +109,56 @@ test('assigns at once, first of a new cube and then with a changed source, open 
     ]);
   // The same request twice at once, as an operator retrying a call that timed out sends it.
   await Promise.all([
-    receiver.client.assign(cube, request(env.kafka.bootstrap)),
-    receiver.client.assign(cube, request(env.kafka.bootstrap)),
+    fixture.receiver.client.assign(cube, request(env.kafka.bootstrap)),
+    fixture.receiver.client.assign(cube, request(env.kafka.bootstrap)),
   ]);
-  await waitForPositions(receiver.client, cube, { 0: 300n, 1: 300n });
+  await waitForPositions(fixture.receiver.client, cube, { 0: 300n, 1: 300n });
   // A source roll-out (the same broker under another name), retried: each request would close
   // the channel and open a new one, and two channels would both consume the same data directory.
   const [, port] = env.kafka.bootstrap.split(':');
   await Promise.all([
-    receiver.client.assign(cube, request(`localhost:${port}`)),
-    receiver.client.assign(cube, request(`localhost:${port}`)),
+    fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
+    fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
   ]);
   const more = [0, 1].map((p) => makeEvents(p, 200, T0 + 1_000_000, 1000, 7));
-  for (const p of [0, 1]) await produce(producer, topic, p, more[p]!);
-  await waitForPositions(receiver.client, cube, { 0: 500n, 1: 500n });
+  for (const p of [0, 1]) await produce(fixture.producer, topic, p, more[p]!);
+  await waitForPositions(fixture.receiver.client, cube, { 0: 500n, 1: 500n });
   const all = [...produced.flat(), ...more.flat()];
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(all));
+  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(all));
   await new Promise((r) => setTimeout(r, 2_000));
-  const metrics = await fetch(`${receiver.baseUrl}/metrics`).then((r) => r.text());
+  const metrics = await fetch(`${fixture.receiver.baseUrl}/metrics`).then((r) => r.text());
   expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(1000);
-  const status = await receiver.client.status();
+  const status = await fixture.receiver.client.status();
   expect(status.cubes.filter((c) => c.cube === cube)).toHaveLength(1);
 });
 
 test('a restart with one cube that cannot be restored brings the others back; that cube answers 404', async () => {
-  const topic = await createTopic(admin, 1);
+  const topic = await createTopic(fixture.admin, 1);
   const events = makeEvents(0, 100, T0);
-  await produce(producer, topic, 0, events);
+  await produce(fixture.producer, topic, 0, events);
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);
-  for (const cube of ['restored', 'unreadable']) await receiver.client.assign(cube, request);
   for (const cube of ['restored', 'unreadable'])
-    await waitForPositions(receiver.client, cube, { 0: 100n });
+    await fixture.receiver.client.assign(cube, request);
+  for (const cube of ['restored', 'unreadable'])
+    await waitForPositions(fixture.receiver.client, cube, { 0: 100n });
 
-  await receiver.kill('SIGKILL');
+  await fixture.receiver.kill('SIGKILL');
   writeFileSync(
-    join(receiver.dataDir, 'cubes', 'default', 'unreadable', 'checkpoint.json'),
+    join(fixture.receiver.dataDir, 'cubes', 'default', 'unreadable', 'checkpoint.json'),
     '{"version":',
   );
-  await receiver.start();
-  await waitForPositions(receiver.client, 'restored', { 0: 100n });
-  expectTotals(totalsFromQuery(await receiver.client.query('restored', {})), totalsOf(events));
-  await expect(receiver.client.cubeStatus('unreadable')).rejects.toMatchObject({ status: 404 });
-  const logged = readFileSync(receiver.logFile, 'utf8')
+  await fixture.receiver.start();
+  await waitForPositions(fixture.receiver.client, 'restored', { 0: 100n });
+  expectTotals(
+    totalsFromQuery(await fixture.receiver.client.query('restored', {})),
+    totalsOf(events),
+  );
+  await expect(fixture.receiver.client.cubeStatus('unreadable')).rejects.toMatchObject({
+    status: 404,
+  });
+  const logged = readFileSync(fixture.receiver.logFile, 'utf8')
     .split('\n')
     .filter((line) => line.includes('cannot restore a cube'));
   expect(logged.some((line) => line.includes('"cube":"unreadable"'))).toBe(true);

@@ -3,11 +3,8 @@
 // nothing: its data equals the ground truth exactly, offsets tile, a hand-off is never redone.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { AssignCubeRequest } from '../../src/protocol/admin-api.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
   assignRequest,
@@ -22,46 +19,24 @@ import {
 import { mergeRows, modelCube, sealedWindows } from '../support/cube-model.ts';
 import { aggregateWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import {
+  expectLogsTiled,
   expectRowsEqual,
-  expectTiling,
-  rangesOf,
   rowsHeld,
   waitForPositions,
 } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { useReceivers } from '../support/receiver-fixture.ts';
 
 type Schema = AssignCubeRequest['schema'];
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-crash-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+// Each test starts the receiver it kills.
+const fixture = useReceivers('receiver-crash');
+const { env, kafka } = fixture;
 const T0 = Date.UTC(2026, 0, 2);
 const cube = 'sales';
 const partitions = [0, 1, 2, 3];
 
-let admin: Admin;
-let producer: Producer;
-const receivers: ReceiverProcess[] = [];
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-});
-
-afterAll(async () => {
-  await Promise.all(receivers.map((r) => r.stop()));
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
-function newReceiver(id: string): ReceiverProcess {
-  const r = new ReceiverProcess({ id, replicaSet: 'rs-a', deepStorageDir: tempDir(`deep-${id}`) });
-  receivers.push(r);
-  return r;
-}
+const newReceiver = (id: string): ReceiverProcess => fixture.newReceiver({ id });
 
 async function assignAll(r: ReceiverProcess, topic: string, schema: Schema): Promise<void> {
   await r.client.assign(
@@ -85,7 +60,7 @@ async function produceSlice(
 ): Promise<void> {
   await Promise.all(
     partitions.map((p) =>
-      produceRecords(producer, topic, p, records.get(p)!.slice(from, to), 2500),
+      produceRecords(fixture.producer, topic, p, records.get(p)!.slice(from, to), 2500),
     ),
   );
 }
@@ -116,7 +91,7 @@ async function expectExactlyOnce(
   });
   expect(status.segments.map((s) => s.windowStart)).toEqual([...model.windows.keys()]);
   expect(status.rejected).toEqual(model.rejected);
-  for (const p of partitions) expectTiling(rangesOf(p, status.segments), 0n, end.get(p)!);
+  expectLogsTiled(end, status.segments);
   expectRowsEqual(
     await rowsHeld(r, cube, schema),
     mergeRows(schema, [...model.windows.values()].flat()),
@@ -125,7 +100,7 @@ async function expectExactlyOnce(
 }
 
 test('kill -9 while consuming 200k events, restart on the same data directory: nothing lost, nothing counted twice', async () => {
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(fixture.admin, 4);
   const perPartition = 50_000;
   const records = new Map<number, ProducedRecord[]>(
     partitions.map((p) => [p, makeEvents(p, perPartition, T0, 10)]),
@@ -165,7 +140,7 @@ test.each([
 ])(
   'a receiver that dies inside a flush (%s) resumes from its last checkpoint exactly',
   async (fault, leavesUnlistedFragment) => {
-    const topic = await createTopic(admin, 4);
+    const topic = await createTopic(fixture.admin, 4);
     const perPartition = 2400;
     // Forty one-minute windows: every flush writes fragments of several segments, and windows
     // seal and are handed off while the receiver consumes.
@@ -208,7 +183,7 @@ test.each([
 );
 
 test('a receiver killed right after a hand-off finds it done after restart: one hand-off per window, nothing lost', async () => {
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(fixture.admin, 4);
   const records = new Map<number, ProducedRecord[]>(
     partitions.map((p) => [p, makeWindowedEvents(p, 400, T0 + p * 900)]),
   );
@@ -260,14 +235,8 @@ test('a receiver killed right after a hand-off finds it done after restart: one 
     windowedSchema,
   );
   const end = await highWatermarks(kafka, topic);
-  for (const p of partitions) {
-    expectTiling(
-      rangesOf(
-        p,
-        after.map((h) => h.manifest),
-      ),
-      0n,
-      end.get(p)!,
-    );
-  }
+  expectLogsTiled(
+    end,
+    after.map((h) => h.manifest),
+  );
 });

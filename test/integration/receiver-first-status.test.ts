@@ -5,24 +5,16 @@
 // partition, also one the consumer has fetched nothing from yet. Before, they came with the
 // receiver's next periodic refresh (its flush interval), and the operator wrote the cube's status
 // a second time to show them.
-import type { Producer } from 'kafkajs';
 import { assignRequest, createTopic, produce, makeEvents } from '../support/events.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
 // No periodic refresh during the test: what the answer says comes from the start itself.
 const fixture = useReceiver({ id: 'r-first-status', flushInterval: '1h' });
-let producer: Producer;
-
-beforeAll(async () => {
-  producer = fixture.kafka.producer();
-  await producer.connect();
-});
-afterAll(() => producer?.disconnect());
 
 test("a new cube's assign answers with every partition's log end and lag, before any periodic refresh", async () => {
   const { admin, receiver, env } = fixture;
   const topic = await createTopic(admin, 2);
-  await produce(producer, topic, 0, makeEvents(0, 3, Date.UTC(2026, 0, 1), 1000));
+  await produce(fixture.producer, topic, 0, makeEvents(0, 3, Date.UTC(2026, 0, 1), 1000));
 
   const answer = await receiver.client.assign(
     'first-status',

@@ -2,10 +2,6 @@
 // back by pyarrow they give the answer the receiver gave before, and their offsets tile the log.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
   assignRequest,
@@ -18,46 +14,17 @@ import {
 } from '../support/events.ts';
 import { modelCube } from '../support/cube-model.ts';
 import { aggregateWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
-import {
-  expectRowsEqual,
-  expectTiling,
-  rangesOf,
-  waitForPositions,
-} from '../support/receiver-checks.ts';
+import { expectLogsTiled, expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-hand-off-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const fixture = useReceiver({ id: 'r-hand-off' });
+const { env, kafka } = fixture;
 const T0 = Date.UTC(2026, 0, 4, 8);
 const cube = 'orders';
 const schema = windowedSchema;
 
-let admin: Admin;
-let producer: Producer;
-let receiver: ReceiverProcess;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-  receiver = new ReceiverProcess({
-    id: 'r-hand-off',
-    replicaSet: 'rs-a',
-    deepStorageDir: tempDir('deep-hand-off'),
-  });
-  await receiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
 test('seal hands every segment off; pyarrow reads back the answer given before; unassign needs release first', async () => {
-  const topic = await createTopic(admin, 3);
+  const topic = await createTopic(fixture.admin, 3);
   const partitions = [0, 1, 2];
   // Partitions 0 and 1 span several windows; partition 2 stays in the first one, so its event
   // time holds every window open until the cube is sealed.
@@ -66,8 +33,8 @@ test('seal hands every segment off; pyarrow reads back the answer given before; 
     [1, makeWindowedEvents(1, 260, T0 + 400)],
     [2, makeEvents(2, 40, T0, 1000, 5)],
   ]);
-  for (const [p, list] of records) await produceRecords(producer, topic, p, list);
-  await receiver.client.assign(
+  for (const [p, list] of records) await produceRecords(fixture.producer, topic, p, list);
+  await fixture.receiver.client.assign(
     cube,
     assignRequest(
       env.kafka.bootstrap,
@@ -78,31 +45,31 @@ test('seal hands every segment off; pyarrow reads back the answer given before; 
     ),
   );
   const end = await highWatermarks(kafka, topic);
-  const before = await waitForPositions(receiver.client, cube, Object.fromEntries(end));
+  const before = await waitForPositions(fixture.receiver.client, cube, Object.fromEntries(end));
   expect(before.segments.length).toBeGreaterThanOrEqual(4);
   expect(before.segments.every((s) => s.state === 'ACTIVE')).toBe(true);
-  const answer = await receiver.client.query(cube, { groupBy: ['country'] });
+  const answer = await fixture.receiver.client.query(cube, { groupBy: ['country'] });
   expect(answer.segments).toBe(before.segments.length);
 
-  const sealed = await receiver.client.seal(cube, 30_000);
+  const sealed = await fixture.receiver.client.seal(cube, 30_000);
   expect(sealed.segments.map((s) => [s.windowStart, s.state, s.rowCount])).toEqual(
     before.segments.map((s) => [s.windowStart, 'HANDED_OFF', s.rowCount]),
   );
   // Handed-off data is no longer answered locally; deep storage holds it.
-  expect(await receiver.client.query(cube, { groupBy: ['country'] })).toMatchObject({
+  expect(await fixture.receiver.client.query(cube, { groupBy: ['country'] })).toMatchObject({
     rows: [],
     segments: 0,
   });
 
   // pyarrow, not our code, reads the files back and aggregates them per country.
   expectRowsEqual(
-    await aggregateWithPyarrow(receiver.options.deepStorageDir, ['country'], schema),
+    await aggregateWithPyarrow(fixture.receiver.options.deepStorageDir, ['country'], schema),
     answer.rows,
     schema,
     ['country'],
   );
 
-  const files = await readHandOffsWithPyarrow(receiver.options.deepStorageDir, schema);
+  const files = await readHandOffsWithPyarrow(fixture.receiver.options.deepStorageDir, schema);
   const model = modelCube(schema, records);
   expect(files.map((f) => Date.parse(f.manifest.windowStart))).toEqual([...model.windows.keys()]);
   for (const f of files) {
@@ -132,31 +99,25 @@ test('seal hands every segment off; pyarrow reads back the answer given before; 
     expectRowsEqual(f.rows, model.windows.get(windowStart)!, schema);
   }
   // The manifests alone account for every consumed offset of every partition, once.
-  for (const p of partitions) {
-    expectTiling(
-      rangesOf(
-        p,
-        files.map((f) => f.manifest),
-      ),
-      0n,
-      end.get(p)!,
-    );
-  }
+  expectLogsTiled(
+    end,
+    files.map((f) => f.manifest),
+  );
 
   // Unassigning is refused while partitions are assigned, even with everything handed off.
-  await expect(receiver.client.unassign(cube)).rejects.toMatchObject({ status: 409 });
-  expect((await receiver.client.cubeStatus(cube)).partitions.map((p) => p.state)).toEqual([
+  await expect(fixture.receiver.client.unassign(cube)).rejects.toMatchObject({ status: 409 });
+  expect((await fixture.receiver.client.cubeStatus(cube)).partitions.map((p) => p.state)).toEqual([
     'consuming',
     'consuming',
     'consuming',
   ]);
-  await receiver.client.release(cube, partitions);
-  await receiver.client.unassign(cube);
-  expect((await receiver.client.status()).cubes.map((c) => c.cube)).not.toContain(cube);
-  await expect(receiver.client.cubeStatus(cube)).rejects.toMatchObject({ status: 404 });
-  expect(existsSync(join(receiver.dataDir, 'cubes', 'default', cube))).toBe(false);
+  await fixture.receiver.client.release(cube, partitions);
+  await fixture.receiver.client.unassign(cube);
+  expect((await fixture.receiver.client.status()).cubes.map((c) => c.cube)).not.toContain(cube);
+  await expect(fixture.receiver.client.cubeStatus(cube)).rejects.toMatchObject({ status: 404 });
+  expect(existsSync(join(fixture.receiver.dataDir, 'cubes', 'default', cube))).toBe(false);
   // Deep storage is not the receiver's to clean: the hand-offs stay.
-  expect(await readHandOffsWithPyarrow(receiver.options.deepStorageDir, schema)).toHaveLength(
-    files.length,
-  );
+  expect(
+    await readHandOffsWithPyarrow(fixture.receiver.options.deepStorageDir, schema),
+  ).toHaveLength(files.length);
 });

@@ -1,9 +1,5 @@
 // A receiver consumes from exact offsets: pause reports exact positions, drain stops exactly at
 // the stop offsets (an idle partition at once), resume continues with no gap and no overlap.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
 import {
   assignRequest,
   createTopic,
@@ -20,43 +16,19 @@ import {
   totalsFromQuery,
   waitForPositions,
 } from '../support/receiver-checks.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-offsets-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const fixture = useReceiver({ id: 'r-offsets' });
+const { env } = fixture;
 const T0 = Date.UTC(2026, 0, 1);
 const cube = 'orders';
 
-let admin: Admin;
-let producer: Producer;
-let receiver: ReceiverProcess;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-  receiver = new ReceiverProcess({
-    id: 'r-offsets',
-    replicaSet: 'rs-a',
-    deepStorageDir: tempDir('deep'),
-  });
-  await receiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
-
 test('start at exact offsets, pause, drain to stop offsets, resume: exact aggregates and tiled offsets', async () => {
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(fixture.admin, 4);
   const produced: TestEvent[][] = [0, 1, 2, 3].map((p) => makeEvents(p, 50, T0, 2000));
-  for (const p of [0, 1, 2, 3]) await produce(producer, topic, p, produced[p]!);
+  for (const p of [0, 1, 2, 3]) await produce(fixture.producer, topic, p, produced[p]!);
   const start: Record<number, bigint> = { 0: 0n, 1: 10n, 2: 0n, 3: 0n };
-  const client = receiver.client;
+  const client = fixture.receiver.client;
 
   await client.assign(
     cube,
@@ -78,7 +50,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
     [1, 'paused', '50'],
   ]);
   const more = [0, 1, 2].map((p) => makeEvents(p, 20, T0 + 100_000, 2000, 1));
-  for (const p of [0, 1, 2]) await produce(producer, topic, p, more[p]!);
+  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, more[p]!);
   await waitForPositions(client, cube, { 2: 70n });
   expect(positionsOf(await client.cubeStatus(cube))).toMatchObject({ 0: '50', 1: '50' });
   // Pausing again is the same answer (idempotent).
@@ -125,11 +97,11 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
 });
 
 test('a partition assigned with a carried watermark judges lateness by it from the first event', async () => {
-  const topic = await createTopic(admin, 1);
-  const client = receiver.client;
+  const topic = await createTopic(fixture.admin, 1);
+  const client = fixture.receiver.client;
   const carried = T0 + 3 * 3_600_000; // three hours past the events' windows (1h + 5m lateness)
   const events = makeEvents(0, 10, T0, 1000);
-  await produce(producer, topic, 0, events);
+  await produce(fixture.producer, topic, 0, events);
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);

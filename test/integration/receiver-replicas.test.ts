@@ -1,10 +1,7 @@
 // Two receivers of one replica set fed the same partitions from the same offsets hold the same
 // segments (windows, offset ranges, rows, late-event decisions, hand-offs), equal to the ground truth.
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
-import { testEnvironment } from '../env/connection.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { tempDir } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
   assignRequest,
@@ -17,52 +14,22 @@ import {
 } from '../support/events.ts';
 import { modelCube, sealedWindows } from '../support/cube-model.ts';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
-import {
-  expectRowsEqual,
-  expectTiling,
-  rangesOf,
-  waitForPositions,
-} from '../support/receiver-checks.ts';
+import { expectLogsTiled, expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { useReceivers } from '../support/receiver-fixture.ts';
 
-const env = testEnvironment();
-const kafka = createKafka({
-  clientId: 'receiver-replicas-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
-});
+const deepStorage = tempDir('deep-replicas');
+// r2 parses every batch on its worker thread, r1 only large ones: both paths must agree.
+const fixture = useReceivers('receiver-replicas', [
+  { id: 'r1', deepStorageDir: deepStorage },
+  { id: 'r2', deepStorageDir: deepStorage, env: { STREAMCUBE_WORKER_MIN_BATCH: '1' } },
+]);
+const { env, kafka } = fixture;
+const replicas = fixture.receivers;
 const T0 = Date.UTC(2026, 0, 1, 10);
 const cube = 'clicks';
 const schema = windowedSchema;
 const dimensions = schema.dimensions;
-
-let admin: Admin;
-let producer: Producer;
-let deepStorage: string;
-let replicas: ReceiverProcess[] = [];
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
-  deepStorage = tempDir('deep-replicas');
-  // r2 parses every batch on its worker thread, r1 only large ones: both paths must agree.
-  replicas = [
-    new ReceiverProcess({ id: 'r1', replicaSet: 'rs-a', deepStorageDir: deepStorage }),
-    new ReceiverProcess({
-      id: 'r2',
-      replicaSet: 'rs-a',
-      deepStorageDir: deepStorage,
-      env: { STREAMCUBE_WORKER_MIN_BATCH: '1' },
-    }),
-  ];
-  await Promise.all(replicas.map((r) => r.start()));
-});
-
-afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.stop()));
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
 
 /** What must be equal between replicas: everything but the receiver's name and hand-off path. */
 const segmentsOf = (s: CubeStatus) =>
@@ -76,7 +43,7 @@ const segmentsOf = (s: CubeStatus) =>
   }));
 
 test('replicas consuming the same offsets hold identical segments, late events included, equal to the ground truth', async () => {
-  const topic = await createTopic(admin, 4);
+  const topic = await createTopic(fixture.admin, 4);
   const partitions = [0, 1, 2, 3];
   // Several minutes of events per partition, out of order and too late ones among them, and
   // malformed records at the very start of one partition and in the middle of another.
@@ -99,7 +66,7 @@ test('replicas consuming the same offsets hold identical segments, late events i
   const longest = Math.max(...partitions.map((p) => records.get(p)!.length));
   for (let i = 0; i < longest; i += 60) {
     for (const p of partitions) {
-      await produceRecords(producer, topic, p, records.get(p)!.slice(i, i + 60), 60);
+      await produceRecords(fixture.producer, topic, p, records.get(p)!.slice(i, i + 60), 60);
     }
   }
   const end = await highWatermarks(kafka, topic);
@@ -130,7 +97,7 @@ test('replicas consuming the same offsets hold identical segments, late events i
   );
   expect(s1.rejected).toEqual(model.rejected);
   expect(s2.rejected).toEqual(model.rejected);
-  for (const p of partitions) expectTiling(rangesOf(p, s1.segments), 0n, end.get(p)!);
+  expectLogsTiled(end, s1.segments);
 
   // Open windows: the query answers of both replicas, window by window. Sums are compared to 1e-6:
   // a float sum depends on the order its terms were added in, and the replicas interleave

@@ -9,8 +9,7 @@ import type { CubeAssignment, ReassignPhase } from '../../src/api/cube-assignmen
 import { nextPhase } from '../../src/operator/reassign/index.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
-import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
-import { expectExactOnceCaughtUp } from '../support/cube-audit.ts';
+import { assigned, expectLoadedCubeExact, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { bringBack, takeDown, useOperatorStack } from '../support/operator-stack.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
@@ -150,13 +149,10 @@ test('replicas that miss a phase of a move are brought to their set state: total
   }
 
   // Every event once, every partition's log tiled, by replica 0 and by replica 1 of the sets.
-  await expectExactOnceCaughtUp({
-    kafka: stack.kafka,
+  await expectLoadedCubeExact(stack, {
+    cube,
     topic,
     load,
-    cube,
-    deepStorageDir: stack.deepStorageDir,
-    replicaSets: stack.replicas,
     owned,
   });
 }, 300_000);

@@ -28,9 +28,6 @@ import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges
 import { waitFor } from '../support/wait.ts';
 
 const stack = useOperatorStack({ name: 'retention', replicaSets: ['rs-a'] });
-const producer = stack.kafka.producer();
-beforeAll(() => producer.connect());
-afterAll(() => producer.disconnect());
 
 /**
  * A cube over a new topic of two partitions holding 100 events each, settled and read to their
@@ -46,7 +43,7 @@ async function readCube(cube: string) {
   const write = async (p: number, count: number): Promise<void> => {
     const from = produced.get(p)!.length;
     const list = makeEvents(p, count, Date.UTC(2026, 0, 1) + from * 1000, 1000, from + 1);
-    await produce(producer, topic, p, list);
+    await produce(stack.producer, topic, p, list);
     produced.get(p)!.push(...list);
   };
   for (const p of [0, 1]) await write(p, 100);

@@ -6,12 +6,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { logLevel, type Admin, type Producer } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
-import { freePort } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { tempDir } from '../support/receiver-process.ts';
 import {
   createTopic,
   highWatermarks,
@@ -21,43 +17,45 @@ import {
   totalsOf,
 } from '../support/events.ts';
 import {
-  OperatorProcess,
-  applyCrd,
   conditionOf,
-  createNamespace,
   cubeApi,
   cubeEvents,
-  startReceiverPod,
   waitForCube,
   waitForSettled,
 } from '../support/cluster.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
 import { setScramPassword } from '../support/scram-user.ts';
 import { waitFor } from '../support/wait.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
 
-const env = testEnvironment();
-const auth = env.kafka.auth!;
-const kc = adminKubeConfig();
-const core = kc.makeApiClient(CoreV1Api);
-// Topics are made and written on the PLAINTEXT listener of the same broker.
-const kafka = createKafka({
-  clientId: 'source-auth-test',
-  brokers: [env.kafka.bootstrap],
-  logLevel: logLevel.NOTHING,
+// Topics are made and written on the PLAINTEXT listener of the same broker (stack.kafka).
+const stack = useOperatorStack({
+  name: 'source-auth',
+  replicaSets: ['rs-a'],
+  prepare: async () => {
+    await secret('kafka-ca', { 'ca.crt': readFileSync(auth.caFile, 'utf8') });
+    await secret('other-ca', { 'ca.crt': readFileSync(auth.otherCaFile, 'utf8') });
+    await secret('scram512', { ...auth.users['scram-sha-512'] });
+    await secret('plain', { ...auth.users.plain });
+    await secret('scram256-wrong', {
+      username: auth.users['scram-sha-256'].username,
+      password: wrongPassword,
+    });
+    // Secrets read again every second (30 s by default): the rotation test waits on it.
+    return { KUBECONFIG: await receiverKubeconfig(), STREAMCUBE_SECRET_REFRESH: '1s' };
+  },
 });
-const token = `test-token-${Date.now()}-auth`;
+const { kc, env, kafka } = stack;
+const auth = env.kafka.auth!;
+const core = kc.makeApiClient(CoreV1Api);
 const wrongPassword = 'wrong-password-5b1e9c';
 const rotatingPasswords = ['rotating-pass-1-8d2f', 'rotating-pass-2-a61c'] as const;
 
-let admin: Admin;
-let producer: Producer;
-let namespace: string;
-let operator: OperatorProcess;
-let receiver: ReceiverProcess;
-const deep = tempDir('deep-source-auth');
-
 async function secret(name: string, stringData: Record<string, string>): Promise<void> {
-  await core.createNamespacedSecret({ namespace, body: { metadata: { name }, stringData } });
+  await core.createNamespacedSecret({
+    namespace: stack.namespace,
+    body: { metadata: { name }, stringData },
+  });
 }
 
 type Mechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512';
@@ -81,9 +79,12 @@ const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wr
 async function receiverKubeconfig(): Promise<string> {
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   const name = 'receiver';
-  await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
+  await core.createNamespacedServiceAccount({
+    namespace: stack.namespace,
+    body: { metadata: { name } },
+  });
   await rbac.createNamespacedRole({
-    namespace,
+    namespace: stack.namespace,
     body: {
       metadata: { name: 'source-secrets' },
       rules: [
@@ -92,16 +93,16 @@ async function receiverKubeconfig(): Promise<string> {
     },
   });
   await rbac.createNamespacedRoleBinding({
-    namespace,
+    namespace: stack.namespace,
     body: {
       metadata: { name: 'source-secrets' },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'source-secrets' },
-      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+      subjects: [{ kind: 'ServiceAccount', name, namespace: stack.namespace }],
     },
   });
   const request = await core.createNamespacedServiceAccountToken({
     name,
-    namespace,
+    namespace: stack.namespace,
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
   const cluster = kc.getCurrentCluster()!;
@@ -119,7 +120,7 @@ async function receiverKubeconfig(): Promise<string> {
 
 /** Creates a cube over `src` on replica set rs-a. */
 const createCube = (cube: string, src: ReturnType<typeof source>) =>
-  cubeApi(kc).create(namespace, cube, {
+  cubeApi(kc).create(stack.namespace, cube, {
     source: src,
     schema: testSchema,
     replicaSets: ['rs-a'],
@@ -128,62 +129,36 @@ const createCube = (cube: string, src: ReturnType<typeof source>) =>
 
 /** Waits until the cube holds `partitions` (joined with commas) on rs-a and has settled. */
 const settledOn = (cube: string, partitions: string) =>
-  waitForSettled(kc, namespace, cube, (c) => c.status?.assignment?.['rs-a']?.join() === partitions);
+  waitForSettled(
+    kc,
+    stack.namespace,
+    cube,
+    (c) => c.status?.assignment?.['rs-a']?.join() === partitions,
+  );
 
 const degradedWith = (c: CubeAssignment, reason: string): boolean =>
   conditionOf(c, 'Degraded')?.status === 'True' && conditionOf(c, 'Degraded')?.reason === reason;
-
-beforeAll(async () => {
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
-  namespace = await createNamespace(kc, 'source-auth');
-  await secret('kafka-ca', { 'ca.crt': readFileSync(auth.caFile, 'utf8') });
-  await secret('other-ca', { 'ca.crt': readFileSync(auth.otherCaFile, 'utf8') });
-  await secret('scram512', { ...auth.users['scram-sha-512'] });
-  await secret('plain', { ...auth.users.plain });
-  await secret('scram256-wrong', {
-    username: auth.users['scram-sha-256'].username,
-    password: wrongPassword,
-  });
-  const port = await freePort();
-  receiver = await startReceiverPod(kc, namespace, {
-    name: 'rs-a-0',
-    replicaSet: 'rs-a',
-    ip: '127.0.0.41',
-    port,
-    token,
-    deepStorageDir: deep,
-    // Secrets read again every second (30 s by default): the rotation test waits on it.
-    env: { KUBECONFIG: await receiverKubeconfig(), STREAMCUBE_SECRET_REFRESH: '1s' },
-  });
-  operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
-  await operator.start();
-});
-
-afterAll(async () => {
-  await operator?.kill('SIGTERM');
-  await receiver?.stop();
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
-});
 
 test.each<[Mechanism, string]>([
   ['scram-sha-512', 'scram512'],
   ['plain', 'plain'],
 ])('a cube read over SASL_SSL with %s gets exact totals', async (mechanism, saslSecret) => {
   const cube = `auth-${mechanism}`;
-  const topic = await createTopic(admin, 2);
+  const topic = await createTopic(stack.admin, 2);
   const events = [
     ...makeEvents(0, 300, Date.UTC(2026, 2, 1), 500, 0),
     ...makeEvents(1, 300, Date.UTC(2026, 2, 1), 500, 1),
   ];
-  await produce(producer, topic, 0, events.slice(0, 300));
-  await produce(producer, topic, 1, events.slice(300));
+  await produce(stack.producer, topic, 0, events.slice(0, 300));
+  await produce(stack.producer, topic, 1, events.slice(300));
   await createCube(cube, source(topic, 'kafka-ca', mechanism, saslSecret));
   await settledOn(cube, '0,1');
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
-  await waitForPositions(receiver.client, cube, { 0: hw[0]!, 1: hw[1]! });
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+  await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: hw[0]!, 1: hw[1]! });
+  expectTotals(
+    totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
+    totalsOf(events),
+  );
 });
 
 /** Creates a one-partition cube over `src` and waits until it is Degraded with `reason`. */
@@ -192,13 +167,13 @@ async function degradedCube(
   src: (topic: string) => ReturnType<typeof source>,
   reason: string,
 ): Promise<{ topic: string; message: string }> {
-  const topic = await createTopic(admin, 1);
+  const topic = await createTopic(stack.admin, 1);
   await createCube(cube, src(topic));
-  const degraded = await waitForCube(kc, namespace, cube, `Degraded ${reason}`, (c) =>
+  const degraded = await waitForCube(kc, stack.namespace, cube, `Degraded ${reason}`, (c) =>
     degradedWith(c, reason),
   );
   await waitFor(`a Warning Event ${reason} on ${cube}`, async () =>
-    (await cubeEvents(kc, namespace, cube)).find(
+    (await cubeEvents(kc, stack.namespace, cube)).find(
       (e) => e.type === 'Warning' && e.reason === reason,
     ),
   );
@@ -217,17 +192,20 @@ test('a refused password: Degraded SourceAuthFailed with the broker message; the
   );
 
   const events = makeEvents(0, 100, Date.UTC(2026, 2, 1), 500, 0);
-  await produce(producer, topic, 0, events);
+  await produce(stack.producer, topic, 0, events);
   await core.replaceNamespacedSecret({
-    namespace,
+    namespace: stack.namespace,
     name: 'scram256-wrong',
     body: { metadata: { name: 'scram256-wrong' }, stringData: { ...auth.users['scram-sha-256'] } },
   });
   const fixed = await settledOn(cube, '0');
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
-  await waitForPositions(receiver.client, cube, { 0: hw[0]! });
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+  await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: hw[0]! });
+  expectTotals(
+    totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
+    totalsOf(events),
+  );
 });
 
 test('an untrusted CA: Degraded SourceTLSFailed', async () => {
@@ -245,26 +223,31 @@ test('a password rotated in Kafka and in its Secret reaches a running receiver w
   await setScramPassword('SCRAM-SHA-512', username, before);
   await secret('rotating', { username, password: before });
   const oneCube = async (cube: string, day: number): Promise<void> => {
-    const topic = await createTopic(admin, 1);
+    const topic = await createTopic(stack.admin, 1);
     const events = makeEvents(0, 200, Date.UTC(2026, 2, day), 500, 0);
-    await produce(producer, topic, 0, events);
+    await produce(stack.producer, topic, 0, events);
     await createCube(cube, source(topic, 'kafka-ca', 'scram-sha-512', 'rotating'));
     const settled = await settledOn(cube, '0');
     expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
-    await waitForPositions(receiver.client, cube, { 0: 200n });
-    expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(events));
+    await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: 200n });
+    expectTotals(
+      totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
+      totalsOf(events),
+    );
   };
   await oneCube('auth-rotate-before', 2);
 
   // The broker first (connections already authenticated stay open), then the Secret.
   await setScramPassword('SCRAM-SHA-512', username, after);
   await core.replaceNamespacedSecret({
-    namespace,
+    namespace: stack.namespace,
     name: 'rotating',
     body: { metadata: { name: 'rotating' }, stringData: { username, password: after } },
   });
   await waitFor('the receiver to read the rotated Secret', () =>
-    Promise.resolve(readFileSync(receiver.logFile, 'utf8').includes('a source Secret changed')),
+    Promise.resolve(
+      readFileSync(stack.receivers['rs-a']!.logFile, 'utf8').includes('a source Secret changed'),
+    ),
   );
   // A cube assigned now connects anew through the receiver's client of that Secret: with the
   // password it held at first, the broker would refuse it (SourceAuthFailed, for good).
@@ -280,8 +263,8 @@ test('no password in the logs, the statuses or the Events', async () => {
     ...rotatingPasswords,
   ];
   const texts: [string, string][] = [
-    ['operator log', readFileSync(operator.logFile, 'utf8')],
-    ['receiver log', readFileSync(receiver.logFile, 'utf8')],
+    ['operator log', readFileSync(stack.operator.logFile, 'utf8')],
+    ['receiver log', readFileSync(stack.receivers['rs-a']!.logFile, 'utf8')],
   ];
   for (const cube of [
     'auth-scram-sha-512',
@@ -291,9 +274,9 @@ test('no password in the logs, the statuses or the Events', async () => {
     'auth-rotate-before',
     'auth-rotate-after',
   ]) {
-    const object = await cubeApi(kc).get(namespace, cube);
+    const object = await cubeApi(kc).get(stack.namespace, cube);
     texts.push([`${cube} status`, JSON.stringify(object.status)]);
-    texts.push([`${cube} Events`, JSON.stringify(await cubeEvents(kc, namespace, cube))]);
+    texts.push([`${cube} Events`, JSON.stringify(await cubeEvents(kc, stack.namespace, cube))]);
   }
   for (const [where, text] of texts) {
     expect(text.length).toBeGreaterThan(0);

@@ -2,6 +2,7 @@
 // a random valid spec while a seeded fault schedule kills, freezes and restarts receivers and
 // operators. One seed gives one sequence of choices (the timing is the machine's), so a failing
 // run is replayed with its seed.
+import type { ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -20,6 +21,7 @@ import {
 import type { SteadyLoad } from './load.ts';
 import type { OperatorStack } from './operator-stack.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
+import { processStopped } from './child-process-state.ts';
 import { waitFor } from './wait.ts';
 
 /** mulberry32: small, fast and good enough to pick faults; the same seed, the same picks. */
@@ -165,7 +167,12 @@ export interface ChaosSummary {
   placements: number;
   /** Placements that settled with another assignment than before. */
   reassigns: number;
+  /** Faults drawn from the schedule, by kind. */
+  drawn: Record<FaultKind, number>;
+  /** Faults that ran and did what they say (a process killed, frozen, a server restarted). */
   faults: Record<FaultKind, number>;
+  /** Faults drawn that did not do what they say, and why: none, in a run that means anything. */
+  notRun: string[];
 }
 
 const lease = 'streamcube-operator';
@@ -189,7 +196,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     seed: o.seed,
     placements: 0,
     reassigns: 0,
+    drawn: Object.fromEntries(faultKinds.map((k) => [k, 0])) as Record<FaultKind, number>,
     faults: Object.fromEntries(faultKinds.map((k) => [k, 0])) as Record<FaultKind, number>,
+    notRun: [],
   };
   const replicaSets = Object.keys(stack.replicas);
   const operators: OperatorProcess[] = [stack.operator];
@@ -277,6 +286,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   };
 
   const fault = async (kind: FaultKind, random: Random): Promise<void> => {
+    // What the fault found not done as it says: it goes on (the stack is left whole), but does
+    // not count as run.
+    const missed: string[] = [];
+    const killed = (p: { exitSignal: NodeJS.Signals | null }, who: string): void => {
+      if (p.exitSignal !== 'SIGKILL')
+        missed.push(`${who} not killed (${p.exitSignal ?? 'running'})`);
+    };
+    const frozen = (p: { child?: ChildProcess }, who: string): void => {
+      if (!processStopped(p.child)) missed.push(`${who} not stopped by SIGSTOP`);
+    };
     switch (kind) {
       case 'receiver-kill': {
         // Never two down at once: a replica set always keeps a replica.
@@ -287,6 +306,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         }
         await setPodReady(kc, namespace, r.options.id, r.options.host!, false);
         await r.kill('SIGKILL');
+        killed(r, r.options.id);
         const downMs = random.between(500, 8_000);
         log(`fault receiver-kill: ${r.options.id} kill -9, down ${downMs} ms`);
         await sleep(downMs);
@@ -300,10 +320,14 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         break;
       }
       case 'operator-kill': {
-        const target = random.chance(0.5) ? await leader() : random.pick(operators);
+        // One that exited by itself (a thawed stale leader) is no target: it is replaced anyway.
+        const target = random.chance(0.5)
+          ? await leader()
+          : random.pick(operators.filter((op) => op.alive));
         const role =
           target.identity === (await leaseHolder(kc, namespace, lease)) ? 'leader' : 'candidate';
         await target.kill('SIGKILL');
+        killed(target, target.identity);
         const downMs = random.between(0, 3_000);
         log(`fault operator-kill: ${role} ${target.identity} kill -9, replaced after ${downMs} ms`);
         await sleep(downMs);
@@ -328,6 +352,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         r.child?.kill('SIGSTOP');
         log(`fault receiver-freeze: ${r.options.id} SIGSTOP for ${frozenMs} ms`);
         await sleep(frozenMs);
+        frozen(r, r.options.id);
         r.child?.kill('SIGCONT');
         log(`receiver ${r.options.id} SIGCONT`);
         break;
@@ -362,6 +387,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         for (const r of lost) {
           await setPodReady(kc, namespace, r.options.id, r.options.host!, false);
           await r.kill('SIGKILL');
+          killed(r, r.options.id);
         }
         log(
           `fault replica-set-loss: every receiver of ${rs} kill -9${atRest ? '' : ` (${moving} placement${moving === 1 ? '' : 's'} under way)`} (${held.join(', ') || 'no cube'} held partitions there; released, not committed: ${uncommitted.join('; ') || 'none'})`,
@@ -417,12 +443,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         const frozenMs = leaseMs + random.between(1_000, 5_000);
         log(`fault leader-freeze: ${target.identity} SIGSTOP for ${frozenMs} ms`);
         await sleep(frozenMs);
+        frozen(target, target.identity);
         target.child?.kill('SIGCONT');
         log(`operator ${target.identity} SIGCONT`);
         break;
       }
     }
-    summary.faults[kind] += 1;
+    if (missed.length === 0) summary.faults[kind] += 1;
+    else {
+      summary.notRun.push(`${kind}: ${missed.join('; ')}`);
+      log(`fault ${kind} did not run as drawn: ${missed.join('; ')}`);
+    }
   };
 
   const faultLoop = async (random: Random): Promise<void> => {
@@ -433,7 +464,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       await sleep(random.between(2_000, 6_000));
       if (over() || o.faults.length === 0) continue;
       if (bag.length === 0) bag = random.shuffle(o.faults);
-      await fault(bag.pop()!, random);
+      const kind = bag.pop()!;
+      summary.drawn[kind] += 1;
+      await fault(kind, random);
       await keepTwoOperators();
     }
   };

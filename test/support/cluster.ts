@@ -29,6 +29,7 @@ import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess } from './receiver-process.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { processExited, processRunning, processStopped } from './child-process-state.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -148,6 +149,24 @@ export async function leaseHolder(
     if (error instanceof ApiException && error.code === 404) return undefined;
     throw error;
   }
+}
+
+/**
+ * When `identity` took the Lease (its acquireTime, written by the holder itself): the moment a
+ * new leader's own waits start from, however long the takeover took on a loaded machine.
+ */
+export async function leaseAcquiredAt(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  identity: string,
+): Promise<number> {
+  const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name, namespace });
+  if (lease.spec?.holderIdentity !== identity || !lease.spec.acquireTime)
+    throw new Error(
+      `lease ${namespace}/${name} is held by '${lease.spec?.holderIdentity ?? ''}', not ${identity}`,
+    );
+  return new Date(lease.spec.acquireTime).getTime();
 }
 
 export function conditionOf(cube: CubeAssignment, type: string): Condition | undefined {
@@ -309,9 +328,7 @@ export class OperatorProcess {
   }
 
   exited(): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-    return new Promise((r) => child.once('exit', () => r()));
+    return processExited(this.child);
   }
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
@@ -355,18 +372,12 @@ export class OperatorProcess {
 
   /** True while the process is stopped (SIGSTOP, from outside or at a fault point). */
   get stopped(): boolean {
-    const pid = this.child?.pid;
-    if (pid === undefined || !this.alive) return false;
-    // /proc/<pid>/stat: "pid (comm) state ...": T is stopped by a signal.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+    return processStopped(this.child);
   }
 
   /** True while the process has neither exited nor been killed. */
   get alive(): boolean {
-    return (
-      this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null
-    );
+    return processRunning(this.child);
   }
 
   /** Reconciles this process has run, all results summed (`controller_runtime_reconcile_total`). */

@@ -1,5 +1,6 @@
 // A suite's Kafka client of the test environment's broker, with an admin client and a producer
-// connected in beforeAll and, in afterAll, disconnected along with the client's fetch session.
+// connected in beforeAll and, in afterAll, disconnected along with the client's fetch session;
+// and clients of brokers a test starts (and stops) itself, connected when asked.
 import { type Admin, type Kafka, type Producer, logLevel } from 'kafkajs';
 import { createKafka } from '../../src/kafka/client.ts';
 import { closeFetchSession } from '../../src/kafka/fetch-session.ts';
@@ -44,5 +45,34 @@ export function useKafkaClients(clientId: string): KafkaClients {
     get producer() {
       return producer!;
     },
+  };
+}
+
+/** A client of a broker and its admin and producer, connected. */
+export interface ConnectedClients {
+  kafka: Kafka;
+  admin: Admin;
+  producer: Producer;
+}
+
+/**
+ * Clients of any broker, a test's own included (one it stops and starts again: after a restart a
+ * test connects fresh ones, the first may still be backing off). Every one is disconnected in
+ * afterAll.
+ */
+export function useBrokerClients(): (
+  bootstrap: string,
+  clientId: string,
+) => Promise<ConnectedClients> {
+  const connected: ConnectedClients[] = [];
+  afterAll(async () => {
+    await Promise.all(connected.flatMap((c) => [c.admin.disconnect(), c.producer.disconnect()]));
+  });
+  return async (bootstrap, clientId) => {
+    const kafka = createKafka({ clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING });
+    const c = { kafka, admin: kafka.admin(), producer: kafka.producer() };
+    connected.push(c);
+    await Promise.all([c.admin.connect(), c.producer.connect()]);
+    return c;
   };
 }

@@ -3,6 +3,7 @@
 import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeApi, waitForSettled } from './cluster.ts';
+import { expectExactOnceCaughtUp } from './cube-audit.ts';
 import { createTopic, testSchema } from './events.ts';
 import { SteadyLoad } from './load.ts';
 import type { OperatorStack } from './operator-stack.ts';
@@ -80,4 +81,27 @@ export async function loadedCube(
     assigned({ 'rs-a': all.slice(0, half), 'rs-b': all.slice(half) }),
   );
   return { topic, load };
+}
+
+/**
+ * Stops a cube's load and audits the cube on the stack's replicas and deep storage
+ * (expectExactOnceCaughtUp): every replica of a set that owns partitions caught up, every event
+ * once, every partition's log tiled.
+ */
+export function expectLoadedCubeExact(
+  stack: OperatorStack,
+  o: {
+    cube: string;
+    topic: string;
+    load: SteadyLoad;
+    owned: Record<string, number[]>;
+    committedSets?: string[];
+  },
+): Promise<void> {
+  return expectExactOnceCaughtUp({
+    kafka: stack.kafka,
+    deepStorageDir: stack.deepStorageDir,
+    replicaSets: stack.replicas,
+    ...o,
+  });
 }

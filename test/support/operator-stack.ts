@@ -1,12 +1,12 @@
 // A fixture for operator suites: a namespace of its own, receiver processes (one per replica set,
-// or `replicas` each) made visible as Ready pods on loopback addresses allocated for the suite, and
-// the operator — started in beforeAll, stopped in afterAll with any other operator the suite
-// started on the same Lease. The fields are set once beforeAll has run.
+// or `replicas` each) made visible as Ready pods on loopback addresses allocated for the suite, a
+// Kafka admin and producer, and the operator — started in beforeAll, stopped in afterAll with any
+// other operator the suite started on the same Lease. The fields are set once beforeAll has run.
 import { randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logLevel, type Admin, type Kafka } from 'kafkajs';
+import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
 import { type TestEnvironment } from '../../src/local/environment.ts';
@@ -28,20 +28,30 @@ export interface OperatorStack {
   kc: KubeConfig;
   kafka: Kafka;
   admin: Admin;
+  /** A plain producer (not idempotent; useLoads gives loads their own). */
+  producer: Producer;
   namespace: string;
   token: string;
   deepStorageDir: string;
+  /** The operator started in beforeAll; unset with `operator: false`. */
   operator: OperatorProcess;
   /** Receiver `<rs>-0` of each replica set, by replica set. */
   receivers: Record<string, ReceiverProcess>;
   /** Every receiver `<rs>-<i>` of each replica set, in replica order, by replica set. */
   replicas: Record<string, ReceiverProcess[]>;
+  /** The receiver of pod `name` (`rs-a-1`). */
+  receiver(name: string): ReceiverProcess;
   /**
    * Starts one more operator on the same Lease (a candidate for leader); stopped in afterAll.
    * With `cubesIn`: an operator of the CubeAssignments of that namespace (its Lease there) that
    * finds its receivers in the stack's namespace (--receiver-namespace), as the Helm chart's do.
+   * `args` are added after the stack's (a later flag wins: `--lease-duration=60s`, say).
    */
-  startOperator(env?: NodeJS.ProcessEnv, cubesIn?: string): Promise<OperatorProcess>;
+  startOperator(
+    env?: NodeJS.ProcessEnv,
+    cubesIn?: string,
+    args?: string[],
+  ): Promise<OperatorProcess>;
   /**
    * Starts one more receiver in `replicaSet`, `<rs>-<n>` after the last, with its Ready pod: the
    * set scaled up, as a StatefulSet would do it. Appended to `replicas`; stopped in afterAll.
@@ -67,9 +77,18 @@ function loopbackAddress(): string {
 export function useOperatorStack(options: {
   name: string;
   replicaSets: string[];
-  /** Receivers per replica set; default 1. */
-  replicas?: number;
+  /** Receivers per replica set, or by replica set; default 1. */
+  replicas?: number | Record<string, number>;
   receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env'>;
+  /** Environment added to one receiver's, by pod name (`rs-a-1`): a fault directory, say. */
+  podEnv?: Record<string, NodeJS.ProcessEnv>;
+  /**
+   * Runs once the namespace exists, before any receiver starts (Secrets a receiver reads, say);
+   * the environment it returns is added to every receiver's started in beforeAll.
+   */
+  prepare?: (stack: OperatorStack) => Promise<NodeJS.ProcessEnv | void>;
+  /** false: no operator in beforeAll; the suite starts its own (`startOperator`). */
+  operator?: boolean;
   /** Environment of the operator started in beforeAll (a fault point, say). */
   operatorEnv?: NodeJS.ProcessEnv;
   /** Flags added to every operator this stack starts. */
@@ -98,9 +117,11 @@ export function useOperatorStack(options: {
   } as OperatorStack;
   const operators: OperatorProcess[] = [];
   let receiverPort = 0;
+  let preparedEnv: NodeJS.ProcessEnv = {};
   const startOperator = async (
     env: NodeJS.ProcessEnv = {},
     cubesIn?: string,
+    args: string[] = [],
     kubeconfig?: string,
   ): Promise<OperatorProcess> => {
     const operator = new OperatorProcess({
@@ -111,27 +132,38 @@ export function useOperatorStack(options: {
       args: [
         ...(options.operatorArgs ?? []),
         ...(cubesIn ? [`--receiver-namespace=${stack.namespace}`] : []),
+        ...args,
       ],
     });
     operators.push(operator);
     await operator.start(env);
     return operator;
   };
-  stack.startOperator = (env, cubesIn) => startOperator(env, cubesIn);
+  stack.startOperator = (env, cubesIn, args) => startOperator(env, cubesIn, args);
 
   stack.addReplica = async (rs) => {
     const replicas = (stack.replicas[rs] ??= []);
+    const name = `${rs}-${replicas.length}`;
     const receiver = await startReceiverPod(stack.kc, stack.namespace, {
-      name: `${rs}-${replicas.length}`,
+      name,
       replicaSet: rs,
       ip: loopbackAddress(),
       port: receiverPort,
       token: stack.token,
       deepStorageDir: stack.deepStorageDir,
       ...options.receiver,
+      env: { ...options.receiver?.env, ...preparedEnv, ...options.podEnv?.[name] },
     });
     replicas.push(receiver);
     return receiver;
+  };
+
+  stack.receiver = (name) => {
+    const found = Object.values(stack.replicas)
+      .flat()
+      .find((r) => r.options.id === name);
+    if (!found) throw new Error(`no receiver ${name} in ${options.name}'s stack`);
+    return found;
   };
 
   stack.restartApiServer = async (downMs) => {
@@ -163,16 +195,21 @@ export function useOperatorStack(options: {
       };
     }
     stack.admin = stack.kafka.admin();
-    await Promise.all([stack.admin.connect(), applyCrd()]);
+    stack.producer = stack.kafka.producer();
+    await Promise.all([stack.admin.connect(), stack.producer.connect(), applyCrd()]);
     stack.namespace = await createNamespace(stack.kc, options.name);
+    preparedEnv = (await options.prepare?.(stack)) ?? {};
     receiverPort = await freePort();
     for (const rs of options.replicaSets) {
-      for (let i = 0; i < (options.replicas ?? 1); i++) await stack.addReplica(rs);
+      const count = typeof options.replicas === 'object' ? options.replicas[rs] : options.replicas;
+      for (let i = 0; i < (count ?? 1); i++) await stack.addReplica(rs);
       stack.receivers[rs] = stack.replicas[rs]![0]!;
     }
+    if (options.operator === false) return;
     stack.operator = await startOperator(
       options.operatorEnv,
       undefined,
+      [],
       options.operatorKubeconfig,
     );
   });
@@ -180,7 +217,7 @@ export function useOperatorStack(options: {
   afterAll(async () => {
     for (const operator of operators) await operator.kill('SIGTERM');
     for (const r of Object.values(stack.replicas).flat()) await r.stop();
-    await stack.admin?.disconnect();
+    await Promise.all([stack.admin?.disconnect(), stack.producer?.disconnect()]);
     if (broker) await stopService(broker.pid);
   });
 

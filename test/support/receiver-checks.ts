@@ -75,6 +75,14 @@ export function expectTiling(ranges: OffsetRange[], start: bigint, end: bigint):
   expect(problems).toEqual([]);
 }
 
+/** Each partition's log, from offset 0 to its end in `ends`, tiled by the segments' ranges. */
+export function expectLogsTiled(
+  ends: Map<number, bigint>,
+  ...segmentLists: { offsetRanges: Record<string, [string, string][]> }[][]
+): void {
+  for (const [p, end] of ends) expectTiling(rangesOf(p, ...segmentLists), 0n, end);
+}
+
 /**
  * Rows (dimensions then measures) equal to the expected ones: same groups, counts, minima and
  * maxima exactly, sums to 1e-6 (a float sum depends on the order its terms were added in).

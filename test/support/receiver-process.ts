@@ -19,6 +19,7 @@ import { ReceiverClient } from '../../src/protocol/client.ts';
 import { type CubeCheckpoint, readCubeCheckpoint } from '../../src/receiver/cube-store.ts';
 import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
+import { processExited, processRunning } from './child-process-state.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -123,15 +124,12 @@ export class ReceiverProcess {
 
   /** Whether the process was started and has not exited since. */
   get running(): boolean {
-    const child = this.child;
-    return child !== undefined && child.exitCode === null && child.signalCode === null;
+    return processRunning(this.child);
   }
 
   /** Resolves when the process has exited (by itself, say at a fault point, or killed). */
   exited(): Promise<void> {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-    return new Promise((r) => child.once('exit', () => r()));
+    return processExited(this.child);
   }
 
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
