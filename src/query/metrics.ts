@@ -5,6 +5,7 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 export interface QueryMetrics {
   requests: Counter<'status'>;
   seconds: Histogram<'kind'>;
+  unexpectedErrors: Counter;
   pieces: Counter<'source'>;
   receiverCalls: Counter<'outcome'>;
   incomplete: Counter<'reason'>;
@@ -24,6 +25,11 @@ export function createQueryMetrics(registry: Registry): QueryMetrics {
       help: 'Time to answer a query, by kind',
       labelNames: ['kind'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    unexpectedErrors: new Counter({
+      name: 'streamcube_query_http_unexpected_errors_total',
+      help: 'HTTP requests that failed unexpectedly and were answered 500 (a bug: the log has each one under its request id)',
       registers,
     }),
     pieces: new Counter({

@@ -1,9 +1,10 @@
 // The query server's HTTP API: unauthenticated /healthz, /readyz, /metrics; the bearer-token
 // `POST /v1/namespaces/<ns>/cubes/<cube>/query`. Bad input is a 4xx naming the field.
-import { timingSafeEqual } from 'node:crypto';
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { cubeName } from '../api/cube.ts';
+import { checkBearer } from '../http/bearer-auth.ts';
+import { closeIfBodyUnread, createGuardedServer } from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
 import { parseCubePath } from '../protocol/cube-paths.ts';
@@ -26,6 +27,7 @@ export interface QueryServerOptions {
 
 function send(res: ServerResponse, status: number, body: unknown, type = 'application/json'): void {
   const text = type === 'application/json' ? JSON.stringify(body) : String(body);
+  closeIfBodyUnread(res);
   res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
@@ -39,15 +41,6 @@ const words: Record<QueryError['status'], string> = {
   413: 'request too large',
   503: 'incomplete',
 };
-
-/** The presented bearer token against those valid now, in constant time per token. */
-function bearerCheck(req: IncomingMessage, tokens: readonly string[]): 'ok' | 401 | 403 {
-  const header = req.headers.authorization;
-  if (!header?.startsWith('Bearer ')) return 401;
-  const given = Buffer.from(header.slice('Bearer '.length));
-  const valid = tokens.map((t) => Buffer.from(t));
-  return valid.some((t) => t.length === given.length && timingSafeEqual(t, given)) ? 'ok' : 403;
-}
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
   const declared = Number(req.headers['content-length'] ?? 0);
@@ -70,69 +63,70 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 export function createQueryServer(o: QueryServerOptions): Server {
-  return createServer((req, res) => {
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     const timer = o.metrics.seconds.startTimer({ kind: 'http' });
     res.on('finish', () => {
       timer();
       o.metrics.requests.inc({ status: String(res.statusCode) });
     });
-    void (async () => {
-      const url = new URL(req.url ?? '/', 'http://query');
+    try {
+      if (req.method === 'GET' && url.pathname === '/healthz')
+        return send(res, 200, 'ok', 'text/plain');
+      if (req.method === 'GET' && url.pathname === '/readyz')
+        return o.ready()
+          ? send(res, 200, 'ok', 'text/plain')
+          : send(res, 503, 'informers not synced', 'text/plain');
+      if (req.method === 'GET' && url.pathname === '/metrics')
+        return send(res, 200, await o.registry.metrics(), o.registry.contentType);
+      if (!url.pathname.startsWith('/v1/'))
+        return send(res, 404, failure('not found', `no route ${url.pathname}`));
+      const auth = checkBearer(req, o.tokens());
+      if (auth !== true)
+        return send(
+          res,
+          auth,
+          failure(
+            auth === 401 ? 'unauthenticated' : 'forbidden',
+            auth === 401
+              ? 'an Authorization: Bearer token is required'
+              : 'the bearer token is not valid for this query server',
+          ),
+        );
+      let path;
       try {
-        if (req.method === 'GET' && url.pathname === '/healthz')
-          return send(res, 200, 'ok', 'text/plain');
-        if (req.method === 'GET' && url.pathname === '/readyz')
-          return o.ready()
-            ? send(res, 200, 'ok', 'text/plain')
-            : send(res, 503, 'informers not synced', 'text/plain');
-        if (req.method === 'GET' && url.pathname === '/metrics')
-          return send(res, 200, await o.registry.metrics(), o.registry.contentType);
-        if (!url.pathname.startsWith('/v1/'))
-          return send(res, 404, failure('not found', `no route ${url.pathname}`));
-        const auth = bearerCheck(req, o.tokens());
-        if (auth !== 'ok')
-          return send(
-            res,
-            auth,
-            failure(
-              auth === 401 ? 'unauthenticated' : 'forbidden',
-              auth === 401
-                ? 'an Authorization: Bearer token is required'
-                : 'the bearer token is not valid for this query server',
-            ),
-          );
-        let path;
-        try {
-          path = parseCubePath(url.pathname);
-        } catch {
-          path = undefined;
-        }
-        if (!path || path.action !== 'query' || !url.pathname.startsWith('/v1/namespaces/'))
-          return send(res, 404, failure('not found', `no route ${url.pathname}`));
-        if (req.method !== 'POST')
-          return send(
-            res,
-            405,
-            failure('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
-          );
-        for (const [field, value] of [
-          ['namespace', path.namespace],
-          ['cube', path.name],
-        ] as const)
-          if (!cubeName.safeParse(value).success)
-            return send(
-              res,
-              400,
-              failure('invalid request', `${field} name '${value}' must be a DNS label`, field),
-            );
-        const body = await readBody(req);
-        return send(res, 200, await o.service.answer(path.namespace, path.name, body));
-      } catch (error) {
-        if (error instanceof QueryError)
-          return send(res, error.status, failure(words[error.status], error.message, error.field));
-        o.logger.error('query failed', { path: url.pathname, error: (error as Error).stack });
-        return send(res, 500, failure('internal error', (error as Error).message));
+        path = parseCubePath(url.pathname);
+      } catch {
+        path = undefined;
       }
-    })();
+      if (!path || path.action !== 'query' || !url.pathname.startsWith('/v1/namespaces/'))
+        return send(res, 404, failure('not found', `no route ${url.pathname}`));
+      if (req.method !== 'POST')
+        return send(
+          res,
+          405,
+          failure('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
+        );
+      for (const [field, value] of [
+        ['namespace', path.namespace],
+        ['cube', path.name],
+      ] as const)
+        if (!cubeName.safeParse(value).success)
+          return send(
+            res,
+            400,
+            failure('invalid request', `${field} name '${value}' must be a DNS label`, field),
+          );
+      const body = await readBody(req);
+      return send(res, 200, await o.service.answer(path.namespace, path.name, body));
+    } catch (error) {
+      if (error instanceof QueryError)
+        return send(res, error.status, failure(words[error.status], error.message, error.field));
+      // Unexpected: logged under a request id and answered with a generic 500 by the guard.
+      throw error;
+    }
+  };
+  return createGuardedServer(handle, {
+    logger: o.logger,
+    onUnexpectedError: () => o.metrics.unexpectedErrors.inc(),
   });
 }

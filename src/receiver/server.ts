@@ -2,8 +2,8 @@
 // API and query under /v1, a cube's under /v1/namespaces/<ns>/cubes/<cube> (and, for namespace
 // `default`, /v1/cubes/<cube>). Bad requests get 4xx naming the field; nothing is only logged.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { checkBearer } from '../http/bearer-auth.ts';
 import {
   type ServerLimits,
   closeIfBodyUnread,
@@ -227,18 +227,6 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-function authorized(req: IncomingMessage, tokens: readonly string[]): 401 | 403 | true {
-  const header = req.headers.authorization;
-  if (!header?.startsWith('Bearer ')) return 401;
-  const given = Buffer.from(header.slice('Bearer '.length));
-  return tokens.some((token) => {
-    const expected = Buffer.from(token);
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  })
-    ? true
-    : 403;
-}
-
 /**
  * `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old).
  * `limits`: the server's timeouts and connection cap (defaults when absent).
@@ -277,7 +265,7 @@ export function createReceiverServer(
       }
       if (!url.pathname.startsWith('/v1/'))
         return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-      const auth = authorized(req, adminTokens());
+      const auth = checkBearer(req, adminTokens());
       if (auth !== true) {
         routeName = '/v1 (unauthorized)';
         return send(

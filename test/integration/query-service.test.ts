@@ -24,6 +24,7 @@ import {
 } from '../support/java-producer.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { readCommittedWithPyarrow } from '../support/pyarrow-reader.ts';
+import { rawHttp } from '../support/raw-http.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
 import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
@@ -238,6 +239,11 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   });
   expect((await server.post(cube, {}, { token: undefined })).status).toBe(401);
   expect((await server.post(cube, 'x'.repeat(2 * 1024 * 1024))).status).toBe(413);
+  // A request target that is not a URL: a 400, and the server answers on.
+  expect(await rawHttp(server.port, 'GET //[ HTTP/1.1\r\nHost: x\r\n\r\n')).toMatch(
+    /^HTTP\/1\.1 400 /,
+  );
+  expect(await server.metrics()).toMatch(/streamcube_query_http_unexpected_errors_total 0/);
   expect(await server.metrics()).toMatch(
     /streamcube_query_pieces_total\{source="committed"\} [1-9]/,
   );
