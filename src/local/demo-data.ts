@@ -55,6 +55,12 @@ export interface DemoPartitionLedger {
   firstOffset: string | null;
   /** Demo events written to the partition (acknowledged by the broker). */
   produced: number;
+  /**
+   * Offset ranges [from, to) after `firstOffset` that another producer wrote between the demo's
+   * batches: not demo events, so demo event n sits at `firstOffset + n` plus the foreign offsets
+   * before it. Absent while there were none.
+   */
+  foreignOffsets?: [string, string][];
 }
 
 export interface DemoLedger {
@@ -93,6 +99,7 @@ export class DemoProducer {
   private running = false;
   private loop: Promise<void> | undefined;
   private readonly owed: number[];
+  private onForeign: (message: string) => void = () => {};
 
   constructor(producer: Producer, topic: string, ledgerFile: string) {
     this.producer = producer;
@@ -109,11 +116,16 @@ export class DemoProducer {
     this.writeLedger();
   }
 
-  start(onError: (error: unknown) => void): void {
+  /**
+   * `onError`: a failed send (retried on the next tick with what is still owed). `onForeign`:
+   * another producer wrote to the demo's topic; the demo records where and goes on.
+   */
+  start(onError: (error: unknown) => void, onForeign: (message: string) => void = () => {}): void {
+    this.onForeign = onForeign;
     this.running = true;
     this.loop = (async () => {
       for (let tick = 0; this.running; tick++) {
-        await this.sendTick(tick).catch(onError);
+        await this.produceTick(tick).catch(onError);
         await new Promise((r) => setTimeout(r, tickMs));
       }
     })();
@@ -124,7 +136,8 @@ export class DemoProducer {
     await this.loop;
   }
 
-  private async sendTick(tick: number): Promise<void> {
+  /** One tick of the loop: what each partition is owed by now, in one send. */
+  async produceTick(tick: number): Promise<void> {
     const now = Date.now();
     const messages: { partition: number; value: string }[] = [];
     const counts = demoRates.map((rate, p) => {
@@ -142,18 +155,38 @@ export class DemoProducer {
     for (const meta of written) {
       const p = this.ledger.partitions[String(meta.partition)]!;
       const count = counts[meta.partition]!;
-      const expected =
-        p.firstOffset === null ? undefined : BigInt(p.firstOffset) + BigInt(p.produced);
-      if (expected !== undefined && BigInt(meta.baseOffset ?? '-1') !== expected)
+      const base = BigInt(meta.baseOffset ?? '-1');
+      const expected = this.nextOffset(p);
+      if (expected !== undefined && base < expected) {
+        // The topic was emptied or made anew under the demo: its ledger cannot say what is there.
+        this.running = false;
         throw new Error(
-          `demo topic ${this.ledger.topic} partition ${meta.partition}: wrote at offset ${meta.baseOffset}, expected ${expected}; another producer writes to it`,
+          `demo topic ${this.ledger.topic} partition ${meta.partition}: wrote at offset ${base}, below the ${expected} already written; the topic was deleted or truncated, so the demo stops`,
         );
+      }
+      if (expected !== undefined && base > expected) {
+        // What was acknowledged is the demo's all the same: accounted below, never sent again.
+        (p.foreignOffsets ??= []).push([String(expected), String(base)]);
+        this.onForeign(
+          `demo topic ${this.ledger.topic} partition ${meta.partition}: another producer wrote offsets [${expected}, ${base}); they are not demo events, and the ledger records them as foreign`,
+        );
+      }
       p.firstOffset ??= meta.baseOffset ?? null;
       p.produced += count;
       this.ledger.produced += count;
       this.owed[meta.partition]! -= count;
     }
     this.writeLedger();
+  }
+
+  /** The offset the partition's next demo event should get, or undefined before its first. */
+  private nextOffset(p: DemoPartitionLedger): bigint | undefined {
+    if (p.firstOffset === null) return undefined;
+    const foreign = (p.foreignOffsets ?? []).reduce(
+      (n, [from, to]) => n + BigInt(to) - BigInt(from),
+      0n,
+    );
+    return BigInt(p.firstOffset) + BigInt(p.produced) + foreign;
   }
 
   private writeLedger(): void {

@@ -130,7 +130,10 @@ export async function startDemo(
   teardown.add('the demo producer connection', () => producer.disconnect());
   const ledgerFile = join(options.runDir, 'demo-produced.json');
   const demo = new DemoProducer(producer, topic, ledgerFile);
-  demo.start((error) => say(`demo producer: ${(error as Error).message}`));
+  demo.start(
+    (error) => say(`demo producer: ${(error as Error).message}`),
+    (message) => say(`demo producer: ${message}`),
+  );
   teardown.add('the demo producer', () => demo.stop());
   const perSecond = demoRates.reduce(
     (sum, r) => sum + ('perSecond' in r ? r.perSecond : r.burst / r.everySeconds),
