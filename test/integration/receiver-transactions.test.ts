@@ -160,9 +160,8 @@ describe('transactions, with the default idle timeout', () => {
         await tx!.inTransaction(() => tx!.send(2, alsoCommitted));
       },
     );
-    const end = await highWatermarks(kafka, topic);
     // Records 0-29, the marker at 30: the high watermark is past the marker.
-    expect(Object.fromEntries(end)).toEqual({ 0: 31n, 1: 31n, 2: 31n });
+    await endsOnceMarked(kafka, topic, { 0: 31n, 1: 31n, 2: 31n });
 
     // Partitions 0 and 1 drain to the high watermark, past their markers; partition 2 to the
     // marker's own offset, just after its last record.
@@ -188,6 +187,33 @@ describe('transactions, with the default idle timeout', () => {
   });
 });
 
+/**
+ * The partitions' ends once they reach `expected`. A commit or abort returns when the coordinator
+ * has logged it; the markers reach the partitions a moment later, and until then the ends read
+ * (the last stable offsets) stop at the transaction's first record.
+ */
+async function endsOnceMarked(
+  kafka: Parameters<typeof highWatermarks>[0],
+  topic: string,
+  expected: Record<number, bigint>,
+): Promise<Map<number, bigint>> {
+  let last: Map<number, bigint> | undefined;
+  try {
+    return await waitFor(
+      'the transaction markers',
+      async () => {
+        last = await highWatermarks(kafka, topic);
+        return Object.entries(expected).every(([p, e]) => last!.get(Number(p)) === e) && last;
+      },
+      30_000,
+    );
+  } catch {
+    // Say what the ends were, as the comparison of before did.
+    expect(Object.fromEntries(last ?? [])).toEqual(expected);
+    throw new Error('unreachable');
+  }
+}
+
 describe('transactions, with a short idle timeout', () => {
   const fixture = useReceiver({ id: 'r-transactions-idle', idleTimeout: '2s' });
 
@@ -205,8 +231,7 @@ describe('transactions, with a short idle timeout', () => {
         await tx!.abort();
       },
     );
-    const end = await highWatermarks(kafka, topic);
-    expect(Object.fromEntries(end)).toEqual({ 0: 21n, 1: 17n });
+    const end = await endsOnceMarked(kafka, topic, { 0: 21n, 1: 17n });
 
     // Every event lies in one hour, so no watermark passes its window: only idleness seals it.
     await assignFromStart(fixture, cube, topic, [0, 1]);
