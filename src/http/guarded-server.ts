@@ -58,51 +58,14 @@ export function closeIfBodyUnread(res: ServerResponse): void {
   if (!res.req.complete) res.shouldKeepAlive = false;
 }
 
-/** Sends `body` whole: JSON unless `contentType` says otherwise, when it is sent as text. */
-export function send(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  contentType = 'application/json',
-): void {
-  const text = contentType === 'application/json' ? JSON.stringify(body) : String(body);
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
   closeIfBodyUnread(res);
-  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
-}
-
-export const sendJson = (res: ServerResponse, status: number, body: unknown): void =>
-  send(res, status, body);
-
-/** Why a request body is refused: larger than allowed (413), or not JSON (400). */
-export type BodyRefusal =
-  { kind: 'tooLarge'; maxBytes: number } | { kind: 'notJson'; detail: string };
-
-/**
- * The request's JSON body, or undefined when it has none. A body declared or found larger than
- * `maxBytes` is refused before the rest is read; `refuse` turns a refusal into the caller's own
- * error (each API answers it in its own words).
- */
-export async function readJsonBody(
-  req: IncomingMessage,
-  maxBytes: number,
-  refuse: (refusal: BodyRefusal) => Error,
-): Promise<unknown> {
-  if (Number(req.headers['content-length'] ?? 0) > maxBytes)
-    throw refuse({ kind: 'tooLarge', maxBytes });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) throw refuse({ kind: 'tooLarge', maxBytes });
-    chunks.push(chunk as Buffer);
-  }
-  if (size === 0) return undefined;
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch (error) {
-    throw refuse({ kind: 'notJson', detail: (error as Error).message });
-  }
 }
 
 export function createGuardedServer(

@@ -4,7 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { cubeName } from '../api/cube.ts';
 import { checkBearer } from '../http/bearer-auth.ts';
-import { createGuardedServer, readJsonBody, send } from '../http/guarded-server.ts';
+import { closeIfBodyUnread, createGuardedServer } from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
 import { parseCubePath } from '../protocol/cube-paths.ts';
@@ -25,6 +25,13 @@ export interface QueryServerOptions {
   ready: () => boolean;
 }
 
+function send(res: ServerResponse, status: number, body: unknown, type = 'application/json'): void {
+  const text = type === 'application/json' ? JSON.stringify(body) : String(body);
+  closeIfBodyUnread(res);
+  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
 const failure = (error: string, reason: string, field?: string): ErrorResponse =>
   field === undefined ? { error, reason } : { error, reason, field };
 
@@ -35,14 +42,24 @@ const words: Record<QueryError['status'], string> = {
   503: 'incomplete',
 };
 
-/** The query's JSON body (`{}` when empty); refusals as QueryErrors (413, 400). */
 async function readBody(req: IncomingMessage): Promise<unknown> {
-  const body = await readJsonBody(req, maxQueryBodyBytes, (refusal) =>
-    refusal.kind === 'tooLarge'
-      ? new QueryError(413, `the body is larger than ${refusal.maxBytes} bytes`)
-      : new QueryError(400, `the body is not valid JSON: ${refusal.detail}`),
-  );
-  return body ?? {};
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > maxQueryBodyBytes)
+    throw new QueryError(413, `the body is larger than ${maxQueryBodyBytes} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxQueryBodyBytes)
+      throw new QueryError(413, `the body is larger than ${maxQueryBodyBytes} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return {};
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch (error) {
+    throw new QueryError(400, `the body is not valid JSON: ${(error as Error).message}`);
+  }
 }
 
 export function createQueryServer(o: QueryServerOptions): Server {

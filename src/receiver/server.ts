@@ -6,9 +6,8 @@ import { z } from 'zod';
 import { checkBearer } from '../http/bearer-auth.ts';
 import {
   type ServerLimits,
+  closeIfBodyUnread,
   createGuardedServer,
-  readJsonBody,
-  send,
 } from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
@@ -192,17 +191,41 @@ function resolveRoute(method: string, pathname: string): Resolved {
   return route ? { kind: 'cube', route, name: cube.route, cube } : { kind: 'method not allowed' };
 }
 
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  contentType = 'application/json',
+): void {
+  const text = contentType === 'application/json' ? JSON.stringify(body) : String(body);
+  closeIfBodyUnread(res);
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
 function errorBody(error: string, reason: string, field?: string): ErrorResponse {
   return field === undefined ? { error, reason } : { error, reason, field };
 }
 
-/** The request's JSON body; refusals as the domain's errors (413 TooLarge, 400 Invalid). */
-const readJson = (req: IncomingMessage): Promise<unknown> =>
-  readJsonBody(req, maxBodyBytes, (refusal) =>
-    refusal.kind === 'tooLarge'
-      ? new ChannelError('TooLarge', `request body is larger than ${refusal.maxBytes} bytes`)
-      : new ChannelError('Invalid', `request body is not valid JSON: ${refusal.detail}`),
-  );
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > maxBodyBytes)
+      throw new ChannelError('TooLarge', `request body is larger than ${maxBodyBytes} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  if (size === 0) return undefined;
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch (error) {
+    throw new ChannelError(
+      'Invalid',
+      `request body is not valid JSON: ${(error as Error).message}`,
+    );
+  }
+}
 
 /**
  * `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old).
