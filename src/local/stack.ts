@@ -29,7 +29,8 @@ export interface LocalStackInfo {
   namespace: string;
   cube: string;
   topic: string;
-  token: string;
+  /** The receivers' read token: status and query, never a change (the operator has the admin one). */
+  readToken: string;
   kubeconfig: string;
   bootstrap: string;
   receivers: { id: string; replicaSet: string; url: string; pid: number; logFile: string }[];
@@ -90,9 +91,17 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
   mkdirSync(runDir, { recursive: true });
   const deepStorageDir = join(settings.stateDir, 'deep-storage');
   mkdirSync(deepStorageDir, { recursive: true });
-  const token = randomBytes(24).toString('hex');
-  const tokenFile = join(runDir, 'receiver-token');
-  writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+  // A token per role: the operator's admin token, the receivers' read token the query server
+  // uses, and the query server's own, the one a user is told.
+  const tokenIn = (name: string): { token: string; file: string } => {
+    const token = randomBytes(24).toString('hex');
+    const file = join(runDir, name);
+    writeFileSync(file, `${token}\n`, { mode: 0o600 });
+    return { token, file };
+  };
+  const { file: tokenFile } = tokenIn('receiver-token');
+  const { token: readToken, file: readTokenFile } = tokenIn('receiver-read-token');
+  const { token: queryToken, file: queryTokenFile } = tokenIn('query-token');
   const receiverPort = await freePort();
   const receivers: LocalStackInfo['receivers'] = [];
   for (const [id, replicaSet, ip] of [
@@ -115,6 +124,7 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
         `--data-dir=${join(dir, 'data')}`,
         `--deep-storage-dir=${deepStorageDir}`,
         `--admin-token-file=${tokenFile}`,
+        `--read-token-file=${readTokenFile}`,
         '--flush-interval=1s',
         '--idle-timeout=30s',
       ],
@@ -171,7 +181,8 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
         'query-server',
         `--kubeconfig=${env.kube.kubeconfig}`,
         `--namespace=${namespace}`,
-        `--receiver-token-file=${tokenFile}`,
+        `--receiver-token-file=${readTokenFile}`,
+        `--token-file=${queryTokenFile}`,
         `--receiver-port=${receiverPort}`,
         `--deep-storage-dir=${deepStorageDir}`,
         '--host=127.0.0.1',
@@ -198,7 +209,7 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
     namespace,
     cube,
     topic,
-    token,
+    readToken,
     kubeconfig: env.kube.kubeconfig,
     bootstrap: env.kafka.bootstrap,
     receivers,
@@ -220,9 +231,9 @@ ${describeEnvironment(env)}
   ${kubectl} get cube -n ${namespace}
   ${kubectl} describe cube ${cube} -n ${namespace}
   # one answer over the whole cube, live and committed, every Kafka offset counted once:
-  STREAMCUBE_QUERY_TOKEN_FILE=${tokenFile} npm run -s streamcube -- query --server ${queryServer.url} -n ${namespace} --group-by country ${cube}
+  STREAMCUBE_QUERY_TOKEN_FILE=${queryTokenFile} npm run -s streamcube -- query --server ${queryServer.url} -n ${namespace} --group-by country ${cube}
   # the same over HTTP (-o json above prints this answer):
-  #   curl -s -H 'Authorization: Bearer ${token}' -X POST ${queryServer.url}/v1/namespaces/${namespace}/cubes/${cube}/query -d '{"groupBy":["country"]}'
+  #   curl -s -H 'Authorization: Bearer ${queryToken}' -X POST ${queryServer.url}/v1/namespaces/${namespace}/cubes/${cube}/query -d '{"groupBy":["country"]}'
 
 A producer writes about ${Math.round(demo.perSecond)} events/s to topic '${topic}' (${demo.partitions} partitions at mixed rates);
 what it wrote so far is in ${ledgerFile}. State and logs: ${runDir}.

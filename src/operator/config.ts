@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
 import { ConfigError } from '../config-error.ts';
+import { receiverSelectorError } from './discovery.ts';
 
 export interface OperatorConfig {
   identity: string;
@@ -14,6 +15,8 @@ export interface OperatorConfig {
    * (the Helm chart's, in its release namespace). Undefined: each cube's own namespace.
    */
   receiverNamespace: string | undefined;
+  /** More label requirements of receiver pods (`key=value,…`): the release's, in the chart. */
+  receiverSelector: string | undefined;
   host: string;
   port: number;
   kubeconfig: string | undefined;
@@ -46,6 +49,8 @@ Options (environment variable in brackets):
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
   --receiver-namespace NS      find receiver pods in NS, for the cubes of every namespace
                                [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own namespace]
+  --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
+                               [STREAMCUBE_RECEIVER_SELECTOR, default: every pod with the set label]
   --host ADDR / --port N       /healthz /readyz /metrics   [default: 0.0.0.0:8081]
   --identity NAME              leader-election identity    [POD_NAME, default: hostname + random]
   --lease-namespace NS         namespace of the Lease      [POD_NAMESPACE, default: default]
@@ -86,6 +91,7 @@ export function parseOperatorConfig(
         'receiver-token-grace',
         'receiver-port',
         'receiver-namespace',
+        'receiver-selector',
         'host',
         'port',
         'identity',
@@ -123,12 +129,18 @@ export function parseOperatorConfig(
   const tokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!tokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
+  const receiverSelector =
+    flag('receiver-selector') ?? (env.STREAMCUBE_RECEIVER_SELECTOR || undefined);
+  const selectorError =
+    receiverSelector === undefined ? undefined : receiverSelectorError(receiverSelector);
+  if (selectorError !== undefined) throw new ConfigError(`--receiver-selector: ${selectorError}`);
   return {
     identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
     receiverNamespace: receiverNamespace(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
+    receiverSelector,
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),

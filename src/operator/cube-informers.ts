@@ -9,7 +9,7 @@ import {
 } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import { group, plural, version, type CubeAssignment } from '../api/cube-assignment.ts';
-import { replicaSetLabel } from './discovery.ts';
+import { receiverLabelSelector } from './discovery.ts';
 import { SupervisedInformer } from './runtime/informer.ts';
 import type { RuntimeLogger } from './runtime/logger.ts';
 
@@ -26,6 +26,8 @@ export function createCubeInformers(o: {
   kubeConfig: KubeConfig;
   namespace: string | undefined;
   receiverNamespace: string | undefined;
+  /** More label requirements receiver pods must meet (`key=value,…`), besides the set's label. */
+  receiverSelector?: string | undefined;
   registry: Registry;
   logger: RuntimeLogger;
 }): CubeInformers {
@@ -49,15 +51,16 @@ export function createCubeInformers(o: {
   });
   // Receivers are in the configured namespace when there is one, else beside their cubes.
   const podNs = o.receiverNamespace ?? ns;
+  const labelSelector = receiverLabelSelector(o.receiverSelector);
   const pods = new SupervisedInformer<V1Pod>({
     name: 'receiver-pods',
     kubeConfig: o.kubeConfig,
     path: podNs ? `/api/v1/namespaces/${podNs}/pods` : '/api/v1/pods',
     list: () =>
       podNs
-        ? core.listNamespacedPod({ namespace: podNs, labelSelector: replicaSetLabel })
-        : core.listPodForAllNamespaces({ labelSelector: replicaSetLabel }),
-    labelSelector: replicaSetLabel,
+        ? core.listNamespacedPod({ namespace: podNs, labelSelector })
+        : core.listPodForAllNamespaces({ labelSelector }),
+    labelSelector,
     registry: o.registry,
     logger: o.logger,
   });

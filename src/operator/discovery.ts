@@ -3,6 +3,33 @@
 import type { V1Pod } from '@kubernetes/client-node';
 
 export const replicaSetLabel = 'streamcube.io/replica-set';
+/**
+ * The label selector of receiver pods: every pod with the replica-set label, narrowed by `extra`
+ * (`key=value,…`: the chart's release, so that a pod of another release or of anyone able to
+ * create pods with that label is never sent the admin token).
+ */
+export function receiverLabelSelector(extra: string | undefined): string {
+  return extra ? `${replicaSetLabel},${extra}` : replicaSetLabel;
+}
+
+const labelKey =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const labelValue = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+
+/**
+ * `--receiver-selector`: equality requirements `key=value[,key=value…]` (what a release's labels
+ * need), checked here so that a typo fails at start instead of finding no receiver forever.
+ * Returns the error's text, or undefined when valid.
+ */
+export function receiverSelectorError(text: string): string | undefined {
+  for (const part of text.split(',')) {
+    const [key, value, ...rest] = part.split('=');
+    if (rest.length > 0 || value === undefined || !labelKey.test(key!) || !labelValue.test(value))
+      return `'${part}' is not a label requirement key=value`;
+  }
+  return undefined;
+}
+
 /** Optional pod annotation overriding the operator's default receiver port. */
 export const adminPortAnnotation = 'streamcube.io/admin-port';
 

@@ -47,6 +47,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     kubeConfig: kc,
     namespace: ns,
     receiverNamespace: config.receiverNamespace,
+    receiverSelector: config.receiverSelector,
     registry,
     logger,
   });

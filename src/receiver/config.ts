@@ -20,6 +20,11 @@ export interface ReceiverConfig {
   /** The admin API's bearer token (first line), read again while running (TokenFile). */
   adminTokenFile: string;
   adminTokenGraceMs: number;
+  /**
+   * The read token's file (first line), read again like the admin token's: it may call only what
+   * changes nothing (status, cube status, query). Absent: only the admin token is accepted.
+   */
+  readTokenFile?: string;
   flushIntervalMs: number;
   idleTimeoutMs: number;
   /** How long a handed-off segment stays held, in memory and the checkpoint, after its hand-off. */
@@ -49,6 +54,10 @@ Options (environment variable in brackets):
   --admin-token-file FILE  bearer token for /v1 (first line),    [STREAMCUBE_ADMIN_TOKEN_FILE, required]
                            read again every 2s: a change applies without a restart
   --admin-token-grace DUR  the replaced token stays valid for    [STREAMCUBE_ADMIN_TOKEN_GRACE, default: 2m]
+                           (the read token's too)
+  --read-token-file FILE   bearer token for the calls that only  [STREAMCUBE_READ_TOKEN_FILE, optional]
+                           read (status, query): the query
+                           service's; refused for any change
   --flush-interval DUR     fragment flush + checkpoint period    [STREAMCUBE_FLUSH_INTERVAL, default: 1s]
   --idle-timeout DUR       idle partition counts as past windows [STREAMCUBE_IDLE_TIMEOUT, default: 30s]
   --handed-off-retention DUR  handed-off segments held this long  [STREAMCUBE_HANDED_OFF_RETENTION, default: 1h]
@@ -83,6 +92,7 @@ export function parseReceiverConfig(
       'hand-off-retry-max': { type: 'string' },
       'admin-token-file': { type: 'string' },
       'admin-token-grace': { type: 'string' },
+      'read-token-file': { type: 'string' },
       'flush-interval': { type: 'string' },
       'idle-timeout': { type: 'string' },
       'handed-off-retention': { type: 'string' },
@@ -137,6 +147,7 @@ export function parseReceiverConfig(
     throw new ConfigError(
       `--replica-set must be a DNS label (lowercase letters, digits, -), got '${replicaSet}'`,
     );
+  const readTokenFile = pick('read-token-file', 'STREAMCUBE_READ_TOKEN_FILE');
   return {
     id,
     replicaSet,
@@ -147,6 +158,7 @@ export function parseReceiverConfig(
     handOffRetryMaxMs: durationOf('hand-off-retry-max', 'STREAMCUBE_HAND_OFF_RETRY_MAX', '30s'),
     adminTokenFile: required('admin-token-file', 'STREAMCUBE_ADMIN_TOKEN_FILE'),
     adminTokenGraceMs: durationOf('admin-token-grace', 'STREAMCUBE_ADMIN_TOKEN_GRACE', '2m', 0),
+    ...(readTokenFile !== undefined ? { readTokenFile } : {}),
     flushIntervalMs: durationOf('flush-interval', 'STREAMCUBE_FLUSH_INTERVAL', '1s'),
     idleTimeoutMs: durationOf('idle-timeout', 'STREAMCUBE_IDLE_TIMEOUT', '30s'),
     handedOffRetentionMs: durationOf(

@@ -19,8 +19,21 @@ export async function runReceiver(argv: string[]): Promise<number> {
     onError: (error) =>
       logger.warn('admin token file unusable; the current token stays', { error }),
   });
+  const readToken =
+    config.readTokenFile === undefined
+      ? undefined
+      : new TokenFile(config.readTokenFile, {
+          graceMs: config.adminTokenGraceMs,
+          onError: (error) =>
+            logger.warn('read token file unusable; the current token stays', { error }),
+        });
   const receiver = new Receiver(config, createReceiverMetrics(), logger);
-  const server = createReceiverServer(receiver, logger, adminToken.tokens, config.serverLimits);
+  const server = createReceiverServer(
+    receiver,
+    logger,
+    { admin: adminToken.tokens, ...(readToken ? { read: readToken.tokens } : {}) },
+    config.serverLimits,
+  );
   server.listen(config.port, config.host);
   await once(server, 'listening');
   const address = server.address();
@@ -35,6 +48,7 @@ export async function runReceiver(argv: string[]): Promise<number> {
   logger.info('shutting down', { signal: String(signal) });
   server.close();
   adminToken.close();
+  readToken?.close();
   await receiver.stop();
   logger.info('stopped');
   return 0;

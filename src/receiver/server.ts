@@ -3,7 +3,7 @@
 // `default`, /v1/cubes/<cube>). Bad requests get 4xx naming the field; nothing is only logged.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { checkBearer } from '../http/bearer-auth.ts';
+import { type RoleTokens, authorize } from '../http/bearer-auth.ts';
 import {
   type ServerLimits,
   closeIfBodyUnread,
@@ -24,7 +24,6 @@ import {
   cubeName,
 } from '../protocol/admin-api.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
-import type { BearerTokens } from '../protocol/token-file.ts';
 import {
   type CubeAction,
   type CubeKey,
@@ -228,13 +227,14 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 }
 
 /**
- * `adminTokens`: the bearer tokens /v1 accepts now (during a rotation, the new and the old).
+ * `tokens`: the bearer tokens /v1 accepts now, by role (during a rotation, the new and the old):
+ * the admin tokens for every call, the read tokens for those that change nothing.
  * `limits`: the server's timeouts and connection cap (defaults when absent).
  */
 export function createReceiverServer(
   receiver: Receiver,
   logger: Logger,
-  adminTokens: BearerTokens,
+  tokens: RoleTokens,
   limits?: ServerLimits,
 ): Server {
   const { metrics } = receiver;
@@ -265,8 +265,8 @@ export function createReceiverServer(
       }
       if (!url.pathname.startsWith('/v1/'))
         return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
-      const auth = checkBearer(req, adminTokens());
-      if (auth !== true) {
+      const auth = authorize(req, tokens);
+      if (auth === 401 || auth === 403) {
         routeName = '/v1 (unauthorized)';
         return send(
           res,
@@ -289,6 +289,15 @@ export function createReceiverServer(
       if (resolved.kind === 'no route')
         return send(res, 404, errorBody('not found', `no route ${url.pathname}`));
       routeName = resolved.name;
+      if (resolved.kind === 'cube' && resolved.route.mutates && auth !== 'admin')
+        return send(
+          res,
+          403,
+          errorBody(
+            'forbidden',
+            `${req.method} ${resolved.name} changes the receiver: it needs the admin token, not the read token`,
+          ),
+        );
       if (resolved.kind === 'receiver')
         return send(res, 200, await resolved.route.handle(receiver));
       const { route } = resolved;

@@ -215,13 +215,15 @@ test('malformed request lines, headers and framing: a 4xx or a closed connection
   await expectUp();
 });
 
-test.each([
-  ['no token', undefined],
-  ['a wrong token', 'not-the-token-0123456789abcdef'],
-])('with %s, every /v1 call is refused and nothing changes', async (_name, token) => {
+/**
+ * Valid calls to every route with `token` (none when undefined), each with a leader term far above
+ * the operator's: the statuses answered, by route (`METHOD path`).
+ */
+async function everyRouteWith(token: string | undefined): Promise<Map<string, Set<number>>> {
   const r = fixture.receiver;
-  const seen = new Map<number, number>();
+  const byRoute = new Map<string, Set<number>>();
   for (const [method, path] of routes) {
+    const statuses = new Set<number>();
     for (let batch = 0; batch < requestsPerRoute / 4; batch += concurrency)
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
@@ -231,18 +233,52 @@ test.each([
             method,
             headers: {
               'content-type': 'application/json',
-              'x-streamcube-term': String(int(10 ** 9)),
+              'x-streamcube-term': String(10 ** 9 + int(10 ** 6)),
               ...(token ? { authorization: `Bearer ${token}` } : {}),
             },
             ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
           });
           await res.arrayBuffer();
-          seen.set(res.status, (seen.get(res.status) ?? 0) + 1);
+          statuses.add(res.status);
         }),
       );
+    byRoute.set(`${method} ${path}`, statuses);
   }
-  expect([...seen.keys()]).toEqual([token ? 403 : 401]);
+  return byRoute;
+}
+
+test.each([
+  ['no token', undefined],
+  ['a wrong token', 'not-the-token-0123456789abcdef'],
+])('with %s, every /v1 call is refused and nothing changes', async (_name, token) => {
+  const r = fixture.receiver;
+  const seen = new Set([...(await everyRouteWith(token)).values()].flatMap((s) => [...s]));
+  expect([...seen]).toEqual([token ? 403 : 401]);
   expect(await r.client.status()).toEqual(statusBefore);
+  await expectUp();
+});
+
+test('with the read token, reads answer and every call that would change the receiver is refused 403: nothing changes', async () => {
+  const r = fixture.receiver;
+  const byRoute = await everyRouteWith(r.readToken);
+  const reads = new Set(['GET /v1/status', 'GET /v1/cubes', `GET ${cubePath}`]);
+  for (const [route, statuses] of byRoute) {
+    if (reads.has(route)) expect([route, [...statuses]]).toEqual([route, [200]]);
+    else if (route.endsWith('/query')) expect([route, [...statuses]]).toEqual([route, [200]]);
+    else expect([route, [...statuses]]).toEqual([route, [403]]);
+  }
+  expect(await r.client.status()).toEqual(statusBefore);
+  // The operator's next call, at a term of 1, is not refused as stale: reads raised no term.
+  const res = await fetch(`${r.baseUrl}${cubePath}/resume`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${r.token}`,
+      'content-type': 'application/json',
+      'x-streamcube-term': '1',
+    },
+    body: JSON.stringify({ partitions: [0] }),
+  });
+  expect(res.status).toBe(200);
   await expectUp();
 });
 
@@ -350,10 +386,10 @@ test('after it all: no unexpected error, nothing written outside the roots', asy
   expect(readFileSync(r.logFile, 'utf8')).not.toContain('request failed unexpectedly');
   // Outside deep storage, its parents hold nothing: no key escaped the root.
   expect(filesUnder(outside).filter((f) => !f.startsWith(join('a', 'b', 'c', 'deep')))).toEqual([]);
-  // The data directory's parent holds the data, the log and the token only.
+  // The data directory's parent holds the data, the log and the tokens only.
   expect(
     readdirSync(dirname(r.dataDir))
-      .filter((name) => !['data', 'receiver.log', 'token'].includes(name))
+      .filter((name) => !['data', 'receiver.log', 'token', 'read-token'].includes(name))
       .sort(),
   ).toEqual([]);
 });

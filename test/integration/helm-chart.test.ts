@@ -220,6 +220,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
     port: 9100,
     namespace: 'chart-ns',
     receiverNamespace: 'chart-ns',
+    receiverSelector: 'app.kubernetes.io/instance=t',
     receiverTokenFile: '/var/run/streamcube/token',
     receiverTokenGraceMs: 120_000,
   });
@@ -240,6 +241,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
       flushIntervalMs: 5000,
       adminTokenFile: '/var/run/streamcube/token',
       adminTokenGraceMs: 120_000,
+      readTokenFile: '/var/run/streamcube-read/token',
     });
   }
 });
@@ -482,7 +484,9 @@ test('adminToken.existingSecret: no Secret rendered; every pod mounts the named 
     'adminToken.existingSecret=from-vault',
     'adminToken.existingSecretKey=admin',
   );
-  expect(objects.some((o) => o.kind === 'Secret')).toBe(false);
+  expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
+    't-read-token',
+  ]);
   for (const w of workloads(objects)) {
     const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
     expect(volume?.secret).toEqual({
@@ -509,6 +513,36 @@ test('adminToken.existingSecret: no Secret rendered; every pod mounts the named 
     });
     expect(container(w).volumeMounts?.find((m) => m.name === 'token')?.subPath).toBeUndefined();
   }
+});
+
+test('readToken: the receivers mount the read token, the operator only the admin one; existingSecret names your own', async () => {
+  const readVolumeOf = (w: Rendered) =>
+    podTemplate(w).spec!.volumes!.find((v) => v.name === 'read-token');
+  const defaults = await render();
+  expect(find(defaults, 'Secret', 't-read-token')).toBeDefined();
+  expect(readVolumeOf(find(defaults, 'Deployment', 't-operator'))).toBeUndefined();
+  const own = await render(
+    'readToken.existingSecret=from-vault',
+    'readToken.existingSecretKey=read',
+  );
+  expect(own.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
+    't-admin-token',
+  ]);
+  for (const [objects, secret] of [
+    [defaults, { secretName: 't-read-token', items: [{ key: 'token', path: 'token' }] }],
+    [own, { secretName: 'from-vault', items: [{ key: 'read', path: 'token' }] }],
+  ] as const)
+    for (const name of ['t-rs-a', 't-rs-b']) {
+      const set = find(objects, 'StatefulSet', name);
+      expect(readVolumeOf(set)?.secret).toEqual(secret);
+      expect(container(set).volumeMounts).toContainEqual({
+        name: 'read-token',
+        mountPath: '/var/run/streamcube-read',
+        readOnly: true,
+      });
+      const [, ...flags] = container(set).args!;
+      expect(parseReceiverConfig(flags, {}).readTokenFile).toBe('/var/run/streamcube-read/token');
+    }
 });
 
 test('the operator can run under a ServiceAccount made elsewhere', async () => {
@@ -755,7 +789,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   for (const step of [
     `kubectl -n ${namespace} get cube`,
     `kubectl -n ${namespace} describe cube <name>`,
-    `kubectl -n ${namespace} get secret sc-admin-token -o jsonpath='{.data.token}' | base64 -d`,
+    `kubectl -n ${namespace} get secret sc-read-token -o jsonpath='{.data.token}' | base64 -d`,
     `kubectl -n ${namespace} port-forward pod/sc-rs-x-0 8080:8080`,
     'curl -s -H "Authorization: Bearer $TOKEN" -X POST localhost:8080/v1/namespaces/<namespace>/cubes/<name>/query',
     'kubectl apply --server-side',

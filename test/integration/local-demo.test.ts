@@ -95,7 +95,7 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
 
   // What the user's curl commands answer, receiver by receiver, and which offsets that covers.
   const clients = info.receivers.map(
-    (r) => new ReceiverClient(r.url, info.token, undefined, { namespace: info.namespace }),
+    (r) => new ReceiverClient(r.url, info.readToken, undefined, { namespace: info.namespace }),
   );
   const answers = await Promise.all(
     clients.map((c) => c.query(info.cube, { groupBy: ['country'] })),

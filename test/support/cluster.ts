@@ -60,6 +60,7 @@ export async function startReceiverPod(
     ip: string;
     port: number;
     token: string;
+    readToken?: string;
     deepStorageDir: string;
     idleTimeout?: string;
     flushInterval?: string;
@@ -76,6 +77,7 @@ export async function startReceiverPod(
     host: o.ip,
     port: o.port,
     token: o.token,
+    ...(o.readToken ? { readToken: o.readToken } : {}),
     idleTimeout: o.idleTimeout,
     flushInterval: o.flushInterval,
     ...(o.env ? { env: o.env } : {}),
@@ -215,19 +217,49 @@ export async function recordVersions(
 ): Promise<{ versions: SeenVersion[]; stop: () => void; failure: () => unknown }> {
   const versions: SeenVersion[] = [];
   let failure: unknown;
-  const request = await new Watch(kc).watch(
-    `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
-    { fieldSelector: `metadata.name=${name}`, ...(since ? { resourceVersion: since } : {}) },
-    (type: string, object: CubeAssignment) => {
-      if (type === 'ADDED' || type === 'MODIFIED')
-        versions.push({ type, cube: object, at: Date.now() });
+  let stopped = false;
+  let request: { abort: () => void } | undefined;
+  // The API server may end a watch at any time (its request timeout, a busy machine): the
+  // recording goes on from the last version seen, so no version in between is missed. A resume
+  // the server can no longer serve (410 Gone) is a failure, not a gap.
+  let lastVersion = since;
+  const watch = async (): Promise<void> => {
+    request = await new Watch(kc).watch(
+      `/apis/${group}/${version}/namespaces/${namespace}/${plural}`,
+      {
+        fieldSelector: `metadata.name=${name}`,
+        ...(lastVersion ? { resourceVersion: lastVersion } : {}),
+      },
+      (type: string, object: CubeAssignment | { code?: number; message?: string }) => {
+        if (type === 'ERROR') {
+          failure = new Error(`the watch failed: ${JSON.stringify(object)}`);
+          return;
+        }
+        if (type !== 'ADDED' && type !== 'MODIFIED') return;
+        const cube = object as CubeAssignment;
+        lastVersion = cube.metadata?.resourceVersion ?? lastVersion;
+        versions.push({ type, cube, at: Date.now() });
+      },
+      (error: unknown) => {
+        // An abort by stop() ends the watch with an AbortError: not a failure.
+        if (stopped || (error instanceof Error && error.name === 'AbortError')) return;
+        if (error) failure = error;
+        else if (failure === undefined)
+          watch().catch((e: unknown) => {
+            failure = e;
+          });
+      },
+    );
+  };
+  await watch();
+  return {
+    versions,
+    stop: () => {
+      stopped = true;
+      request?.abort();
     },
-    (error: unknown) => {
-      // An abort by stop() ends the watch with an AbortError: not a failure.
-      if (error && !(error instanceof Error && error.name === 'AbortError')) failure = error;
-    },
-  );
-  return { versions, stop: () => request.abort(), failure: () => failure };
+    failure: () => failure,
+  };
 }
 
 /** The core/v1 Events whose involved object is the cube, oldest first. */

@@ -31,7 +31,10 @@ export interface OperatorStack {
   /** A plain producer (not idempotent; useLoads gives loads their own). */
   producer: Producer;
   namespace: string;
+  /** The receivers' admin token, the operator's. */
   token: string;
+  /** The receivers' read token, the query server's. */
+  readToken: string;
   deepStorageDir: string;
   /** The operator started in beforeAll; unset with `operator: false`. */
   operator: OperatorProcess;
@@ -111,6 +114,7 @@ export function useOperatorStack(options: {
       logLevel: logLevel.NOTHING,
     }),
     token: `${options.name}-${Date.now()}-receiver-token`,
+    readToken: `${options.name}-${Date.now()}-receiver-read-token`,
     deepStorageDir: tempDir(`${options.name}-deep`),
     receivers: {},
     replicas: {},
@@ -150,6 +154,7 @@ export function useOperatorStack(options: {
       ip: loopbackAddress(),
       port: receiverPort,
       token: stack.token,
+      readToken: stack.readToken,
       deepStorageDir: stack.deepStorageDir,
       ...options.receiver,
       env: { ...options.receiver?.env, ...preparedEnv, ...options.podEnv?.[name] },

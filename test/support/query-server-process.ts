@@ -27,7 +27,7 @@ export class QueryServerProcess {
     this.stack = stack;
     const dir = mkdtempSync(join(tmpdir(), 'streamcube-query-server-'));
     this.logFile = join(dir, 'query-server.log');
-    this.token = stack.token;
+    this.token = `${stack.readToken}-query`;
   }
 
   get baseUrl(): string {
@@ -36,9 +36,12 @@ export class QueryServerProcess {
 
   async start(): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), 'streamcube-query-token-'));
+    // Its own token for its clients; the receivers' read token to call them: never the admin one.
     const tokenFile = join(dir, 'token');
     writeFileSync(tokenFile, `${this.token}\n`);
     this.tokenFile = tokenFile;
+    const receiverTokenFile = join(dir, 'receiver-read-token');
+    writeFileSync(receiverTokenFile, `${this.stack.readToken}\n`);
     this.port = await freePort();
     const log = openSync(this.logFile, 'a');
     const receiverPort = Object.values(this.stack.receivers)[0]!.port;
@@ -49,7 +52,8 @@ export class QueryServerProcess {
         'query-server',
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
         `--namespace=${this.stack.namespace}`,
-        `--receiver-token-file=${tokenFile}`,
+        `--receiver-token-file=${receiverTokenFile}`,
+        `--token-file=${tokenFile}`,
         `--receiver-port=${receiverPort}`,
         `--deep-storage-dir=${this.stack.deepStorageDir}`,
         '--receiver-timeout=3s',

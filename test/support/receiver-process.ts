@@ -40,6 +40,8 @@ export interface ReceiverProcessOptions {
   env?: NodeJS.ProcessEnv;
   /** Admin token; receivers driven by one operator share it. */
   token?: string;
+  /** Read token (status and query only); receivers read by one query server share it. */
+  readToken?: string;
   /** Fixed port (receivers on different loopback addresses share one, as pods do). */
   port?: number;
   /**
@@ -59,6 +61,9 @@ export class ReceiverProcess {
   client!: ReceiverClient;
   /** The file the receiver reads its admin token from; rewrite it to rotate the token. */
   readonly tokenFile: string;
+  /** The read token (status and query only), and its file. */
+  readonly readToken: string;
+  readonly readTokenFile: string;
 
   constructor(options: ReceiverProcessOptions) {
     this.options = options;
@@ -68,8 +73,11 @@ export class ReceiverProcess {
     this.dataDir = join(dir, 'data');
     this.logFile = join(dir, 'receiver.log');
     this.tokenFile = join(dir, 'token');
+    this.readToken = options.readToken ?? randomBytes(24).toString('hex');
+    this.readTokenFile = join(dir, 'read-token');
     mkdirSync(this.dataDir, { recursive: true });
     writeFileSync(this.tokenFile, `${this.token}\n`);
+    writeFileSync(this.readTokenFile, `${this.readToken}\n`);
   }
 
   get namespace(): string {
@@ -98,6 +106,7 @@ export class ReceiverProcess {
         `--data-dir=${this.dataDir}`,
         ...(o.deepStorage ?? [`--deep-storage-dir=${o.deepStorageDir}`]),
         `--admin-token-file=${this.tokenFile}`,
+        `--read-token-file=${this.readTokenFile}`,
         `--flush-interval=${o.flushInterval ?? '200ms'}`,
         `--idle-timeout=${o.idleTimeout ?? '10m'}`,
       ],

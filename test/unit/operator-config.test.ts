@@ -1,8 +1,10 @@
 // The operator's --receiver-namespace: where it finds receiver pods for the cubes of every
 // namespace (the Helm chart's release namespace), from the flag or the environment; without it,
 // each cube's own namespace. A value that is no namespace name fails at start, naming the flag.
+// And --receiver-selector: the labels receiver pods must have too (the chart's release).
 import { ConfigError } from '../../src/config-error.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
+import { receiverLabelSelector } from '../../src/operator/discovery.ts';
 
 const required = ['--receiver-token-file=/tmp/token'];
 
@@ -44,3 +46,29 @@ test.each(['Streamcube', 'team_a', '-a', 'a.b'])('%s is refused, naming the flag
     /--receiver-namespace must be a namespace name/,
   );
 });
+
+test.each([
+  ['app.kubernetes.io/instance=sc', 'app.kubernetes.io/instance=sc'],
+  ['a=b,c=', 'a=b,c='],
+])('--receiver-selector=%s is taken', (value, expected) => {
+  expect(
+    parseOperatorConfig([...required, `--receiver-selector=${value}`], {}).receiverSelector,
+  ).toBe(expected);
+});
+
+test('without --receiver-selector, every pod with the replica-set label is a receiver', () => {
+  expect(parseOperatorConfig(required, {}).receiverSelector).toBeUndefined();
+  expect(receiverLabelSelector(undefined)).toBe('streamcube.io/replica-set');
+  expect(receiverLabelSelector('app.kubernetes.io/instance=sc')).toBe(
+    'streamcube.io/replica-set,app.kubernetes.io/instance=sc',
+  );
+});
+
+test.each(['instance', 'a=b=c', 'a!=b', '=b', 'a=b,', 'a=(b)', 'a in (b)'])(
+  '--receiver-selector=%s is refused, naming the flag',
+  (value) => {
+    expect(() => parseOperatorConfig([...required, `--receiver-selector=${value}`], {})).toThrow(
+      /--receiver-selector: .* is not a label requirement key=value/,
+    );
+  },
+);

@@ -116,7 +116,9 @@ describe('the admin API fenced by leader term', () => {
       createLogger('receiver', 'error'),
     );
     await receiver.start();
-    server = createReceiverServer(receiver, createLogger('receiver', 'error'), () => [token]);
+    server = createReceiverServer(receiver, createLogger('receiver', 'error'), {
+      admin: () => [token],
+    });
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -22,6 +22,10 @@ app.kubernetes.io/component: operator
 {{ .Values.adminToken.existingSecret | default (printf "%s-admin-token" .Release.Name) }}
 {{- end }}
 
+{{- define "streamcube.readTokenSecret" -}}
+{{ .Values.readToken.existingSecret | default (printf "%s-read-token" .Release.Name) }}
+{{- end }}
+
 {{- define "streamcube.deepStorageClaim" -}}
 {{ .Values.deepStorage.existingClaim | default (printf "%s-deep-storage" .Release.Name) }}
 {{- end }}
@@ -42,6 +46,16 @@ app.kubernetes.io/component: operator
     secretName: {{ include "streamcube.tokenSecret" . }}
     items:
       - key: {{ if .Values.adminToken.existingSecret }}{{ .Values.adminToken.existingSecretKey }}{{ else }}token{{ end }}
+        path: token
+{{- end }}
+
+{{- /* The read-token volume (status and query only): its key becomes the file `token`. */}}
+{{- define "streamcube.readTokenVolume" -}}
+- name: read-token
+  secret:
+    secretName: {{ include "streamcube.readTokenSecret" . }}
+    items:
+      - key: {{ if .Values.readToken.existingSecret }}{{ .Values.readToken.existingSecretKey }}{{ else }}token{{ end }}
         path: token
 {{- end }}
 
