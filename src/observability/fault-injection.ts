@@ -1,7 +1,11 @@
 // Crash points for crash tests of the receiver and the operator, and faults that tests switch on
-// and off; inert unless their variable is set.
+// and off; inert unless their variable is set, and unless STREAMCUBE_TEST_HOOKS=1 too (the test
+// suites' global set-up sets it): a variable slipped into a pod's environment cannot make a
+// production receiver kill itself or fail its hand-offs.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+
+const hooksOn = (): boolean => process.env.STREAMCUBE_TEST_HOOKS === '1';
 
 /**
  * Test hook for crash tests: with STREAMCUBE_FAULT=<point>[:<n>] the process kills itself with
@@ -12,7 +16,7 @@ import { join } from 'node:path';
 const faultCounts = new Map<string, number>();
 export function faultPoint(point: string): void {
   const spec = process.env.STREAMCUBE_FAULT;
-  if (!spec) return;
+  if (!spec || !hooksOn()) return;
   const [name, nth] = spec.split(':');
   if (name !== point) return;
   const count = (faultCounts.get(point) ?? 0) + 1;
@@ -30,7 +34,7 @@ export function faultPoint(point: string): void {
  */
 export function injectedFault(point: string): Error | undefined {
   const dir = process.env.STREAMCUBE_FAULT_DIR;
-  if (!dir) return undefined;
+  if (!dir || !hooksOn()) return undefined;
   let text: string;
   try {
     text = readFileSync(join(dir, point), 'utf8');

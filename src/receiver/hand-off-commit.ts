@@ -10,6 +10,8 @@
 // and each new version covers everything the last one did. A copy that overlaps what another
 // replica set committed of the window under a later epoch (a replica ran past a stop offset before
 // it was fenced) is refused.
+import { z } from 'zod';
+import { offset, partitionKey } from '../api/kafka-numbers.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type HandOffTarget, handOffKey } from './hand-off.ts';
 import {
@@ -43,6 +45,73 @@ export interface CommitRecord {
    */
   fence?: string;
 }
+
+const rangeList = z.array(z.tuple([offset, offset]));
+const rangeMap = z.record(partitionKey, rangeList);
+const epochMap = z.record(partitionKey, z.int().min(0));
+
+/**
+ * What a commit record must hold to be believed: what a reader trusts as "the data" of a window.
+ * Extra fields are kept (a newer writer's), a missing or mistyped one is refused.
+ */
+const commitRecordSchema = z.looseObject({
+  version: z.int().min(1),
+  receiver: z.string().min(1).max(253),
+  replicaSet: z.string().min(1).max(63),
+  windowStart: z.string(),
+  handOffs: z.array(
+    z.looseObject({ dir: z.string().min(1).max(1024), offsetRanges: rangeMap, epochs: epochMap }),
+  ),
+  offsetRanges: rangeMap,
+  committedAt: z.string(),
+  fence: z.string().optional(),
+});
+
+const fenceRecordSchema = z.looseObject({
+  id: z.string().min(1).max(253),
+  replicaSet: z.string().min(1).max(63),
+  partitions: epochMap,
+  from: z.record(partitionKey, offset).optional(),
+  by: z.string(),
+  fencedAt: z.string(),
+});
+
+/** A commit or fence record in deep storage that is not what its writer writes. */
+export class InvalidRecordError extends Error {
+  constructor(key: string, detail: string) {
+    super(`deep storage record ${key} is not valid: ${detail}`);
+    this.name = 'InvalidRecordError';
+  }
+}
+
+function parseRecord<T>(schema: z.ZodType<T>, key: string, text: string): T {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new InvalidRecordError(key, `not JSON (${(error as Error).message})`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new InvalidRecordError(
+      key,
+      `${issue?.path.join('.') || '(the record)'}: ${issue?.message ?? 'invalid'}`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * A commit record read from `key`, checked against its schema: a record that is not JSON or lacks
+ * a field throws InvalidRecordError naming the key and the field, never passes on as data.
+ */
+export const parseCommitRecord = (key: string, text: string): CommitRecord =>
+  parseRecord(commitRecordSchema, key, text);
+
+/** A fence record read from `key`, checked against its schema (InvalidRecordError otherwise). */
+export const parseFenceRecord = (key: string, text: string): FenceRecord =>
+  parseRecord(fenceRecordSchema, key, text);
 
 export const commitRecordName = (version: number): string =>
   `commit.${String(version).padStart(8, '0')}.json`;
@@ -203,7 +272,7 @@ export async function latestRecords(
   const out = new Map<string, CommitRecord>();
   for (const [set, { key }] of newest) {
     const text = await storage.readObject(`${dir}/${key}`, signal);
-    if (text !== undefined) out.set(set, JSON.parse(text) as CommitRecord);
+    if (text !== undefined) out.set(set, parseCommitRecord(`${dir}/${key}`, text));
   }
   return out;
 }
@@ -271,7 +340,8 @@ export async function fencesOf(
     if (!key.endsWith('.json')) continue;
     const text = await storage.readObject(`${dir}/${key}`, signal);
     if (text === undefined) continue;
-    const fence = JSON.parse(text) as FenceRecord;
+    // A fence that cannot be read cannot be honoured: its error stops the commit, never skips it.
+    const fence = parseFenceRecord(`${dir}/${key}`, text);
     for (const [p, epoch] of Object.entries(fence.partitions)) {
       const from = fence.from?.[p];
       const list = out.get(Number(p)) ?? [];

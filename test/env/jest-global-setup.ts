@@ -43,5 +43,7 @@ export default async function globalSetup(): Promise<void> {
   process.env.STREAMCUBE_PROMETHEUS = prometheus.prometheus;
   process.env.STREAMCUBE_PROMTOOL = prometheus.promtool;
   Object.assign(process.env, environmentVariables(env));
+  // The processes the suites start honour their fault hooks (src/observability/fault-injection.ts).
+  process.env.STREAMCUBE_TEST_HOOKS = '1';
   say(`test environment:\n${describeEnvironment(env)}`);
 }

@@ -116,6 +116,21 @@ function receiverTarget(rs: string): string {
   return new URL(receivers[rs]!.baseUrl).host;
 }
 
+/** What the chart's monitors render (streamcube.scrapeLabels), in Prometheus's own words. */
+const asTheChartScrapes = {
+  honor_labels: false,
+  metric_relabel_configs: [
+    {
+      source_labels: ['exported_namespace'],
+      regex: '(.+)',
+      target_label: 'namespace',
+      replacement: '$1',
+      action: 'replace',
+    },
+    { regex: 'exported_namespace', action: 'labeldrop' },
+  ],
+};
+
 async function startPrometheus(ruleFile: string): Promise<void> {
   const port = await freePort();
   prometheusUrl = `http://127.0.0.1:${port}`;
@@ -128,12 +143,12 @@ async function startPrometheus(ruleFile: string): Promise<void> {
       scrape_configs: [
         {
           job_name: 'streamcube-operator',
-          honor_labels: true, // as the chart's monitors scrape it
+          ...asTheChartScrapes,
           static_configs: [{ targets: [`127.0.0.1:${stack.operator.port}`] }],
         },
         {
           job_name: 'streamcube-receivers',
-          honor_labels: true,
+          ...asTheChartScrapes,
           static_configs: [{ targets: ['rs-a', 'rs-b'].map(receiverTarget) }],
         },
       ],

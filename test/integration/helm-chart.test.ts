@@ -333,12 +333,23 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   );
   expect(withServiceMonitors.filter((o) => o.kind === 'PodMonitor')).toEqual([]);
   const services = withServiceMonitors.filter((o) => o.kind === 'Service');
-  // Series name the cube's namespace themselves: honoured, not renamed exported_namespace.
+  // A target's labels never override the scrape's (honorLabels: false); only the cube's own
+  // `namespace`, renamed exported_namespace by Prometheus, is taken back.
   const endpointOf = (port: string): Record<string, unknown> => ({
     port,
     path: '/metrics',
     interval: '30s',
-    honorLabels: true,
+    honorLabels: false,
+    metricRelabelings: [
+      {
+        sourceLabels: ['exported_namespace'],
+        regex: '(.+)',
+        targetLabel: 'namespace',
+        replacement: '$1',
+        action: 'replace',
+      },
+      { regex: 'exported_namespace', action: 'labeldrop' },
+    ],
   });
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator-metrics']],
@@ -427,7 +438,7 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
 function expectOperatorRoleInRelease(
   objects: Rendered[],
   name: string,
-  rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[],
+  rules: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[],
 ): void {
   const role = find(objects, 'Role', name) as Rendered & { rules: unknown };
   expect(role.metadata?.namespace).toBe('chart-ns');
@@ -450,17 +461,56 @@ test('Leases: a Role and RoleBinding in the release namespace, also when the ope
       rules?: { apiGroups: string[] }[];
     };
     expect(main.rules?.some((r) => r.apiGroups.includes('coordination.k8s.io'))).toBe(false);
+    // Only the operator's own Lease, by name (the flag's default), past its creation.
+    expect(parseOperatorConfig(['--receiver-token-file=/t'], {}).leaseName).toBe(
+      'streamcube-operator',
+    );
     expectOperatorRoleInRelease(objects, 't-operator-leases', [
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
       {
         apiGroups: ['coordination.k8s.io'],
         resources: ['leases'],
-        verbs: ['get', 'create', 'update'],
+        resourceNames: ['streamcube-operator'],
+        verbs: ['get', 'update'],
       },
     ]);
     expect(
       objects.some((o) => o.kind === 'ClusterRole' && o.metadata?.name === 't-operator-leases'),
     ).toBe(false);
   }
+});
+
+test('least privilege: receivers without an API token unless they read source Secrets, scratch volumes bounded, the operator reached on its metrics port only', async () => {
+  const defaults = await render();
+  const [operator, ...receivers] = workloads(defaults);
+  for (const r of receivers) expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(false);
+  // The operator talks to the API server.
+  expect(podTemplate(operator!).spec!.automountServiceAccountToken).toBeUndefined();
+  for (const w of workloads(defaults))
+    expect(podTemplate(w).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
+      sizeLimit: '256Mi',
+    });
+  const withSecrets = await render('sourceSecrets.names[0]=kafka-user', 'scratchSizeLimit=1Gi');
+  for (const r of workloads(withSecrets).slice(1)) {
+    expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(true);
+    expect(podTemplate(r).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
+      sizeLimit: '1Gi',
+    });
+  }
+  await expect(render('scratchSizeLimit=lots')).rejects.toThrow(/scratchSizeLimit/);
+  const policy = find(defaults, 'NetworkPolicy', 't-operator').spec as {
+    podSelector: { matchLabels: Record<string, string> };
+    policyTypes: string[];
+    ingress: unknown[];
+  };
+  expect(selects(policy.podSelector, podTemplate(operator!).metadata?.labels)).toBe(true);
+  for (const r of receivers)
+    expect(selects(policy.podSelector, podTemplate(r).metadata?.labels)).toBe(false);
+  expect(policy.policyTypes).toEqual(['Ingress']);
+  expect(policy.ingress).toEqual([{ ports: [{ protocol: 'TCP', port: 8081 }] }]);
+  expect(container(operator!).ports).toEqual([{ name: 'metrics', containerPort: 8081 }]);
+  const off = await render('networkPolicy.enabled=false');
+  expect(off.filter((o) => o.kind === 'NetworkPolicy')).toEqual([]);
 });
 
 test('receivers: the operator finds them in the release namespace (--receiver-namespace) and reads pods there only, also when it watches every namespace', async () => {
@@ -779,7 +829,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   // ...which does refuse one, in a core object and in a monitor.
   const misspelt = rendered.stdout
     .replace('policyTypes: [Ingress]', 'policyTypes: [Ingress]\n  ingres: []')
-    .replace('- { port: admin, path: /metrics', '- { prot: admin, path: /metrics');
+    .replace('- port: admin\n      path: /metrics', '- prot: admin\n      path: /metrics');
   const refused = createStrictly('misspelt.yaml', misspelt);
   await expect(refused).rejects.toThrow(/unknown field "spec.ingres"/);
   await expect(refused).rejects.toThrow(/unknown field "spec.endpoints\[0\].prot"/);

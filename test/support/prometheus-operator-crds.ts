@@ -38,6 +38,20 @@ const endpoint = {
     scrapeTimeout: duration,
     scheme: { type: 'string', enum: ['http', 'https'] },
     honorLabels: { type: 'boolean' },
+    metricRelabelings: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          sourceLabels: { type: 'array', items: { type: 'string' } },
+          separator: { type: 'string' },
+          targetLabel: { type: 'string' },
+          regex: { type: 'string' },
+          replacement: { type: 'string' },
+          action: { type: 'string' },
+        },
+      },
+    },
   },
 };
 

@@ -636,3 +636,64 @@ describe("a move's stop fence of a source set, from the stop offsets on", () => 
     });
   });
 });
+
+describe('records that are not what their writer writes are refused, naming the key and the field', () => {
+  const dir = windowDir(target('x'), 0);
+  const record = (over: Record<string, unknown>) =>
+    JSON.stringify({
+      version: 1,
+      receiver: 'rs-a-0',
+      replicaSet: 'rs-a',
+      windowStart: new Date(0).toISOString(),
+      handOffs: [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })],
+      offsetRanges: { '0': [['0', '10']] },
+      committedAt: new Date(0).toISOString(),
+      ...over,
+    });
+
+  test.each([
+    ['not JSON', '{"version": 1,', /not JSON/],
+    ['no offsets', record({ offsetRanges: undefined }), /offsetRanges/],
+    [
+      'an offset as a number',
+      record({ offsetRanges: { '0': [[0, 10]] } }),
+      /offsetRanges\.0\.0\.0/,
+    ],
+    ['a negative offset', record({ offsetRanges: { '0': [['-1', '10']] } }), /offsetRanges/],
+    ['a partition key that is no number', record({ offsetRanges: { x: [] } }), /offsetRanges/],
+    ['hand-offs not a list', record({ handOffs: {} }), /handOffs/],
+    [
+      'an epoch below 0',
+      record({ handOffs: [{ ...handOff('d', { 0: [[0, 1]] }), epochs: { '0': -1 } }] }),
+      /handOffs\.0\.epochs/,
+    ],
+  ])('a commit record with %s', async (_name, text, field) => {
+    const s = new MemoryDeepStorage();
+    await s.createObject(`${dir}/replicaSet=rs-a/commit.00000001.json`, text);
+    const read = latestRecords(s, dir);
+    await expect(read).rejects.toThrow(/deep storage record .*commit\.00000001\.json is not valid/);
+    await expect(read).rejects.toThrow(field);
+    // And a commit of the window stops on it instead of writing over what it cannot read.
+    await expect(commit(s, 'rs-a-1', [handOff('rs-a-1.e1.y', { 0: [[0, 20]] })])).rejects.toThrow(
+      /is not valid/,
+    );
+  });
+
+  test('a fence record without its partitions stops a commit of the set: a fence unread is never skipped', async () => {
+    const s = new MemoryDeepStorage();
+    await s.createObject(
+      'namespace=a/orders/fences/replicaSet=rs-a/f-1-abcdef.json',
+      JSON.stringify({ id: 'f-1-abcdef', replicaSet: 'rs-a', by: 'rs-b-0', fencedAt: '' }),
+    );
+    await expect(commit(s, 'rs-a-0', [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })])).rejects.toThrow(
+      /fences\/replicaSet=rs-a\/f-1-abcdef\.json is not valid: partitions/,
+    );
+    expect(await s.listKeys(dir)).toEqual([]);
+  });
+
+  test('a record with a field a newer writer added is read, the field kept', async () => {
+    const s = new MemoryDeepStorage();
+    await s.createObject(`${dir}/replicaSet=rs-a/commit.00000001.json`, record({ extra: 'x' }));
+    expect((await latest(s))?.offsetRanges).toEqual({ '0': [['0', '10']] });
+  });
+});

@@ -22,6 +22,18 @@ app.kubernetes.io/component: operator
 {{ .Values.adminToken.existingSecret | default (printf "%s-admin-token" .Release.Name) }}
 {{- end }}
 
+{{- /*
+How the monitors scrape: a target's own labels never override job, instance or pod
+(honorLabels: false); only its `namespace` (the cube's, where the series has one) is taken back
+from exported_namespace, so that series without one (controller-runtime's, Node's) keep the pod's.
+*/}}
+{{- define "streamcube.scrapeLabels" -}}
+honorLabels: false
+metricRelabelings:
+  - { sourceLabels: [exported_namespace], regex: '(.+)', targetLabel: namespace, replacement: '$1', action: replace }
+  - { regex: exported_namespace, action: labeldrop }
+{{- end }}
+
 {{- define "streamcube.readTokenSecret" -}}
 {{ .Values.readToken.existingSecret | default (printf "%s-read-token" .Release.Name) }}
 {{- end }}
