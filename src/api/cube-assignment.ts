@@ -3,7 +3,7 @@
 // the CRD (src/api/crd.ts); the CEL rules beside them say to the API server what zod refines.
 import { z } from 'zod';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import { cubeSchema, identifier, kafkaSource, measure } from './cube.ts';
+import { cubeSchema, identifier, kafkaSource, measure, plaintextSaslProblem } from './cube.ts';
 import { condition } from './conditions.ts';
 import { offset, partitionKey, partitionNumber } from './kafka-numbers.ts';
 import { kubernetes } from './structural-schema.ts';
@@ -88,11 +88,23 @@ export const cubeSource = kafkaSource
         secretRef: secretName.describe('Secret with the keys username and password.'),
       })
       .optional()
-      .describe('Authenticate to the brokers with SASL.'),
+      .describe('Authenticate to the brokers with SASL (with tls, unless allowPlaintext).'),
+    allowPlaintext: z
+      .boolean()
+      .optional()
+      .describe(
+        'Allow sasl without tls: the credentials then cross the network unencrypted. Refused by default.',
+      ),
   })
   .meta(
     kubernetes({
       validations: [
+        {
+          rule: '!has(self.sasl) || has(self.tls) || (has(self.allowPlaintext) && self.allowPlaintext)',
+          message:
+            'spec.source.sasl without spec.source.tls sends the credentials unencrypted: add tls, or set allowPlaintext: true',
+          fieldPath: '.sasl',
+        },
         {
           // Segments, hand-offs and epochs are offsets of this topic: another topic is another cube.
           rule: 'self.topic == oldSelf.topic',
@@ -234,6 +246,9 @@ export const cubeAssignmentSpec = z
       ),
   })
   .superRefine((spec, ctx) => {
+    const plaintext = plaintextSaslProblem(spec.source);
+    if (plaintext !== undefined)
+      ctx.addIssue({ code: 'custom', message: plaintext, path: ['source', 'sasl'] });
     const pinned = new Map<number, string>();
     for (const [replicaSet, partitions] of Object.entries(spec.pins ?? {})) {
       if (!spec.replicaSets.includes(replicaSet)) {

@@ -26,8 +26,16 @@ export const kafkaSource = z.object({
       secretRef: z.string().min(1).max(253),
     })
     .optional(),
+  /** SASL without TLS: credentials in clear (PLAIN) or open to a man in the middle; refused unless set. */
+  allowPlaintext: z.boolean().optional(),
 });
 export type KafkaSource = z.infer<typeof kafkaSource>;
+
+/** Why `source` is refused: SASL without TLS, unless it says allowPlaintext. */
+export function plaintextSaslProblem(source: z.input<typeof kafkaSource>): string | undefined {
+  if (!source.sasl || source.tls || source.allowPlaintext === true) return undefined;
+  return `SASL ${source.sasl.mechanism} without tls sends the credentials where anyone on the path can read or replay them: add source.tls, or set source.allowPlaintext: true for a broker you trust without TLS`;
+}
 
 export const measureFunctions = ['count', 'sum', 'min', 'max'] as const;
 export type MeasureFunction = (typeof measureFunctions)[number];

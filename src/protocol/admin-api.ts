@@ -2,7 +2,13 @@
 // come the TypeScript types, the server's validation of requests and the client's validation of
 // answers. Paths are versioned.
 import { z } from 'zod';
-import { cubeName, cubeSchema, identifier, kafkaSource } from '../api/cube.ts';
+import {
+  cubeName,
+  cubeSchema,
+  identifier,
+  kafkaSource,
+  plaintextSaslProblem,
+} from '../api/cube.ts';
 import { dnsLabelPattern, replicaSetName, segmentCounts } from '../api/cube-assignment.ts';
 import { offset, partitionKey, partitionNumber } from '../api/kafka-numbers.ts';
 
@@ -47,7 +53,12 @@ export const assignCubeRequest = z.object({
    * when the body names it too, the two must agree. Absent from an operator before namespaces.
    */
   namespace: cubeName.optional(),
-  source: kafkaSource,
+  /** SASL only over TLS unless the cube allows plaintext: a caller cannot send credentials in clear. */
+  source: kafkaSource.superRefine((source, ctx) => {
+    const plaintext = plaintextSaslProblem(source);
+    if (plaintext !== undefined)
+      ctx.addIssue({ code: 'custom', message: plaintext, path: ['sasl'] });
+  }),
   schema: cubeSchema,
   /** A DNS label: it becomes part of the cube's deep-storage keys. */
   replicaSet: replicaSetName,

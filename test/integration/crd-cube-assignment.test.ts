@@ -191,6 +191,12 @@ const invalid: [string, string, Change, RegExp][] = [
     /Unsupported/,
   ],
   [
+    'SASL without TLS (CEL): the credentials would cross the network unencrypted',
+    'spec.source.sasl',
+    (s) => ({ ...s, source: { ...s.source, tls: undefined } }),
+    /without spec.source.tls sends the credentials unencrypted/,
+  ],
+  [
     'a zero window (CEL)',
     'spec.schema.window',
     (s) => withSchema(s, { window: '0s' }),
@@ -275,6 +281,16 @@ test.each(invalid)('%s is refused with 422 at %s', async (_, field, change, mess
   expect(status.details?.causes?.map((c) => c.field)).toContain(field);
   expect(status.details?.causes?.find((c) => c.field === field)?.message).toMatch(message);
   expect(status.message).toContain(`${field}:`);
+});
+
+test('SASL without TLS is accepted when the cube says allowPlaintext, as zod accepts it', async () => {
+  const spec = {
+    ...validSpec,
+    source: { ...validSpec.source, tls: undefined, allowPlaintext: true },
+  };
+  expect(cubeAssignmentSpec.safeParse(spec).success).toBe(true);
+  const created = await create(`plain-${randomUUID().slice(0, 8)}`, spec);
+  expect(cubeAssignment.parse(created).spec.source.allowPlaintext).toBe(true);
 });
 
 describe('fields whose change would alter the meaning of stored data are immutable', () => {

@@ -8,6 +8,7 @@ import {
   type CubeAssignment,
   type CubeAssignmentSpecInput,
 } from '../../src/api/cube-assignment.ts';
+import { assignCubeRequest } from '../../src/protocol/admin-api.ts';
 
 const spec: CubeAssignmentSpecInput = {
   source: {
@@ -165,4 +166,35 @@ test.each([
 
 test('the largest int64 offset is accepted', () => {
   expect(cubeAssignmentStatus.safeParse({ totalLag: '9223372036854775807' }).success).toBe(true);
+});
+
+describe('SASL without TLS is refused unless the cube says allowPlaintext, by the CRD and by the receiver', () => {
+  const plain = { ...spec.source, tls: undefined };
+  const assign = (source: object) =>
+    assignCubeRequest.safeParse({
+      source,
+      schema: spec.schema,
+      replicaSet: 'rs-a',
+      partitions: [{ partition: 0, position: '0', epoch: 1 }],
+    });
+
+  test.each([
+    ['with tls', spec.source, true],
+    ['without tls', plain, false],
+    ['without tls, allowPlaintext', { ...plain, allowPlaintext: true }, true],
+    ['without tls, allowPlaintext false', { ...plain, allowPlaintext: false }, false],
+    ['without sasl or tls', { ...plain, sasl: undefined }, true],
+  ])('%s', (_name, source, accepted) => {
+    const parsed = cubeAssignmentSpec.safeParse({ ...spec, source });
+    expect(parsed.success).toBe(accepted);
+    if (!parsed.success) {
+      expect(parsed.error.issues[0]?.path).toEqual(['source', 'sasl']);
+      expect(parsed.error.issues[0]?.message).toMatch(
+        /add source.tls, or set source.allowPlaintext/,
+      );
+    }
+    const request = assign(source);
+    expect(request.success).toBe(accepted);
+    if (!request.success) expect(request.error.issues[0]?.path).toEqual(['source', 'sasl']);
+  });
 });

@@ -160,6 +160,7 @@ test('every CEL rule has a message and its fieldPath names a field that exists',
     '.spec.schema.measures',
     '.spec.schema.measures[].field',
     '.spec.schema.window',
+    '.spec.source.sasl', // only with tls, unless allowPlaintext
     '.spec.source.topic', // immutable (transition rule)
   ]);
   for (const r of all) expect(nodeAt(`${r.path}${r.fieldPath ?? ''}`)).toBeDefined();

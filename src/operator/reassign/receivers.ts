@@ -148,11 +148,18 @@ export function assignRequest(
   replicaSet: string,
   partitions: { partition: number; position: string; epoch: number; watermark?: number | null }[],
 ): AssignCubeRequest {
-  const { brokers, topic, startingOffsets, tls, sasl } = object.spec.source;
+  const { brokers, topic, startingOffsets, tls, sasl, allowPlaintext } = object.spec.source;
   return {
     namespace: object.metadata?.namespace ?? 'default',
     // Secret names only: receivers read the Secrets themselves, no credential travels here.
-    source: { brokers, topic, startingOffsets, ...(tls ? { tls } : {}), ...(sasl ? { sasl } : {}) },
+    source: {
+      brokers,
+      topic,
+      startingOffsets,
+      ...(tls ? { tls } : {}),
+      ...(sasl ? { sasl } : {}),
+      ...(allowPlaintext ? { allowPlaintext } : {}),
+    },
     schema: object.spec.schema,
     replicaSet,
     partitions: partitions.map((p) => ({ ...p, watermark: p.watermark ?? null })),
