@@ -12,6 +12,8 @@ export interface ReceiverConfig {
   replicaSet: string;
   host: string;
   port: number;
+  /** A port of its own for /metrics, /healthz, /readyz (the admin port serves them too). */
+  metricsPort?: number;
   dataDir: string;
   /** Where sealed segments are handed off: a directory or an S3-compatible bucket. */
   deepStorage: DeepStorageLocation;
@@ -42,6 +44,9 @@ Options (environment variable in brackets):
   --replica-set NAME       replica set this receiver belongs to  [STREAMCUBE_REPLICA_SET, required]
   --host ADDR              address to bind                       [STREAMCUBE_HOST, default: 0.0.0.0]
   --port N                 admin/metrics/query port              [STREAMCUBE_PORT, default: 8080]
+  --metrics-port N         /metrics, /healthz, /readyz on a port [STREAMCUBE_METRICS_PORT, optional]
+                           of their own too (Prometheus's, apart
+                           from the admin API)
   --data-dir DIR           local segments and checkpoints        [STREAMCUBE_DATA_DIR, required]
   --deep-storage URL       where sealed segments are handed off: [STREAMCUBE_DEEP_STORAGE, or --deep-storage-dir]
                            s3://bucket/prefix or a directory
@@ -83,6 +88,7 @@ export function parseReceiverConfig(
       'replica-set': { type: 'string' },
       host: { type: 'string' },
       port: { type: 'string' },
+      'metrics-port': { type: 'string' },
       'data-dir': { type: 'string' },
       'deep-storage': { type: 'string' },
       'deep-storage-dir': { type: 'string' },
@@ -120,10 +126,18 @@ export function parseReceiverConfig(
       );
     return ms;
   };
-  const portText = pick('port', 'STREAMCUBE_PORT') ?? '8080';
-  const port = Number(portText);
-  if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new ConfigError(`--port must be 0..65535, got '${portText}'`);
+  const portOf = (flag: 'port' | 'metrics-port', text: string): number => {
+    const n = Number(text);
+    if (!/^[0-9]{1,5}$/.test(text) || n > 65535)
+      throw new ConfigError(`--${flag} must be 0..65535, got '${text}'`);
+    return n;
+  };
+  const port = portOf('port', pick('port', 'STREAMCUBE_PORT') ?? '8080');
+  const metricsPortText = pick('metrics-port', 'STREAMCUBE_METRICS_PORT');
+  const metricsPort =
+    metricsPortText === undefined ? undefined : portOf('metrics-port', metricsPortText);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === port)
+    throw new ConfigError(`--metrics-port must differ from --port (${port})`);
   const maxConnectionsText =
     pick('max-connections', 'STREAMCUBE_MAX_CONNECTIONS') ??
     String(defaultServerLimits.maxConnections);
@@ -153,6 +167,7 @@ export function parseReceiverConfig(
     replicaSet,
     host: pick('host', 'STREAMCUBE_HOST') ?? '0.0.0.0',
     port,
+    ...(metricsPort !== undefined ? { metricsPort } : {}),
     dataDir: required('data-dir', 'STREAMCUBE_DATA_DIR'),
     deepStorage: deepStorageOf(values, env),
     handOffRetryMaxMs: durationOf('hand-off-retry-max', 'STREAMCUBE_HAND_OFF_RETRY_MAX', '30s'),

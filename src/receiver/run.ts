@@ -6,7 +6,7 @@ import { TokenFile } from '../protocol/token-file.ts';
 import { parseReceiverConfig } from './config.ts';
 import { createReceiverMetrics } from './metrics.ts';
 import { Receiver } from './receiver.ts';
-import { createReceiverServer } from './server.ts';
+import { createReceiverMetricsServer, createReceiverServer } from './server.ts';
 
 export async function runReceiver(argv: string[]): Promise<number> {
   const config = parseReceiverConfig(argv);
@@ -34,19 +34,30 @@ export async function runReceiver(argv: string[]): Promise<number> {
     { admin: adminToken.tokens, ...(readToken ? { read: readToken.tokens } : {}) },
     config.serverLimits,
   );
-  server.listen(config.port, config.host);
-  await once(server, 'listening');
-  const address = server.address();
-  logger.info('listening', {
-    address:
-      typeof address === 'object' && address
-        ? `${address.address}:${address.port}`
-        : String(address),
-  });
+  const metricsServer =
+    config.metricsPort === undefined
+      ? undefined
+      : createReceiverMetricsServer(receiver, logger, config.serverLimits);
+  for (const [what, s, port] of [
+    ['listening', server, config.port],
+    ['metrics listening', metricsServer, config.metricsPort],
+  ] as const) {
+    if (!s) continue;
+    s.listen(port, config.host);
+    await once(s, 'listening');
+    const address = s.address();
+    logger.info(what, {
+      address:
+        typeof address === 'object' && address
+          ? `${address.address}:${address.port}`
+          : String(address),
+    });
+  }
   await receiver.start();
   const signal = await Promise.race([once(process, 'SIGTERM'), once(process, 'SIGINT')]);
   logger.info('shutting down', { signal: String(signal) });
   server.close();
+  metricsServer?.close();
   adminToken.close();
   readToken?.close();
   await receiver.stop();

@@ -227,6 +227,61 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 }
 
 /**
+ * Answers /healthz, /readyz and /metrics (no token: probes and scrapers have none) and returns the
+ * route's name; undefined, answering nothing, for any other request.
+ */
+async function answerProbe(
+  receiver: Receiver,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+): Promise<string | undefined> {
+  if (req.method !== 'GET') return undefined;
+  switch (url.pathname) {
+    case '/healthz':
+      send(res, 200, 'ok', 'text/plain');
+      return url.pathname;
+    case '/readyz':
+      if (receiver.isReady()) send(res, 200, 'ok', 'text/plain');
+      else send(res, 503, 'starting', 'text/plain');
+      return url.pathname;
+    case '/metrics': {
+      const { registry } = receiver.metrics;
+      send(res, 200, await registry.metrics(), registry.contentType);
+      return url.pathname;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The metrics port's server (`--metrics-port`): /metrics, /healthz and /readyz only, so that a
+ * NetworkPolicy can open it to Prometheus while the admin port stays the operator's.
+ */
+export function createReceiverMetricsServer(
+  receiver: Receiver,
+  logger: Logger,
+  limits?: ServerLimits,
+): Server {
+  return createGuardedServer(
+    async (req, res, url) => {
+      if ((await answerProbe(receiver, req, res, url)) === undefined)
+        send(
+          res,
+          404,
+          errorBody('not found', `the metrics port serves /metrics, /healthz and /readyz`),
+        );
+    },
+    {
+      logger,
+      ...(limits ? { limits } : {}),
+      onUnexpectedError: () => receiver.metrics.unexpectedErrors.inc(),
+    },
+  );
+}
+
+/**
  * `tokens`: the bearer tokens /v1 accepts now, by role (during a rotation, the new and the old):
  * the admin tokens for every call, the read tokens for those that change nothing.
  * `limits`: the server's timeouts and connection cap (defaults when absent).
@@ -249,19 +304,10 @@ export function createReceiverServer(
       );
     });
     try {
-      if (req.method === 'GET' && url.pathname === '/healthz') {
-        routeName = '/healthz';
-        return send(res, 200, 'ok', 'text/plain');
-      }
-      if (req.method === 'GET' && url.pathname === '/readyz') {
-        routeName = '/readyz';
-        return receiver.isReady()
-          ? send(res, 200, 'ok', 'text/plain')
-          : send(res, 503, 'starting', 'text/plain');
-      }
-      if (req.method === 'GET' && url.pathname === '/metrics') {
-        routeName = '/metrics';
-        return send(res, 200, await metrics.registry.metrics(), metrics.registry.contentType);
+      const probe = await answerProbe(receiver, req, res, url);
+      if (probe !== undefined) {
+        routeName = probe;
+        return;
       }
       if (!url.pathname.startsWith('/v1/'))
         return send(res, 404, errorBody('not found', `no route ${url.pathname}`));

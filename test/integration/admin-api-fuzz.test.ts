@@ -11,6 +11,7 @@ import { assignRequest, createTopic, makeEvents, produceRecords } from '../suppo
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 import { tempDir } from '../support/receiver-process.ts';
+import { freePort } from '../../src/local/processes.ts';
 
 /** Deep storage four levels below a root of its own: a key escaping it lands in `outside`. */
 const outside = tempDir('fuzz-outside');
@@ -358,6 +359,34 @@ test('huge and slow requests are cut off, too many connections are refused, and 
   );
   for (const s of sockets) s.destroy();
   await expectUp();
+});
+
+test('the metrics port (--metrics-port) serves /metrics and the probes only: no /v1 route there, whatever the token', async () => {
+  const metricsPort = await freePort();
+  const r = fixture.newReceiver({
+    id: 'r-fuzz-metrics',
+    deepStorageDir,
+    env: { STREAMCUBE_METRICS_PORT: String(metricsPort), STREAMCUBE_LOG_LEVEL: 'warn' },
+  });
+  await r.start();
+  const at = (path: string, init?: RequestInit) =>
+    fetch(`http://127.0.0.1:${metricsPort}${path}`, init);
+  expect((await at('/healthz')).status).toBe(200);
+  expect((await at('/readyz')).status).toBe(200);
+  const metrics = await at('/metrics');
+  expect(metrics.status).toBe(200);
+  expect(await metrics.text()).toContain('streamcube_receiver_http_unexpected_errors_total');
+  for (const [method, path] of routes) {
+    const res = await at(path, {
+      method,
+      headers: { authorization: `Bearer ${r.token}`, 'content-type': 'application/json' },
+      ...(method === 'GET' || method === 'DELETE' ? {} : { body: '{}' }),
+    });
+    expect([`${method} ${path}`, res.status]).toEqual([`${method} ${path}`, 404]);
+  }
+  // The admin port still serves /metrics too, for installs that scrape it there.
+  expect((await fetch(`${r.baseUrl}/metrics`)).status).toBe(200);
+  await r.stop();
 });
 
 test('after it all: no unexpected error, nothing written outside the roots', async () => {

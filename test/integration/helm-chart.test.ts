@@ -242,6 +242,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
       adminTokenFile: '/var/run/streamcube/token',
       adminTokenGraceMs: 120_000,
       readTokenFile: '/var/run/streamcube-read/token',
+      metricsPort: 9090,
     });
   }
 });
@@ -268,7 +269,7 @@ test('the operator runs with the environment of src/operator/node-options.ts (MA
   expect(arenasOf(await render('operator.mallocArenaMax=4'))).toBe('4');
 });
 
-test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' port", async () => {
+test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' admin port, and metricsFrom (everyone by default) to the metrics port", async () => {
   const objects = await render();
   const policy = find(objects, 'NetworkPolicy', 't-receivers').spec as {
     podSelector: { matchLabels: Record<string, string> };
@@ -283,16 +284,21 @@ test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) t
     expect(selects(policy.podSelector, podTemplate(r).metadata?.labels)).toBe(true);
   expect(selects(policy.podSelector, podTemplate(operator!).metadata?.labels)).toBe(false);
   expect(policy.policyTypes).toEqual(['Ingress']);
-  expect(policy.ingress).toHaveLength(1);
-  const [rule] = policy.ingress;
+  expect(policy.ingress).toHaveLength(2);
+  const [rule, metricsRule] = policy.ingress;
+  // The metrics port: from anywhere unless metricsFrom narrows it (a rule without `from`).
+  expect(metricsRule).toEqual({ ports: [{ protocol: 'TCP', port: 9090 }] });
   expect(rule!.ports).toEqual([{ protocol: 'TCP', port: 8080 }]);
   expect(rule!.from).toHaveLength(1);
   expect(selects(rule!.from[0]!.podSelector!, podTemplate(operator!).metadata?.labels)).toBe(true);
   for (const r of receivers)
     expect(selects(rule!.from[0]!.podSelector!, podTemplate(r).metadata?.labels)).toBe(false);
-  // The receivers' container port is the one the policy opens.
+  // The receivers' container ports are the ones the policy opens.
   for (const r of receivers)
-    expect(container(r).ports).toEqual([{ name: 'admin', containerPort: 8080 }]);
+    expect(container(r).ports).toEqual([
+      { name: 'admin', containerPort: 8080 },
+      { name: 'metrics', containerPort: 9090 },
+    ]);
 
   const opened = await render(
     'receivers.port=9000',
@@ -304,6 +310,17 @@ test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) t
   expect(openedRule.from[1]).toEqual({
     namespaceSelector: { matchLabels: { team: 'monitoring' } },
   });
+  const monitoring = { namespaceSelector: { matchLabels: { team: 'monitoring' } } };
+  const narrowed = await render(
+    'receivers.metricsPort=9300',
+    'networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring',
+  );
+  expect((find(narrowed, 'NetworkPolicy', 't-receivers').spec as typeof policy).ingress[1]).toEqual(
+    { ports: [{ protocol: 'TCP', port: 9300 }], from: [monitoring] },
+  );
+  expect((find(narrowed, 'NetworkPolicy', 't-operator').spec as typeof policy).ingress).toEqual([
+    { ports: [{ protocol: 'TCP', port: 8081 }], from: [monitoring] },
+  ]);
 
   const off = await render('networkPolicy.enabled=false');
   expect(off.some((o) => o.kind === 'NetworkPolicy')).toBe(false);
@@ -324,7 +341,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   for (const w of workloads(plain).slice(1))
     expect(podTemplate(w).metadata?.annotations).toEqual({
       'prometheus.io/scrape': 'true',
-      'prometheus.io/port': '8080',
+      'prometheus.io/port': '9090',
     });
 
   const withServiceMonitors = await render(
@@ -353,7 +370,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   });
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator-metrics']],
-    ['t-receivers', 'admin', ['t-rs-a', 't-rs-b']],
+    ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
   ] as const) {
     const monitor = find(withServiceMonitors, 'ServiceMonitor', name);
     expect(monitor.metadata?.labels).toMatchObject({ release: 'prom' });
@@ -380,7 +397,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   const pods = workloads(withPodMonitors);
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator']],
-    ['t-receivers', 'admin', ['t-rs-a', 't-rs-b']],
+    ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
   ] as const) {
     const spec = find(withPodMonitors, 'PodMonitor', name).spec as {
       selector: { matchLabels: Record<string, string> };
@@ -829,7 +846,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   // ...which does refuse one, in a core object and in a monitor.
   const misspelt = rendered.stdout
     .replace('policyTypes: [Ingress]', 'policyTypes: [Ingress]\n  ingres: []')
-    .replace('- port: admin\n      path: /metrics', '- prot: admin\n      path: /metrics');
+    .replace('- port: metrics\n      path: /metrics', '- prot: metrics\n      path: /metrics');
   const refused = createStrictly('misspelt.yaml', misspelt);
   await expect(refused).rejects.toThrow(/unknown field "spec.ingres"/);
   await expect(refused).rejects.toThrow(/unknown field "spec.endpoints\[0\].prot"/);
