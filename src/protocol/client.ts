@@ -80,6 +80,34 @@ export interface ReceiverClientOptions {
   onStaleLeader?: (error: StaleLeaderError) => void;
   /** The namespace of the cubes this client names (default: `default`); see `inNamespace`. */
   namespace?: string;
+  /**
+   * The largest answer read (bytes, default 64 MiB): a larger one is cut off and refused, so a
+   * broken or hostile receiver cannot run the caller out of memory.
+   */
+  maxResponseBytes?: number;
+}
+
+export const defaultMaxResponseBytes = 64 * 1024 * 1024;
+
+/** The body as text, or undefined (the body cancelled) once it passes `maxBytes`. */
+async function readBounded(response: Response, maxBytes: number): Promise<string | undefined> {
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  if (declared > maxBytes) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  if (!response.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) {
+      await response.body.cancel().catch(() => undefined);
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** fetch failed because the peer closed the connection before answering (not a refusal). */
@@ -185,7 +213,13 @@ export class ReceiverClient {
           cube === undefined ? undefined : { namespace: this.namespace, name: cube },
         );
     }
-    const text = await response.text();
+    const maxBytes = this.options?.maxResponseBytes ?? defaultMaxResponseBytes;
+    const text = await readBounded(response, maxBytes);
+    if (text === undefined)
+      throw new InvalidReceiverResponse(
+        `${where}: the answer is larger than ${maxBytes} bytes; not read`,
+        '',
+      );
     let parsed: unknown = text;
     if (text.length > 0 && response.headers.get('content-type')?.includes('json')) {
       try {

@@ -201,3 +201,31 @@ test('a kept-alive connection the receiver closed without answering: the call is
     flaky.close();
   }
 });
+
+test.each([
+  ['declared by its length', false],
+  ['streamed without a length', true],
+])(
+  'an answer larger than maxResponseBytes (%s) is cut off and refused, not read',
+  async (_name, chunked) => {
+    const huge = createServer((_req, res) => {
+      const body = JSON.stringify({ receiver: 'x'.repeat(10_000), replicaSet: 'rs-a', cubes: [] });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        ...(chunked ? {} : { 'content-length': Buffer.byteLength(body) }),
+      });
+      if (chunked) for (let i = 0; i < body.length; i += 1000) res.write(body.slice(i, i + 1000));
+      res.end(chunked ? '' : body);
+    });
+    huge.listen(0, '127.0.0.1');
+    await once(huge, 'listening');
+    const { port } = huge.address() as AddressInfo;
+    const at = (maxResponseBytes: number) =>
+      new ReceiverClient(`http://127.0.0.1:${port}`, 'token', 5_000, { maxResponseBytes });
+    await expect(at(4_096).cubes()).rejects.toThrow(InvalidReceiverResponse);
+    await expect(at(4_096).cubes()).rejects.toThrow(/larger than 4096 bytes; not read/);
+    expect((await at(1_000_000).cubes()).replicaSet).toBe('rs-a');
+    huge.closeAllConnections();
+    huge.close();
+  },
+);
