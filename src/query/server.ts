@@ -11,6 +11,7 @@ import { parseCubePath } from '../protocol/cube-paths.ts';
 import type { BearerTokens } from '../protocol/token-file.ts';
 import type { QueryMetrics } from './metrics.ts';
 import { QueryError } from './request.ts';
+import { answerSql } from './sql.ts';
 import type { QueryService } from './service.ts';
 
 export const maxQueryBodyBytes = 1024 * 1024;
@@ -92,6 +93,27 @@ export function createQueryServer(o: QueryServerOptions): Server {
               : 'the bearer token is not valid for this query server',
           ),
         );
+      const sqlPath = /^\/v1(?:\/namespaces\/([^/]+))?\/sql$/.exec(url.pathname);
+      if (sqlPath) {
+        if (req.method !== 'POST')
+          return send(
+            res,
+            405,
+            failure('method not allowed', `${req.method} is not allowed on ${url.pathname}`),
+          );
+        const namespace = sqlPath[1];
+        if (namespace !== undefined && !cubeName.safeParse(namespace).success)
+          return send(
+            res,
+            400,
+            failure(
+              'invalid request',
+              `namespace name '${namespace}' must be a DNS label`,
+              'namespace',
+            ),
+          );
+        return send(res, 200, await answerSql(o.service, namespace, await readBody(req)));
+      }
       let path;
       try {
         path = parseCubePath(url.pathname);

@@ -128,6 +128,13 @@ export class QueryService {
     this.options = options;
   }
 
+  /** The cube's schema, for a question to be read against it; QueryError 404 when there is none. */
+  schemaOf(namespace: string, name: string): CubeAssignment['spec']['schema'] {
+    const cube = this.options.sources.cube(namespace, name);
+    if (!cube) throw new QueryError(404, `no CubeAssignment ${namespace}/${name}`);
+    return cube.spec.schema;
+  }
+
   /** The answer to `body` over the cube; throws QueryError (404, 400, 503). */
   async answer(namespace: string, name: string, body: unknown): Promise<CubeAnswer> {
     const started = performance.now();
