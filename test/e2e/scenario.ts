@@ -258,7 +258,9 @@ const steps: Step[] = [
       const data = left.filter(
         (name) =>
           name.startsWith('persistentvolumeclaim/') ||
-          name === `secret/${config.release}-admin-token`,
+          // The tokens are kept (helm.sh/resource-policy: keep): a reinstall keeps them.
+          name === `secret/${config.release}-admin-token` ||
+          name === `secret/${config.release}-read-token`,
       );
       if (left.length !== data.length) {
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
