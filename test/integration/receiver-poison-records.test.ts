@@ -1,0 +1,100 @@
+// One record cannot poison a partition: a record ten years ahead written into a partition under
+// steady traffic is rejected `future_timestamp` (its event time is far past its Kafka batch's
+// timestamp) and moves no watermark, so every record after it still counts; records before 2000
+// and dimension values past the cube's bound are rejected by their own reasons. The totals equal
+// the ground truth without the bad records, and every offset is still accounted once.
+import {
+  type BadRecord,
+  type ProducedRecord,
+  assignRequest,
+  createTopic,
+  highWatermarks,
+  makeEvents,
+  produceRecords,
+  testSchema,
+} from '../support/events.ts';
+import { mergeRows, modelCube } from '../support/cube-model.ts';
+import {
+  expectRowsEqual,
+  expectTiling,
+  metricValue,
+  rangesOf,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
+import { useReceiver } from '../support/receiver-fixture.ts';
+
+const fixture = useReceiver({ id: 'r-poison' });
+const { env, kafka } = fixture;
+const year = 365 * 24 * 3_600_000;
+
+const badRecord = (reason: string, event: Record<string, unknown>): BadRecord => ({
+  raw: JSON.stringify({ country: 'de', device: 'web', price: 1, ...event }),
+  reason,
+});
+
+test('a record ten years ahead is rejected future_timestamp and the records after it all count', async () => {
+  const cube = 'poison-records';
+  const topic = await createTopic(fixture.admin, 2);
+  // Event times from now on (the batches' timestamps are the time they are written): within the
+  // cube's skew of their batches, in one-hour windows that stay open.
+  const t0 = Date.now() - 60_000;
+  const before = makeEvents(0, 300, t0, 100);
+  const after = makeEvents(0, 300, t0 + 30_000, 100, 1);
+  const records = new Map<number, ProducedRecord[]>([
+    [0, [...before, badRecord('future_timestamp', { ts: t0 + 10 * year }), ...after]],
+    [
+      1,
+      [
+        ...makeEvents(1, 100, t0),
+        // Seconds for milliseconds, and a dimension value past the default bound (4096 bytes).
+        badRecord('ancient_timestamp', { ts: Math.floor(t0 / 1000) }),
+        badRecord('dimension_too_long', { ts: t0 + 20_000, country: 'x'.repeat(5000) }),
+        ...makeEvents(1, 100, t0 + 20_000, 100, 2),
+      ],
+    ],
+  ]);
+  const model = modelCube(testSchema, records);
+  expect(model.rejected).toEqual({
+    future_timestamp: 1,
+    ancient_timestamp: 1,
+    dimension_too_long: 1,
+  });
+
+  await fixture.receiver.client.assign(
+    cube,
+    assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
+      { partition: 0, position: '0' },
+      { partition: 1, position: '0' },
+    ]),
+  );
+  // Steady traffic while the receiver reads: batches of 50 records, the bad ones among them.
+  for (const [p, list] of records) await produceRecords(fixture.producer, topic, p, list, 50);
+  const end = await highWatermarks(kafka, topic);
+  const status = await waitForPositions(fixture.receiver.client, cube, Object.fromEntries(end));
+
+  expect(status.rejected).toEqual(model.rejected);
+  expect(status.ingested).toBe(300 + 300 + 100 + 100);
+  const p0 = status.partitions.find((p) => p.partition === 0)!;
+  expect(p0.watermark).toBe(model.watermarks.get(0));
+  const metrics = await fetch(`${fixture.receiver.baseUrl}/metrics`).then((r) => r.text());
+  for (const [reason, n] of Object.entries(model.rejected)) {
+    expect([
+      reason,
+      metricValue(metrics, 'streamcube_receiver_events_rejected_total', { cube, reason }),
+    ]).toEqual([reason, n]);
+  }
+  expect(
+    metricValue(metrics, 'streamcube_receiver_events_rejected_total', {
+      cube,
+      reason: 'too_late',
+    }) ?? 0,
+  ).toBe(0);
+
+  const answer = await fixture.receiver.client.query(cube, { groupBy: testSchema.dimensions });
+  expectRowsEqual(
+    answer.rows,
+    mergeRows(testSchema, [...model.windows.values()].flat()),
+    testSchema,
+  );
+  for (const [p, e] of end) expectTiling(rangesOf(p, status.segments), 0n, e);
+});
