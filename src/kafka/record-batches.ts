@@ -130,7 +130,9 @@ export function isRecordBatchSet(set: Buffer): boolean {
  * control batch, not in a batch of an aborted transaction. A transaction is aborted from its
  * `firstOffset` in `aborted` up to its producer's ABORT marker (the consumer's READ_COMMITTED
  * rule; a READ_UNCOMMITTED fetch lists no aborted transactions). The records of the whole set
- * decompress to at most `maxDecompressed` bytes, or the set is refused (the decompressor's error).
+ * decompress to at most `maxDecompressed` bytes. A batch that cannot be decompressed (past the
+ * bound, or corrupt) ends the set before it when batches before it are handed over, and refuses
+ * the set (the decompressor's error) when it is the first: a reader stops exactly at it.
  */
 export async function decodeRecordSet(
   set: Buffer,
@@ -161,6 +163,19 @@ export async function decodeRecordSet(
   const skipped = (from: number, to: number): void => {
     if (to < fetchOffset) lastOffsetBefore = to;
     else covered(from, to);
+  };
+
+  /**
+   * A batch's records, or undefined when they cannot be read but batches before it can be handed
+   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it.
+   */
+  const readOrEnd = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await read();
+    } catch (error) {
+      if (lastOffset !== null) return undefined;
+      throw error;
+    }
   };
 
   for (let at = 0; set.length - at >= recordsAt;) {
@@ -198,9 +213,9 @@ export async function decodeRecordSet(
         abortedProducers.add(pending[nextAborted++]!.producerId);
       }
       if (control) {
-        if ((await controlTypeOf(set, batch, bounded)) === abortMarker) {
-          abortedProducers.delete(producerId);
-        }
+        const type = await readOrEnd(() => controlTypeOf(set, batch, bounded));
+        if (type === undefined) break;
+        if (type === abortMarker) abortedProducers.delete(producerId);
       } else {
         isAborted = (attributes & transactionalFlag) !== 0 && abortedProducers.has(producerId);
       }
@@ -209,7 +224,8 @@ export async function decodeRecordSet(
       skipped(baseOffset, lastOffsetOfBatch);
       continue;
     }
-    const records = await recordsOf(set, batch, bounded);
+    const records = await readOrEnd(() => recordsOf(set, batch, bounded));
+    if (records === undefined) break;
     const maxTimestamp = Number(set.readBigInt64BE(batch.at + maxTimestampAt));
     delivered.push({ baseOffset, lastOffset: lastOffsetOfBatch, count, maxTimestamp, ...records });
     // Its records at the end may be compacted away: the batch still ends at its last offset.

@@ -8,10 +8,14 @@ import {
   DecompressedSizeError,
   type KafkajsCodec,
   decompressBatch,
+  defaultMaxDecompressedBytes,
+  maxDecompressedBytes,
   registerCodecs,
+  setMaxDecompressedBytes,
 } from '../../src/kafka/codecs.ts';
 import { compressLz4 } from '../../src/kafka/lz4-frame.ts';
 import { decodeRecordSet } from '../../src/kafka/record-batches.ts';
+import { parseReceiverConfig } from '../../src/receiver/config.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -112,6 +116,24 @@ describe('one batch past the bound', () => {
 });
 
 describe('a record set', () => {
+  /** Kafka's zigzag varint. */
+  const varint = (n: number): number[] => {
+    const out: number[] = [];
+    for (let z = n >= 0 ? n * 2 : -n * 2 - 1; ; z = Math.floor(z / 128)) {
+      if (z < 128) return [...out, z];
+      out.push((z % 128) | 0x80);
+    }
+  };
+  /** One record (offset delta 0, no key, no headers) whose value is `size` spaces. */
+  const record = (size: number): Buffer => {
+    const body = Buffer.concat([
+      Buffer.from([0, ...varint(0), ...varint(0), ...varint(-1), ...varint(size)]),
+      Buffer.alloc(size, 0x20),
+      Buffer.from(varint(0)),
+    ]);
+    return Buffer.concat([Buffer.from(varint(body.length)), body]);
+  };
+
   /** A RecordBatch v2 header with zstd records `data` (CRC not checked here), offsets from `base`. */
   function zstdBatch(base: number, data: Buffer): Buffer {
     const header = Buffer.alloc(61);
@@ -124,17 +146,57 @@ describe('a record set', () => {
     return Buffer.concat([header, data]);
   }
 
-  test('whose batches together decompress past the bound is refused, each batch within it', async () => {
-    const each = zstdCompressSync(Buffer.alloc(600 * KiB));
+  test('ends before the batch that takes it past the bound; read from that batch, it is refused', async () => {
+    const each = zstdCompressSync(record(600 * KiB));
     const set = Buffer.concat([zstdBatch(0, each), zstdBatch(1, each)]);
     const bounds: number[] = [];
     const decompress = (attributes: number, data: Buffer, maxBytes: number) => {
       bounds.push(maxBytes);
       return decompressBatch(attributes & 0x07, data, maxBytes);
     };
-    await expect(decodeRecordSet(set, 0, [], decompress, MiB)).rejects.toBeInstanceOf(
+    // Each batch is within the bound, the two are not: the first is handed over alone.
+    const whole = await decodeRecordSet(set, 0, [], decompress, MiB);
+    expect([...whole.offsets]).toEqual([0]);
+    expect(whole.lastOffset).toBe(0);
+    expect(bounds).toEqual([MiB, MiB - record(600 * KiB).length]);
+    // The next fetch starts at the second, which then passes the bound of a set of its own.
+    const big = zstdBatch(1, zstdCompressSync(record(2 * MiB)));
+    await expect(decodeRecordSet(big, 1, [], decompress, MiB)).rejects.toBeInstanceOf(
       DecompressedSizeError,
     );
-    expect(bounds).toEqual([MiB, MiB - 600 * KiB]);
+  });
+});
+
+describe("the receiver's bound", () => {
+  const base = [
+    '--replica-set=rs-a',
+    '--data-dir=/d',
+    '--admin-token-file=/t',
+    '--deep-storage-dir=/s',
+  ];
+  test('64 MiB unless --max-decompressed-mib (or its variable) says otherwise', () => {
+    expect(parseReceiverConfig(base, {}).maxDecompressedBytes).toBe(64 * MiB);
+    expect(
+      parseReceiverConfig([...base, '--max-decompressed-mib=2'], {}).maxDecompressedBytes,
+    ).toBe(2 * MiB);
+    const fromEnv = parseReceiverConfig(base, { STREAMCUBE_MAX_DECOMPRESSED_MIB: '8' });
+    expect(fromEnv.maxDecompressedBytes).toBe(8 * MiB);
+  });
+  test.each(['0', '4097', '1.5', 'lots'])('--max-decompressed-mib=%s is refused', (value) => {
+    expect(() => parseReceiverConfig([...base, `--max-decompressed-mib=${value}`], {})).toThrow(
+      /--max-decompressed-mib must be 1\.\.4096/,
+    );
+  });
+  test('the process bound is what the codecs kafkajs looks up decompress within', async () => {
+    const gzip = kafkajsCodec(kafkajs.CompressionTypes.GZIP);
+    const data = gzipSync(Buffer.alloc(2 * MiB));
+    try {
+      setMaxDecompressedBytes(MiB);
+      await expect(gzip.decompress(data)).rejects.toBeInstanceOf(DecompressedSizeError);
+    } finally {
+      setMaxDecompressedBytes(defaultMaxDecompressedBytes);
+    }
+    expect(maxDecompressedBytes()).toBe(64 * MiB);
+    expect((await gzip.decompress(data)).length).toBe(2 * MiB);
   });
 });
