@@ -14,11 +14,21 @@ import { CodecError, DecompressedSizeError, compressLz4, decompressLz4 } from '.
 export { CodecError, DecompressedSizeError };
 
 /**
- * The most bytes the records of one partition's record set in one fetch may decompress to. Kafka
- * batches are at most `message.max.bytes` (1 MiB by default) compressed; 64 MiB leaves a
- * compression ratio of 64 to one full-size batch and stays far from a receiver's memory.
+ * The most bytes the records of one partition's record set in one fetch may decompress to, unless
+ * the process sets another bound. Kafka batches are at most `message.max.bytes` (1 MiB by default)
+ * compressed; 64 MiB leaves a compression ratio of 64 to one full-size batch and stays far from a
+ * receiver's memory.
  */
-export const maxDecompressedBytes = 64 * 2 ** 20;
+export const defaultMaxDecompressedBytes = 64 * 2 ** 20;
+let maxDecompressed = defaultMaxDecompressedBytes;
+
+/** The bound of this process (the receiver's `--max-decompressed-mib`). */
+export function setMaxDecompressedBytes(bytes: number): void {
+  if (!(Number.isSafeInteger(bytes) && bytes > 0)) throw new RangeError(`bad bound ${bytes}`);
+  maxDecompressed = bytes;
+}
+
+export const maxDecompressedBytes = (): number => maxDecompressed;
 
 /** The codecs of Kafka record batches, by the names producers configure (`compression.type`). */
 export const codecNames = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
@@ -136,13 +146,13 @@ export async function decompressBatch(
   }
 }
 
-/** A kafkajs codec decompressing within the default bound (for the client's own decoder). */
+/** A kafkajs codec decompressing within the process's bound (for the client's own decoder). */
 const kafkajsCodec = (
   codec: number,
   compress: (buffer: Buffer) => Promise<Buffer>,
 ): KafkajsCodec => ({
   compress: (encoder) => compress(encoder.buffer),
-  decompress: (buffer) => decompressBatch(codec, buffer, maxDecompressedBytes),
+  decompress: (buffer) => decompressBatch(codec, buffer, maxDecompressed),
 });
 
 const snappyCodec = SnappyCodec();

@@ -303,7 +303,7 @@ async function decodedSet(
       fetchOffset,
       aborted,
       (attributes, data, maxBytes) => decompressBatch(attributes & 0x07, data, maxBytes),
-      maxDecompressedBytes,
+      maxDecompressedBytes(),
     );
   }
   // An older message set (before Kafka 0.11: no transactions): kafkajs decodes it.

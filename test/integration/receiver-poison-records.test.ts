@@ -2,7 +2,10 @@
 // steady traffic is rejected `future_timestamp` (its event time is far past its Kafka batch's
 // timestamp) and moves no watermark, so every record after it still counts; records before 2000
 // and dimension values past the cube's bound are rejected by their own reasons. The totals equal
-// the ground truth without the bad records, and every offset is still accounted once.
+// the ground truth without the bad records, and every offset is still accounted once. A batch
+// that decompresses past the receiver's bound stops its partition there, as a corrupt batch does:
+// the receiver stays up, nothing is skipped, and the consumer's error says why.
+import { kafkajsCompression } from '../../src/kafka/codecs.ts';
 import {
   type BadRecord,
   type ProducedRecord,
@@ -16,6 +19,7 @@ import {
 import { modelCube } from '../support/cube-model.ts';
 import { expectCountedAsModeled, waitForPositions } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
+import { waitFor } from '../support/wait.ts';
 
 const fixture = useReceiver({ id: 'r-poison' });
 const { env, kafka } = fixture;
@@ -71,4 +75,52 @@ test('a record ten years ahead is rejected future_timestamp and the records afte
   expect(p0.watermark).toBe(model.watermarks.get(0));
   expect(status.rejected.too_late).toBeUndefined();
   await expectCountedAsModeled(fixture.receiver, cube, status, model, end);
+});
+
+test('a batch that decompresses past the bound stops its partition there, nothing skipped, the receiver up', async () => {
+  const cube = 'decompression-bomb';
+  const receiver = fixture.newReceiver({
+    id: 'r-bomb',
+    env: { STREAMCUBE_MAX_DECOMPRESSED_MIB: '1' },
+  });
+  await receiver.start();
+  const topic = await createTopic(fixture.admin, 1);
+  const t0 = Date.now() - 60_000;
+  await produceRecords(fixture.producer, topic, 0, makeEvents(0, 50, t0));
+  // One record of 2 MiB (spaces in a JSON string) in a zstd batch of a few kilobytes: the broker
+  // takes it (it is within message.max.bytes compressed), the receiver refuses to inflate it.
+  const bomb = JSON.stringify({
+    ts: t0,
+    country: 'de',
+    device: 'web',
+    price: 1,
+    pad: ' '.repeat(2 ** 21),
+  });
+  await fixture.producer.send({
+    topic,
+    acks: -1,
+    compression: kafkajsCompression.zstd,
+    messages: [{ partition: 0, value: bomb }],
+  });
+  await produceRecords(fixture.producer, topic, 0, makeEvents(0, 50, t0 + 50_000, 1000, 1));
+
+  await receiver.client.assign(
+    cube,
+    assignRequest(env.kafka.bootstrap, topic, 'rs-a', [{ partition: 0, position: '0' }]),
+  );
+  const status = await waitFor('the consumer to fail on the batch', async () => {
+    const s = await receiver.client.cubeStatus(cube);
+    return s.consumer.state === 'failed' && s.partitions[0]!.position === '50' && s;
+  });
+  expect(status.consumer.error?.message).toMatch(/decompress past 1048576 bytes/);
+  expect(status.ingested).toBe(50);
+  expect(status.rejected).toEqual({});
+  // It reads the batch again after each restart and stops there again: never past it.
+  await waitFor('a restart', async () => {
+    const s = await receiver.client.cubeStatus(cube);
+    return s.consumer.state === 'failed' && s.consumer.failures >= 2 && s;
+  });
+  const again = await receiver.client.cubeStatus(cube);
+  expect(again.partitions[0]!.position).toBe('50');
+  expect((await fetch(`${receiver.baseUrl}/healthz`)).status).toBe(200);
 });
