@@ -1,10 +1,11 @@
 // The record batch codecs Kafka producers use, registered with kafkajs (which has only gzip):
-// snappy through kafkajs-snappy (pure JS snappyjs, xerial framing as Java writes it), lz4 through
-// lz4-frame.ts (lz4js's block decoder), zstd through Node's own zlib.
+// snappy through snappyjs (pure JS; the xerial framing Java writes read here, kafkajs-snappy
+// writing it), lz4 through lz4-frame.ts (lz4js's block decoder), gzip and zstd through Node's zlib.
 // Nothing here is native or downloaded at install time. Every decompression is bounded: a batch
 // whose records decompress past the bound is refused (DecompressedSizeError) before its output is
 // allocated, so a small crafted batch cannot run a reader out of memory.
 import { createRequire } from 'node:module';
+import { constants } from 'node:buffer';
 import { promisify } from 'node:util';
 import { gzip as gzipCompress, unzip, zstdCompress, zstdDecompress } from 'node:zlib';
 import kafkajs, { type CompressionTypes } from 'kafkajs';
@@ -127,23 +128,30 @@ export async function decompressBatch(
   data: Buffer,
   maxBytes: number,
 ): Promise<Buffer> {
+  // zlib takes a bound from 1 byte to the largest Buffer; what it lets past ours is refused below.
+  const maxOutputLength = Math.max(1, Math.min(Math.floor(maxBytes), constants.MAX_LENGTH));
+  let out: Buffer;
   switch (codec) {
     case codecIds.gzip:
       // unzip, as kafkajs's gzip: gzip or zlib headers alike.
-      return boundedZlib('gzip', unzipAsync(data, { maxOutputLength: maxBytes }), maxBytes);
+      out = await boundedZlib('gzip', unzipAsync(data, { maxOutputLength }), maxBytes);
+      break;
     case codecIds.snappy:
-      return decompressSnappy(data, maxBytes);
+      out = decompressSnappy(data, maxBytes);
+      break;
     case codecIds.lz4:
-      return decompressLz4(data, maxBytes);
+      out = decompressLz4(data, maxBytes);
+      break;
     case codecIds.zstd:
-      return boundedZlib(
-        'zstd',
-        zstdDecompressAsync(data, { maxOutputLength: maxBytes }),
-        maxBytes,
-      );
+      out = await boundedZlib('zstd', zstdDecompressAsync(data, { maxOutputLength }), maxBytes);
+      break;
     default:
       throw new CodecError(`no codec ${codec} for record batches`);
   }
+  if (out.length > maxBytes) {
+    throw new DecompressedSizeError(`the records decompress past ${maxBytes} bytes`);
+  }
+  return out;
 }
 
 /** A kafkajs codec decompressing within the process's bound (for the client's own decoder). */

@@ -200,3 +200,12 @@ describe("the receiver's bound", () => {
     expect((await gzip.decompress(data)).length).toBe(2 * MiB);
   });
 });
+
+test.each([
+  ['gzip', codec.gzip, gzipSync(Buffer.from('ab'))],
+  ['zstd', codec.zstd, zstdCompressSync(Buffer.from('ab'))],
+  ['lz4', codec.lz4, compressLz4(Buffer.from('ab'))],
+])('%s: a bound used up refuses any output; no bound at all refuses none', async (_n, id, data) => {
+  await expect(decompressBatch(id, data, 0)).rejects.toBeInstanceOf(DecompressedSizeError);
+  expect((await decompressBatch(id, data, Infinity)).toString()).toBe('ab');
+});
