@@ -61,6 +61,16 @@ export const cubeSchema = z
     measures: z.array(measure).min(1),
     window: duration,
     allowedLateness: duration.default('0s'),
+    /**
+     * How far an event time may lie past its Kafka batch's timestamp before the record is
+     * rejected (`future_timestamp`); the receiver's default (1h) when absent.
+     */
+    maxEventTimeSkew: duration.optional(),
+    /**
+     * The longest dimension value, in UTF-8 bytes, before the record is rejected
+     * (`dimension_too_long`); the receiver's default (4096) when absent.
+     */
+    maxDimensionBytes: z.number().int().min(1).max(1_048_576).optional(),
   })
   .superRefine((s, ctx) => {
     const names = [...s.dimensions, ...s.measures.map((m) => m.name)];

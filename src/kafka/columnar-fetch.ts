@@ -6,6 +6,7 @@
 // cubes). kafkajs still sends the request, over its connections, SASL and TLS included.
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { decompressBatch, maxDecompressedBytes } from './codecs.ts';
 import {
   type AbortedTransaction,
   type DecodedRecordSet,
@@ -100,9 +101,6 @@ interface KafkajsInternals {
   fetch: FetchDefinitions;
   /** kafkajs's Broker: its `fetch` sends a Fetch and resolves with the parsed response. */
   Broker: BrokerClass;
-  lookupCodecByAttributes: (attributes: number) => {
-    decompress: (data: Buffer) => Promise<Buffer>;
-  } | null;
   Decoder: new (buffer: Buffer) => KafkajsDecoder;
   decodeMessages: (decoder: KafkajsDecoder) => Promise<unknown[]>;
 }
@@ -116,12 +114,6 @@ export function kafkajsInternals(): KafkajsInternals {
     version,
     fetch: require('kafkajs/src/protocol/requests/fetch/index.js') as FetchDefinitions,
     Broker: require('kafkajs/src/broker/index.js') as BrokerClass,
-    lookupCodecByAttributes: (
-      require('kafkajs/src/protocol/message/compression/index.js') as Pick<
-        KafkajsInternals,
-        'lookupCodecByAttributes'
-      >
-    ).lookupCodecByAttributes,
     Decoder: require('kafkajs/src/protocol/decoder.js') as KafkajsInternals['Decoder'],
     decodeMessages:
       require('kafkajs/src/protocol/requests/fetch/v4/decodeMessages.js') as KafkajsInternals['decodeMessages'],
@@ -131,7 +123,6 @@ export function kafkajsInternals(): KafkajsInternals {
     typeof internals.fetch.protocol !== 'function' && 'no fetch protocol()',
     !internals.fetch.versions.includes('11') && 'no Fetch v11',
     typeof internals.Broker?.prototype?.fetch !== 'function' && 'no Broker.fetch',
-    typeof internals.lookupCodecByAttributes !== 'function' && 'no lookupCodecByAttributes',
     typeof internals.Decoder !== 'function' && 'no Decoder',
     typeof internals.decodeMessages !== 'function' && 'no decodeMessages',
   ].filter(Boolean);
@@ -226,7 +217,7 @@ export async function decodeFetchResponse(
   raw: Buffer,
   version: number,
   fetchOffsets: ReadonlyMap<string, number>,
-  internals: Pick<KafkajsInternals, 'lookupCodecByAttributes' | 'Decoder' | 'decodeMessages'>,
+  internals: Pick<KafkajsInternals, 'Decoder' | 'decodeMessages'>,
 ): Promise<{ responses: FetchedTopic[] } & Record<string, unknown>> {
   const r = new ResponseReader(raw);
   const throttleTime = r.int32();
@@ -289,6 +280,7 @@ export async function decodeFetchResponse(
 const nothingNew: DecodedRecordSet = Object.freeze({
   offsets: new Float64Array(0),
   values: { count: 0, buffer: new ArrayBuffer(0) },
+  timestamps: new Float64Array(0),
   firstOffset: null,
   lastOffset: null,
   lastOffsetBefore: null,
@@ -302,19 +294,22 @@ async function decodedSet(
   raw: Buffer,
   fetchOffset: number,
   aborted: AbortedTransaction[],
-  internals: Pick<KafkajsInternals, 'lookupCodecByAttributes' | 'Decoder' | 'decodeMessages'>,
+  internals: Pick<KafkajsInternals, 'Decoder' | 'decodeMessages'>,
 ): Promise<DecodedRecordSet> {
   if (isRecordBatchSet(set)) {
-    return decodeRecordSet(set, fetchOffset, aborted, (attributes, data) => {
-      const codec = internals.lookupCodecByAttributes(attributes);
-      if (!codec) throw new Error(`no codec for record batch attributes ${attributes}`);
-      return codec.decompress(data);
-    });
+    // The codecs of codecs.ts, bounded: kafkajs's registry has no bound to pass.
+    return decodeRecordSet(
+      set,
+      fetchOffset,
+      aborted,
+      (attributes, data, maxBytes) => decompressBatch(attributes & 0x07, data, maxBytes),
+      maxDecompressedBytes(),
+    );
   }
   // An older message set (before Kafka 0.11: no transactions): kafkajs decodes it.
   const messages = (await internals.decodeMessages(
     new internals.Decoder(raw.subarray(setAt, setAt + 4 + Math.max(0, size))),
-  )) as { offset: string; value: Buffer | null }[];
+  )) as { offset: string; timestamp: string; value: Buffer | null }[];
   const kept = messages.filter((m) => Number(m.offset) >= fetchOffset);
   const before = messages.filter((m) => Number(m.offset) < fetchOffset);
   const offsets = new Float64Array(kept.map((m) => Number(m.offset)));
@@ -324,6 +319,7 @@ async function decodedSet(
   return {
     offsets,
     values: packValues(kept.map((m) => m.value)),
+    timestamps: new Float64Array(kept.map((m) => Number(m.timestamp))),
     firstOffset: kept.length > 0 ? offsets[0]! : null,
     lastOffset: kept.length > 0 ? offsets[kept.length - 1]! : null,
     lastOffsetBefore: before.length > 0 ? Number(before[before.length - 1]!.offset) : null,

@@ -581,7 +581,7 @@ export class FetchSession {
       this.failed(readers, new NotImplemented(decoded.message));
       return;
     }
-    const { offsets, values, firstOffset, lastOffset } = decoded;
+    const { offsets, values, timestamps, firstOffset, lastOffset } = decoded;
     if (firstOffset === null || lastOffset === null) return; // nothing new
     const shared = readers.filter((r) => r.position <= lastOffset).length > 1;
     for (const reader of readers) {
@@ -601,6 +601,7 @@ export class FetchSession {
       const records: ConsumedRecords = {
         offsets: shared || from > 0 ? offsets.slice(from) : offsets,
         values: shared || from > 0 ? slicePackedValues(values, from, offsets.length) : values,
+        timestamps: shared || from > 0 ? timestamps.slice(from) : timestamps,
         fetchOffset: position,
       };
       this.deliver(subscription, partition, records, BigInt(lastOffset), hw);

@@ -5,6 +5,17 @@ import * as lz4xxh32 from 'lz4js/xxh32.js';
 
 export class CodecError extends Error {}
 
+/** A compressed batch whose records decompress past the bound a reader sets: never allocated. */
+export class DecompressedSizeError extends CodecError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DecompressedSizeError';
+  }
+}
+
+const blockTooLarge = (): CodecError =>
+  new CodecError('lz4: a block decoded past its frame maximum size');
+
 const LZ4_MAGIC = 0x184d2204;
 const LZ4_BLOCK_SIZES: Record<number, number> = {
   4: 64 << 10,
@@ -45,9 +56,10 @@ function readLz4FrameHeader(src: Buffer, at: number): Lz4Frame {
  * Decodes LZ4 frames (the format Kafka uses since message format v1), one after another as a
  * stream may hold them. lz4js decodes the blocks; the frame is read here, because lz4js's own
  * frame reader misplaces block checksums and mis-reads 64-bit content sizes. Checksums are
- * skipped, not verified: the record batch carries its own CRC.
+ * skipped, not verified: the record batch carries its own CRC. Output past `maxBytes` is refused
+ * (DecompressedSizeError), and no more than that is ever allocated, whatever the blocks declare.
  */
-export function decompressLz4(src: Buffer): Buffer {
+export function decompressLz4(src: Buffer, maxBytes = Infinity): Buffer {
   // Size the output first: every block's header says how much it can hold at most.
   let bound = 0;
   const frames: Lz4Frame[] = [];
@@ -73,7 +85,12 @@ export function decompressLz4(src: Buffer): Buffer {
     }
     at += frame.contentChecksum ? 4 : 0;
   }
-  const dst = Buffer.allocUnsafe(bound);
+  // Declared maxima may add up to far more than a batch holds: allocate no more than the limit, and
+  // refuse the frame once it decodes past it (lz4js writes nothing past the buffer's end).
+  const capacity = Math.min(bound, maxBytes);
+  const dst = Buffer.allocUnsafe(capacity);
+  const tooLarge = (): DecompressedSizeError =>
+    new DecompressedSizeError(`lz4: the frames decompress past ${maxBytes} bytes`);
   let out = 0;
   for (const frame of frames) {
     at = frame.blocksAt;
@@ -84,10 +101,12 @@ export function decompressLz4(src: Buffer): Buffer {
       if (header === 0) break;
       const size = header & ~LZ4_UNCOMPRESSED;
       if (header & LZ4_UNCOMPRESSED) {
+        if (out + size > capacity) throw tooLarge();
         src.copy(dst, out, at, at + size);
         out += size;
       } else {
         out = lz4js.decompressBlock(src, dst, at, size, out);
+        if (out > capacity) throw out > maxBytes ? tooLarge() : blockTooLarge();
       }
       at += size + (frame.blockChecksum ? 4 : 0);
     }
@@ -97,7 +116,6 @@ export function decompressLz4(src: Buffer): Buffer {
       at += 8 + src.readUInt32LE(at + 4);
     }
   }
-  if (out > bound) throw new CodecError('lz4: a block decoded past its frame maximum size');
   return dst.subarray(0, out);
 }
 

@@ -17,6 +17,11 @@ export interface ConsumedRecords {
   /** Value i belongs to offsets[i]. */
   values: PackedValues;
   /**
+   * The Kafka timestamp bounding record i's event time: its batch's maxTimestamp, −1 when the
+   * batch has none. Absent when the client does not say (fakes in tests): no bound from Kafka then.
+   */
+  timestamps?: Float64Array;
+  /**
    * The offset the fetch read from: the partition's position, unless the client had to move it
    * because the broker no longer holds that offset (deleted by retention), to the log start.
    * Absent when the client does not say.

@@ -28,14 +28,25 @@ export interface AbortedTransaction {
   firstOffset: number;
 }
 
-/** Decompresses the records of a batch by its attributes (codec in the low 3 bits). */
-export type Decompress = (attributes: number, data: Buffer) => Promise<Buffer>;
+/**
+ * Decompresses the records of a batch by its attributes (codec in the low 3 bits), refusing (a
+ * rejected promise) output past `maxBytes` without allocating it.
+ */
+export type Decompress = (attributes: number, data: Buffer, maxBytes: number) => Promise<Buffer>;
+/** Decompress within what is left of the record set's bound. */
+type DecompressWithin = (attributes: number, data: Buffer) => Promise<Buffer>;
 
 export interface DecodedRecordSet {
   /** Offsets of the records handed over (at or past the fetch offset, committed data), ascending. */
   offsets: Float64Array;
   /** values of the records at `offsets`, in that order. */
   values: PackedValues;
+  /**
+   * The Kafka timestamp bounding record i's: its batch's maxTimestamp (the append time on
+   * LogAppendTime topics), −1 when the batch has none. Stored in the log, so every reader of an
+   * offset reads the same.
+   */
+  timestamps: Float64Array;
   /**
    * The first and last offset at or past the fetch offset that the set covers, counting control
    * batches and aborted batches (their whole offset range) as well; null when it covers none.
@@ -51,6 +62,7 @@ const lengthAt = 8;
 const magicAt = 16;
 const attributesAt = 21;
 const lastOffsetDeltaAt = 23;
+const maxTimestampAt = 35;
 const producerIdAt = 43;
 const recordCountAt = 57;
 const recordsAt = 61;
@@ -96,6 +108,7 @@ interface BatchInSet {
   baseOffset: number;
   lastOffset: number;
   count: number;
+  maxTimestamp: number;
   /** The records' bytes (decompressed when the batch was compressed), from `from` to `to`. */
   data: Buffer;
   from: number;
@@ -116,14 +129,24 @@ export function isRecordBatchSet(set: Buffer): boolean {
  * limit), keeping what Kafka's Java consumer hands out: records at or past `fetchOffset`, not in a
  * control batch, not in a batch of an aborted transaction. A transaction is aborted from its
  * `firstOffset` in `aborted` up to its producer's ABORT marker (the consumer's READ_COMMITTED
- * rule; a READ_UNCOMMITTED fetch lists no aborted transactions).
+ * rule; a READ_UNCOMMITTED fetch lists no aborted transactions). The records of the whole set
+ * decompress to at most `maxDecompressed` bytes. A batch that cannot be decompressed (past the
+ * bound, or corrupt) ends the set before it when batches before it are handed over, and refuses
+ * the set (the decompressor's error) when it is the first: a reader stops exactly at it.
  */
 export async function decodeRecordSet(
   set: Buffer,
   fetchOffset: number,
   aborted: readonly AbortedTransaction[],
   decompress: Decompress,
+  maxDecompressed = Number.POSITIVE_INFINITY,
 ): Promise<DecodedRecordSet> {
+  let budget = maxDecompressed;
+  const bounded: DecompressWithin = async (attributes, data) => {
+    const out = await decompress(attributes, data, budget);
+    budget -= out.length;
+    return out;
+  };
   const pending = [...aborted].sort((a, b) => a.firstOffset - b.firstOffset);
   let nextAborted = 0;
   const abortedProducers = new Set<bigint>();
@@ -140,6 +163,19 @@ export async function decodeRecordSet(
   const skipped = (from: number, to: number): void => {
     if (to < fetchOffset) lastOffsetBefore = to;
     else covered(from, to);
+  };
+
+  /**
+   * A batch's records, or undefined when they cannot be read but batches before it can be handed
+   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it.
+   */
+  const readOrEnd = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await read();
+    } catch (error) {
+      if (lastOffset !== null) return undefined;
+      throw error;
+    }
   };
 
   for (let at = 0; set.length - at >= recordsAt;) {
@@ -177,9 +213,9 @@ export async function decodeRecordSet(
         abortedProducers.add(pending[nextAborted++]!.producerId);
       }
       if (control) {
-        if ((await controlTypeOf(set, batch, decompress)) === abortMarker) {
-          abortedProducers.delete(producerId);
-        }
+        const type = await readOrEnd(() => controlTypeOf(set, batch, bounded));
+        if (type === undefined) break;
+        if (type === abortMarker) abortedProducers.delete(producerId);
       } else {
         isAborted = (attributes & transactionalFlag) !== 0 && abortedProducers.has(producerId);
       }
@@ -188,8 +224,10 @@ export async function decodeRecordSet(
       skipped(baseOffset, lastOffsetOfBatch);
       continue;
     }
-    const records = await recordsOf(set, batch, decompress);
-    delivered.push({ baseOffset, lastOffset: lastOffsetOfBatch, count, ...records });
+    const records = await readOrEnd(() => recordsOf(set, batch, bounded));
+    if (records === undefined) break;
+    const maxTimestamp = Number(set.readBigInt64BE(batch.at + maxTimestampAt));
+    delivered.push({ baseOffset, lastOffset: lastOffsetOfBatch, count, maxTimestamp, ...records });
     // Its records at the end may be compacted away: the batch still ends at its last offset.
     covered(baseOffset, lastOffsetOfBatch);
   }
@@ -218,7 +256,7 @@ function mergeBounds(
 async function recordsOf(
   set: Buffer,
   batch: { at: number; end: number; attributes: number },
-  decompress: Decompress,
+  decompress: DecompressWithin,
 ): Promise<{ data: Buffer; from: number; to: number }> {
   const from = batch.at + recordsAt;
   if ((batch.attributes & compressionMask) === 0) return { data: set, from, to: batch.end };
@@ -230,7 +268,7 @@ async function recordsOf(
 async function controlTypeOf(
   set: Buffer,
   batch: { at: number; end: number; attributes: number },
-  decompress: Decompress,
+  decompress: DecompressWithin,
 ): Promise<number> {
   const { data, from } = await recordsOf(set, batch, decompress);
   const reader = new VarintReader(data);
@@ -259,6 +297,7 @@ function columnsOf(batches: readonly BatchInSet[], fetchOffset: number): Decoded
   const header = new Int32Array(buffer, 0, capacity * 2);
   const out = new Uint8Array(buffer, capacity * 8);
   const offsets = new Float64Array(capacity);
+  const timestamps = new Float64Array(capacity);
   let n = 0;
   let copied = 0;
   let lastOffsetBefore: number | null = null;
@@ -285,6 +324,7 @@ function columnsOf(batches: readonly BatchInSet[], fetchOffset: number): Decoded
       if (offset < fetchOffset) lastOffsetBefore = offset;
       else {
         offsets[n] = offset;
+        timestamps[n] = b.maxTimestamp;
         header[n] = reader.at + shift;
         header[capacity + n] = valueLength < 0 ? -1 : valueLength;
         n++;
@@ -301,6 +341,7 @@ function columnsOf(batches: readonly BatchInSet[], fetchOffset: number): Decoded
   return {
     offsets: n < capacity ? offsets.subarray(0, n) : offsets,
     values: { count: n, buffer },
+    timestamps: n < capacity ? timestamps.subarray(0, n) : timestamps,
     firstOffset: n > 0 ? offsets[0]! : null,
     lastOffset: n > 0 ? offsets[n - 1]! : null,
     lastOffsetBefore,

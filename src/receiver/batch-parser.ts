@@ -11,6 +11,7 @@ import {
   eventTextParser,
   rejectReasons,
 } from './event.ts';
+import { dimensionTooLong, dimensionTooLongCode, maxDimensionBytesOf } from './event-bounds.ts';
 import { type ScannedEvent, eventScanner } from './event-scanner.ts';
 import { keyOf } from './segments.ts';
 
@@ -101,7 +102,8 @@ export function parseColumns(
     reset,
   };
   const { parseText, scanner } = reader;
-  for (let i = 0; i < count; i++) {
+  const maxDimensionBytes = maxDimensionBytesOf(schema);
+  records: for (let i = 0; i < count; i++) {
     const length = lengths[i]!;
     let event: ScannedEvent | ParsedEvent;
     if (length >= 0 && scanner?.scan(bytes, starts[i]!, starts[i]! + length)) {
@@ -115,6 +117,13 @@ export function parseColumns(
         continue;
       }
       event = result.event;
+    }
+    // Before the dictionaries: a value refused is never held.
+    for (let j = 0; j < d; j++) {
+      if (dimensionTooLong(event.dimensions[j]!, maxDimensionBytes)) {
+        columns.reasons[i] = dimensionTooLongCode;
+        continue records;
+      }
     }
     columns.times[i] = event.time;
     for (let j = 0; j < m; j++) columns.values[i * m + j] = event.values[j]!;

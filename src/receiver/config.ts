@@ -35,6 +35,8 @@ export interface ReceiverConfig {
   secretRefreshMs: number;
   /** The HTTP server's timeouts and connection cap. */
   serverLimits: ServerLimits;
+  /** The most a partition's record set in one fetch may decompress to (absent: 64 MiB). */
+  maxDecompressedBytes?: number;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -70,6 +72,8 @@ Options (environment variable in brackets):
   --max-connections N      HTTP connections served at once       [STREAMCUBE_MAX_CONNECTIONS, default: 512]
   --headers-timeout DUR    longest wait for a request's headers  [STREAMCUBE_HEADERS_TIMEOUT, default: 10s]
   --request-timeout DUR    longest wait for a whole request      [STREAMCUBE_REQUEST_TIMEOUT, default: 60s]
+  --max-decompressed-mib N what one partition's records of one   [STREAMCUBE_MAX_DECOMPRESSED_MIB, default: 64]
+                           fetch may decompress to; a batch past it stops the partition
 
 S3 credentials: the AWS SDK's default chain — AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a web
 identity token (IRSA: AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), a profile, or the instance role.
@@ -106,6 +110,7 @@ export function parseReceiverConfig(
       'max-connections': { type: 'string' },
       'headers-timeout': { type: 'string' },
       'request-timeout': { type: 'string' },
+      'max-decompressed-mib': { type: 'string' },
     },
     strict: true,
   });
@@ -150,6 +155,10 @@ export function parseReceiverConfig(
     throw new ConfigError(
       `--request-timeout (${requestTimeoutMs} ms) must be at least --headers-timeout (${headersTimeoutMs} ms): a request's headers are part of it`,
     );
+  const decompressedText = pick('max-decompressed-mib', 'STREAMCUBE_MAX_DECOMPRESSED_MIB') ?? '64';
+  const decompressedMib = Number(decompressedText);
+  if (!Number.isInteger(decompressedMib) || decompressedMib < 1 || decompressedMib > 4096)
+    throw new ConfigError(`--max-decompressed-mib must be 1..4096, got '${decompressedText}'`);
   // Both become parts of deep-storage keys and file names.
   const id = pick('id', 'STREAMCUBE_RECEIVER_ID') ?? hostname();
   if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$/.test(id) || id.includes('..'))
@@ -188,6 +197,7 @@ export function parseReceiverConfig(
       headersTimeoutMs,
       requestTimeoutMs,
     },
+    maxDecompressedBytes: decompressedMib * 2 ** 20,
   };
 }
 

@@ -12,6 +12,10 @@ export const rejectReasons = [
   'bad_measure',
   'too_late',
   'window_sealed',
+  // Records that could poison the data (event-bounds.ts): appended, so the codes before stay.
+  'future_timestamp',
+  'ancient_timestamp',
+  'dimension_too_long',
 ] as const;
 export type RejectReason = (typeof rejectReasons)[number];
 

@@ -5,6 +5,7 @@ import type { CubeSchema } from '../api/cube.ts';
 import type { ConsumedRecords, PartitionConsumer } from '../kafka/partition-consumer.ts';
 import type { Logger } from '../observability/logger.ts';
 import { BatchParser, InlineBatchParser, type ParsedBatch } from './batch-parser.ts';
+import { markOutOfBoundsTimes, maxEventTimeSkewOf } from './event-bounds.ts';
 import { type RejectReason, rejectReasons } from './event.ts';
 import type { ChannelMetrics } from './channel-metrics.ts';
 import { type PartitionState, isLive } from './partition-state.ts';
@@ -91,6 +92,7 @@ export class IngestPipeline {
   private readonly partitions: ReadonlyMap<number, PartitionState>;
   private readonly segments: SegmentManager;
   private readonly supervisor: { delivered: () => void };
+  private readonly maxEventTimeSkewMs: number;
 
   constructor(options: IngestOptions) {
     this.options = options;
@@ -99,6 +101,7 @@ export class IngestPipeline {
     this.partitions = options.partitions;
     this.segments = options.segments;
     this.supervisor = { delivered: options.delivered };
+    this.maxEventTimeSkewMs = maxEventTimeSkewOf(options.schema);
   }
 
   private get parser(): BatchParser {
@@ -218,6 +221,8 @@ export class IngestPipeline {
 
   /** Applies a parsed batch in order: the same positions, skips and rejects on either path. */
   private applyRecords(ps: PartitionState, records: ConsumedRecords, batch: ParsedBatch): void {
+    // Before the segments see them: an event out of bounds is a rejected record, not a watermark.
+    markOutOfBoundsTimes(batch.columns, records.timestamps, this.maxEventTimeSkewMs);
     this.skipLostOffsets(ps, records.fetchOffset);
     if (ps.elsewhere?.length) this.applyAroundElsewhere(ps, records, batch);
     else this.applyUpTo(ps, ps.stopOffset, records, batch);

@@ -1,6 +1,7 @@
 // `streamcube receiver`: start the receiver, serve until SIGTERM/SIGINT, then stop gracefully
 // (flush, checkpoint, close consumers).
 import { once } from 'node:events';
+import { setMaxDecompressedBytes } from '../kafka/codecs.ts';
 import { createLogger } from '../observability/logger.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { parseReceiverConfig } from './config.ts';
@@ -10,6 +11,7 @@ import { createReceiverMetricsServer, createReceiverServer } from './server.ts';
 
 export async function runReceiver(argv: string[]): Promise<number> {
   const config = parseReceiverConfig(argv);
+  if (config.maxDecompressedBytes) setMaxDecompressedBytes(config.maxDecompressedBytes);
   const logger = createLogger('receiver').child({
     receiver: config.id,
     replicaSet: config.replicaSet,

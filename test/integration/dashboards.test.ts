@@ -201,9 +201,10 @@ beforeAll(async () => {
   producer = kafka.producer();
   await producer.connect();
   topic = await createTopic(stack.admin, partitions);
-  // Event time runs ahead of the clock (2 s per round), so one-minute windows seal and hand off.
+  // Event time runs ahead of the clock (2 s per round), so one-minute windows seal and hand off;
+  // from six hours back it stays behind the clock plus the cube's skew (1h) for the whole suite.
   load_ = new SteadyLoad(producer, topic, partitions);
-  load_.start(Date.now() - 600_000);
+  load_.start(Date.now() - 6 * 3_600_000);
   await cubeApi(kc).create(stack.namespace, cube, {
     source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema: windowedSchema,

@@ -8,7 +8,7 @@ import {
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
 import { type TestEvent, type Totals, testSchema } from './events.ts';
-import { type ModelRow, mergeRows, modelCube } from './cube-model.ts';
+import { type CubeModel, type ModelRow, mergeRows, modelCube } from './cube-model.ts';
 import { readHandOffsWithPyarrow } from './pyarrow-reader.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 import { waitFor } from './wait.ts';
@@ -119,6 +119,38 @@ export async function expectRowsOfEvents(
   const model = modelCube(schema, events);
   const answer = await client.query(cube, { groupBy: schema.dimensions ?? [] });
   expectRowsEqual(answer.rows, mergeRows(schema, [...model.windows.values()].flat()), schema);
+}
+
+/**
+ * A receiver that read a topic of good and bad records to its end counted them as the model does:
+ * rejections by reason in its status and its metrics, the rows of the accepted events only, and
+ * every offset (the rejected ones too) accounted once.
+ */
+export async function expectCountedAsModeled(
+  receiver: Pick<ReceiverProcess, 'client' | 'baseUrl'>,
+  cube: string,
+  status: CubeStatus,
+  model: CubeModel,
+  ends: Map<number, bigint>,
+): Promise<void> {
+  expect(status.rejected).toEqual(model.rejected);
+  const metrics = await fetch(`${receiver.baseUrl}/metrics`).then((r) => r.text());
+  for (const [reason, n] of Object.entries(model.rejected)) {
+    expect([
+      reason,
+      metricValue(metrics, 'streamcube_receiver_events_rejected_total', { cube, reason }),
+    ]).toEqual([reason, n]);
+  }
+  expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(
+    status.ingested,
+  );
+  const answer = await receiver.client.query(cube, { groupBy: testSchema.dimensions });
+  expectRowsEqual(
+    answer.rows,
+    mergeRows(testSchema, [...model.windows.values()].flat()),
+    testSchema,
+  );
+  for (const [p, e] of ends) expectTiling(rangesOf(p, status.segments), 0n, e);
 }
 
 /** The value of one sample of a Prometheus text exposition, by metric name and labels. */
