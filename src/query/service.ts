@@ -331,7 +331,6 @@ export class QueryService {
     for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
     const unavailable: Unavailable[] = [];
     if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
-    const dims = fetchDimensions(q).length;
     for (const l of live.values()) {
       if (!l.answer) {
         const held = partitionsHeldBy(cube, l.set);
@@ -342,7 +341,7 @@ export class QueryService {
           });
         continue;
       }
-      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, dims));
+      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, cube, q));
       for (const [p, held] of Object.entries(l.answer.held ?? {})) {
         const b = boundOf(Number(p));
         const to = BigInt(held.to);
@@ -375,7 +374,12 @@ interface CommittedRead {
   error?: string;
 }
 
-function livePiece(l: LiveRead, piece: QueryPiece, dims: number): Piece<Rowed> {
+function livePiece(
+  l: LiveRead,
+  piece: QueryPiece,
+  cube: CubeAssignment,
+  q: ResolvedQuery,
+): Piece<Rowed> {
   const gen = piece.generation ? ` generation ${piece.generation}` : '';
   return {
     kind: 'live',
@@ -384,7 +388,10 @@ function livePiece(l: LiveRead, piece: QueryPiece, dims: number): Piece<Rowed> {
     windowStart: piece.windowStart,
     ranges: rangeMapFromJson(piece.offsetRanges),
     epochs: new Map(Object.entries(piece.epochs).map(([p, e]) => [Number(p), e])),
-    rows: { windowEnd: piece.windowEnd, rows: pieceRowsOfLive(piece.rows, dims) },
+    rows: {
+      windowEnd: piece.windowEnd,
+      rows: pieceRowsOfLive(piece.rows, fetchDimensions(q).length, cube.spec.schema, q),
+    },
   };
 }
 

@@ -5,6 +5,7 @@
 // answers while windows were being committed count exactly the offsets they say they cover; and
 // over the committed windows it equals an independent reader (pyarrow over the committed files).
 import { setTimeout as sleep } from 'node:timers/promises';
+import { formatUnits } from '../../src/api/scaled-sum.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
 import {
   type TestEvent,
@@ -37,7 +38,11 @@ const stack = useOperatorStack({
   receiver: { idleTimeout: '10m', flushInterval: '1s' },
 });
 const cube = 'orders';
-const schema = windowedSchema; // 1-minute windows, 10 s allowed lateness
+// 1-minute windows, 10 s allowed lateness; revenue, a sum of prices in cents, exact at scale 2.
+const schema = {
+  ...windowedSchema,
+  measures: windowedSchema.measures.map((m) => (m.name === 'revenue' ? { ...m, scale: 2 } : m)),
+};
 const partitions = 6;
 const runMs = 80_000;
 const M = 60_000;
@@ -50,10 +55,17 @@ afterAll(async () => {
 });
 
 const totalsRow = (answer: CubeAnswer) => {
-  const [events = 0, revenue = 0, cheapest = Infinity, dearest = -Infinity] = (answer.rows[0] ??
-    []) as number[];
+  const [events = 0, revenue = '0.00', cheapest = Infinity, dearest = -Infinity] = (answer
+    .rows[0] ?? []) as [number, string, number, number];
   return { events, revenue, cheapest, dearest };
 };
+
+/** The exact sum of prices, as the decimal the producer wrote: cents added as integers. */
+const revenueOf = (events: TestEvent[]): string =>
+  formatUnits(
+    events.reduce((a, e) => a + BigInt(Math.round(e.price * 100)), 0n),
+    2,
+  );
 
 test('answers over live receivers and committed deep storage equal the ledger, every offset once', async () => {
   const t0 = Date.now();
@@ -158,7 +170,9 @@ test('answers over live receivers and committed deep storage equal the ledger, e
       total.partitions.map((p) => [p.partition, [p.from, p.to, p.covered.length]]),
     ),
   ).toEqual(Object.fromEntries([...hw].map(([p, end]) => [p, ['0', end.toString(), 1]])));
-  expectTotals(totalsRow(total), totalsOf(events));
+  const { revenue, ...others } = totalsRow(total);
+  expectTotals({ ...others, revenue: Number(revenue) }, totalsOf(events));
+  expect(revenue).toBe(revenueOf(events));
   expect(total.sources.committed.handOffs).toBeGreaterThan(0);
   expect(total.sources.live.every((l) => l.receiver !== undefined)).toBe(true);
 
@@ -169,9 +183,9 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   });
   const expectedByCountry = byCountry(events);
   expect(grouped.rows.map((r) => r[0])).toEqual(Object.keys(expectedByCountry).sort());
-  for (const [country, n, revenue] of grouped.rows as [string, number, number][]) {
+  for (const [country, n, revenue] of grouped.rows as [string, number, string][]) {
     expect(n).toBe(expectedByCountry[country]!.events);
-    expect(revenue).toBeCloseTo(expectedByCountry[country]!.revenue, 6);
+    expect(revenue).toBe(revenueOf(events.filter((e) => e.country === country)));
   }
   const series = await server.query(cube, { granularity: '1m', measures: ['events'] });
   const perMinute = new Map<string, number>();
@@ -250,6 +264,6 @@ test('answers over live receivers and committed deep storage equal the ledger, e
 
   console.log(table.stdout);
   console.log(
-    `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
+    `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, revenue ${totalsRow(total).revenue}, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
   );
 });
