@@ -22,6 +22,10 @@ export interface QueryServerConfig {
   deepStorage: DeepStorageLocation;
   receiverTimeoutMs: number;
   maxRows: number;
+  /** The committed view's cache holds at most this many bytes. */
+  cacheBytes: number;
+  /** A cube's listing of commit records is reused this long; 0: listed for every answer. */
+  cacheListingMaxAgeMs: number;
 }
 
 export const queryServerUsage = `Usage: streamcube query-server [options]
@@ -42,6 +46,8 @@ Options (environment variable in brackets):
   --s3-endpoint URL  --s3-region NAME  --s3-force-path-style      as the receiver's
   --receiver-timeout DUR       each receiver call's deadline; then a sibling is asked           [5s]
   --max-rows N                 rows an answer may hold (400 past it)                        [10000]
+  --cache-bytes N              commit records and hand-off rows kept, in bytes (Ki, Mi, Gi)  [256Mi]
+  --cache-listing-max-age DUR  a cube's listing of commit records is reused this long         [5s]
   --host ADDR / --port N       the query API, /healthz /readyz /metrics  [default: 0.0.0.0:8082]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
@@ -71,6 +77,8 @@ export function parseQueryServerConfig(
           's3-region',
           'receiver-timeout',
           'max-rows',
+          'cache-bytes',
+          'cache-listing-max-age',
           'host',
           'port',
         ].map((k) => [k, { type: 'string' as const }]),
@@ -95,6 +103,15 @@ export function parseQueryServerConfig(
     if (ms === undefined || ms < min)
       throw new ConfigError(`--${k} must be a duration like 5s, got '${text}'`);
     return ms;
+  };
+  const bytes = (k: string, text: string): number => {
+    const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(text);
+    const n = m
+      ? Number(m[1]) * { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 }[m[2] ?? '']!
+      : NaN;
+    if (!Number.isSafeInteger(n))
+      throw new ConfigError(`--${k} must be a byte count like 268435456 or 256Mi, got '${text}'`);
+    return n;
   };
   const namespaceFlag = (k: string, text: string | undefined): string | undefined => {
     if (text !== undefined && !dnsLabel.test(text))
@@ -134,5 +151,7 @@ export function parseQueryServerConfig(
     ),
     receiverTimeoutMs: duration('receiver-timeout', '5s', 1),
     maxRows: integer('max-rows', flag('max-rows') ?? '10000', 1, 1_000_000),
+    cacheBytes: bytes('cache-bytes', flag('cache-bytes') ?? '256Mi'),
+    cacheListingMaxAgeMs: duration('cache-listing-max-age', '5s', 0),
   };
 }

@@ -17,7 +17,7 @@ import {
   pieceRowsOfHandOff,
   pieceRowsOfLive,
 } from './answer.ts';
-import { readCommittedView, readHandOffRows } from './committed-view.ts';
+import { CommittedViewCache } from './committed-cache.ts';
 import {
   type MergeResult,
   type PartitionBounds,
@@ -71,6 +71,8 @@ export interface QueryServiceOptions {
   maxRows: number;
   /** Hand-off data files read at once. */
   storageReadsAtOnce?: number;
+  /** Commit records and hand-off rows kept between answers; none kept when absent. */
+  cache?: CommittedViewCache;
   /** Told of each answer, for metrics. */
   observe?: (o: {
     seconds: number;
@@ -123,9 +125,11 @@ const errorText = (error: unknown): string => (error as Error).message ?? String
 
 export class QueryService {
   private readonly options: QueryServiceOptions;
+  private readonly cache: CommittedViewCache;
 
   constructor(options: QueryServiceOptions) {
     this.options = options;
+    this.cache = options.cache ?? new CommittedViewCache({ maxBytes: 0, listMaxAgeMs: 0 });
   }
 
   /** The answer to `body` over the cube; throws QueryError (404, 400, 503). */
@@ -147,9 +151,14 @@ export class QueryService {
         ),
       ),
     );
-    const committed = await this.readCommitted(namespace, name, cube, q, windowMs);
+    let committed = await this.readCommitted(namespace, name, cube, q, windowMs, false);
 
     let merged = this.merge(cube, q, committed, live);
+    // A listing from the cache misses what was committed since: the offsets show it as a gap.
+    if (!merged.complete && committed.cached) {
+      committed = await this.readCommitted(namespace, name, cube, q, windowMs, true);
+      merged = this.merge(cube, q, committed, live);
+    }
     // A gap a set's partitions show may be held by a sibling replica (replicas commit and cut
     // windows at their own moments): ask the next replica of such a set once more.
     const gapped = new Set(merged.partitions.filter((p) => !p.complete).map((p) => p.partition));
@@ -270,11 +279,16 @@ export class QueryService {
     spec: CubeAssignment,
     q: ResolvedQuery,
     windowMs: number,
+    relist: boolean,
   ): Promise<CommittedRead> {
     const { storage } = this.options.sources;
     const schema = spec.spec.schema;
     try {
-      const view = await readCommittedView(storage, { namespace, cube });
+      const { windows: view, cached } = await this.cache.view(
+        storage,
+        { namespace, cube },
+        { relist },
+      );
       const pieces: Piece<Rowed>[] = [];
       const toRead: { piece: Piece<Rowed>; key: string }[] = [];
       for (const w of view) {
@@ -298,14 +312,14 @@ export class QueryService {
       }
       await atMost(this.options.storageReadsAtOnce ?? 16, toRead, async ({ piece, key }) => {
         piece.rows.rows = pieceRowsOfHandOff(
-          await readHandOffRows(storage, key, schema),
+          await this.cache.rows(storage, key, schema),
           schema,
           q,
         );
       });
-      return { pieces, windows: view.length };
+      return { pieces, windows: view.length, cached };
     } catch (error) {
-      return { pieces: [], windows: 0, error: `deep storage: ${errorText(error)}` };
+      return { pieces: [], windows: 0, cached: false, error: `deep storage: ${errorText(error)}` };
     }
   }
 
@@ -371,6 +385,8 @@ interface LiveRead {
 interface CommittedRead {
   pieces: Piece<Rowed>[];
   windows: number;
+  /** The listing came from the cache (it may miss windows committed since). */
+  cached: boolean;
   error?: string;
 }
 
