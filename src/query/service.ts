@@ -26,6 +26,7 @@ import {
   type Unavailable,
   mergePieces,
 } from './merge.ts';
+import { type PendingRun, countRejected, totalRejected } from './rejected.ts';
 import { QueryError, type ResolvedQuery, resolveQuery } from './request.ts';
 
 /** A receiver the service may ask: its pod's name and admin URL. */
@@ -93,12 +94,24 @@ export interface LiveSource {
   errors?: string[];
 }
 
+/** A partition's coverage, and how many of its accounted offsets were rejected records. */
+export interface PartitionAnswer extends PartitionCoverage {
+  /** Records rejected among the accounted offsets, by reason: counted once, in no row. */
+  rejected: Record<string, number>;
+  /** false: some of its offsets come from a piece that does not say (written before they were counted). */
+  rejectedKnown: boolean;
+}
+
 export interface CubeAnswer extends AnswerRows {
   namespace: string;
   cube: string;
   /** Every partition's offsets run without a gap from where the cube began to the live position. */
   complete: boolean;
-  partitions: PartitionCoverage[];
+  /** Records rejected among the offsets accounted, over every partition (as far as known). */
+  rejected: number;
+  /** false: some partition's count of rejected records is not known. */
+  rejectedKnown: boolean;
+  partitions: PartitionAnswer[];
   sources: {
     committed: { windows: number; handOffs: number; error?: string };
     live: LiveSource[];
@@ -185,12 +198,19 @@ export class QueryService {
       ...p.rows,
     }));
     const rows = buildAnswer(counted, cube.spec.schema, q, this.options.maxRows);
+    const rejected = countRejected(merged.counted, merged.pendingRuns);
+    const partitions = merged.partitions.map((p): PartitionAnswer => {
+      const r = rejected.get(p.partition);
+      return { ...p, rejected: r?.byReason ?? {}, rejectedKnown: r?.known ?? true };
+    });
     const answer: CubeAnswer = {
       namespace,
       cube: name,
       ...rows,
       complete: merged.complete,
-      partitions: merged.partitions,
+      rejected: totalRejected(rejected.values()),
+      rejectedKnown: partitions.every((p) => p.rejectedKnown),
+      partitions,
       sources: {
         committed: {
           windows: committed.windows,
@@ -304,6 +324,7 @@ export class QueryService {
             windowStart: w.windowStart,
             ranges: rangeMapFromJson(h.offsetRanges),
             epochs: new Map(Object.entries(h.epochs).map(([p, e]) => [Number(p), e])),
+            ...rejectedOf(h.rejected),
             rows: { windowEnd, rows: [] },
           };
           pieces.push(piece);
@@ -328,9 +349,10 @@ export class QueryService {
     q: ResolvedQuery,
     committed: CommittedRead,
     live: Map<string, LiveRead>,
-  ): MergeResult<Rowed> {
+  ): MergeResult<Rowed> & { pendingRuns: PendingRun[] } {
     const pieces: Piece<Rowed>[] = [...committed.pieces];
     const pending = new Map<number, OffsetRange[]>();
+    const pendingRuns: PendingRun[] = [];
     const bounds = new Map<number, PartitionBounds>();
     const boundOf = (p: number): PartitionBounds => {
       let b = bounds.get(p);
@@ -361,15 +383,24 @@ export class QueryService {
         const to = BigInt(held.to);
         if (b.end === undefined || to > b.end) b.end = to;
         const acc = pending.get(Number(p)) ?? [];
-        for (const [from, end] of held.pending) addRange(acc, BigInt(from), BigInt(end));
+        const ranges: OffsetRange[] = [];
+        for (const [from, end] of held.pending) {
+          addRange(acc, BigInt(from), BigInt(end));
+          addRange(ranges, BigInt(from), BigInt(end));
+        }
         pending.set(Number(p), acc);
+        pendingRuns.push({
+          partition: Number(p),
+          ranges,
+          ...(held.pendingRejected ? { rejected: held.pendingRejected } : {}),
+        });
       }
     }
     // A cube reading from the earliest offset began at 0: data missing before the first piece is
     // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
     if (cube.spec.source.startingOffsets !== 'latest')
       for (const b of bounds.values()) b.start = 0n;
-    return mergePieces({ pieces, pending, bounds, unavailable });
+    return { ...mergePieces({ pieces, pending, bounds, unavailable }), pendingRuns };
   }
 }
 
@@ -404,12 +435,19 @@ function livePiece(
     windowStart: piece.windowStart,
     ranges: rangeMapFromJson(piece.offsetRanges),
     epochs: new Map(Object.entries(piece.epochs).map(([p, e]) => [Number(p), e])),
+    ...rejectedOf(piece.rejected),
     rows: {
       windowEnd: piece.windowEnd,
       rows: pieceRowsOfLive(piece.rows, fetchDimensions(q).length, cube.spec.schema, q),
     },
   };
 }
+
+/** A piece's rejected records from JSON (partition → reason → count); nothing when it does not say. */
+const rejectedOf = (
+  json: Record<string, Record<string, number>> | undefined,
+): Pick<Piece<unknown>, 'rejected'> =>
+  json ? { rejected: new Map(Object.entries(json).map(([p, c]) => [Number(p), c])) } : {};
 
 /** Every replica set that may hold data of the cube: serving it, assigned, or keeping some. */
 export function replicaSetsOf(cube: CubeAssignment): string[] {

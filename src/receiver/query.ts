@@ -15,6 +15,8 @@ import {
   combine,
   epochsToJson,
   generationOf,
+  reasonCountsToJson,
+  rejectedToJson,
 } from './segments.ts';
 
 export interface CubeQuery {
@@ -33,7 +35,10 @@ export function querySegments(
   schema: CubeSchema,
   segments: Iterable<Segment>,
   q: CubeQuery,
-  clocks?: ReadonlyMap<number, Readonly<Pick<PartitionClock, 'pending'>>>,
+  clocks?: ReadonlyMap<
+    number,
+    Readonly<Pick<PartitionClock, 'pending'> & Partial<Pick<PartitionClock, 'pendingRejected'>>>
+  >,
 ): QueryResponse {
   const dimIndex = (name: string, field: string): number => {
     const i = schema.dimensions.indexOf(name);
@@ -113,6 +118,7 @@ export function querySegments(
         offsetRanges: rangeMapToJson(s.ranges),
         inRange,
         rows: rowsOf(own),
+        ...(s.rejected ? { rejected: rejectedToJson(s.rejected) } : {}),
       });
     }
     if (!inRange) continue;
@@ -133,7 +139,15 @@ export function querySegments(
   if (!q.bySegment) return answer;
   const held: NonNullable<QueryResponse['held']> = {};
   for (const [p, clock] of clocks ?? []) for (const r of clock.pending) holds(p, r.to);
-  for (const [p, to] of heldTo)
-    held[String(p)] = { to: to.toString(), pending: rangesToJson(clocks?.get(p)?.pending ?? []) };
+  for (const [p, to] of heldTo) {
+    const clock = clocks?.get(p);
+    held[String(p)] = {
+      to: to.toString(),
+      pending: rangesToJson(clock?.pending ?? []),
+      ...(clock?.pendingRejected
+        ? { pendingRejected: reasonCountsToJson(clock.pendingRejected) }
+        : {}),
+    };
+  }
   return { ...answer, pieces, held };
 }
