@@ -12,9 +12,8 @@ import { ReceiverApiError } from '../src/protocol/client.ts';
 import { CommittedViewCache } from '../src/query/committed-cache.ts';
 import { QueryService } from '../src/query/service.ts';
 import { openDeepStorage } from '../src/receiver/deep-storage.ts';
-import { handOffSegment } from '../src/receiver/hand-off.ts';
-import { commitWindow, recordedHandOff } from '../src/receiver/hand-off-commit.ts';
 import type { Row, Segment } from '../src/receiver/segments.ts';
+import { commitSegments } from '../test/support/query-fixtures.ts';
 import { benchFlags, median, positive, say } from './environment.ts';
 
 const usage = `Usage: npm run bench:query -- [options]
@@ -68,13 +67,6 @@ async function main(): Promise<void> {
     for (let w = 0; w < windows; w++) {
       await Promise.all(
         Object.entries(sets).map(async ([replicaSet, owned]) => {
-          const target = {
-            namespace: 'shop',
-            cube: 'orders',
-            replicaSet,
-            receiver: `${replicaSet}-0`,
-            schema,
-          };
           const rows = new Map<string, Row>();
           for (let c = 0; c < countries; c++)
             for (const device of ['web', 'ios', 'android'])
@@ -97,13 +89,7 @@ async function main(): Promise<void> {
             ),
             epochs: new Map(owned.map((p) => [p, 1])),
           };
-          await handOffSegment(storage, target, segment);
-          await commitWindow({
-            storage,
-            target,
-            windowStart: segment.windowStart,
-            mine: [recordedHandOff(target, segment)],
-          });
+          await commitSegments(storage, schema, [segment], replicaSet);
         }),
       );
     }

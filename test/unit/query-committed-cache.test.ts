@@ -1,15 +1,16 @@
 // The committed view's cache: bounded in bytes (least recently used out first); a warm answer
 // reads nothing from deep storage; a window committed since the cached listing shows as a gap in
 // the offsets, so the answer lists again and reads only the new record and hand-off.
-import { cubeSchema } from '../../src/api/cube.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { QueryResponse } from '../../src/protocol/admin-api.ts';
 import { ByteBoundedLru, CommittedViewCache } from '../../src/query/committed-cache.ts';
-import { QueryService } from '../../src/query/service.ts';
-import { handOffSegment } from '../../src/receiver/hand-off.ts';
-import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import {
+  commitSegments,
+  countByCountry,
+  oneReceiverService,
+  oneSetCube,
+} from '../support/query-fixtures.ts';
 
 const M = 60_000;
 
@@ -52,13 +53,7 @@ class CountingStorage extends MemoryDeepStorage {
   }
 }
 
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-});
-const target = { namespace: 'shop', cube: 'orders', replicaSet: 'rs-a', receiver: 'r0', schema };
+const schema = countByCountry;
 
 /** Window w of partition 0, offsets [10w, 10w + 10), `10` events of 'de'. */
 const windowSegment = (w: number): Segment => ({
@@ -72,11 +67,8 @@ const windowSegment = (w: number): Segment => ({
   epochs: new Map([[0, 1]]),
 });
 
-async function commit(storage: MemoryDeepStorage, w: number): Promise<void> {
-  const s = windowSegment(w);
-  await handOffSegment(storage, target, s);
-  await commitWindow({ storage, target, windowStart: w * M, mine: [recordedHandOff(target, s)] });
-}
+const commit = (storage: MemoryDeepStorage, w: number): Promise<void> =>
+  commitSegments(storage, schema, [windowSegment(w)]);
 
 /** The receiver holds windows `live` (not handed off), and knows the partition up to `to`. */
 const liveAnswer = (live: number[], to: number): QueryResponse => ({
@@ -99,26 +91,12 @@ function setup(maxBytes = 1 << 20) {
   const storage = new CountingStorage();
   let now = 0;
   let answer = liveAnswer([], 0);
-  const cube = {
-    metadata: { name: 'orders', namespace: 'shop' },
-    spec: {
-      source: { brokers: ['k:9092'], topic: 'orders', startingOffsets: 'earliest' },
-      replicaSets: ['rs-a'],
-      schema,
-    },
-    status: { assignment: { 'rs-a': [0] } },
-  } as unknown as CubeAssignment;
   const cache = new CommittedViewCache({ maxBytes, listMaxAgeMs: 5000, now: () => now });
-  const service = new QueryService({
-    receiverTimeoutMs: 1000,
-    maxRows: 100,
+  const service = oneReceiverService({
+    cube: oneSetCube(schema),
+    storage,
     cache,
-    sources: {
-      cube: () => cube,
-      receivers: () => [{ name: 'r0', baseUrl: 'http://r0' }],
-      query: () => Promise.resolve(answer),
-      storage,
-    },
+    answer: () => answer,
   });
   return {
     storage,

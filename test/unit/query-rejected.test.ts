@@ -2,30 +2,26 @@
 // per partition and reason (the segment counted them as it consumed; checkpoints, manifests and
 // commit records keep the count); the answer adds those of the counted pieces, and a piece that
 // does not say makes its partitions' count "not known", never a clean zero.
-import { cubeSchema } from '../../src/api/cube.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { completenessNote } from '../../src/query/query-command.ts';
 import { type PendingRun, countRejected } from '../../src/query/rejected.ts';
-import { QueryService } from '../../src/query/service.ts';
 import {
   partitionCheckpoint,
   restoredPartition,
   restoredSegment,
   segmentCheckpoint,
 } from '../../src/receiver/checkpoint.ts';
-import { handOffSegment } from '../../src/receiver/hand-off.ts';
-import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
-import { querySegments } from '../../src/receiver/query.ts';
 import { type Segment, reasonCountsFromJson } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import {
+  commitSegments,
+  countByCountry,
+  oneReceiverService,
+  oneSetCube,
+  receiverOver,
+} from '../support/query-fixtures.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-});
+const schema = countByCountry;
 const r = (from: number, to: number) => [{ from: BigInt(from), to: BigInt(to) }];
 
 test.each<{
@@ -123,66 +119,20 @@ test('checkpoints keep the counts; one written before them leaves them not known
 
 test('the answer says per partition how many of its offsets were rejected records, and the table says it too', async () => {
   const storage = new MemoryDeepStorage();
-  const target = { namespace: 'shop', cube: 'orders', replicaSet: 'rs-a', receiver: 'r0', schema };
   // Committed: window 0 with 2 records too late; window 1 from a receiver that did not count.
-  const committed = [
+  await commitSegments(storage, schema, [
     segment(0, 0, 10, new Map([[0, counts({ too_late: 2 })]])),
     segment(1, 10, 20),
-  ];
-  for (const s of committed) {
-    await handOffSegment(storage, target, s);
-    await commitWindow({
-      storage,
-      target,
-      windowStart: s.windowStart,
-      mine: [recordedHandOff(target, s)],
-    });
-  }
+  ]);
   // Live: window 2 with one malformed record, and a pending run with two more.
   const live = [segment(2, 20, 30, new Map([[0, counts({ bad_json: 1 })]]))];
-  const clocks = new Map([
-    [
-      0,
-      {
-        pending: r(30, 32),
-        pendingRejected: counts({ bad_json: 2 }),
-      },
-    ],
-  ]);
-  const cube = {
-    metadata: { name: 'orders', namespace: 'shop' },
-    spec: {
-      source: { brokers: ['k:9092'], topic: 'orders', startingOffsets: 'earliest' },
-      replicaSets: ['rs-a'],
-      schema,
-    },
-    status: { assignment: { 'rs-a': [0] } },
-  } as unknown as CubeAssignment;
-  const service = (windows: Segment[]) =>
-    new QueryService({
-      receiverTimeoutMs: 1000,
-      maxRows: 100,
-      sources: {
-        cube: () => cube,
-        receivers: () => [{ name: 'r0', baseUrl: 'http://r0' }],
-        query: (_r, _ns, _c, request) =>
-          Promise.resolve(
-            JSON.parse(
-              JSON.stringify(
-                querySegments(
-                  'orders',
-                  schema,
-                  windows,
-                  { ...request, filters: {}, groupBy: [] },
-                  clocks,
-                ),
-              ),
-            ),
-          ),
-        storage,
-      },
-    });
-  const answer = await service(live).answer('shop', 'orders', {});
+  const clocks = new Map([[0, { pending: r(30, 32), pendingRejected: counts({ bad_json: 2 }) }]]);
+  const service = oneReceiverService({
+    cube: oneSetCube(schema),
+    storage,
+    answer: receiverOver(schema, live, clocks),
+  });
+  const answer = await service.answer('shop', 'orders', {});
   expect(answer.complete).toBe(true);
   expect(answer.partitions).toMatchObject([
     { partition: 0, rejected: { too_late: 2, bad_json: 3 }, rejectedKnown: false },

@@ -2,16 +2,18 @@
 // bigint units wherever pieces meet (committed hand-offs, live segments, the answer's groups) and
 // is answered as the decimal a person wrote, however the float sums of the pieces came out.
 import { cubeSchema } from '../../src/api/cube.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { formatUnits, parseUnits, toUnits } from '../../src/api/scaled-sum.ts';
 import { buildAnswer } from '../../src/query/answer.ts';
 import { resolveQuery } from '../../src/query/request.ts';
-import { QueryService } from '../../src/query/service.ts';
-import { handOffSegment } from '../../src/receiver/hand-off.ts';
-import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import { querySegments } from '../../src/receiver/query.ts';
 import type { Row, Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import {
+  commitSegments,
+  oneReceiverService,
+  oneSetCube,
+  receiverOver,
+} from '../support/query-fixtures.ts';
 
 const M = 60_000;
 const schema = cubeSchema.parse({
@@ -81,22 +83,10 @@ test('the receiver answers a scaled sum as a decimal string, rows added in units
 
 test('the service adds committed and live pieces in units: the exact decimal, ordered as numbers', async () => {
   const storage = new MemoryDeepStorage();
-  const target = { namespace: 'shop', cube: 'orders', replicaSet: 'rs-a', receiver: 'r0', schema };
   // Window 0, committed: 0.1 + 0.2 as the receiver added it.
-  const committed = segment(
-    0,
-    0,
-    0n,
-    10n,
-    new Map([['de', { dimensions: ['de'], values: [2, 0.1 + 0.2, 0.2] }]]),
-  );
-  await handOffSegment(storage, target, committed);
-  await commitWindow({
-    storage,
-    target,
-    windowStart: 0,
-    mine: [recordedHandOff(target, committed)],
-  });
+  await commitSegments(storage, schema, [
+    segment(0, 0, 0n, 10n, new Map([['de', { dimensions: ['de'], values: [2, 0.1 + 0.2, 0.2] }]])),
+  ]);
   // Windows 1 to 3, live: ten dimes per country each, answered by the real receiver query.
   const live = [1, 2, 3].map((w) =>
     segment(
@@ -110,36 +100,10 @@ test('the service adds committed and live pieces in units: the exact decimal, or
   live.push(
     segment(4, 0, 70n, 71n, new Map([['nl', { dimensions: ['nl'], values: [1, 9.5, 9.5] }]])),
   );
-  const cube = {
-    metadata: { name: 'orders', namespace: 'shop' },
-    spec: {
-      source: { brokers: ['k:9092'], topic: 'orders', startingOffsets: 'earliest' },
-      replicaSets: ['rs-a'],
-      schema,
-    },
-    status: { assignment: { 'rs-a': [0] }, partitions: [{ partition: 0, position: '71' }] },
-  } as unknown as CubeAssignment;
-  const service = new QueryService({
-    receiverTimeoutMs: 1000,
-    maxRows: 100,
-    sources: {
-      cube: () => cube,
-      receivers: () => [{ name: 'r0', baseUrl: 'http://r0' }],
-      query: (_r, _ns, _c, request) =>
-        Promise.resolve(
-          // Through JSON, as over HTTP.
-          JSON.parse(
-            JSON.stringify(
-              querySegments('orders', schema, live, {
-                ...request,
-                filters: request.filters ?? {},
-                groupBy: request.groupBy ?? [],
-              }),
-            ),
-          ),
-        ),
-      storage,
-    },
+  const service = oneReceiverService({
+    cube: oneSetCube(schema, { partitions: [{ partition: 0, position: '71' }] }),
+    storage,
+    answer: receiverOver(schema, live),
   });
   const total = await service.answer('shop', 'orders', {});
   expect(total.complete).toBe(true);
