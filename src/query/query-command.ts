@@ -132,18 +132,37 @@ function readTokenText(path: string): string {
 type Cell = string | number;
 
 /** Columns padded to their widest cell; numbers right-aligned. */
+/** A decimal string, as an exact sum (a measure with a scale) is answered. */
+const decimalText = /^-?\d+(\.\d+)?$/;
+
 export function formatTable(columns: string[], rows: Cell[][]): string {
   const widths = columns.map((c, i) =>
     Math.max(c.length, ...rows.map((r) => String(r[i] ?? '').length)),
   );
-  const line = (cells: Cell[]): string =>
+  // Numbers right-aligned, and so is a column of decimal strings (an exact sum).
+  const numeric = columns.map(
+    (_, i) =>
+      rows.length > 0 &&
+      rows.every((r) => typeof r[i] === 'number' || decimalText.test(String(r[i]))),
+  );
+  const line = (cells: Cell[], header = false): string =>
     cells
       .map((v, i) =>
-        typeof v === 'number' ? String(v).padStart(widths[i]!) : String(v).padEnd(widths[i]!),
+        typeof v === 'number' || (!header && numeric[i])
+          ? String(v).padStart(widths[i]!)
+          : String(v).padEnd(widths[i]!),
       )
       .join('  ')
       .trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map(line)].join('\n') + '\n';
+  return (
+    [
+      line(
+        columns.map((c) => c.toUpperCase()),
+        true,
+      ),
+      ...rows.map((r) => line(r)),
+    ].join('\n') + '\n'
+  );
 }
 
 /** RFC 4180: a cell with a comma, quote or line break is quoted, quotes doubled. */
