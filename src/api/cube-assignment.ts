@@ -128,6 +128,11 @@ const boundedMeasure = measure
           fieldPath: '.field',
           reason: 'FieldValueRequired',
         },
+        {
+          rule: "self.function == 'sum' || !has(self.scale)",
+          message: 'scale is for sum only',
+          fieldPath: '.scale',
+        },
       ],
     }),
   );

@@ -46,10 +46,20 @@ export const measure = z
     function: z.enum(measureFunctions),
     /** The event field the measure reads; `count` reads none. */
     field: z.string().min(1).optional(),
+    /**
+     * `sum` only: the decimals the field carries (2 for money). The query service then adds the
+     * sum as an integer count of 10^-scale units and answers it as a decimal string, exact
+     * whatever order pieces were merged in (docs/query.md).
+     */
+    scale: z.int().min(0).max(18).optional(),
   })
   .refine((m) => m.function === 'count' || m.field !== undefined, {
     message: 'field is required for sum, min and max',
     path: ['field'],
+  })
+  .refine((m) => m.scale === undefined || m.function === 'sum', {
+    message: 'scale is for sum only',
+    path: ['scale'],
   });
 export type Measure = z.infer<typeof measure>;
 

@@ -353,6 +353,9 @@ export type UnassignResponse = z.infer<typeof unassignResponse>;
 
 const queryRows = z.array(z.array(z.union([z.string(), z.number()])));
 
+/** Records rejected, by reason (the reasons of the receiver's `rejected` counter). */
+const reasonCounts = z.record(z.string(), z.int().min(0));
+
 /** One live (not handed-off) segment in a query's answer by segment. */
 export const queryPiece = z.object({
   windowStart: z.int(),
@@ -363,6 +366,11 @@ export const queryPiece = z.object({
   offsetRanges,
   /** false: outside the query's [from, to): its offsets are accounted, its rows left out. */
   inRange: z.boolean(),
+  /**
+   * partition → records rejected among the segment's offsets, by reason (no row holds them);
+   * absent when the receiver does not know (a segment restored from a checkpoint of before).
+   */
+  rejected: z.record(partitionKey, reasonCounts).optional(),
   /** The segment's rows, filtered and grouped as the answer's `rows` are. */
   rows: queryRows,
 });
@@ -382,7 +390,15 @@ export const queryResponse = z.object({
    * was purged since); `pending`, offsets consumed that carry no event and are in no segment yet.
    */
   held: z
-    .record(partitionKey, z.object({ to: offset, pending: z.array(z.tuple([offset, offset])) }))
+    .record(
+      partitionKey,
+      z.object({
+        to: offset,
+        pending: z.array(z.tuple([offset, offset])),
+        /** Records rejected among `pending`, by reason; absent when not known. */
+        pendingRejected: reasonCounts.optional(),
+      }),
+    )
     .optional(),
 });
 export type QueryResponse = z.infer<typeof queryResponse>;

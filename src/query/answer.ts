@@ -1,6 +1,8 @@
 // From the pieces the merge counted to the rows of an answer: filter, time buckets, group,
-// combine measures, order, top N, and the bound on rows. Pure.
-import type { CubeSchema } from '../api/cube.ts';
+// combine measures, order, top N, and the bound on rows. Pure. A sum with a scale is held as
+// bigint units from the piece on, and answered as a decimal string (src/api/scaled-sum.ts).
+import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
+import { exactScaleOf, formatUnits, parseUnits, toUnits } from '../api/scaled-sum.ts';
 import { combine } from '../receiver/segments.ts';
 import type { HandOffRow } from './committed-view.ts';
 import { QueryError, type ResolvedQuery, timeColumn } from './request.ts';
@@ -8,7 +10,22 @@ import { QueryError, type ResolvedQuery, timeColumn } from './request.ts';
 /** Rows of one piece: values of fetchDimensions(q), then the query's measures. */
 export interface PieceRow {
   dims: string[];
-  values: number[];
+  /** bigint: units of a scaled sum's scale. */
+  values: MeasureValue[];
+}
+
+export type MeasureValue = number | bigint;
+
+type Schema = Pick<CubeSchema, 'dimensions' | 'measures'>;
+
+/** The scale of each of the query's measures that is an exact sum; undefined for the others. */
+const scalesOf = (schema: Schema, q: Pick<ResolvedQuery, 'measures'>): (number | undefined)[] =>
+  q.measures.map((m) => exactScaleOf(schema.measures[m]!));
+
+/** Two values of one measure combined: scaled sums add as bigint, the others by the function. */
+export function combineValues(fn: MeasureFunction, a: MeasureValue, b: MeasureValue): MeasureValue {
+  if (typeof a === 'bigint' && typeof b === 'bigint') return a + b;
+  return combine(fn, Number(a), Number(b));
 }
 
 /**
@@ -22,9 +39,10 @@ export function fetchDimensions(q: ResolvedQuery): string[] {
 /** A committed hand-off's rows (every dimension and measure) as a piece's rows, grouped. */
 export function pieceRowsOfHandOff(
   rows: HandOffRow[],
-  schema: Pick<CubeSchema, 'dimensions' | 'measures'>,
+  schema: Schema,
   q: ResolvedQuery,
 ): PieceRow[] {
+  const scales = scalesOf(schema, q);
   const at = (d: string): number => schema.dimensions.indexOf(d);
   const keep = [...q.keep].map(([d, values]) => ({ i: at(d), values }));
   const dims = fetchDimensions(q).map(at);
@@ -33,27 +51,43 @@ export function pieceRowsOfHandOff(
     if (!keep.every((k) => k.values.has(row.dimensions[k.i] ?? ''))) continue;
     const key = dims.map((i) => row.dimensions[i] ?? '');
     const id = JSON.stringify(key);
-    const values = q.measures.map((m) => row.values[m] ?? 0);
+    const values = q.measures.map((m, j): MeasureValue => {
+      const scale = scales[j];
+      return scale === undefined ? (row.values[m] ?? 0) : toUnits(row.values[m] ?? 0, scale);
+    });
     const g = groups.get(id);
     if (!g) groups.set(id, { dims: key, values });
     else
       q.measures.forEach((m, j) => {
-        g.values[j] = combine(schema.measures[m]!.function, g.values[j]!, values[j]!);
+        g.values[j] = combineValues(schema.measures[m]!.function, g.values[j]!, values[j]!);
       });
   }
   return [...groups.values()];
 }
 
-/** A receiver's rows of one segment ([...fetchDimensions, ...measures]) as a piece's rows. */
-export function pieceRowsOfLive(rows: (string | number)[][], dimensions: number): PieceRow[] {
+/**
+ * A receiver's rows of one segment ([...fetchDimensions, ...measures]) as a piece's rows; a scaled
+ * sum comes as a decimal string (as a number from a receiver of before).
+ */
+export function pieceRowsOfLive(
+  rows: (string | number)[][],
+  dimensions: number,
+  schema: Schema,
+  q: ResolvedQuery,
+): PieceRow[] {
+  const scales = scalesOf(schema, q);
   return rows.map((r) => ({
     dims: r.slice(0, dimensions).map(String),
-    values: r.slice(dimensions).map(Number),
+    values: r.slice(dimensions).map((v, j) => {
+      const scale = scales[j];
+      return scale === undefined ? Number(v) : parseUnits(v, scale);
+    }),
   }));
 }
 
 export interface AnswerRows {
   columns: string[];
+  /** A scaled sum is a decimal string with its scale's digits. */
   rows: (string | number)[][];
 }
 
@@ -69,14 +103,18 @@ const inTimeRange = (q: ResolvedQuery, start: number, end: number): boolean =>
 
 export function buildAnswer(
   pieces: Iterable<CountedRows>,
-  schema: Pick<CubeSchema, 'dimensions' | 'measures'>,
+  schema: Schema,
   q: ResolvedQuery,
   maxRows: number,
 ): AnswerRows {
   const fetched = fetchDimensions(q);
   const drop = [...q.drop].map(([d, values]) => ({ i: fetched.indexOf(d), values }));
   const functions = q.measures.map((m) => schema.measures[m]!.function);
-  const groups = new Map<string, { time: number | undefined; dims: string[]; values: number[] }>();
+  const scales = scalesOf(schema, q);
+  const groups = new Map<
+    string,
+    { time: number | undefined; dims: string[]; values: MeasureValue[] }
+  >();
   for (const piece of pieces) {
     if (!inTimeRange(q, piece.windowStart, piece.windowEnd)) continue;
     const time =
@@ -91,7 +129,7 @@ export function buildAnswer(
       if (!g) groups.set(id, { time, dims, values: [...row.values] });
       else
         functions.forEach((fn, j) => {
-          g.values[j] = combine(fn, g.values[j]!, row.values[j]!);
+          g.values[j] = combineValues(fn, g.values[j]!, row.values[j]!);
         });
     }
   }
@@ -100,7 +138,7 @@ export function buildAnswer(
     ...q.groupBy,
     ...q.measureNames,
   ];
-  const rows = [...groups.values()].map((g) => [
+  const rows = [...groups.values()].map((g): (string | number | bigint)[] => [
     ...(g.time === undefined ? [] : [new Date(g.time).toISOString()]),
     ...g.dims,
     ...g.values,
@@ -130,5 +168,13 @@ export function buildAnswer(
       `limit: the answer has ${limited.length} rows, more than the bound of ${maxRows}: set a limit, a coarser granularity or fewer groupBy dimensions`,
       'limit',
     );
-  return { columns, rows: limited };
+  const firstMeasure = columns.length - q.measureNames.length;
+  return {
+    columns,
+    rows: limited.map((row) =>
+      row.map((v, i) =>
+        typeof v === 'bigint' ? formatUnits(v, scales[i - firstMeasure] ?? 0) : v,
+      ),
+    ),
+  };
 }

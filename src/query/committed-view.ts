@@ -26,6 +26,9 @@ export interface CommittedWindow {
 
 const recordKey = /^window=(-?\d+)\/replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
 
+/** Reads the text of a commit record: storage itself, or a cache in front of it (records never change). */
+export type RecordReader = (key: string, signal?: AbortSignal) => Promise<string | undefined>;
+
 /**
  * Every window's newest commit record of each replica set of the cube. A record that is a fence's
  * barrier with no hand-offs stays in the list (it says the set committed nothing of the window).
@@ -34,6 +37,7 @@ export async function readCommittedView(
   storage: DeepStorage,
   cube: CommittedCube,
   signal?: AbortSignal,
+  readRecord: RecordReader = (key, s) => storage.readObject(key, s),
 ): Promise<CommittedWindow[]> {
   const root = cubeDir(cube);
   const newest = new Map<string, { windowStart: number; replicaSet: string; version: number }>();
@@ -48,7 +52,7 @@ export async function readCommittedView(
   const out = await Promise.all(
     [...newest].map(async ([at, n]): Promise<CommittedWindow | undefined> => {
       const dir = `${root}/${at}`;
-      const text = await storage.readObject(`${dir}/${commitRecordName(n.version)}`, signal);
+      const text = await readRecord(`${dir}/${commitRecordName(n.version)}`, signal);
       if (text === undefined) return undefined;
       const record = JSON.parse(text) as CommitRecord;
       return {

@@ -1,6 +1,7 @@
 // Query server configuration from flags and environment (flags win).
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
+import { receiverSelectorError } from '../operator/discovery.ts';
 import { ConfigError } from '../config-error.ts';
 import type { DeepStorageLocation } from '../receiver/deep-storage.ts';
 import { deepStorageOf } from '../receiver/config.ts';
@@ -13,6 +14,8 @@ export interface QueryServerConfig {
   namespace: string | undefined;
   /** Where the receiver pods are, for every cube; undefined: each cube's own namespace. */
   receiverNamespace: string | undefined;
+  /** More label requirements of receiver pods (`key=value,…`): the release's, in the chart. */
+  receiverSelector: string | undefined;
   receiverPort: number;
   /** The receivers' token (first line), re-read while running. */
   receiverTokenFile: string;
@@ -22,6 +25,10 @@ export interface QueryServerConfig {
   deepStorage: DeepStorageLocation;
   receiverTimeoutMs: number;
   maxRows: number;
+  /** The committed view's cache holds at most this many bytes. */
+  cacheBytes: number;
+  /** A cube's listing of commit records is reused this long; 0: listed for every answer. */
+  cacheListingMaxAgeMs: number;
 }
 
 export const queryServerUsage = `Usage: streamcube query-server [options]
@@ -32,8 +39,10 @@ Options (environment variable in brackets):
   --kubeconfig FILE            API server credentials      [KUBECONFIG, default: in-cluster]
   --namespace NS               only this namespace's cubes [WATCH_NAMESPACE, default: all namespaces]
   --receiver-namespace NS      find receiver pods in NS    [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own]
+  --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
+                               [STREAMCUBE_RECEIVER_SELECTOR, default: every pod with the set label]
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
-  --receiver-token-file FILE   receivers' token            [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
+  --receiver-token-file FILE   receivers' read token       [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
   --token-file FILE            bearer token this server accepts (first line; re-read every 2s)
                                [STREAMCUBE_QUERY_TOKEN_FILE, default: the receivers' token file]
   --token-grace DUR            the replaced token stays valid for                               [2m]
@@ -42,6 +51,8 @@ Options (environment variable in brackets):
   --s3-endpoint URL  --s3-region NAME  --s3-force-path-style      as the receiver's
   --receiver-timeout DUR       each receiver call's deadline; then a sibling is asked           [5s]
   --max-rows N                 rows an answer may hold (400 past it)                        [10000]
+  --cache-bytes N              commit records and hand-off rows kept, in bytes (Ki, Mi, Gi)  [256Mi]
+  --cache-listing-max-age DUR  a cube's listing of commit records is reused this long         [5s]
   --host ADDR / --port N       the query API, /healthz /readyz /metrics  [default: 0.0.0.0:8082]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
@@ -61,6 +72,7 @@ export function parseQueryServerConfig(
           'kubeconfig',
           'namespace',
           'receiver-namespace',
+          'receiver-selector',
           'receiver-port',
           'receiver-token-file',
           'token-file',
@@ -71,6 +83,8 @@ export function parseQueryServerConfig(
           's3-region',
           'receiver-timeout',
           'max-rows',
+          'cache-bytes',
+          'cache-listing-max-age',
           'host',
           'port',
         ].map((k) => [k, { type: 'string' as const }]),
@@ -96,11 +110,25 @@ export function parseQueryServerConfig(
       throw new ConfigError(`--${k} must be a duration like 5s, got '${text}'`);
     return ms;
   };
+  const bytes = (k: string, text: string): number => {
+    const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(text);
+    const n = m
+      ? Number(m[1]) * { '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 }[m[2] ?? '']!
+      : NaN;
+    if (!Number.isSafeInteger(n))
+      throw new ConfigError(`--${k} must be a byte count like 268435456 or 256Mi, got '${text}'`);
+    return n;
+  };
   const namespaceFlag = (k: string, text: string | undefined): string | undefined => {
     if (text !== undefined && !dnsLabel.test(text))
       throw new ConfigError(`--${k} must be a namespace name (a DNS label), got '${text}'`);
     return text;
   };
+  const receiverSelector =
+    flag('receiver-selector') ?? (env.STREAMCUBE_RECEIVER_SELECTOR || undefined);
+  const selectorError =
+    receiverSelector === undefined ? undefined : receiverSelectorError(receiverSelector);
+  if (selectorError !== undefined) throw new ConfigError(`--receiver-selector: ${selectorError}`);
   const receiverTokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!receiverTokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
@@ -113,6 +141,7 @@ export function parseQueryServerConfig(
       'receiver-namespace',
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
+    receiverSelector,
     receiverPort: integer(
       'receiver-port',
       flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',
@@ -134,5 +163,7 @@ export function parseQueryServerConfig(
     ),
     receiverTimeoutMs: duration('receiver-timeout', '5s', 1),
     maxRows: integer('max-rows', flag('max-rows') ?? '10000', 1, 1_000_000),
+    cacheBytes: bytes('cache-bytes', flag('cache-bytes') ?? '256Mi'),
+    cacheListingMaxAgeMs: duration('cache-listing-max-age', '5s', 0),
   };
 }

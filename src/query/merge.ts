@@ -25,6 +25,8 @@ export interface Piece<Rows> {
   ranges: Map<number, OffsetRange[]>;
   /** partition → the assignment epoch its offsets were consumed under. */
   epochs: Map<number, number>;
+  /** partition → records rejected among its offsets, by reason; absent when the piece does not say. */
+  rejected?: Map<number, Record<string, number>>;
   rows: Rows;
 }
 

@@ -1,6 +1,6 @@
 // The query server's metrics: `streamcube_query_*`, bounded labels (status, source, outcome,
 // reason), on the process registry.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 export interface QueryMetrics {
   requests: Counter<'status'>;
@@ -9,6 +9,8 @@ export interface QueryMetrics {
   pieces: Counter<'source'>;
   receiverCalls: Counter<'outcome'>;
   incomplete: Counter<'reason'>;
+  cacheLookups: Counter<'kind' | 'result'>;
+  cacheBytes: Gauge;
 }
 
 export function createQueryMetrics(registry: Registry): QueryMetrics {
@@ -48,6 +50,17 @@ export function createQueryMetrics(registry: Registry): QueryMetrics {
       name: 'streamcube_query_incomplete_total',
       help: 'Answers that could not prove every offset counted once, by reason',
       labelNames: ['reason'],
+      registers,
+    }),
+    cacheLookups: new Counter({
+      name: 'streamcube_query_cache_lookups_total',
+      help: 'Look-ups in the committed view cache: a cube listing, a commit record, a hand-off rows; result hit or miss',
+      labelNames: ['kind', 'result'],
+      registers,
+    }),
+    cacheBytes: new Gauge({
+      name: 'streamcube_query_cache_bytes',
+      help: 'Bytes held by the committed view cache (estimated size of decoded rows and records)',
       registers,
     }),
   };

@@ -5,7 +5,8 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../config-error.ts';
 import { readTokenFile } from '../protocol/token-file.ts';
 import type { QueryBody } from './request.ts';
-import type { CubeAnswer } from './service.ts';
+import type { PartitionCoverage } from './merge.ts';
+import type { CubeAnswer, PartitionAnswer } from './service.ts';
 
 export const queryUsage = `Usage: streamcube query [options] CUBE
 
@@ -131,18 +132,37 @@ function readTokenText(path: string): string {
 type Cell = string | number;
 
 /** Columns padded to their widest cell; numbers right-aligned. */
+/** A decimal string, as an exact sum (a measure with a scale) is answered. */
+const decimalText = /^-?\d+(\.\d+)?$/;
+
 export function formatTable(columns: string[], rows: Cell[][]): string {
   const widths = columns.map((c, i) =>
     Math.max(c.length, ...rows.map((r) => String(r[i] ?? '').length)),
   );
-  const line = (cells: Cell[]): string =>
+  // Numbers right-aligned, and so is a column of decimal strings (an exact sum).
+  const numeric = columns.map(
+    (_, i) =>
+      rows.length > 0 &&
+      rows.every((r) => typeof r[i] === 'number' || decimalText.test(String(r[i]))),
+  );
+  const line = (cells: Cell[], header = false): string =>
     cells
       .map((v, i) =>
-        typeof v === 'number' ? String(v).padStart(widths[i]!) : String(v).padEnd(widths[i]!),
+        typeof v === 'number' || (!header && numeric[i])
+          ? String(v).padStart(widths[i]!)
+          : String(v).padEnd(widths[i]!),
       )
       .join('  ')
       .trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map(line)].join('\n') + '\n';
+  return (
+    [
+      line(
+        columns.map((c) => c.toUpperCase()),
+        true,
+      ),
+      ...rows.map((r) => line(r)),
+    ].join('\n') + '\n'
+  );
 }
 
 /** RFC 4180: a cell with a comma, quote or line break is quoted, quotes doubled. */
@@ -154,10 +174,38 @@ export function formatCsv(columns: string[], rows: Cell[][]): string {
   return [columns, ...rows].map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
 }
 
+/** What an answer says of completeness and of the rejected records among its offsets. */
+type Completeness = Pick<CubeAnswer, 'complete'> & {
+  partitions: (PartitionCoverage & Partial<Pick<PartitionAnswer, 'rejected' | 'rejectedKnown'>>)[];
+};
+
+/** The footer's word on rejected records: how many of the offsets counted no row holds, and why. */
+export function rejectedNote(answer: Completeness): string {
+  const byReason = new Map<string, number>();
+  for (const p of answer.partitions)
+    for (const [reason, n] of Object.entries(p.rejected ?? {}))
+      byReason.set(reason, (byReason.get(reason) ?? 0) + n);
+  const total = [...byReason.values()].reduce((a, b) => a + b, 0);
+  const unknown = answer.partitions
+    .filter((p) => p.rejectedKnown === false)
+    .map((p) => p.partition);
+  const parts: string[] = [];
+  if (total > 0)
+    parts.push(
+      `${total} of them rejected records, in no row (${[...byReason]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([reason, n]) => `${reason}: ${n}`)
+        .join(', ')})`,
+    );
+  if (unknown.length > 0)
+    parts.push(`rejected records not known for partitions ${unknown.join(', ')}`);
+  return parts.length > 0 ? `; ${parts.join('; ')}` : '';
+}
+
 /** What the table's footer says of completeness. */
-export function completenessNote(answer: Pick<CubeAnswer, 'complete' | 'partitions'>): string {
+export function completenessNote(answer: Completeness): string {
   if (answer.complete)
-    return `complete: every offset of ${answer.partitions.length} partitions counted once\n`;
+    return `complete: every offset of ${answer.partitions.length} partitions counted once${rejectedNote(answer)}\n`;
   const lines = answer.partitions
     .filter((p) => !p.complete)
     .flatMap((p) =>
@@ -166,7 +214,7 @@ export function completenessNote(answer: Pick<CubeAnswer, 'complete' | 'partitio
           `  partition ${p.partition}: offsets from ${m.from}${m.to === undefined ? '' : ` to ${m.to}`}: ${m.reason}`,
       ),
     );
-  return `INCOMPLETE: some offsets are not counted\n${lines.join('\n')}\n`;
+  return `INCOMPLETE: some offsets are not counted${rejectedNote(answer)}\n${lines.join('\n')}\n`;
 }
 
 /** Runs the command; answers the exit code (0 answered, 1 refused or unreachable). */

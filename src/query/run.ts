@@ -10,6 +10,7 @@ import { ReceiverClient } from '../protocol/client.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { openDeepStorage } from '../receiver/deep-storage.ts';
 import { parseQueryServerConfig } from './config.ts';
+import { CommittedViewCache } from './committed-cache.ts';
 import { createQueryMetrics } from './metrics.ts';
 import { createQueryServer } from './server.ts';
 import { QueryService } from './service.ts';
@@ -38,6 +39,7 @@ export async function runQueryServer(argv: string[]): Promise<number> {
     kubeConfig: kc,
     namespace: config.namespace,
     receiverNamespace: config.receiverNamespace,
+    receiverSelector: config.receiverSelector,
     registry,
     logger,
   });
@@ -46,9 +48,18 @@ export async function runQueryServer(argv: string[]): Promise<number> {
 
   const storage = await openDeepStorage(config.deepStorage);
   const clients = new Map<string, ReceiverClient>();
+  for (const kind of ['listing', 'record', 'rows'])
+    for (const result of ['hit', 'miss']) metrics.cacheLookups.inc({ kind, result }, 0);
+  const cache = new CommittedViewCache({
+    maxBytes: config.cacheBytes,
+    listMaxAgeMs: config.cacheListingMaxAgeMs,
+    onLookup: (kind, hit) => metrics.cacheLookups.inc({ kind, result: hit ? 'hit' : 'miss' }),
+    onBytes: (bytes) => metrics.cacheBytes.set(bytes),
+  });
   const service = new QueryService({
     receiverTimeoutMs: config.receiverTimeoutMs,
     maxRows: config.maxRows,
+    cache,
     sources: {
       cube: (namespace, name) => cubes.get(name, namespace),
       receivers: (namespace, set) =>

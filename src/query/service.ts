@@ -17,7 +17,7 @@ import {
   pieceRowsOfHandOff,
   pieceRowsOfLive,
 } from './answer.ts';
-import { readCommittedView, readHandOffRows } from './committed-view.ts';
+import { CommittedViewCache } from './committed-cache.ts';
 import {
   type MergeResult,
   type PartitionBounds,
@@ -26,6 +26,7 @@ import {
   type Unavailable,
   mergePieces,
 } from './merge.ts';
+import { type PendingRun, countRejected, totalRejected } from './rejected.ts';
 import { QueryError, type ResolvedQuery, resolveQuery } from './request.ts';
 
 /** A receiver the service may ask: its pod's name and admin URL. */
@@ -71,6 +72,8 @@ export interface QueryServiceOptions {
   maxRows: number;
   /** Hand-off data files read at once. */
   storageReadsAtOnce?: number;
+  /** Commit records and hand-off rows kept between answers; none kept when absent. */
+  cache?: CommittedViewCache;
   /** Told of each answer, for metrics. */
   observe?: (o: {
     seconds: number;
@@ -91,12 +94,24 @@ export interface LiveSource {
   errors?: string[];
 }
 
+/** A partition's coverage, and how many of its accounted offsets were rejected records. */
+export interface PartitionAnswer extends PartitionCoverage {
+  /** Records rejected among the accounted offsets, by reason: counted once, in no row. */
+  rejected: Record<string, number>;
+  /** false: some of its offsets come from a piece that does not say (written before they were counted). */
+  rejectedKnown: boolean;
+}
+
 export interface CubeAnswer extends AnswerRows {
   namespace: string;
   cube: string;
   /** Every partition's offsets run without a gap from where the cube began to the live position. */
   complete: boolean;
-  partitions: PartitionCoverage[];
+  /** Records rejected among the offsets accounted, over every partition (as far as known). */
+  rejected: number;
+  /** false: some partition's count of rejected records is not known. */
+  rejectedKnown: boolean;
+  partitions: PartitionAnswer[];
   sources: {
     committed: { windows: number; handOffs: number; error?: string };
     live: LiveSource[];
@@ -123,9 +138,11 @@ const errorText = (error: unknown): string => (error as Error).message ?? String
 
 export class QueryService {
   private readonly options: QueryServiceOptions;
+  private readonly cache: CommittedViewCache;
 
   constructor(options: QueryServiceOptions) {
     this.options = options;
+    this.cache = options.cache ?? new CommittedViewCache({ maxBytes: 0, listMaxAgeMs: 0 });
   }
 
   /** The cube's schema, for a question to be read against it; QueryError 404 when there is none. */
@@ -154,9 +171,14 @@ export class QueryService {
         ),
       ),
     );
-    const committed = await this.readCommitted(namespace, name, cube, q, windowMs);
+    let committed = await this.readCommitted(namespace, name, cube, q, windowMs, false);
 
     let merged = this.merge(cube, q, committed, live);
+    // A listing from the cache misses what was committed since: the offsets show it as a gap.
+    if (!merged.complete && committed.cached) {
+      committed = await this.readCommitted(namespace, name, cube, q, windowMs, true);
+      merged = this.merge(cube, q, committed, live);
+    }
     // A gap a set's partitions show may be held by a sibling replica (replicas commit and cut
     // windows at their own moments): ask the next replica of such a set once more.
     const gapped = new Set(merged.partitions.filter((p) => !p.complete).map((p) => p.partition));
@@ -183,12 +205,19 @@ export class QueryService {
       ...p.rows,
     }));
     const rows = buildAnswer(counted, cube.spec.schema, q, this.options.maxRows);
+    const rejected = countRejected(merged.counted, merged.pendingRuns);
+    const partitions = merged.partitions.map((p): PartitionAnswer => {
+      const r = rejected.get(p.partition);
+      return { ...p, rejected: r?.byReason ?? {}, rejectedKnown: r?.known ?? true };
+    });
     const answer: CubeAnswer = {
       namespace,
       cube: name,
       ...rows,
       complete: merged.complete,
-      partitions: merged.partitions,
+      rejected: totalRejected(rejected.values()),
+      rejectedKnown: partitions.every((p) => p.rejectedKnown),
+      partitions,
       sources: {
         committed: {
           windows: committed.windows,
@@ -277,11 +306,16 @@ export class QueryService {
     spec: CubeAssignment,
     q: ResolvedQuery,
     windowMs: number,
+    relist: boolean,
   ): Promise<CommittedRead> {
     const { storage } = this.options.sources;
     const schema = spec.spec.schema;
     try {
-      const view = await readCommittedView(storage, { namespace, cube });
+      const { windows: view, cached } = await this.cache.view(
+        storage,
+        { namespace, cube },
+        { relist },
+      );
       const pieces: Piece<Rowed>[] = [];
       const toRead: { piece: Piece<Rowed>; key: string }[] = [];
       for (const w of view) {
@@ -297,6 +331,7 @@ export class QueryService {
             windowStart: w.windowStart,
             ranges: rangeMapFromJson(h.offsetRanges),
             epochs: new Map(Object.entries(h.epochs).map(([p, e]) => [Number(p), e])),
+            ...rejectedOf(h.rejected),
             rows: { windowEnd, rows: [] },
           };
           pieces.push(piece);
@@ -305,14 +340,14 @@ export class QueryService {
       }
       await atMost(this.options.storageReadsAtOnce ?? 16, toRead, async ({ piece, key }) => {
         piece.rows.rows = pieceRowsOfHandOff(
-          await readHandOffRows(storage, key, schema),
+          await this.cache.rows(storage, key, schema),
           schema,
           q,
         );
       });
-      return { pieces, windows: view.length };
+      return { pieces, windows: view.length, cached };
     } catch (error) {
-      return { pieces: [], windows: 0, error: `deep storage: ${errorText(error)}` };
+      return { pieces: [], windows: 0, cached: false, error: `deep storage: ${errorText(error)}` };
     }
   }
 
@@ -321,9 +356,10 @@ export class QueryService {
     q: ResolvedQuery,
     committed: CommittedRead,
     live: Map<string, LiveRead>,
-  ): MergeResult<Rowed> {
+  ): MergeResult<Rowed> & { pendingRuns: PendingRun[] } {
     const pieces: Piece<Rowed>[] = [...committed.pieces];
     const pending = new Map<number, OffsetRange[]>();
+    const pendingRuns: PendingRun[] = [];
     const bounds = new Map<number, PartitionBounds>();
     const boundOf = (p: number): PartitionBounds => {
       let b = bounds.get(p);
@@ -338,7 +374,6 @@ export class QueryService {
     for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
     const unavailable: Unavailable[] = [];
     if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
-    const dims = fetchDimensions(q).length;
     for (const l of live.values()) {
       if (!l.answer) {
         const held = partitionsHeldBy(cube, l.set);
@@ -349,21 +384,30 @@ export class QueryService {
           });
         continue;
       }
-      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, dims));
+      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, cube, q));
       for (const [p, held] of Object.entries(l.answer.held ?? {})) {
         const b = boundOf(Number(p));
         const to = BigInt(held.to);
         if (b.end === undefined || to > b.end) b.end = to;
         const acc = pending.get(Number(p)) ?? [];
-        for (const [from, end] of held.pending) addRange(acc, BigInt(from), BigInt(end));
+        const ranges: OffsetRange[] = [];
+        for (const [from, end] of held.pending) {
+          addRange(acc, BigInt(from), BigInt(end));
+          addRange(ranges, BigInt(from), BigInt(end));
+        }
         pending.set(Number(p), acc);
+        pendingRuns.push({
+          partition: Number(p),
+          ranges,
+          ...(held.pendingRejected ? { rejected: held.pendingRejected } : {}),
+        });
       }
     }
     // A cube reading from the earliest offset began at 0: data missing before the first piece is
     // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
     if (cube.spec.source.startingOffsets !== 'latest')
       for (const b of bounds.values()) b.start = 0n;
-    return mergePieces({ pieces, pending, bounds, unavailable });
+    return { ...mergePieces({ pieces, pending, bounds, unavailable }), pendingRuns };
   }
 }
 
@@ -379,10 +423,17 @@ interface LiveRead {
 interface CommittedRead {
   pieces: Piece<Rowed>[];
   windows: number;
+  /** The listing came from the cache (it may miss windows committed since). */
+  cached: boolean;
   error?: string;
 }
 
-function livePiece(l: LiveRead, piece: QueryPiece, dims: number): Piece<Rowed> {
+function livePiece(
+  l: LiveRead,
+  piece: QueryPiece,
+  cube: CubeAssignment,
+  q: ResolvedQuery,
+): Piece<Rowed> {
   const gen = piece.generation ? ` generation ${piece.generation}` : '';
   return {
     kind: 'live',
@@ -391,9 +442,19 @@ function livePiece(l: LiveRead, piece: QueryPiece, dims: number): Piece<Rowed> {
     windowStart: piece.windowStart,
     ranges: rangeMapFromJson(piece.offsetRanges),
     epochs: new Map(Object.entries(piece.epochs).map(([p, e]) => [Number(p), e])),
-    rows: { windowEnd: piece.windowEnd, rows: pieceRowsOfLive(piece.rows, dims) },
+    ...rejectedOf(piece.rejected),
+    rows: {
+      windowEnd: piece.windowEnd,
+      rows: pieceRowsOfLive(piece.rows, fetchDimensions(q).length, cube.spec.schema, q),
+    },
   };
 }
+
+/** A piece's rejected records from JSON (partition → reason → count); nothing when it does not say. */
+const rejectedOf = (
+  json: Record<string, Record<string, number>> | undefined,
+): Pick<Piece<unknown>, 'rejected'> =>
+  json ? { rejected: new Map(Object.entries(json).map(([p, c]) => [Number(p), c])) } : {};
 
 /** Every replica set that may hold data of the cube: serving it, assigned, or keeping some. */
 export function replicaSetsOf(cube: CubeAssignment): string[] {

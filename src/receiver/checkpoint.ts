@@ -14,7 +14,17 @@ import {
 } from './offset-ranges.ts';
 import type { LostOffsetsJson } from './lost-offsets.ts';
 import type { PartitionState } from './partition-state.ts';
-import { type PartitionClock, type Segment, type SegmentState, epochsToJson } from './segments.ts';
+import { rejectReasons } from './event.ts';
+import {
+  type PartitionClock,
+  type Segment,
+  type SegmentState,
+  epochsToJson,
+  reasonCountsFromJson,
+  reasonCountsToJson,
+  rejectedFromJson,
+  rejectedToJson,
+} from './segments.ts';
 
 export const checkpointVersion = 2;
 const readableVersions = [1, 2];
@@ -28,6 +38,11 @@ export interface PartitionCheckpoint {
   watermark: number | null;
   currentWindow: number | null;
   pending: RangeJson[];
+  /**
+   * Rejected records among `pending`, by reason; absent in checkpoints written before they were
+   * counted (not known then, unless nothing was pending).
+   */
+  pendingRejected?: Record<string, number>;
   /** PartitionState.elsewhere; absent when none. */
   elsewhere?: RangeJson[];
 }
@@ -45,6 +60,8 @@ export interface SegmentCheckpoint {
   handOffPath?: string;
   /** Absent in checkpoints written before retention: the restart then counts as the hand-off. */
   handedOffAt?: number;
+  /** Segment.rejected; absent when not known (and in checkpoints written before it was kept). */
+  rejected?: Record<string, Record<string, number>>;
 }
 
 /** What the manifest says besides its segments. */
@@ -142,6 +159,9 @@ export function partitionCheckpoint(
     watermark: clock.watermark,
     currentWindow: clock.currentWindow,
     pending: rangesToJson(clock.pending),
+    ...(clock.pendingRejected
+      ? { pendingRejected: reasonCountsToJson(clock.pendingRejected) }
+      : {}),
     ...(ps.elsewhere?.length ? { elsewhere: rangesToJson(ps.elsewhere) } : {}),
   };
 }
@@ -167,6 +187,11 @@ export function restoredPartition(
       watermark: p.watermark,
       currentWindow: p.currentWindow,
       pending: rangesFromJson(p.pending),
+      pendingRejected: p.pendingRejected
+        ? reasonCountsFromJson(p.pendingRejected)
+        : p.pending.length === 0
+          ? new Array<number>(rejectReasons.length).fill(0)
+          : null,
     },
   };
 }
@@ -196,6 +221,7 @@ export function segmentCheckpoint(
     ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
     ...(s.handedOffAt === undefined ? {} : { handedOffAt: s.handedOffAt }),
     ...(handOffPath === undefined ? {} : { handOffPath }),
+    ...(s.rejected ? { rejected: rejectedToJson(s.rejected) } : {}),
   };
 }
 
@@ -213,5 +239,6 @@ export function restoredSegment(
     epochs: new Map(Object.entries(s.epochs).map(([p, e]) => [Number(p), e])),
     ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
     ...(s.state === 'HANDED_OFF' ? { handedOffAt: s.handedOffAt ?? now } : {}),
+    ...(s.rejected ? { rejected: rejectedFromJson(s.rejected) } : {}),
   };
 }

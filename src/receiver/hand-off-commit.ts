@@ -22,7 +22,7 @@ import {
   rangeMapToJson,
   rangesFromJson,
 } from './offset-ranges.ts';
-import { type Segment, epochsToJson } from './segments.ts';
+import { type Segment, epochsToJson, rejectedToJson } from './segments.ts';
 
 /** What a commit record says: the hand-offs of one window of one replica set that are the data. */
 export interface CommitRecord {
@@ -35,6 +35,8 @@ export interface CommitRecord {
     dir: string;
     offsetRanges: Record<string, RangeJson[]>;
     epochs: Record<string, number>;
+    /** As the hand-off's manifest says: partition → reason → records rejected; absent: not known. */
+    rejected?: Record<string, Record<string, number>>;
   }[];
   /** partition → the offsets the listed hand-offs cover together. */
   offsetRanges: Record<string, RangeJson[]>;
@@ -247,12 +249,13 @@ function epochIn(
 /** A hand-off of `segment` as a record lists it. */
 export function recordedHandOff(
   target: HandOffTarget,
-  segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges'>,
+  segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges' | 'rejected'>,
 ): CommitRecord['handOffs'][number] {
   return {
     dir: handOffKey(target, segment).split('/').at(-1)!,
     offsetRanges: rangeMapToJson(segment.ranges),
     epochs: epochsToJson(segment.epochs),
+    ...(segment.rejected ? { rejected: rejectedToJson(segment.rejected) } : {}),
   };
 }
 

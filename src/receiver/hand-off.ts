@@ -15,7 +15,7 @@ import {
 import type { CubeSchema } from '../api/cube.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-ranges.ts';
-import { type Segment, epochsToJson } from './segments.ts';
+import { type Segment, epochsToJson, rejectedToJson } from './segments.ts';
 
 export interface HandOffManifest {
   /** The CubeAssignment's namespace; absent when the receiver did not know it yet. */
@@ -34,6 +34,11 @@ export interface HandOffManifest {
    * this segment; with the offset ranges they tile the log. Absent when there are none.
    */
   lostRanges?: Record<string, RangeJson[]>;
+  /**
+   * partition → reason → records rejected among its offsets (no row holds them); absent when the
+   * receiver did not know (a segment restored from a checkpoint of before), or wrote before it was kept.
+   */
+  rejected?: Record<string, Record<string, number>>;
   rowCount: number;
   dataFile: string;
   schema: CubeSchema;
@@ -135,6 +140,7 @@ export async function handOffSegment(
     epochs: epochsToJson(segment.epochs),
     offsetRanges: rangeMapToJson(segment.ranges),
     ...(lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
+    ...(segment.rejected ? { rejected: rejectedToJson(segment.rejected) } : {}),
     rowCount: segment.rows.size,
     dataFile: 'data.arrow',
     schema: target.schema,

@@ -1,17 +1,22 @@
 // The query over one cube's segments on this receiver: filter, group, combine measures. Pure: a
 // function of the schema and the segments; handed-off segments answer from deep storage instead.
 // By segment, it also answers each live segment apart with its offsets, for the query service's
-// merge with the committed view (src/query/).
+// merge with the committed view (src/query/). A sum with a scale answers as a decimal string,
+// added in units of its scale (src/api/scaled-sum.ts).
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf, formatUnits, toUnits } from '../api/scaled-sum.ts';
 import type { QueryPiece, QueryResponse } from '../protocol/admin-api.ts';
 import { ChannelError } from './channel-error.ts';
 import { type OffsetRange, addRange, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
 import {
   type PartitionClock,
+  type Row,
   type Segment,
   combine,
   epochsToJson,
   generationOf,
+  reasonCountsToJson,
+  rejectedToJson,
 } from './segments.ts';
 
 export interface CubeQuery {
@@ -30,7 +35,10 @@ export function querySegments(
   schema: CubeSchema,
   segments: Iterable<Segment>,
   q: CubeQuery,
-  clocks?: ReadonlyMap<number, Readonly<Pick<PartitionClock, 'pending'>>>,
+  clocks?: ReadonlyMap<
+    number,
+    Readonly<Pick<PartitionClock, 'pending'> & Partial<Pick<PartitionClock, 'pendingRejected'>>>
+  >,
 ): QueryResponse {
   const dimIndex = (name: string, field: string): number => {
     const i = schema.dimensions.indexOf(name);
@@ -49,7 +57,13 @@ export function querySegments(
       throw new ChannelError('Invalid', `cube ${cube} has no measure '${name}'`, `measures.${i}`);
     return idx;
   });
-  type Groups = Map<string, { dims: string[]; values: number[] }>;
+  const scales = measureIdx.map((i) => exactScaleOf(schema.measures[i]!));
+  const valueOf = (row: Row, j: number): number | bigint => {
+    const v = row.values[measureIdx[j]!] ?? 0;
+    const scale = scales[j];
+    return scale === undefined ? v : toUnits(v, scale);
+  };
+  type Groups = Map<string, { dims: string[]; values: (number | bigint)[] }>;
   const addRows = (groups: Groups, s: Segment): void => {
     for (const row of s.rows.values()) {
       if (!filters.every((f) => f.values.has(row.dimensions[f.i] ?? ''))) continue;
@@ -57,10 +71,15 @@ export function querySegments(
       const key = JSON.stringify(dims);
       const g = groups.get(key);
       if (!g) {
-        groups.set(key, { dims, values: measureIdx.map((i) => row.values[i] ?? 0) });
+        groups.set(key, { dims, values: measureIdx.map((_, j) => valueOf(row, j)) });
       } else {
         measureIdx.forEach((mi, j) => {
-          g.values[j] = combine(schema.measures[mi]!.function, g.values[j]!, row.values[mi]!);
+          const a = g.values[j]!;
+          const b = valueOf(row, j);
+          g.values[j] =
+            typeof a === 'bigint'
+              ? a + (b as bigint)
+              : combine(schema.measures[mi]!.function, a, b as number);
         });
       }
     }
@@ -68,7 +87,10 @@ export function querySegments(
   const rowsOf = (groups: Groups): Rows =>
     [...groups.values()]
       .sort((a, b) => (a.dims.join('\u0000') < b.dims.join('\u0000') ? -1 : 1))
-      .map((g) => [...g.dims, ...g.values]);
+      .map((g) => [
+        ...g.dims,
+        ...g.values.map((v, j) => (typeof v === 'bigint' ? formatUnits(v, scales[j]!) : v)),
+      ]);
 
   const groups: Groups = new Map();
   const covered = new Map<number, OffsetRange[]>();
@@ -96,6 +118,7 @@ export function querySegments(
         offsetRanges: rangeMapToJson(s.ranges),
         inRange,
         rows: rowsOf(own),
+        ...(s.rejected ? { rejected: rejectedToJson(s.rejected) } : {}),
       });
     }
     if (!inRange) continue;
@@ -116,7 +139,15 @@ export function querySegments(
   if (!q.bySegment) return answer;
   const held: NonNullable<QueryResponse['held']> = {};
   for (const [p, clock] of clocks ?? []) for (const r of clock.pending) holds(p, r.to);
-  for (const [p, to] of heldTo)
-    held[String(p)] = { to: to.toString(), pending: rangesToJson(clocks?.get(p)?.pending ?? []) };
+  for (const [p, to] of heldTo) {
+    const clock = clocks?.get(p);
+    held[String(p)] = {
+      to: to.toString(),
+      pending: rangesToJson(clock?.pending ?? []),
+      ...(clock?.pendingRejected
+        ? { pendingRejected: reasonCountsToJson(clock.pendingRejected) }
+        : {}),
+    };
+  }
   return { ...answer, pieces, held };
 }

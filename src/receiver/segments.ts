@@ -40,6 +40,12 @@ export interface Segment {
   readonly handedOffRows?: number;
   /** Wall-clock time of the hand-off: the start of its retention. */
   readonly handedOffAt?: number;
+  /**
+   * Per partition, the records among its offsets that were rejected, by reason (indexed as
+   * rejectReasons): offsets accounted here that no row holds. Absent when not known (a segment
+   * restored from a checkpoint written before they were counted).
+   */
+  readonly rejected?: Map<number, number[]>;
 }
 
 type MutableSegment = { -readonly [K in keyof Segment]: Segment[K] };
@@ -54,6 +60,11 @@ export interface PartitionClock {
   currentWindow: number | null;
   /** Offsets consumed before any accepted event had a segment to go to. */
   pending: OffsetRange[];
+  /**
+   * The records among `pending` that were rejected, by reason (indexed as rejectReasons); null when
+   * not known (a clock restored from a checkpoint written before they were counted).
+   */
+  pendingRejected: number[] | null;
 }
 
 export type AcceptResult = { ok: true; windowStart: number } | { ok: false; reason: RejectReason };
@@ -103,6 +114,38 @@ export function combine(fn: MeasureFunction, a: number, b: number): number {
   }
 }
 
+/** Rejected records by reason, as JSON: only the reasons that counted some. */
+export const reasonCountsToJson = (counts: readonly number[]): Record<string, number> =>
+  Object.fromEntries(counts.flatMap((n, i) => (n > 0 ? [[rejectReasons[i]!, n]] : [])));
+
+/** Rejected records by reason from JSON; a reason this receiver does not know is left out. */
+export function reasonCountsFromJson(json: Record<string, number>): number[] {
+  const counts = new Array<number>(rejectReasons.length).fill(0);
+  for (const [reason, n] of Object.entries(json)) {
+    const i = rejectReasons.indexOf(reason as RejectReason);
+    if (i >= 0) counts[i] = n;
+  }
+  return counts;
+}
+
+/** A segment's rejected records as JSON (partition → reason → count): checkpoint, manifest, record. */
+export const rejectedToJson = (
+  rejected: ReadonlyMap<number, readonly number[]>,
+): Record<string, Record<string, number>> =>
+  Object.fromEntries([...rejected].map(([p, counts]) => [String(p), reasonCountsToJson(counts)]));
+
+export const rejectedFromJson = (
+  json: Record<string, Record<string, number>>,
+): Map<number, number[]> =>
+  new Map(Object.entries(json).map(([p, counts]) => [Number(p), reasonCountsFromJson(counts)]));
+
+const noRejections = (): number[] => new Array<number>(rejectReasons.length).fill(0);
+
+/** Adds `counts` to `into` (both indexed as rejectReasons). */
+function addCounts(into: number[], counts: readonly number[]): void {
+  for (let i = 0; i < counts.length; i++) into[i] = (into[i] ?? 0) + counts[i]!;
+}
+
 /** A segment's epochs as JSON, keyed by partition number: status, checkpoint, manifest. */
 export const epochsToJson = (epochs: ReadonlyMap<number, number>): Record<string, number> =>
   Object.fromEntries([...epochs].map(([p, e]) => [String(p), e]));
@@ -147,7 +190,7 @@ export class SegmentManager {
   private clockOf(partition: number): PartitionClock {
     let c = this.clocks.get(partition);
     if (!c) {
-      c = { watermark: null, currentWindow: null, pending: [] };
+      c = { watermark: null, currentWindow: null, pending: [], pendingRejected: noRejections() };
       this.clocks.set(partition, c);
     }
     return c;
@@ -162,7 +205,11 @@ export class SegmentManager {
 
   /** A partition's clock as a checkpoint recorded it. */
   restoreClock(partition: number, restored: PartitionClock): void {
-    this.clocks.set(partition, { ...restored, pending: [...restored.pending] });
+    this.clocks.set(partition, {
+      ...restored,
+      pending: [...restored.pending],
+      pendingRejected: restored.pendingRejected && [...restored.pendingRejected],
+    });
   }
 
   windowOf(time: number): number {
@@ -189,6 +236,7 @@ export class SegmentManager {
       delta: new Map(),
       ranges: new Map(),
       epochs: new Map(),
+      rejected: new Map(),
     };
     this.held.set(key, s);
     this.active.set(windowStart, s);
@@ -211,6 +259,35 @@ export class SegmentManager {
     const known = segment.epochs.get(partition);
     if (known === undefined || epoch > known) segment.epochs.set(partition, epoch);
     this.changed.add(segment.key);
+  }
+
+  /** Counts rejected records among the partition's offsets of the segment. */
+  private countRejected(segment: Segment, partition: number, counts: readonly number[]): void {
+    const rejected = segment.rejected;
+    if (!rejected) return; // not known: stays so
+    let into = rejected.get(partition);
+    if (!into) rejected.set(partition, (into = noRejections()));
+    addCounts(into, counts);
+  }
+
+  /** Rejected records among offsets not yet in a segment: pending with them. */
+  private countPendingRejected(clock: PartitionClock, counts: readonly number[]): void {
+    if (clock.pendingRejected) addCounts(clock.pendingRejected, counts);
+  }
+
+  /** Gives the partition's pending offsets, and the rejected records among them, to `segment`. */
+  private takePending(
+    segment: Segment,
+    clock: PartitionClock,
+    partition: number,
+    epoch: number,
+  ): void {
+    for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
+    clock.pending = [];
+    if (clock.pendingRejected === null) delete (segment as MutableSegment).rejected;
+    else if (clock.pendingRejected.some((n) => n > 0))
+      this.countRejected(segment, partition, clock.pendingRejected);
+    clock.pendingRejected = noRejections();
   }
 
   /** The ACTIVE segment that offsets without an event of their own are accounted to. */
@@ -238,18 +315,15 @@ export class SegmentManager {
     const windowStart = this.windowOf(event.time);
     const closesAt = windowStart + this.windowMs + this.latenessMs;
     if (clock.watermark !== null && clock.watermark >= closesAt) {
-      this.skip(partition, epoch, offset, offset + 1n);
+      this.skip(partition, epoch, offset, offset + 1n, 'too_late');
       return { ok: false, reason: 'too_late' };
     }
     const segment = this.segmentFor(windowStart);
     if (!segment) {
-      this.skip(partition, epoch, offset, offset + 1n);
+      this.skip(partition, epoch, offset, offset + 1n, 'window_sealed');
       return { ok: false, reason: 'window_sealed' };
     }
-    if (clock.pending.length > 0) {
-      for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
-      clock.pending = [];
-    }
+    if (clock.pending.length > 0) this.takePending(segment, clock, partition, epoch);
     this.cover(segment, partition, epoch, offset, offset + 1n);
     clock.currentWindow = segment.key;
     if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
@@ -313,11 +387,23 @@ export class SegmentManager {
     // [runFrom, pos) accounted to it but not yet added: coverage is contiguous from the position.
     let current = this.currentSegment(clock);
     let runFrom = pos;
+    // Rejected records of the run, by reason (indexed as rejectReasons); undefined: none.
+    let runRejected: number[] | undefined;
     const flushRun = (): void => {
       if (runFrom === pos) return;
-      if (current) this.cover(current, partition, epoch, BigInt(runFrom), BigInt(pos));
-      else addRange(clock.pending, BigInt(runFrom), BigInt(pos));
+      if (current) {
+        this.cover(current, partition, epoch, BigInt(runFrom), BigInt(pos));
+        if (runRejected) this.countRejected(current, partition, runRejected);
+      } else {
+        addRange(clock.pending, BigInt(runFrom), BigInt(pos));
+        if (runRejected) this.countPendingRejected(clock, runRejected);
+      }
       runFrom = pos;
+      runRejected = undefined;
+    };
+    const rejectRecord = (reason: number): void => {
+      rejected[reason]! += 1;
+      (runRejected ??= noRejections())[reason]! += 1;
     };
     // Rows and deltas of one segment by row-key code, valid for this batch only.
     let cached: Segment | undefined;
@@ -346,29 +432,26 @@ export class SegmentManager {
       pos = offset; // a gap before the record is skipped: it extends the current run
       const reason = reasons[i]!;
       if (reason !== 0) {
-        rejected[reason - 1]! += 1;
+        rejectRecord(reason - 1);
         pos = offset + 1;
         continue;
       }
       const time = times[i]!;
       const windowStart = this.windowOf(time);
       if (watermark >= windowStart + this.windowMs + this.latenessMs) {
-        rejected[tooLate]! += 1;
+        rejectRecord(tooLate);
         pos = offset + 1;
         continue;
       }
       const segment = current?.windowStart === windowStart ? current : this.segmentFor(windowStart);
       if (!segment) {
-        rejected[windowSealed]! += 1;
+        rejectRecord(windowSealed);
         pos = offset + 1;
         continue;
       }
       if (segment !== current || clock.pending.length > 0) {
         flushRun();
-        if (clock.pending.length > 0) {
-          for (const r of clock.pending) this.cover(segment, partition, epoch, r.from, r.to);
-          clock.pending = [];
-        }
+        if (clock.pending.length > 0) this.takePending(segment, clock, partition, epoch);
         current = segment;
       }
       pos = offset + 1;
@@ -396,14 +479,22 @@ export class SegmentManager {
 
   /**
    * Accounts offsets that carry no accepted event (rejected records, control records, offsets
-   * removed by compaction) to the partition's current segment, or holds them until it has one.
+   * removed by compaction) to the partition's current segment, or holds them until it has one;
+   * `rejected`: the one record of [from, from + 1) was rejected for this reason.
    */
-  skip(partition: number, epoch: number, from: bigint, to: bigint): void {
+  skip(partition: number, epoch: number, from: bigint, to: bigint, rejected?: RejectReason): void {
     if (to <= from) return;
     const clock = this.clockOf(partition);
     const current = this.currentSegment(clock);
-    if (current) this.cover(current, partition, epoch, from, to);
-    else addRange(clock.pending, from, to);
+    const counts = rejected === undefined ? undefined : noRejections();
+    if (counts) counts[rejectReasons.indexOf(rejected!)] = 1;
+    if (current) {
+      this.cover(current, partition, epoch, from, to);
+      if (counts) this.countRejected(current, partition, counts);
+    } else {
+      addRange(clock.pending, from, to);
+      if (counts) this.countPendingRejected(clock, counts);
+    }
   }
 
   /** Merges rows read back from a fragment file (recovery) into a segment. */
@@ -581,8 +672,7 @@ export class SegmentManager {
       latest ??
       this.segmentFor(this.nextFreeWindow(this.windowOf(clock.watermark ?? fallbackTime)));
     // A window that holds no segment opens at generation 0.
-    for (const r of clock.pending) this.cover(target!, partition, epoch, r.from, r.to);
-    clock.pending = [];
+    this.takePending(target!, clock, partition, epoch);
   }
 
   /** The first window from `from` on that holds no segment and was not purged. */

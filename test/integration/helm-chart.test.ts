@@ -20,6 +20,7 @@ import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
+import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -269,7 +270,7 @@ test('the operator runs with the environment of src/operator/node-options.ts (MA
   expect(arenasOf(await render('operator.mallocArenaMax=4'))).toBe('4');
 });
 
-test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) to the receivers' admin port, and metricsFrom (everyone by default) to the metrics port", async () => {
+test("the NetworkPolicy admits only the operator's pods, the query servers (and extraIngressFrom) to the receivers' admin port, and metricsFrom (everyone by default) to the metrics port", async () => {
   const objects = await render();
   const policy = find(objects, 'NetworkPolicy', 't-receivers').spec as {
     podSelector: { matchLabels: Record<string, string> };
@@ -289,10 +290,14 @@ test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) t
   // The metrics port: from anywhere unless metricsFrom narrows it (a rule without `from`).
   expect(metricsRule).toEqual({ ports: [{ protocol: 'TCP', port: 9090 }] });
   expect(rule!.ports).toEqual([{ protocol: 'TCP', port: 8080 }]);
-  expect(rule!.from).toHaveLength(1);
+  expect(rule!.from).toHaveLength(2);
+  const query = find(objects, 'Deployment', 't-query');
   expect(selects(rule!.from[0]!.podSelector!, podTemplate(operator!).metadata?.labels)).toBe(true);
-  for (const r of receivers)
+  expect(selects(rule!.from[1]!.podSelector!, podTemplate(query).metadata?.labels)).toBe(true);
+  for (const r of [...receivers, query])
     expect(selects(rule!.from[0]!.podSelector!, podTemplate(r).metadata?.labels)).toBe(false);
+  for (const r of [...receivers, operator!])
+    expect(selects(rule!.from[1]!.podSelector!, podTemplate(r).metadata?.labels)).toBe(false);
   // The receivers' container ports are the ones the policy opens.
   for (const r of receivers)
     expect(container(r).ports).toEqual([
@@ -307,7 +312,7 @@ test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) t
   const openedRule = (find(opened, 'NetworkPolicy', 't-receivers').spec as typeof policy)
     .ingress[0]!;
   expect(openedRule.ports).toEqual([{ protocol: 'TCP', port: 9000 }]);
-  expect(openedRule.from[1]).toEqual({
+  expect(openedRule.from[2]).toEqual({
     namespaceSelector: { matchLabels: { team: 'monitoring' } },
   });
   const monitoring = { namespaceSelector: { matchLabels: { team: 'monitoring' } } };
@@ -321,6 +326,11 @@ test("the NetworkPolicy admits only the operator's pods (and extraIngressFrom) t
   expect((find(narrowed, 'NetworkPolicy', 't-operator').spec as typeof policy).ingress).toEqual([
     { ports: [{ protocol: 'TCP', port: 8081 }], from: [monitoring] },
   ]);
+
+  const withoutQuery = await render('queryServer.enabled=false');
+  expect(
+    (find(withoutQuery, 'NetworkPolicy', 't-receivers').spec as typeof policy).ingress[0]!.from,
+  ).toHaveLength(1);
 
   const off = await render('networkPolicy.enabled=false');
   expect(off.some((o) => o.kind === 'NetworkPolicy')).toBe(false);
@@ -371,6 +381,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator-metrics']],
     ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
+    ['t-query', 'query', ['t-query']],
   ] as const) {
     const monitor = find(withServiceMonitors, 'ServiceMonitor', name);
     expect(monitor.metadata?.labels).toMatchObject({ release: 'prom' });
@@ -394,10 +405,11 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
 
   const withPodMonitors = await render('metrics.podMonitor.enabled=true');
   expect(withPodMonitors.filter((o) => o.kind === 'ServiceMonitor')).toEqual([]);
-  const pods = workloads(withPodMonitors);
+  const pods = [...workloads(withPodMonitors), find(withPodMonitors, 'Deployment', 't-query')];
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator']],
     ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
+    ['t-query', 'query', ['t-query']],
   ] as const) {
     const spec = find(withPodMonitors, 'PodMonitor', name).spec as {
       selector: { matchLabels: Record<string, string> };
@@ -612,7 +624,7 @@ test('readToken: the receivers mount the read token, the operator only the admin
     }
 });
 
-test('the operator can run under a ServiceAccount made elsewhere', async () => {
+test('the operator and the query servers can run under ServiceAccounts made elsewhere', async () => {
   const { stdout } = await helm(
     'template',
     't',
@@ -621,10 +633,16 @@ test('the operator can run under a ServiceAccount made elsewhere', async () => {
     'operator.serviceAccount.create=false',
     '--set',
     'operator.serviceAccount.name=made-elsewhere',
+    '--set',
+    'queryServer.serviceAccount.create=false',
+    '--set',
+    'queryServer.serviceAccount.name=queries-elsewhere',
   );
   expect(stdout).not.toMatch(/^kind: ServiceAccount$/m);
   expect(stdout).toContain('serviceAccountName: made-elsewhere');
   expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: made-elsewhere/);
+  expect(stdout).toContain('serviceAccountName: queries-elsewhere');
+  expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: queries-elsewhere/);
 });
 
 test('source Secrets: the operator and a receiver ServiceAccount may get exactly those names, in each namespace listed', async () => {
@@ -793,6 +811,107 @@ const everyOption = {
   },
 };
 
+test("the query service: a Deployment under the chart's security context whose flags its parser takes, a Service, a budget and read-only RBAC; none when disabled", async () => {
+  const objects = await render(
+    'queryServer.maxRows=500',
+    'queryServer.cacheBytes=64Mi',
+    'queryServer.extraArgs[0]=--receiver-timeout=2s',
+  );
+  const deployment = find(objects, 'Deployment', 't-query');
+  const pod = podTemplate(deployment);
+  const c = container(deployment);
+  expect(pod.spec?.securityContext).toMatchObject({ runAsNonRoot: true });
+  expect(c.securityContext).toMatchObject({
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+  });
+  expect(c.args![0]).toBe('query-server');
+  // A later flag wins: extraArgs come after the chart's own.
+  expect(parseQueryServerConfig(c.args!.slice(1), {})).toMatchObject({
+    port: 8082,
+    namespace: 'chart-ns',
+    receiverNamespace: 'chart-ns',
+    receiverPort: 8080,
+    // The read token, never the admin one; this release's receivers only.
+    receiverTokenFile: '/var/run/streamcube-read/token',
+    tokenFile: '/var/run/streamcube-read/token',
+    receiverSelector: 'app.kubernetes.io/instance=t',
+    deepStorage: { type: 'filesystem', dir: '/var/lib/streamcube/deep-storage' },
+    receiverTimeoutMs: 2000,
+    maxRows: 500,
+    cacheBytes: 64 * 2 ** 20,
+  });
+  expect(pod.spec?.volumes).toContainEqual({
+    name: 'deep-storage',
+    persistentVolumeClaim: { claimName: 't-deep-storage', readOnly: true },
+  });
+  expect(c.ports).toEqual([{ name: 'query', containerPort: 8082 }]);
+  expect(pod.spec?.volumes?.map((v) => v.name)).not.toContain('token');
+  const service = find(objects, 'Service', 't-query');
+  expect(
+    selects(
+      { matchLabels: (service.spec as { selector: Record<string, string> }).selector },
+      pod.metadata?.labels,
+    ),
+  ).toBe(true);
+  expect(service.spec?.ports).toEqual([{ name: 'query', port: 8082, targetPort: 'query' }]);
+  const budget = find(objects, 'PodDisruptionBudget', 't-query').spec as {
+    minAvailable: number;
+    selector: { matchLabels: Record<string, string> };
+  };
+  expect(budget.minAvailable).toBe(1);
+  expect(selects(budget.selector, pod.metadata?.labels)).toBe(true);
+  expect(pod.spec?.serviceAccountName).toBe('t-query');
+  const rules = (name: string) =>
+    (
+      find(objects, 'Role', name) as unknown as {
+        rules: { resources: string[]; verbs: string[] }[];
+      }
+    ).rules;
+  expect(rules('t-query')).toEqual([
+    {
+      apiGroups: ['streamcube.io'],
+      resources: ['cubeassignments'],
+      verbs: ['get', 'list', 'watch'],
+    },
+  ]);
+  expect(rules('t-query-receivers')).toEqual([
+    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+  ]);
+
+  // Deep storage in S3: the receivers' flags and credentials, no claim mounted.
+  const s3 = await render(
+    'deepStorage.type=s3',
+    'deepStorage.s3.bucket=lake',
+    'deepStorage.s3.endpoint=http://seaweedfs:8333',
+    'deepStorage.s3.forcePathStyle=true',
+    'deepStorage.s3.credentialsSecret=s3-creds',
+    'operator.watchReleaseNamespace=false',
+  );
+  const s3Query = container(find(s3, 'Deployment', 't-query'));
+  const s3Receiver = container(find(s3, 'StatefulSet', 't-rs-a'));
+  expect(parseQueryServerConfig(s3Query.args!.slice(1), {})).toMatchObject({
+    namespace: undefined,
+    deepStorage: parseReceiverConfig(s3Receiver.args!.slice(1), {}).deepStorage,
+  });
+  expect(s3Query.env?.filter((e) => e.name.startsWith('AWS_'))).toEqual(
+    s3Receiver.env?.filter((e) => e.name.startsWith('AWS_')),
+  );
+  expect(podTemplate(find(s3, 'Deployment', 't-query')).spec?.volumes?.map((v) => v.name)).toEqual([
+    'tmp',
+    'read-token',
+  ]);
+  expect(find(s3, 'ClusterRole', 't-query')).toBeDefined();
+
+  const one = await render('queryServer.replicas=1');
+  expect(one.some((o) => o.kind === 'PodDisruptionBudget' && o.metadata?.name === 't-query')).toBe(
+    false,
+  );
+  const off = await render('queryServer.enabled=false');
+  expect(off.filter((o) => o.metadata?.name?.startsWith('t-query'))).toEqual([]);
+  await expect(render('queryServer.cacheBytes=lots')).rejects.toThrow(/cacheBytes/);
+});
+
 test('helm install creates the operator, RBAC, token, policy, monitors and one StatefulSet per replica set', async () => {
   await applyCrd();
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-helm-'));
@@ -856,9 +975,9 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   for (const step of [
     `kubectl -n ${namespace} get cube`,
     `kubectl -n ${namespace} describe cube <name>`,
-    `kubectl -n ${namespace} get secret sc-read-token -o jsonpath='{.data.token}' | base64 -d`,
-    `kubectl -n ${namespace} port-forward pod/sc-rs-x-0 8080:8080`,
-    'curl -s -H "Authorization: Bearer $TOKEN" -X POST localhost:8080/v1/namespaces/<namespace>/cubes/<name>/query',
+    `kubectl -n ${namespace} get secret sc-read-token -o jsonpath='{.data.token}' | base64 -d > token`,
+    `kubectl -n ${namespace} port-forward service/sc-query 8082:8082`,
+    'streamcube query --server http://127.0.0.1:8082 --token-file token -n <namespace> <name>',
     'kubectl apply --server-side',
   ])
     expect(installed.stdout).toContain(step);
@@ -884,6 +1003,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     budgets.items.map((b) => [b.metadata?.name, b.spec?.maxUnavailable, b.spec?.minAvailable]),
   ).toEqual([
     ['sc-operator', undefined, 1],
+    ['sc-query', undefined, 1],
     ['sc-rs-x', 1, undefined],
   ]);
   const operator = await apps.readNamespacedDeployment({ name: 'sc-operator', namespace });
@@ -903,7 +1023,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   const policy = await kc
     .makeApiClient(NetworkingV1Api)
     .readNamespacedNetworkPolicy({ name: 'sc-receivers', namespace });
-  expect(policy.spec?.ingress?.[0]?._from).toHaveLength(2);
+  expect(policy.spec?.ingress?.[0]?._from).toHaveLength(3);
   await kc
     .makeApiClient(CoreV1Api)
     .readNamespacedService({ name: 'sc-operator-metrics', namespace });
@@ -911,6 +1031,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     kubectl('get', 'servicemonitors,podmonitors', '--namespace', namespace, '-o', 'name');
   expect((await monitors()).split('\n').filter(Boolean).sort()).toEqual([
     'servicemonitor.monitoring.coreos.com/sc-operator',
+    'servicemonitor.monitoring.coreos.com/sc-query',
     'servicemonitor.monitoring.coreos.com/sc-receivers',
   ]);
 
@@ -938,6 +1059,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(Buffer.from(after.data?.token ?? '', 'base64').toString()).toBe(token);
   expect((await monitors()).split('\n').filter(Boolean).sort()).toEqual([
     'podmonitor.monitoring.coreos.com/sc-operator',
+    'podmonitor.monitoring.coreos.com/sc-query',
     'podmonitor.monitoring.coreos.com/sc-receivers',
   ]);
   await helm('uninstall', 'sc', '--namespace', namespace);

@@ -1,10 +1,12 @@
 // One answer per cube: the real operator, two replica sets of two receivers, Kafka's Java producer
 // (lz4 records at mixed rates, and zstd transactions, one aborted) into a cube with 1-minute
 // windows, so that by the end some windows are committed to deep storage and some are live. The
-// query server's answers — totals, a group-by, a time series — equal the producer's ledger; its
+// query server's answers — totals (revenue an exact decimal), a group-by, a time series, and the
+// malformed records among the offsets, per partition — equal the producer's ledger; its
 // answers while windows were being committed count exactly the offsets they say they cover; and
 // over the committed windows it equals an independent reader (pyarrow over the committed files).
 import { setTimeout as sleep } from 'node:timers/promises';
+import { formatUnits } from '../../src/api/scaled-sum.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
 import {
   type TestEvent,
@@ -15,7 +17,7 @@ import {
   totalsOf,
   windowedSchema,
 } from '../support/events.ts';
-import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { applyCrd, cubeApi, waitForSettled } from '../support/cluster.ts';
 import { committed } from '../support/hand-offs.ts';
 import {
   type JavaProducer,
@@ -37,7 +39,11 @@ const stack = useOperatorStack({
   receiver: { idleTimeout: '10m', flushInterval: '1s' },
 });
 const cube = 'orders';
-const schema = windowedSchema; // 1-minute windows, 10 s allowed lateness
+// 1-minute windows, 10 s allowed lateness; revenue, a sum of prices in cents, exact at scale 2.
+const schema = {
+  ...windowedSchema,
+  measures: windowedSchema.measures.map((m) => (m.name === 'revenue' ? { ...m, scale: 2 } : m)),
+};
 const partitions = 6;
 const runMs = 80_000;
 const M = 60_000;
@@ -50,15 +56,25 @@ afterAll(async () => {
 });
 
 const totalsRow = (answer: CubeAnswer) => {
-  const [events = 0, revenue = 0, cheapest = Infinity, dearest = -Infinity] = (answer.rows[0] ??
-    []) as number[];
+  const [events = 0, revenue = '0.00', cheapest = Infinity, dearest = -Infinity] = (answer
+    .rows[0] ?? []) as [number, string, number, number];
   return { events, revenue, cheapest, dearest };
 };
+
+/** The exact sum of prices, as the decimal the producer wrote: cents added as integers. */
+const revenueOf = (events: TestEvent[]): string =>
+  formatUnits(
+    events.reduce((a, e) => a + BigInt(Math.round(e.price * 100)), 0n),
+    2,
+  );
 
 test('answers over live receivers and committed deep storage equal the ledger, every offset once', async () => {
   const t0 = Date.now();
   const topic = await createTopic(stack.admin, partitions);
   const api = cubeApi(stack.kc);
+  // The CRD of this checkout (measures' `scale`) again, right before the cube: a shared API
+  // server may have been given another checkout's since the stack started.
+  await applyCrd();
   await api.create(stack.namespace, cube, {
     source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
     schema,
@@ -95,7 +111,8 @@ test('answers over live receivers and committed deep storage equal the ledger, e
         { partition: 5, atMs: 45 * s, count: 1500 },
       ],
     },
-    (p, i, now) => event(p, i, now),
+    // Every 50th record of partition 1 is not JSON: rejected, its offset still counted once.
+    (p, i, now) => (p === 1 && i % 50 === 7 ? `not json ${i}` : event(p, i, now)),
   );
   // Transactions of 20 records to two partitions every 4 s; the fifth is aborted.
   const transactions = (async () => {
@@ -128,7 +145,9 @@ test('answers over live receivers and committed deep storage equal the ledger, e
 
   // The ledger: what a read_committed consumer sees.
   const visible = [...plain.visibleRecords(), ...tx.visibleRecords()];
-  const events = visible.map((r) => JSON.parse(r.value) as TestEvent);
+  const isEvent = (r: { value: string }): boolean => !r.value.startsWith('not json');
+  const events = visible.filter(isEvent).map((r) => JSON.parse(r.value) as TestEvent);
+  const malformed = visible.filter((r) => !isEvent(r));
   const hw = await highWatermarks(stack.kafka, topic);
   const status = (await api.get(stack.namespace, cube)).status!;
   for (const [set, owned] of Object.entries(status.assignment ?? {}))
@@ -158,8 +177,20 @@ test('answers over live receivers and committed deep storage equal the ledger, e
       total.partitions.map((p) => [p.partition, [p.from, p.to, p.covered.length]]),
     ),
   ).toEqual(Object.fromEntries([...hw].map(([p, end]) => [p, ['0', end.toString(), 1]])));
-  expectTotals(totalsRow(total), totalsOf(events));
+  const { revenue, ...others } = totalsRow(total);
+  expectTotals({ ...others, revenue: Number(revenue) }, totalsOf(events));
+  expect(revenue).toBe(revenueOf(events));
   expect(total.sources.committed.handOffs).toBeGreaterThan(0);
+  // The malformed records: counted once as offsets, in no row, and said so per partition.
+  expect(malformed.length).toBeGreaterThan(0);
+  expect(total).toMatchObject({ rejected: malformed.length, rejectedKnown: true });
+  expect(
+    Object.fromEntries(total.partitions.map((p) => [p.partition, p.rejected.bad_json ?? 0])),
+  ).toEqual(
+    Object.fromEntries(
+      [...hw.keys()].map((p) => [p, malformed.filter((r) => r.partition === p).length]),
+    ),
+  );
   expect(total.sources.live.every((l) => l.receiver !== undefined)).toBe(true);
 
   // A group-by and a time series.
@@ -169,9 +200,9 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   });
   const expectedByCountry = byCountry(events);
   expect(grouped.rows.map((r) => r[0])).toEqual(Object.keys(expectedByCountry).sort());
-  for (const [country, n, revenue] of grouped.rows as [string, number, number][]) {
+  for (const [country, n, revenue] of grouped.rows as [string, number, string][]) {
     expect(n).toBe(expectedByCountry[country]!.events);
-    expect(revenue).toBeCloseTo(expectedByCountry[country]!.revenue, 6);
+    expect(revenue).toBe(revenueOf(events.filter((e) => e.country === country)));
   }
   const series = await server.query(cube, { granularity: '1m', measures: ['events'] });
   const perMinute = new Map<string, number>();
@@ -187,7 +218,7 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   const exactDuring = during.map((answer) => {
     const expected = visible.filter((r) => {
       const p = answer.partitions.find((x) => x.partition === r.partition);
-      return p !== undefined && r.offset < BigInt(p.to);
+      return isEvent(r) && p !== undefined && r.offset < BigInt(p.to);
     }).length;
     return { complete: answer.complete, counted: totalsRow(answer).events, expected };
   });
@@ -226,7 +257,9 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   // `streamcube query`: a table that says it is complete, and CSV.
   const table = await server.cli(['--group-by=country', cube]);
   expect(table.code).toBe(0);
-  expect(table.stdout).toContain(`complete: every offset of ${partitions} partitions counted once`);
+  expect(table.stdout).toContain(
+    `complete: every offset of ${partitions} partitions counted once; ${malformed.length} of them rejected records, in no row (bad_json: ${malformed.length})`,
+  );
   const csv = await server.cli(['--measures=events', '-o', 'csv', cube]);
   expect(csv.stdout).toBe(`events\r\n${events.length}\r\n`);
   expect((await server.cli(['--group-by=city', cube])).stderr).toMatch(/400.*field groupBy\.0/);
@@ -247,9 +280,13 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   expect(await server.metrics()).toMatch(
     /streamcube_query_pieces_total\{source="committed"\} [1-9]/,
   );
+  // The group-by read the hand-offs the totals had read: from the cache.
+  expect(await server.metrics()).toMatch(
+    /streamcube_query_cache_lookups_total\{kind="rows",result="hit"\} [1-9]/,
+  );
 
   console.log(table.stdout);
   console.log(
-    `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
+    `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, revenue ${totalsRow(total).revenue}, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
   );
 });

@@ -159,6 +159,7 @@ test('every CEL rule has a message and its fieldPath names a field that exists',
     '.spec.schema.allowedLateness',
     '.spec.schema.measures',
     '.spec.schema.measures[].field',
+    '.spec.schema.measures[].scale',
     '.spec.schema.window',
     '.spec.source.sasl', // only with tls, unless allowPlaintext
     '.spec.source.topic', // immutable (transition rule)

@@ -82,6 +82,16 @@ test('a table, CSV, and what is missing', () => {
       ],
     ),
   ).toBe('COUNTRY  EVENTS\nde         1200\nfr            7\n');
+  // An exact sum is a decimal string: right-aligned as a number.
+  expect(
+    formatTable(
+      ['country', 'revenue'],
+      [
+        ['de', '1200.50'],
+        ['fr', '7.00'],
+      ],
+    ),
+  ).toBe('COUNTRY  REVENUE\nde       1200.50\nfr          7.00\n');
   expect(formatCsv(['country', 'note'], [['de', 'a, "b"']])).toBe(
     'country,note\r\nde,"a, ""b"""\r\n',
   );

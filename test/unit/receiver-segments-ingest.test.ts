@@ -128,7 +128,7 @@ function applyOneByOne(
       if (result.ok) o.ingested += 1;
       else reason = result.reason;
     } else {
-      m.skip(0, 1, r.offset, r.offset + 1n);
+      m.skip(0, 1, r.offset, r.offset + 1n, parsed.reason);
       reason = parsed.reason;
     }
     if (reason) o.rejected[reason] = (o.rejected[reason] ?? 0) + 1;
@@ -187,10 +187,16 @@ function snapshot(m: SegmentManager): unknown {
       delta: [...s.delta].sort(([a], [b]) => (a < b ? -1 : 1)),
       ranges: [...s.ranges].map(([p, r]) => [p, rangeText(r)]),
       epochs: [...s.epochs],
+      rejected: s.rejected ? [...s.rejected] : 'not known',
     })),
     clocks: [...m.partitions].map(([p, c]) => [
       p,
-      { watermark: c.watermark, currentWindow: c.currentWindow, pending: rangeText(c.pending) },
+      {
+        watermark: c.watermark,
+        currentWindow: c.currentWindow,
+        pending: rangeText(c.pending),
+        pendingRejected: c.pendingRejected,
+      },
     ]),
   };
 }
@@ -204,6 +210,17 @@ test('ingest gives what accept and skip per record give, however the log is batc
       expect(batched.ingested).toBe(one.ingested);
       expect(batched.rejected).toEqual(one.rejected);
       expect(snapshot(batched.manager)).toEqual(snapshot(one.manager));
+      // Every rejected record is counted once, in the segment (or pending run) holding its offset.
+      for (const o of [one, batched]) {
+        const held: Partial<Record<RejectReason, number>> = {};
+        const count = (counts: readonly number[] | null | undefined): void =>
+          counts?.forEach((n, r) => {
+            if (n > 0) held[rejectReasons[r]!] = (held[rejectReasons[r]!] ?? 0) + n;
+          });
+        for (const seg of o.manager.segments.values()) count(seg.rejected?.get(0));
+        count(o.manager.partitions.get(0)?.pendingRejected);
+        expect(held).toEqual(o.rejected);
+      }
     }),
     { numRuns: 500 },
   );

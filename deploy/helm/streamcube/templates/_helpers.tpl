@@ -106,3 +106,43 @@ topologySpreadConstraints: {{- toYaml . | nindent 2 }}
 imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{- /* The query servers' selector: their Deployment, PDB, Service, monitors and the receivers' NetworkPolicy. */}}
+{{- define "streamcube.querySelector" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: query-server
+{{- end }}
+
+{{- /* Flags naming deep storage, for every process that reads or writes it (receivers, query servers). */}}
+{{- define "streamcube.deepStorageArgs" -}}
+{{- if eq .Values.deepStorage.type "s3" }}
+{{- with .Values.deepStorage.s3 }}
+- --deep-storage=s3://{{ required "deepStorage.s3.bucket is required when deepStorage.type is s3" .bucket }}{{ with .prefix }}/{{ . }}{{ end }}
+{{- with .endpoint }}
+- --s3-endpoint={{ . }}
+{{- end }}
+{{- with .region }}
+- --s3-region={{ . }}
+{{- end }}
+{{- if .forcePathStyle }}
+- --s3-force-path-style
+{{- end }}
+{{- end }}
+{{- else }}
+- --deep-storage-dir=/var/lib/streamcube/deep-storage
+{{- end }}
+{{- end }}
+
+{{- /* S3 credentials from deepStorage.s3.credentialsSecret, as environment variables; none otherwise. */}}
+{{- define "streamcube.deepStorageEnv" -}}
+{{- if and (eq .Values.deepStorage.type "s3") .Values.deepStorage.s3.credentialsSecret }}
+{{- range list "AWS_ACCESS_KEY_ID" "AWS_SECRET_ACCESS_KEY" }}
+- name: {{ . }}
+  valueFrom: { secretKeyRef: { name: {{ $.Values.deepStorage.s3.credentialsSecret }}, key: {{ . }} } }
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "streamcube.queryServiceAccount" -}}
+{{ .Values.queryServer.serviceAccount.name | default (printf "%s-query" .Release.Name) }}
+{{- end }}
