@@ -214,6 +214,32 @@ test('answers over live receivers and committed deep storage equal the ledger, e
     Object.fromEntries(perMinute),
   );
 
+  // The same questions in SQL: the same rows, under the SELECT's names and in its order.
+  const bySql = await server.sql(
+    `SELECT SUM(revenue) AS total, country, SUM(events) FROM ${cube} GROUP BY country ORDER BY country`,
+  );
+  expect(bySql.status).toBe(200);
+  const sqlAnswer = bySql.body as CubeAnswer;
+  expect(sqlAnswer.columns).toEqual(['total', 'country', 'events']);
+  expect(sqlAnswer.rows).toEqual(
+    grouped.rows.map(([country, n, revenue]) => [revenue, country, n]),
+  );
+  expect(sqlAnswer.complete).toBe(true);
+  const seriesBySql = await server.sql(
+    `SELECT time_bucket('1m', time) AS minute, SUM(events) FROM "${stack.namespace}"."${cube}" GROUP BY minute`,
+    { namespace: null },
+  );
+  expect((seriesBySql.body as CubeAnswer).rows).toEqual(series.rows);
+  expect(await server.sql(`SELECT SUM(events) FROM ${cube} WHERE revenue > 1`)).toMatchObject({
+    status: 400,
+    body: { field: 'sql.where' },
+  });
+  expect(await server.sql(`SELECT AVG(revenue) FROM ${cube}`)).toMatchObject({
+    status: 400,
+    body: { field: 'sql.select' },
+  });
+  expect((await server.sql('SELECT SUM(events) FROM nope')).status).toBe(404);
+
   // Answers during the run: each complete one counted exactly the offsets it says it covers.
   const exactDuring = during.map((answer) => {
     const expected = visible.filter((r) => {

@@ -102,6 +102,24 @@ export class QueryServerProcess {
     return { status: response.status, body: JSON.parse(text) as unknown };
   }
 
+  /** POST /v1/namespaces/<ns>/sql (or /v1/sql without a namespace): the status and the body. */
+  async sql(
+    query: string,
+    o: { namespace?: string | null; requireComplete?: boolean } = {},
+  ): Promise<{ status: number; body: unknown }> {
+    const namespace = o.namespace === undefined ? this.stack.namespace : o.namespace;
+    const path = namespace === null ? '/v1/sql' : `/v1/namespaces/${namespace}/sql`;
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${this.token}` },
+      body: JSON.stringify({
+        query,
+        ...(o.requireComplete === undefined ? {} : { requireComplete: o.requireComplete }),
+      }),
+    });
+    return { status: response.status, body: JSON.parse(await response.text()) as unknown };
+  }
+
   /** An answer that must be 200. */
   async query(cube: string, body: QueryBody): Promise<CubeAnswer> {
     const { status, body: answer } = await this.post(cube, body);
