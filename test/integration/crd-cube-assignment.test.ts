@@ -29,6 +29,7 @@ import {
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { binDir } from '../../src/local/controlplane.ts';
 import { runCommand } from '../../src/local/processes.ts';
+import { schemaInput } from '../support/schemas.ts';
 
 const kc = adminKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
@@ -88,15 +89,11 @@ const validSpec: CubeAssignmentSpecInput = {
     tls: { secretRef: 'kafka-ca' },
     sasl: { mechanism: 'scram-sha-512', secretRef: 'kafka-user' },
   },
-  schema: {
-    timestampField: 'ts',
-    dimensions: ['country', 'device'],
-    measures: [
-      { name: 'events', function: 'count' },
-      { name: 'revenue', function: 'sum', field: 'price' },
-    ],
-    window: '1h30m',
-  },
+  schema: schemaInput(
+    ['country', 'device'],
+    { events: 'count', revenue: 'sum(price)' },
+    { window: '1h30m' },
+  ),
   replicaSets: ['rs-a', 'rs-b'],
   pins: { 'rs-a': [0, 1] },
 };

@@ -5,7 +5,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { cubeSchema } from '../../src/api/cube.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
 import { QueryService, nothingHeld } from '../../src/query/service.ts';
@@ -18,18 +17,11 @@ import type { Segment } from '../../src/receiver/segments.ts';
 import { type S3TestServer, startS3Server } from '../env/s3-server.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { createBucket, s3ClientFor } from '../support/s3-bucket.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
 const bucket = 'streamcube-query';
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(['country'], { events: 'count', revenue: 'sum(price)' }, { window: '1m' });
 
 let server: S3TestServer;
 let s3: S3Client;

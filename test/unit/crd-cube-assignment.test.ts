@@ -8,6 +8,7 @@ import {
   type CubeAssignment,
   type CubeAssignmentSpecInput,
 } from '../../src/api/cube-assignment.ts';
+import { schemaInput } from '../support/schemas.ts';
 
 const spec: CubeAssignmentSpecInput = {
   source: {
@@ -16,16 +17,11 @@ const spec: CubeAssignmentSpecInput = {
     tls: { secretRef: 'kafka-ca' },
     sasl: { mechanism: 'scram-sha-512', secretRef: 'kafka-user' },
   },
-  schema: {
-    timestampField: 'ts',
-    dimensions: ['country', 'device'],
-    measures: [
-      { name: 'events', function: 'count' },
-      { name: 'revenue', function: 'sum', field: 'price' },
-    ],
-    window: '1h30m',
-    allowedLateness: '10m',
-  },
+  schema: schemaInput(
+    ['country', 'device'],
+    { events: 'count', revenue: 'sum(price)' },
+    { window: '1h30m', allowedLateness: '10m' },
+  ),
   replicaSets: ['rs-a', 'rs-b'],
   pins: { 'rs-a': [0, 1] },
 };

@@ -4,25 +4,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cubeSchema } from '../../src/api/cube.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
 import { type HandOffTarget, handOffSegment } from '../../src/receiver/hand-off.ts';
 import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const H = 3_600_000;
 const w0 = Date.UTC(2026, 0, 1, 10);
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-  ],
-  window: '1h',
-});
+const schema = schemaOf(['country'], { events: 'count', revenue: 'sum(price)' }, { window: '1h' });
 
 const target = (replicaSet: string, receiver: string): HandOffTarget => ({
   namespace: 'shop',

@@ -1,7 +1,6 @@
 // The query service with its edges faked: which receivers it asks (one Ready replica per set, a
 // sibling when that one fails), what an answer says when a set or deep storage cannot be read,
 // and requireComplete's 503.
-import { cubeSchema } from '../../src/api/cube.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { QueryRequest, QueryResponse } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
@@ -11,14 +10,10 @@ import { handOffSegment } from '../../src/receiver/hand-off.ts';
 import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-});
+const schema = schemaOf(['country'], { events: 'count' }, { window: '1m' });
 
 const cube = {
   apiVersion: 'streamcube.io/v1alpha1',
