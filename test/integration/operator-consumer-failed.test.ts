@@ -17,23 +17,10 @@ import {
   highWatermarks,
   makeEvents,
   produce,
-  testSchema,
-  totalsOf,
   type TestEvent,
 } from '../support/events.ts';
-import {
-  conditionOf,
-  cubeApi,
-  cubeEvents,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
-import {
-  expectTotals,
-  metricValue,
-  totalsFromQuery,
-  waitForPositions,
-} from '../support/receiver-checks.ts';
+import { conditionOf, cubeApi } from '../support/cluster.ts';
+import { metricValue, waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
@@ -65,9 +52,7 @@ const degradedBy = (reason: string) => (c: CubeAssignment) =>
   !c.status?.reassign;
 
 async function warningEvents(cube: string, reason: string) {
-  return (await cubeEvents(kc, stack.namespace, cube)).filter(
-    (e) => e.type === 'Warning' && e.reason === reason,
-  );
+  return (await stack.cubeEvents(cube)).filter((e) => e.type === 'Warning' && e.reason === reason);
 }
 
 async function consumerFailures(receiver: ReceiverProcess, cube: string): Promise<number> {
@@ -100,21 +85,17 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   const { kafka, admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-decode');
   const topic = await createTopic(admin, 2);
   const produced = await produceEvents(producer, topic, 2, 100, 0);
-  await cubeApi(kc).create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a'],
   });
-  await waitForSettled(kc, stack.namespace, cube);
+  await stack.waitForSettled(cube);
   const hw0 = Object.fromEntries(await highWatermarks(kafka, topic));
   for (const r of ['rs-a-0', 'rs-a-1']) await waitForPositions(stack.receiver(r).client, cube, hw0);
 
   writeFileSync(join(faults, 'consumer-fetch'), 'cannot decode the record batch (test fault)\n');
   produced.push(...(await produceEvents(producer, topic, 2, 100, 1)));
   // rs-a-0 reads on: the failure of one replica is the cube's (the operator reads every replica).
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded ConsumerFailed naming rs-a-1',
     (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
@@ -151,9 +132,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   expect(events[0]?.message).toContain('cannot decode the record batch');
 
   rmSync(join(faults, 'consumer-fetch'));
-  const recovered = await waitForSettled(
-    kc,
-    stack.namespace,
+  const recovered = await stack.waitForSettled(
     cube,
     (c) => conditionOf(c, 'Degraded')?.status === 'False',
     60_000,
@@ -162,10 +141,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   for (const r of ['rs-a-0', 'rs-a-1']) {
     await waitForPositions(stack.receiver(r).client, cube, hw);
-    expectTotals(
-      totalsFromQuery(await stack.receiver(r).client.query(cube, {})),
-      totalsOf(produced),
-    );
+    await expectQueriedTotals([stack.receiver(r).client], cube, produced);
   }
   expect((await stack.receiver('rs-a-1').client.cubeStatus(cube)).consumer.state).toBe('running');
 });
@@ -180,21 +156,18 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     const { admin, producer } = await connect(first.bootstrap, 'consumer-failed-1');
     const topic = await createTopic(admin, 2);
     const produced = await produceEvents(producer, topic, 2, 100, 0);
-    await cubeApi(kc).create(stack.namespace, cube, {
+    await stack.createCube(cube, topic, {
       source: { brokers: [first.bootstrap], topic, startingOffsets: 'earliest' },
-      schema: testSchema,
       replicaSets: ['rs-b'],
     });
-    await waitForSettled(kc, stack.namespace, cube);
+    await stack.waitForSettled(cube);
     const rsB = stack.receiver('rs-b-0');
     await waitForPositions(rsB.client, cube, { 0: 100n, 1: 100n });
     const failuresBefore = await consumerFailures(rsB, cube);
 
     await stopService(first.pid);
     broker = undefined;
-    const degraded = await waitForCube(
-      kc,
-      stack.namespace,
+    const degraded = await stack.waitForCube(
       cube,
       'Degraded ConsumerFailed naming rs-b-0',
       (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
@@ -219,15 +192,9 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     const again = await connect(broker.bootstrap, 'consumer-failed-2');
     produced.push(...(await produceEvents(again.producer, topic, 2, 100, 1)));
     // The receiver's next restart is due within its 30 s backoff ceiling.
-    await waitForSettled(
-      kc,
-      stack.namespace,
-      cube,
-      (c) => conditionOf(c, 'Degraded')?.status === 'False',
-      90_000,
-    );
+    await stack.waitForSettled(cube, (c) => conditionOf(c, 'Degraded')?.status === 'False', 90_000);
     await waitForPositions(rsB.client, cube, { 0: 200n, 1: 200n });
-    expectTotals(totalsFromQuery(await rsB.client.query(cube, {})), totalsOf(produced));
+    await expectQueriedTotals([rsB.client], cube, produced);
   } finally {
     // The cube goes first: its finalizer needs no broker, but its receiver should not keep
     // restarting a consumer for a broker this test removes.
@@ -249,13 +216,11 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   const cube = 'latecomers';
   const { admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-late');
   const topic = await createTopic(admin, 1);
-  await cubeApi(kc).create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-b'],
     rejectedEventsThreshold: '10%',
   });
-  await waitForSettled(kc, stack.namespace, cube);
+  await stack.waitForSettled(cube);
   const rsB = stack.receiver('rs-b-0');
 
   // 10 events in time, then 90 two hours behind the partition's event time: too late.
@@ -265,9 +230,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   await waitForPositions(rsB.client, cube, { 0: 100n });
   expect((await rsB.client.cubeStatus(cube)).rejected).toEqual({ too_late: 90 });
 
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded EventsRejected',
     degradedBy('EventsRejected'),
@@ -300,9 +263,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
 
   // Only good events from now on: once the window (15 s here) has passed, the condition clears.
   await produce(producer, topic, 0, makeEvents(0, 50, T0 + 60_000, 100, 3));
-  await waitForCube(
-    kc,
-    stack.namespace,
+  await stack.waitForCube(
     cube,
     'Degraded cleared',
     (c) => conditionOf(c, 'Degraded')?.status === 'False',

@@ -9,17 +9,15 @@ import {
   highWatermarks,
   makeEvents,
   produce,
-  totalsOf,
   type TestEvent,
 } from '../support/events.ts';
 import {
   expectTiling,
-  expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   metricValue,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
@@ -47,18 +45,12 @@ test('assigns of different partitions at once both succeed; the data is exact, a
   ]);
   const end = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(fixture.receiver.client, cube, end);
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
-    totalsOf(events.flat()),
-  );
+  await expectQueriedTotals([fixture.receiver.client], cube, events.flat());
 
   await fixture.receiver.kill('SIGKILL');
   await fixture.receiver.start();
   const status = await waitForPositions(fixture.receiver.client, cube, end);
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
-    totalsOf(events.flat()),
-  );
+  await expectQueriedTotals([fixture.receiver.client], cube, events.flat());
   for (const p of [0, 1, 2]) expectTiling(rangesOf(p, status.segments), 0n, 200n);
 });
 
@@ -94,7 +86,7 @@ test('a pause and a resume that arrive while the consumer restarts for another p
   await more(2, 2);
   await more(0, 2);
   await waitForPositions(fixture.receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
-  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(produced));
+  await expectQueriedTotals([fixture.receiver.client], cube, produced);
 });
 
 test('assigns at once, first of a new cube and then with a changed source, open one channel: every event is ingested once', async () => {
@@ -124,7 +116,7 @@ test('assigns at once, first of a new cube and then with a changed source, open 
   for (const p of [0, 1]) await produce(fixture.producer, topic, p, more[p]!);
   await waitForPositions(fixture.receiver.client, cube, { 0: 500n, 1: 500n });
   const all = [...produced.flat(), ...more.flat()];
-  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(all));
+  await expectQueriedTotals([fixture.receiver.client], cube, all);
   await new Promise((r) => setTimeout(r, 2_000));
   const metrics = await fetch(`${fixture.receiver.baseUrl}/metrics`).then((r) => r.text());
   expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(1000);
@@ -151,10 +143,7 @@ test('a restart with one cube that cannot be restored brings the others back; th
   );
   await fixture.receiver.start();
   await waitForPositions(fixture.receiver.client, 'restored', { 0: 100n });
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query('restored', {})),
-    totalsOf(events),
-  );
+  await expectQueriedTotals([fixture.receiver.client], 'restored', events);
   await expect(fixture.receiver.client.cubeStatus('unreadable')).rejects.toMatchObject({
     status: 404,
   });

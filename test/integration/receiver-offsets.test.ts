@@ -5,16 +5,14 @@ import {
   createTopic,
   makeEvents,
   produce,
-  totalsOf,
   type TestEvent,
 } from '../support/events.ts';
 import {
   expectTiling,
-  expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
@@ -41,7 +39,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
   );
   await waitForPositions(client, cube, { 0: 50n, 1: 50n, 2: 50n, 3: 50n });
   const expectedSoFar = [0, 1, 2, 3].flatMap((p) => produced[p]!.slice(Number(start[p])));
-  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(expectedSoFar));
+  await expectQueriedTotals([client], cube, expectedSoFar);
 
   // Pause two partitions: their positions are exact, and they stay put while more arrives.
   const paused = await client.pause(cube, [0, 1]);
@@ -88,7 +86,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
     ...produced[p]!.slice(Number(start[p])),
     ...(more[p] ?? []),
   ]);
-  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(all));
+  await expectQueriedTotals([client], cube, all);
 
   const status = await client.cubeStatus(cube);
   const end: Record<number, bigint> = { 0: 70n, 1: 70n, 2: 70n, 3: 50n };

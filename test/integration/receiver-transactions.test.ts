@@ -7,16 +7,14 @@ import {
   assignRequest,
   createTopic,
   makeEvents,
-  totalsOf,
   type TestEvent,
 } from '../support/events.ts';
 import {
   expectRowsOfEvents,
   expectTiling,
-  expectTotals,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import {
   type JavaProducer,
@@ -175,10 +173,7 @@ describe('transactions, with the default idle timeout', () => {
       [1, 'stopped', '31'],
       [2, 'stopped', '30'],
     ]);
-    expectTotals(
-      totalsFromQuery(await receiver.client.query(cube, {})),
-      totalsOf([...committed, ...alsoCommitted]),
-    );
+    await expectQueriedTotals([receiver.client], cube, [...committed, ...alsoCommitted]);
     const status = await receiver.client.cubeStatus(cube);
     expectTiling(rangesOf(0, status.segments), 0n, 31n);
     expectTiling(rangesOf(2, status.segments), 0n, 30n);

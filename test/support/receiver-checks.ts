@@ -7,7 +7,8 @@ import {
   rangesFromJson,
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
-import { type TestEvent, type Totals, testSchema } from './events.ts';
+import { type TestEvent, type Totals, testSchema, totalsOf } from './events.ts';
+import { addTotals } from './hand-offs.ts';
 import { type ModelRow, mergeRows, modelCube } from './cube-model.ts';
 import { readHandOffsWithPyarrow } from './pyarrow-reader.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
@@ -24,6 +25,17 @@ export function expectTotals(actual: Totals, expected: Totals): void {
   expect(actual.revenue).toBeCloseTo(expected.revenue, 6);
   expect(actual.cheapest).toBeCloseTo(expected.cheapest, 6);
   expect(actual.dearest).toBeCloseTo(expected.dearest, 6);
+}
+
+/** The cube's answers on `clients`, summed, give the totals of `events`. */
+export async function expectQueriedTotals(
+  clients: ReceiverClient[],
+  cube: string,
+  events: TestEvent[],
+): Promise<void> {
+  const answers: Totals[] = [];
+  for (const client of clients) answers.push(totalsFromQuery(await client.query(cube, {})));
+  expectTotals(answers.reduce(addTotals), totalsOf(events));
 }
 
 export async function waitForPositions(
