@@ -369,5 +369,15 @@ export const sealedAndUnassigned = [
   'rs-a-1 unassign',
 ];
 export const resumed = ['rs-a-0 resume [0,1]', 'rs-a-1 resume [0,1]'];
+/** Starting to the end: the targets start, the sources seal and drop the cube, the journal goes. */
+export const startedToCleared = [
+  ...released,
+  ...committedChecked,
+  ...assigned,
+  'persist Sealing',
+  ...sealedAndUnassigned,
+  'persist Done',
+  'persist cleared',
+];
 /** Past the phase deadline. */
 export const late = phaseTimeoutMs + 1;

@@ -253,34 +253,26 @@ describe('receiversByReplicaSet', () => {
     ).toBe(false);
   });
 
+  /** The URLs of pod rs-a-0, Ready at 10.1.0.2, with the admin-port annotation `value`. */
+  const annotated = (value: string) =>
+    urls([
+      pod({
+        name: 'rs-a-0',
+        replicaSet: 'rs-a',
+        ip: '10.1.0.2',
+        ready: 'True',
+        annotations: { [adminPortAnnotation]: value },
+      }),
+    ]);
+
   test('the admin-port annotation overrides the default port', () => {
-    expect(
-      urls([
-        pod({
-          name: 'rs-a-0',
-          replicaSet: 'rs-a',
-          ip: '10.1.0.2',
-          ready: 'True',
-          annotations: { [adminPortAnnotation]: '9443' },
-        }),
-      ]),
-    ).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:9443'] });
+    expect(annotated('9443')).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:9443'] });
   });
 
   test.each(['http', '', '0', '70000', '80.5', '-1'])(
     'an admin-port annotation %j that is no port falls back to the default',
     (value) => {
-      expect(
-        urls([
-          pod({
-            name: 'rs-a-0',
-            replicaSet: 'rs-a',
-            ip: '10.1.0.2',
-            ready: 'True',
-            annotations: { [adminPortAnnotation]: value },
-          }),
-        ]),
-      ).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:8080'] });
+      expect(annotated(value)).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:8080'] });
     },
   );
 
