@@ -24,6 +24,8 @@ import {
   PhaseEntries,
   type ReassignContext,
   type ReassignReceiver,
+  type StepOutcome,
+  stepReassign,
 } from '../../src/operator/reassign/index.ts';
 import { applyMergePatch, ordersCube } from './cube-assignments.ts';
 
@@ -273,6 +275,11 @@ export interface Harness {
   signals: (AbortSignal | undefined)[];
   clock: { ms: number };
   abort: AbortController;
+}
+
+/** One step of the journal as persisted, on the cube as persisted. */
+export function stepPersisted(h: Harness): Promise<StepOutcome> {
+  return stepReassign({ ...h.ctx, object: h.object() }, h.object().status!.reassign!);
 }
 
 export function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}): Harness {
