@@ -12,13 +12,7 @@ import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { stopService } from '../../src/local/processes.ts';
 import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  type TestEvent,
-} from '../support/events.ts';
+import { createTopic, highWatermarks, type TestEvent, produceEach } from '../support/events.ts';
 import { conditionOf, cubeApi } from '../support/cluster.ts';
 import { metricValue, waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
@@ -67,13 +61,8 @@ async function produceEvents(
   count: number,
   round: number,
 ): Promise<TestEvent[]> {
-  const all: TestEvent[] = [];
-  for (let p = 0; p < partitions; p++) {
-    const events = makeEvents(p, count, T0 + round * 600_000, 500, round);
-    await produce(producer, topic, p, events);
-    all.push(...events);
-  }
-  return all;
+  const all = [...Array(partitions).keys()];
+  return (await produceEach(producer, topic, all, count, T0 + round * 600_000, 500, round)).flat();
 }
 
 test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Event; Ready again once it decodes', async () => {
@@ -224,9 +213,8 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   const rsB = stack.receiver('rs-b-0');
 
   // 10 events in time, then 90 two hours behind the partition's event time: too late.
-  const onTime = makeEvents(0, 10, T0, 1000);
-  const late = makeEvents(0, 90, T0 - 7_200_000, 1000, 1);
-  await produce(producer, topic, 0, [...onTime, ...late]);
+  await produceEach(producer, topic, [0], 10, T0);
+  await produceEach(producer, topic, [0], 90, T0 - 7_200_000, 1000, 1);
   await waitForPositions(rsB.client, cube, { 0: 100n });
   expect((await rsB.client.cubeStatus(cube)).rejected).toEqual({ too_late: 90 });
 
@@ -250,7 +238,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   );
   // More resyncs (every second here), more late events: the counts change, the Event does not.
   const before = await stack.operator.reconciles();
-  await produce(producer, topic, 0, makeEvents(0, 20, T0 - 7_200_000, 1000, 2));
+  await produceEach(producer, topic, [0], 20, T0 - 7_200_000, 1000, 2);
   await waitFor('five more reconciles and the new counts', async () =>
     (await stack.operator.reconciles()) >= before + 5 &&
     conditionOf(await cubeApi(kc).get(stack.namespace, cube), 'Degraded')?.message.includes(
@@ -262,7 +250,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   expect(await warningEvents(cube, 'EventsRejected')).toHaveLength(1);
 
   // Only good events from now on: once the window (15 s here) has passed, the condition clears.
-  await produce(producer, topic, 0, makeEvents(0, 50, T0 + 60_000, 100, 3));
+  await produceEach(producer, topic, [0], 50, T0 + 60_000, 100, 3);
   await stack.waitForCube(
     cube,
     'Degraded cleared',

@@ -4,13 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  type TestEvent,
-} from '../support/events.ts';
+import { createTopic, highWatermarks, type TestEvent, produceEach } from '../support/events.ts';
 import { conditionOf, cubeApi } from '../support/cluster.ts';
 import { waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
@@ -25,13 +19,10 @@ function source(topic: string) {
 
 /** Produces `count` events to each partition and returns them. */
 async function produceTo(topic: string, partitions: number, count: number): Promise<TestEvent[]> {
-  const all: TestEvent[] = [];
-  for (let p = 0; p < partitions; p++) {
-    const events = makeEvents(p, count, Date.UTC(2026, 2, 1), 500, p);
-    await produce(stack.producer, topic, p, events);
-    all.push(...events);
-  }
-  return all;
+  const all = [...Array(partitions).keys()];
+  return (
+    await produceEach(stack.producer, topic, all, count, Date.UTC(2026, 2, 1), 500, (p) => p)
+  ).flat();
 }
 
 const degradedWith = (c: CubeAssignment, reason: string): boolean => {

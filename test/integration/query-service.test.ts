@@ -9,13 +9,10 @@ import type { CubeAnswer } from '../../src/query/service.ts';
 import {
   type TestEvent,
   byCountry,
-  createTopic,
   highWatermarks,
-  makeEvents,
   totalsOf,
   windowedSchema,
 } from '../support/events.ts';
-import { cubeApi, waitForSettled } from '../support/cluster.ts';
 import { committed } from '../support/hand-offs.ts';
 import {
   type JavaProducer,
@@ -28,6 +25,8 @@ import { rawHttp } from '../support/raw-http.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
 import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { eventAt, javaProducedCube } from '../support/loaded-cube.ts';
+import { cubeApi } from '../support/cluster.ts';
 
 const stack = useOperatorStack({
   name: 'query-svc',
@@ -57,26 +56,17 @@ const totalsRow = (answer: CubeAnswer) => {
 
 test('answers over live receivers and committed deep storage equal the ledger, every offset once', async () => {
   const t0 = Date.now();
-  const topic = await createTopic(stack.admin, partitions);
-  const api = cubeApi(stack.kc);
-  await api.create(stack.namespace, cube, {
-    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'sticky',
-  });
-  const [plain, tx] = await Promise.all([
-    startJavaProducer({ topic, compression: 'lz4', lingerMs: 20 }),
-    startJavaProducer({ topic, compression: 'zstd', transactionalId: `${topic}-tx` }),
-    waitForSettled(stack.kc, stack.namespace, cube),
+  const [{ topic, java: plain }] = await Promise.all([
+    javaProducedCube(stack, producers, cube, partitions),
     server.start(),
   ]);
-  producers.push(plain, tx);
-
-  const event = (p: number, i: number, now: number, salt = 0): TestEvent => ({
-    ...makeEvents(p, 1, now, 0, i + salt)[0]!,
-    ts: now,
+  const tx = await startJavaProducer({
+    topic,
+    compression: 'zstd',
+    transactionalId: `${topic}-tx`,
   });
+  producers.push(tx);
+  const event = eventAt;
   const s = 1000;
   const production = produceOnSchedule(
     plain,
@@ -130,7 +120,7 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   const visible = [...plain.visibleRecords(), ...tx.visibleRecords()];
   const events = visible.map((r) => JSON.parse(r.value) as TestEvent);
   const hw = await highWatermarks(stack.kafka, topic);
-  const status = (await api.get(stack.namespace, cube)).status!;
+  const status = (await cubeApi(stack.kc).get(stack.namespace, cube)).status!;
   for (const [set, owned] of Object.entries(status.assignment ?? {}))
     for (const r of stack.replicas[set]!)
       await waitForPositions(

@@ -11,9 +11,8 @@ import {
   assignRequest,
   createTopic,
   highWatermarks,
-  makeEvents,
-  produce,
   type TestEvent,
+  produceEach,
 } from '../support/events.ts';
 import {
   expectTiling,
@@ -51,11 +50,8 @@ test('a receiver consumes on exactly from where it was after its broker restarts
   const topic = await createTopic(admin, partitions.length);
   const produced: TestEvent[] = [];
   const produceRound = async (p: Producer, round: number): Promise<void> => {
-    for (const partition of partitions) {
-      const events = makeEvents(partition, 300, T0 + round * 600_000, 1000, round);
-      produced.push(...events);
-      await produce(p, topic, partition, events);
-    }
+    const events = await produceEach(p, topic, partitions, 300, T0 + round * 600_000, 1000, round);
+    produced.push(...events.flat());
   };
   await produceRound(producer, 0);
   receiver = new ReceiverProcess({

@@ -7,9 +7,8 @@ import {
   assignRequest,
   createTopic,
   highWatermarks,
-  makeEvents,
-  produce,
   type TestEvent,
+  produceEach,
 } from '../support/events.ts';
 import {
   expectTiling,
@@ -28,8 +27,7 @@ const T0 = Date.UTC(2026, 0, 6);
 test('assigns of different partitions at once both succeed; the data is exact, also after a crash', async () => {
   const cube = 'at-once';
   const topic = await createTopic(fixture.admin, 3);
-  const events = [0, 1, 2].map((p) => makeEvents(p, 200, T0));
-  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, events[p]!);
+  const events = await produceEach(fixture.producer, topic, [0, 1, 2], 200, T0);
   const request = (partitions: number[]) =>
     assignRequest(
       env.kafka.bootstrap,
@@ -59,9 +57,16 @@ test('a pause and a resume that arrive while the consumer restarts for another p
   const topic = await createTopic(fixture.admin, 3);
   const produced: TestEvent[] = [];
   const more = async (p: number, salt: number) => {
-    const batch = makeEvents(p, 50, T0 + salt * 100_000, 1000, salt);
-    produced.push(...batch);
-    await produce(fixture.producer, topic, p, batch);
+    const batch = await produceEach(
+      fixture.producer,
+      topic,
+      [p],
+      50,
+      T0 + salt * 100_000,
+      1000,
+      salt,
+    );
+    produced.push(...batch.flat());
   };
   const assign = (p: number) =>
     fixture.receiver.client.assign(
@@ -92,8 +97,7 @@ test('a pause and a resume that arrive while the consumer restarts for another p
 test('assigns at once, first of a new cube and then with a changed source, open one channel: every event is ingested once', async () => {
   const cube = 'put-race';
   const topic = await createTopic(fixture.admin, 2);
-  const produced = [0, 1].map((p) => makeEvents(p, 300, T0));
-  for (const p of [0, 1]) await produce(fixture.producer, topic, p, produced[p]!);
+  const produced = await produceEach(fixture.producer, topic, [0, 1], 300, T0);
   const request = (brokers: string) =>
     assignRequest(brokers, topic, 'rs-a', [
       { partition: 0, position: '0' },
@@ -112,8 +116,7 @@ test('assigns at once, first of a new cube and then with a changed source, open 
     fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
     fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
   ]);
-  const more = [0, 1].map((p) => makeEvents(p, 200, T0 + 1_000_000, 1000, 7));
-  for (const p of [0, 1]) await produce(fixture.producer, topic, p, more[p]!);
+  const more = await produceEach(fixture.producer, topic, [0, 1], 200, T0 + 1_000_000, 1000, 7);
   await waitForPositions(fixture.receiver.client, cube, { 0: 500n, 1: 500n });
   const all = [...produced.flat(), ...more.flat()];
   await expectQueriedTotals([fixture.receiver.client], cube, all);
@@ -126,8 +129,7 @@ test('assigns at once, first of a new cube and then with a changed source, open 
 
 test('a restart with one cube that cannot be restored brings the others back; that cube answers 404', async () => {
   const topic = await createTopic(fixture.admin, 1);
-  const events = makeEvents(0, 100, T0);
-  await produce(fixture.producer, topic, 0, events);
+  const events = (await produceEach(fixture.producer, topic, [0], 100, T0)).flat();
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);

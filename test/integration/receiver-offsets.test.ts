@@ -1,12 +1,6 @@
 // A receiver consumes from exact offsets: pause reports exact positions, drain stops exactly at
 // the stop offsets (an idle partition at once), resume continues with no gap and no overlap.
-import {
-  assignRequest,
-  createTopic,
-  makeEvents,
-  produce,
-  type TestEvent,
-} from '../support/events.ts';
+import { assignRequest, createTopic, produceEach } from '../support/events.ts';
 import {
   expectTiling,
   positionsOf,
@@ -23,8 +17,7 @@ const cube = 'orders';
 
 test('start at exact offsets, pause, drain to stop offsets, resume: exact aggregates and tiled offsets', async () => {
   const topic = await createTopic(fixture.admin, 4);
-  const produced: TestEvent[][] = [0, 1, 2, 3].map((p) => makeEvents(p, 50, T0, 2000));
-  for (const p of [0, 1, 2, 3]) await produce(fixture.producer, topic, p, produced[p]!);
+  const produced = await produceEach(fixture.producer, topic, [0, 1, 2, 3], 50, T0, 2000);
   const start: Record<number, bigint> = { 0: 0n, 1: 10n, 2: 0n, 3: 0n };
   const client = fixture.receiver.client;
 
@@ -47,8 +40,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
     [0, 'paused', '50'],
     [1, 'paused', '50'],
   ]);
-  const more = [0, 1, 2].map((p) => makeEvents(p, 20, T0 + 100_000, 2000, 1));
-  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, more[p]!);
+  const more = await produceEach(fixture.producer, topic, [0, 1, 2], 20, T0 + 100_000, 2000, 1);
   await waitForPositions(client, cube, { 2: 70n });
   expect(positionsOf(await client.cubeStatus(cube))).toMatchObject({ 0: '50', 1: '50' });
   // Pausing again is the same answer (idempotent).
@@ -98,8 +90,7 @@ test('a partition assigned with a carried watermark judges lateness by it from t
   const topic = await createTopic(fixture.admin, 1);
   const client = fixture.receiver.client;
   const carried = T0 + 3 * 3_600_000; // three hours past the events' windows (1h + 5m lateness)
-  const events = makeEvents(0, 10, T0, 1000);
-  await produce(fixture.producer, topic, 0, events);
+  await produceEach(fixture.producer, topic, [0], 10, T0);
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);
