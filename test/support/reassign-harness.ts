@@ -163,6 +163,13 @@ function fakeReceiver(
     rejected: {},
     consumer: { state: 'running', failures: 0 },
   });
+  /** A call on partitions that answers each in `state`. */
+  const onPartitions =
+    (call: string, state: PartitionStatus['state']) =>
+    (_cube: string, partitions: number[], signal?: AbortSignal) =>
+      answer(call, `[${partitions.join(',')}]`, signal, () => ({
+        partitions: partitions.map((p) => partitionStatus(name, p, state)),
+      }));
   return {
     pause: (_cube: string, partitions: number[], signal?: AbortSignal) =>
       answer('pause', `[${partitions.join(',')}]`, signal, (fault) => ({
@@ -172,10 +179,7 @@ function fakeReceiver(
           return { ...status, position: String(BigInt(status.position) + ahead) };
         }),
       })),
-    resume: (_cube: string, partitions: number[], signal?: AbortSignal) =>
-      answer('resume', `[${partitions.join(',')}]`, signal, () => ({
-        partitions: partitions.map((p) => partitionStatus(name, p, 'consuming')),
-      })),
+    resume: onPartitions('resume', 'consuming'),
     drain: (_cube: string, request: DrainRequest, signal?: AbortSignal) =>
       answer(
         'drain',
@@ -188,10 +192,7 @@ function fakeReceiver(
           ),
         }),
       ),
-    release: (_cube: string, partitions: number[], signal?: AbortSignal) =>
-      answer('release', `[${partitions.join(',')}]`, signal, () => ({
-        partitions: partitions.map((p) => partitionStatus(name, p, 'released')),
-      })),
+    release: onPartitions('release', 'released'),
     assign: (_cube: string, request: AssignCubeRequest, signal?: AbortSignal) =>
       answer(
         'assign',
