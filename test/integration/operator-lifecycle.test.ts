@@ -69,6 +69,14 @@ async function expectHandedOff(
   expect(events.map((e) => e.reason)).toContain('Finalized');
 }
 
+/** A new topic of four partitions under steady load from event time `start`. */
+async function loadedTopic(start: number): Promise<{ topic: string; load: SteadyLoad }> {
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
+  load.start(start);
+  return { topic, load };
+}
+
 /** Every partition's position on its owner, from the receivers themselves. */
 async function positions(cube: string): Promise<Record<number, string>> {
   return {
@@ -88,9 +96,7 @@ async function caughtUp(cube: string, topic: string): Promise<Map<number, bigint
 
 test('suspend pauses consumption under load; resume catches up exactly', async () => {
   const cube = 'napping';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 3, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 3, 1));
   await createCube(cube, topic);
   const api = cubeApi(kc);
 
@@ -128,9 +134,7 @@ test('suspend pauses consumption under load; resume catches up exactly', async (
 
 test('a brokers edit reaches every receiver before observedGeneration moves; nothing is lost', async () => {
   const cube = 'rerouted';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 3, 15));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 3, 15));
   const before = await createCube(cube, topic);
   const api = cubeApi(kc);
   const source = { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' };
@@ -173,9 +177,7 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
 
 test('deleting the cube seals and hands off every receiver, then the object is gone', async () => {
   const cube = 'retired';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 4, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 4, 1));
   const created = await createCube(cube, topic);
   expect(created.metadata?.finalizers).toContain(finalizer);
   await sleep(1_000);
@@ -190,9 +192,7 @@ test('deleting the cube seals and hands off every receiver, then the object is g
 
 test('a replica set without a ready pod holds the deletion until it is back, then hands off too', async () => {
   const cube = 'interrupted';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 5, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 5, 1));
   await createCube(cube, topic);
   await sleep(500);
   await load.stop();
@@ -230,9 +230,7 @@ test('a replica set without a ready pod holds the deletion until it is back, the
 
 test('deleting the cube in the middle of a reassign also hands off the replica set it moved to', async () => {
   const cube = 'relocated';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 6, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 6, 1));
   // This operator dies when a reassign first reaches Sealing (the initial assignment, a first
   // placement, has nothing to seal): rs-b has started every partition, status.assignment still
   // names rs-a alone.

@@ -7,6 +7,7 @@ import {
   rangesOf,
   waitForPositions,
   expectQueriedTotals,
+  expectDrainedTo,
 } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
@@ -50,16 +51,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
   ]);
 
   // Drain: partition 0 consumes up to 60 exactly; 1 and 3 are already at their stop offsets.
-  const drained = await client.drain(cube, {
-    stopOffsets: { 0: '60', 1: '50', 3: '50' },
-    timeoutMs: 30_000,
-  });
-  expect(drained.done).toBe(true);
-  expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual([
-    [0, 'stopped', '60'],
-    [1, 'stopped', '50'],
-    [3, 'stopped', '50'],
-  ]);
+  await expectDrainedTo(client, cube, { 0: '60', 1: '50', 3: '50' });
   // The same drain again answers the same, with no second effect.
   const again = await client.drain(cube, {
     stopOffsets: { 0: '60', 1: '50', 3: '50' },

@@ -38,6 +38,19 @@ export async function expectQueriedTotals(
   expectTotals(answers.reduce(addTotals), totalsOf(events));
 }
 
+/** Drains the cube to `stopOffsets`: done, and every partition stopped exactly there. */
+export async function expectDrainedTo(
+  client: ReceiverClient,
+  cube: string,
+  stopOffsets: Record<number, string>,
+): Promise<void> {
+  const drained = await client.drain(cube, { stopOffsets, timeoutMs: 30_000 });
+  expect(drained.done).toBe(true);
+  expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual(
+    Object.entries(stopOffsets).map(([p, stop]) => [Number(p), 'stopped', stop]),
+  );
+}
+
 export async function waitForPositions(
   client: ReceiverClient,
   cube: string,
