@@ -21,8 +21,7 @@ describe('stepReassign: a source replica not Ready at Starting (the stop fence)'
     const first = await stepReassign(h.ctx, h.object().status!.reassign!);
     expect(first.kind).toBe('waiting');
     expect(h.log).toEqual([
-      'rs-a-0 release [0,1]',
-      'rs-a-1 release [0,1]',
+      ...released,
       'rs-b-0 fence rs-a {"0":1,"1":1} from {"0":"105","1":"200"}',
       'persist Starting',
     ]);
