@@ -5,14 +5,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  type OffsetRange,
-  rangesFromJson,
-  tilingProblems,
-} from '../../src/receiver/offset-ranges.ts';
+import { type OffsetRange, tilingProblems } from '../../src/receiver/offset-ranges.ts';
 import type { QueryResponse, SegmentStatus } from '../../src/protocol/admin-api.ts';
 import { cubePath } from '../../src/protocol/cube-paths.ts';
-import { handOffTotals, handOffs } from '../support/hand-offs.ts';
+import { handOffTotals, handOffs, rangesByPartition } from '../support/hand-offs.ts';
 import { NotHeld, config, kubectl, receiverApi } from './cluster.ts';
 import { expected, workload } from './workload.ts';
 
@@ -24,12 +20,7 @@ async function heldByReplica(
   replica: number,
   deepStorage: string,
 ): Promise<{ ranges: Map<number, OffsetRange[]>; events: number; revenue: number }> {
-  const ranges = new Map<number, OffsetRange[]>();
-  const add = (offsetRanges: Record<string, [string, string][]>): void => {
-    for (const [p, list] of Object.entries(offsetRanges)) {
-      ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
-    }
-  };
+  const { ranges, add } = rangesByPartition();
   let events = 0;
   let revenue = 0;
   const deep = handOffs(deepStorage, config.cube, config.namespace);

@@ -27,6 +27,15 @@ interface Step {
   run: () => Promise<void>;
 }
 
+/** Waits until the cube is settled with partitions on both rs-a and rs-b. */
+const settledOnBothSets = (what: string) =>
+  waitUntil(what, async () => {
+    const s = await cubeStatus();
+    return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
+      ? true
+      : undefined;
+  });
+
 const steps: Step[] = [
   {
     name: 'namespace enforcing Pod Security "restricted"',
@@ -67,12 +76,7 @@ const steps: Step[] = [
     name: 'kubectl apply a CubeAssignment: Ready, both replica sets assigned',
     run: async () => {
       await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
-      await waitUntil('cube Ready over rs-a and rs-b', async () => {
-        const s = await cubeStatus();
-        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
-          ? true
-          : undefined;
-      });
+      await settledOnBothSets('cube Ready over rs-a and rs-b');
     },
   },
   {
@@ -111,12 +115,7 @@ const steps: Step[] = [
     name: 'change spec.replicaSets back to [rs-a, rs-b] under the new leader',
     run: async () => {
       await kubectl(['apply', '-f', '-'], cubeManifest(['rs-a', 'rs-b']));
-      await waitUntil('partitions on both replica sets, no reassign in flight', async () => {
-        const s = await cubeStatus();
-        return isSettled(s) && s.assignment?.['rs-a']?.length && s.assignment['rs-b']?.length
-          ? true
-          : undefined;
-      });
+      await settledOnBothSets('partitions on both replica sets, no reassign in flight');
     },
   },
   {

@@ -2,6 +2,7 @@
 // sequence of events (the ground truth), the CubeAssignment, and the chart's values for the run.
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { schemaInput } from '../support/schemas.ts';
 import { config } from './cluster.ts';
 
 const repositoryRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -107,16 +108,11 @@ export function cubeManifest(replicaSets: string[]): string {
     metadata: { name: config.cube },
     spec: {
       source: { brokers: [config.brokers], topic: workload.topic, startingOffsets: 'earliest' },
-      schema: {
-        timestampField: 'ts',
-        dimensions: ['country', 'device'],
-        measures: [
-          { name: 'events', function: 'count' },
-          { name: 'revenue', function: 'sum', field: 'price' },
-        ],
-        window: '1h',
-        allowedLateness: '10m',
-      },
+      schema: schemaInput(
+        ['country', 'device'],
+        { events: 'count', revenue: 'sum(price)' },
+        { window: '1h', allowedLateness: '10m' },
+      ),
       replicaSets,
       strategy: 'sticky',
     },

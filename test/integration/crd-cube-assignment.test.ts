@@ -29,6 +29,7 @@ import {
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { binDir } from '../../src/local/controlplane.ts';
 import { runCommand } from '../../src/local/processes.ts';
+import { drainingStatus, securedSpec } from '../support/cube-assignments.ts';
 
 const kc = adminKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
@@ -81,25 +82,10 @@ function getJson(path: string, accept: string): Promise<unknown> {
   });
 }
 
-const validSpec: CubeAssignmentSpecInput = {
-  source: {
-    brokers: ['kafka-0.kafka:9092', 'kafka-1.kafka:9092'],
-    topic: 'orders',
-    tls: { secretRef: 'kafka-ca' },
-    sasl: { mechanism: 'scram-sha-512', secretRef: 'kafka-user' },
-  },
-  schema: {
-    timestampField: 'ts',
-    dimensions: ['country', 'device'],
-    measures: [
-      { name: 'events', function: 'count' },
-      { name: 'revenue', function: 'sum', field: 'price' },
-    ],
-    window: '1h30m',
-  },
-  replicaSets: ['rs-a', 'rs-b'],
-  pins: { 'rs-a': [0, 1] },
-};
+const validSpec: CubeAssignmentSpecInput = securedSpec(
+  ['kafka-0.kafka:9092', 'kafka-1.kafka:9092'],
+  { window: '1h30m' },
+);
 
 function manifest(name: string, spec: unknown): object {
   return { apiVersion: `${group}/${version}`, kind: 'CubeAssignment', metadata: { name }, spec };
@@ -348,33 +334,7 @@ describe('fields whose change would alter the meaning of stored data are immutab
   });
 });
 
-const status: CubeAssignmentStatus = {
-  observedGeneration: 1,
-  assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
-  epochs: { '0': 2, '1': 2, '2': 1, '3': 1 },
-  reassign: {
-    id: 'r-7',
-    phase: 'Draining',
-    moves: [{ partition: 2, from: 'rs-a', to: 'rs-b' }],
-    stopOffsets: { '2': '18234' },
-    startedAt: '2026-11-30T10:00:00Z',
-  },
-  partitions: [
-    { partition: 0, replicaSet: 'rs-a', position: '1200', highWatermark: '1203', lag: '3' },
-  ],
-  totalLag: '3',
-  segments: { active: 2, immutable: 1, handedOff: 40 },
-  conditions: [
-    {
-      type: 'Ready',
-      status: 'True',
-      observedGeneration: 1,
-      lastTransitionTime: '2026-11-30T10:00:00Z',
-      reason: 'Assigned',
-      message: 'every partition is consumed',
-    },
-  ],
-};
+const status: CubeAssignmentStatus = drainingStatus(1);
 
 describe('status and printer columns', () => {
   const name = 'with-status';

@@ -13,11 +13,10 @@ import {
   highWatermarks,
   makeEvents,
   produce,
-  testSchema,
   totalsOf,
 } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
-import { conditionOf, cubeApi, waitForCube, waitForSettled } from '../support/cluster.ts';
+import { conditionOf, cubeApi } from '../support/cluster.ts';
 import { heldByReplica } from '../support/cube-audit.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
@@ -56,13 +55,12 @@ test.each(['latest', 'earliest'] as const)(
       await produce(first, topic, p, before.get(p)!);
     }
     const api = cubeApi(kc);
-    await api.create(namespace, cube, {
+    await stack.createCube(cube, topic, {
       source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets },
-      schema: testSchema,
       replicaSets: ['rs-a', 'rs-b'],
       strategy: 'sticky',
     });
-    await waitForSettled(kc, namespace, cube, (c) => heldPartitions(c).join() === '0,1');
+    await stack.waitForSettled(cube, (c) => heldPartitions(c).join() === '0,1');
 
     const load = new SteadyLoad(first, topic, 2);
     load.start(Date.UTC(2026, 0, 1, 0, 10));
@@ -71,9 +69,7 @@ test.each(['latest', 'earliest'] as const)(
     // Two partitions more, written to by the load before the operator can plan them: the cube is
     // suspended meanwhile (at the default resync of 10 s, a topic gains events that long anyway).
     await api.patchSpec(namespace, cube, { suspend: true });
-    await waitForCube(
-      kc,
-      namespace,
+    await stack.waitForCube(
       cube,
       'suspended',
       (c) => conditionOf(c, 'Ready')?.reason === 'Suspended',
@@ -87,12 +83,7 @@ test.each(['latest', 'earliest'] as const)(
     });
     await api.patchSpec(namespace, cube, { suspend: false });
 
-    const settled = await waitForSettled(
-      kc,
-      namespace,
-      cube,
-      (c) => heldPartitions(c).join() === '0,1,2,3',
-    );
+    const settled = await stack.waitForSettled(cube, (c) => heldPartitions(c).join() === '0,1,2,3');
     // Balanced by the sticky strategy: the old partitions stay, each replica set takes a new one.
     expect(Object.values(settled.status?.assignment ?? {}).map((ps) => ps.length)).toEqual([2, 2]);
     await waitFor('rounds on the new partitions', async () => {

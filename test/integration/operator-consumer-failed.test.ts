@@ -12,28 +12,9 @@ import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { stopService } from '../../src/local/processes.ts';
 import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  testSchema,
-  totalsOf,
-  type TestEvent,
-} from '../support/events.ts';
-import {
-  conditionOf,
-  cubeApi,
-  cubeEvents,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
-import {
-  expectTotals,
-  metricValue,
-  totalsFromQuery,
-  waitForPositions,
-} from '../support/receiver-checks.ts';
+import { createTopic, highWatermarks, type TestEvent, produceEach } from '../support/events.ts';
+import { conditionOf, cubeApi } from '../support/cluster.ts';
+import { metricValue, waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
@@ -65,9 +46,7 @@ const degradedBy = (reason: string) => (c: CubeAssignment) =>
   !c.status?.reassign;
 
 async function warningEvents(cube: string, reason: string) {
-  return (await cubeEvents(kc, stack.namespace, cube)).filter(
-    (e) => e.type === 'Warning' && e.reason === reason,
-  );
+  return (await stack.cubeEvents(cube)).filter((e) => e.type === 'Warning' && e.reason === reason);
 }
 
 async function consumerFailures(receiver: ReceiverProcess, cube: string): Promise<number> {
@@ -82,13 +61,8 @@ async function produceEvents(
   count: number,
   round: number,
 ): Promise<TestEvent[]> {
-  const all: TestEvent[] = [];
-  for (let p = 0; p < partitions; p++) {
-    const events = makeEvents(p, count, T0 + round * 600_000, 500, round);
-    await produce(producer, topic, p, events);
-    all.push(...events);
-  }
-  return all;
+  const all = [...Array(partitions).keys()];
+  return (await produceEach(producer, topic, all, count, T0 + round * 600_000, 500, round)).flat();
 }
 
 test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Event; Ready again once it decodes', async () => {
@@ -100,21 +74,17 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   const { kafka, admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-decode');
   const topic = await createTopic(admin, 2);
   const produced = await produceEvents(producer, topic, 2, 100, 0);
-  await cubeApi(kc).create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a'],
   });
-  await waitForSettled(kc, stack.namespace, cube);
+  await stack.waitForSettled(cube);
   const hw0 = Object.fromEntries(await highWatermarks(kafka, topic));
   for (const r of ['rs-a-0', 'rs-a-1']) await waitForPositions(stack.receiver(r).client, cube, hw0);
 
   writeFileSync(join(faults, 'consumer-fetch'), 'cannot decode the record batch (test fault)\n');
   produced.push(...(await produceEvents(producer, topic, 2, 100, 1)));
   // rs-a-0 reads on: the failure of one replica is the cube's (the operator reads every replica).
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded ConsumerFailed naming rs-a-1',
     (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
@@ -151,9 +121,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   expect(events[0]?.message).toContain('cannot decode the record batch');
 
   rmSync(join(faults, 'consumer-fetch'));
-  const recovered = await waitForSettled(
-    kc,
-    stack.namespace,
+  const recovered = await stack.waitForSettled(
     cube,
     (c) => conditionOf(c, 'Degraded')?.status === 'False',
     60_000,
@@ -162,10 +130,7 @@ test('a batch that cannot be decoded: Degraded ConsumerFailed, not Ready, an Eve
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   for (const r of ['rs-a-0', 'rs-a-1']) {
     await waitForPositions(stack.receiver(r).client, cube, hw);
-    expectTotals(
-      totalsFromQuery(await stack.receiver(r).client.query(cube, {})),
-      totalsOf(produced),
-    );
+    await expectQueriedTotals([stack.receiver(r).client], cube, produced);
   }
   expect((await stack.receiver('rs-a-1').client.cubeStatus(cube)).consumer.state).toBe('running');
 });
@@ -180,21 +145,18 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     const { admin, producer } = await connect(first.bootstrap, 'consumer-failed-1');
     const topic = await createTopic(admin, 2);
     const produced = await produceEvents(producer, topic, 2, 100, 0);
-    await cubeApi(kc).create(stack.namespace, cube, {
+    await stack.createCube(cube, topic, {
       source: { brokers: [first.bootstrap], topic, startingOffsets: 'earliest' },
-      schema: testSchema,
       replicaSets: ['rs-b'],
     });
-    await waitForSettled(kc, stack.namespace, cube);
+    await stack.waitForSettled(cube);
     const rsB = stack.receiver('rs-b-0');
     await waitForPositions(rsB.client, cube, { 0: 100n, 1: 100n });
     const failuresBefore = await consumerFailures(rsB, cube);
 
     await stopService(first.pid);
     broker = undefined;
-    const degraded = await waitForCube(
-      kc,
-      stack.namespace,
+    const degraded = await stack.waitForCube(
       cube,
       'Degraded ConsumerFailed naming rs-b-0',
       (c) => degradedBy('ConsumerFailed')(c) && conditionOf(c, 'Ready')?.status === 'False',
@@ -219,15 +181,9 @@ test('a broker gone: Degraded ConsumerFailed, not Ready, an Event; back on it, R
     const again = await connect(broker.bootstrap, 'consumer-failed-2');
     produced.push(...(await produceEvents(again.producer, topic, 2, 100, 1)));
     // The receiver's next restart is due within its 30 s backoff ceiling.
-    await waitForSettled(
-      kc,
-      stack.namespace,
-      cube,
-      (c) => conditionOf(c, 'Degraded')?.status === 'False',
-      90_000,
-    );
+    await stack.waitForSettled(cube, (c) => conditionOf(c, 'Degraded')?.status === 'False', 90_000);
     await waitForPositions(rsB.client, cube, { 0: 200n, 1: 200n });
-    expectTotals(totalsFromQuery(await rsB.client.query(cube, {})), totalsOf(produced));
+    await expectQueriedTotals([rsB.client], cube, produced);
   } finally {
     // The cube goes first: its finalizer needs no broker, but its receiver should not keep
     // restarting a consumer for a broker this test removes.
@@ -249,25 +205,20 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   const cube = 'latecomers';
   const { admin, producer } = await connect(env.kafka.bootstrap, 'consumer-failed-late');
   const topic = await createTopic(admin, 1);
-  await cubeApi(kc).create(stack.namespace, cube, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-b'],
     rejectedEventsThreshold: '10%',
   });
-  await waitForSettled(kc, stack.namespace, cube);
+  await stack.waitForSettled(cube);
   const rsB = stack.receiver('rs-b-0');
 
   // 10 events in time, then 90 two hours behind the partition's event time: too late.
-  const onTime = makeEvents(0, 10, T0, 1000);
-  const late = makeEvents(0, 90, T0 - 7_200_000, 1000, 1);
-  await produce(producer, topic, 0, [...onTime, ...late]);
+  await produceEach(producer, topic, [0], 10, T0);
+  await produceEach(producer, topic, [0], 90, T0 - 7_200_000, 1000, 1);
   await waitForPositions(rsB.client, cube, { 0: 100n });
   expect((await rsB.client.cubeStatus(cube)).rejected).toEqual({ too_late: 90 });
 
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded EventsRejected',
     degradedBy('EventsRejected'),
@@ -287,7 +238,7 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   );
   // More resyncs (every second here), more late events: the counts change, the Event does not.
   const before = await stack.operator.reconciles();
-  await produce(producer, topic, 0, makeEvents(0, 20, T0 - 7_200_000, 1000, 2));
+  await produceEach(producer, topic, [0], 20, T0 - 7_200_000, 1000, 2);
   await waitFor('five more reconciles and the new counts', async () =>
     (await stack.operator.reconciles()) >= before + 5 &&
     conditionOf(await cubeApi(kc).get(stack.namespace, cube), 'Degraded')?.message.includes(
@@ -299,10 +250,8 @@ test('mostly too-late events: Degraded EventsRejected with the counts and one Ev
   expect(await warningEvents(cube, 'EventsRejected')).toHaveLength(1);
 
   // Only good events from now on: once the window (15 s here) has passed, the condition clears.
-  await produce(producer, topic, 0, makeEvents(0, 50, T0 + 60_000, 100, 3));
-  await waitForCube(
-    kc,
-    stack.namespace,
+  await produceEach(producer, topic, [0], 50, T0 + 60_000, 100, 3);
+  await stack.waitForCube(
     cube,
     'Degraded cleared',
     (c) => conditionOf(c, 'Degraded')?.status === 'False',

@@ -99,67 +99,30 @@ interface Crash {
   target: [string, string];
 }
 
+/** A row: the fault point, the journal's phase it leaves, each side's holdings (space-separated). */
+const crash = (fault: string, phase: ReassignPhase, source: string, target: string): Crash => ({
+  fault,
+  phase,
+  source: source.split(' ') as [string, string],
+  target: target.split(' ') as [string, string],
+});
+
 // The source loses every partition, so Sealing seals, hands off and unassigns on both replicas.
 const crashes: Crash[] = [
-  {
-    fault: 'reassign-Pausing',
-    phase: 'Pausing',
-    source: ['consuming', 'consuming'],
-    target: ['absent', 'absent'],
-  },
-  {
-    fault: 'reassign-Draining',
-    phase: 'Draining',
-    source: ['paused', 'paused'],
-    target: ['absent', 'absent'],
-  },
-  {
-    fault: 'reassign-Starting',
-    phase: 'Starting',
-    source: ['stopped', 'stopped'],
-    target: ['absent', 'absent'],
-  },
-  {
-    fault: 'reassign-Sealing',
-    phase: 'Sealing',
-    source: ['released', 'released'],
-    target: ['consuming', 'consuming'],
-  },
+  crash('reassign-Pausing', 'Pausing', 'consuming consuming', 'absent absent'),
+  crash('reassign-Draining', 'Draining', 'paused paused', 'absent absent'),
+  crash('reassign-Starting', 'Starting', 'stopped stopped', 'absent absent'),
+  crash('reassign-Sealing', 'Sealing', 'released released', 'consuming consuming'),
   // Done is written with the new assignment and epochs: resuming it must not bump them again.
-  {
-    fault: 'reassign-Done',
-    phase: 'Done',
-    source: ['absent', 'absent'],
-    target: ['consuming', 'consuming'],
-  },
+  crash('reassign-Done', 'Done', 'absent absent', 'consuming consuming'),
   // Between two receiver calls: after the first pause, the first drain, the first target's
   // assign (the sources released and their data committed first; a point of its own, since the
   // releases run again on each pass that waits for that commit) and the first source's unassign
   // (after its seal).
-  {
-    fault: 'reassign-Pausing-partial',
-    phase: 'Pausing',
-    source: ['paused', 'consuming'],
-    target: ['absent', 'absent'],
-  },
-  {
-    fault: 'reassign-Draining-partial',
-    phase: 'Draining',
-    source: ['stopped', 'paused'],
-    target: ['absent', 'absent'],
-  },
-  {
-    fault: 'reassign-Starting-target-partial',
-    phase: 'Starting',
-    source: ['released', 'released'],
-    target: ['consuming', 'absent'],
-  },
-  {
-    fault: 'reassign-Sealing-partial:2',
-    phase: 'Sealing',
-    source: ['absent', 'released'],
-    target: ['consuming', 'consuming'],
-  },
+  crash('reassign-Pausing-partial', 'Pausing', 'paused consuming', 'absent absent'),
+  crash('reassign-Draining-partial', 'Draining', 'stopped paused', 'absent absent'),
+  crash('reassign-Starting-target-partial', 'Starting', 'released released', 'consuming absent'),
+  crash('reassign-Sealing-partial:2', 'Sealing', 'absent released', 'consuming consuming'),
 ];
 
 test.each(crashes)(

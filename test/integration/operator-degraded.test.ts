@@ -4,24 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  testSchema,
-  totalsOf,
-  type TestEvent,
-} from '../support/events.ts';
-import {
-  conditionOf,
-  cubeApi,
-  cubeEvents,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
-import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
-import { addTotals } from '../support/hand-offs.ts';
+import { createTopic, highWatermarks, type TestEvent, produceEach } from '../support/events.ts';
+import { conditionOf, cubeApi } from '../support/cluster.ts';
+import { waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 
@@ -34,13 +19,10 @@ function source(topic: string) {
 
 /** Produces `count` events to each partition and returns them. */
 async function produceTo(topic: string, partitions: number, count: number): Promise<TestEvent[]> {
-  const all: TestEvent[] = [];
-  for (let p = 0; p < partitions; p++) {
-    const events = makeEvents(p, count, Date.UTC(2026, 2, 1), 500, p);
-    await produce(stack.producer, topic, p, events);
-    all.push(...events);
-  }
-  return all;
+  const all = [...Array(partitions).keys()];
+  return (
+    await produceEach(stack.producer, topic, all, count, Date.UTC(2026, 2, 1), 500, (p) => p)
+  ).flat();
 }
 
 const degradedWith = (c: CubeAssignment, reason: string): boolean => {
@@ -57,7 +39,7 @@ async function warningEvent(cube: string, reason: string, text: string) {
   return waitFor(
     `a Warning Event ${reason} naming ${text} on ${cube}`,
     async () =>
-      (await cubeEvents(kc, stack.namespace, cube)).find(
+      (await stack.cubeEvents(cube)).find(
         (e) => e.type === 'Warning' && e.reason === reason && e.message?.includes(text),
       ),
     15_000,
@@ -78,16 +60,12 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
   const topic = await createTopic(stack.admin, 4);
   const produced = await produceTo(topic, 4, 200);
   const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: source(topic),
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a', 'rs-b', 'rs-ghost'],
     strategy: 'range',
   });
 
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded ReplicaSetUnavailable with every partition placed',
     (c) =>
@@ -98,9 +76,7 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
   );
   expect(conditionOf(degraded, 'Degraded')?.message).toContain('rs-ghost');
   // rs-ghost holds nothing: every partition is read by the others, so the cube is Ready.
-  await waitForCube(
-    kc,
-    stack.namespace,
+  await stack.waitForCube(
     cube,
     'Ready with rs-ghost away',
     (c) => conditionOf(c, 'Ready')?.status === 'True' && degradedWith(c, 'ReplicaSetUnavailable'),
@@ -113,15 +89,11 @@ test('a replica set without pods: Degraded and a Warning Event, the others consu
   const ownerOf = (p: number) =>
     degraded.status?.assignment?.['rs-a']?.includes(p) ? receivers['rs-a']! : receivers['rs-b']!;
   for (const p of [0, 1, 2, 3]) await waitForPositions(ownerOf(p).client, cube, { [p]: hw[p]! });
-  const totals = addTotals(
-    totalsFromQuery(await receivers['rs-a']!.client.query(cube, {})),
-    totalsFromQuery(await receivers['rs-b']!.client.query(cube, {})),
-  );
-  expectTotals(totals, totalsOf(produced));
+  await expectQueriedTotals([receivers['rs-a']!.client, receivers['rs-b']!.client], cube, produced);
   await expectAliveAndReconciling();
 
   await api.patchSpec(stack.namespace, cube, { replicaSets: ['rs-a', 'rs-b'] });
-  const fixed = await waitForSettled(kc, stack.namespace, cube);
+  const fixed = await stack.waitForSettled(cube);
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   expect(fixed.status?.assignment).toMatchObject(degraded.status?.assignment ?? {});
 });
@@ -130,17 +102,13 @@ test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; th
   const cube = 'mispinned';
   const topic = await createTopic(stack.admin, 2);
   const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: source(topic),
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
     pins: { 'rs-b': [0, 7] },
   });
 
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded InvalidPin with both partitions placed',
     (c) =>
@@ -152,7 +120,7 @@ test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; th
   await expectAliveAndReconciling();
 
   await api.patchSpec(stack.namespace, cube, { pins: { 'rs-b': [0] } });
-  const fixed = await waitForSettled(kc, stack.namespace, cube);
+  const fixed = await stack.waitForSettled(cube);
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   expect(fixed.status?.assignment).toEqual({ 'rs-a': [1], 'rs-b': [0] });
 });
@@ -160,15 +128,12 @@ test('a pin to a partition the topic lacks: Degraded InvalidPin and an Event; th
 test('a topic that does not exist: Degraded TopicNotFound and an Event; creating it starts consumption', async () => {
   const cube = 'early';
   const topic = `events-missing-${randomUUID().slice(0, 8)}`;
-  const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
-    source: source(topic),
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
   });
 
-  const degraded = await waitForCube(kc, stack.namespace, cube, 'Degraded TopicNotFound', (c) =>
+  const degraded = await stack.waitForCube(cube, 'Degraded TopicNotFound', (c) =>
     degradedWith(c, 'TopicNotFound'),
   );
   expect(conditionOf(degraded, 'Ready')).toMatchObject({ status: 'False' });
@@ -178,9 +143,7 @@ test('a topic that does not exist: Degraded TopicNotFound and an Event; creating
 
   await stack.admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
   const produced = await produceTo(topic, 3, 100);
-  const settled = await waitForSettled(
-    kc,
-    stack.namespace,
+  const settled = await stack.waitForSettled(
     cube,
     (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ 'rs-a': [0, 1], 'rs-b': [2] }),
   );
@@ -188,11 +151,7 @@ test('a topic that does not exist: Degraded TopicNotFound and an Event; creating
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(receivers['rs-a']!.client, cube, { 0: hw[0]!, 1: hw[1]! });
   await waitForPositions(receivers['rs-b']!.client, cube, { 2: hw[2]! });
-  const totals = addTotals(
-    totalsFromQuery(await receivers['rs-a']!.client.query(cube, {})),
-    totalsFromQuery(await receivers['rs-b']!.client.query(cube, {})),
-  );
-  expectTotals(totals, totalsOf(produced));
+  await expectQueriedTotals([receivers['rs-a']!.client, receivers['rs-b']!.client], cube, produced);
 });
 
 test('brokers that cannot be reached: Degraded SourceUnavailable naming them, not TopicNotFound', async () => {
@@ -200,16 +159,13 @@ test('brokers that cannot be reached: Degraded SourceUnavailable naming them, no
   const topic = await createTopic(stack.admin, 2);
   const nowhere = '127.0.0.39:9';
   const api = cubeApi(kc);
-  await api.create(stack.namespace, cube, {
+  await stack.createCube(cube, topic, {
     source: { ...source(topic), brokers: [nowhere] },
-    schema: testSchema,
     replicaSets: ['rs-a', 'rs-b'],
     strategy: 'range',
   });
 
-  const degraded = await waitForCube(
-    kc,
-    stack.namespace,
+  const degraded = await stack.waitForCube(
     cube,
     'Degraded',
     (c) => conditionOf(c, 'Degraded')?.status === 'True',
@@ -221,9 +177,7 @@ test('brokers that cannot be reached: Degraded SourceUnavailable naming them, no
   await expectAliveAndReconciling();
 
   await api.patchSpec(stack.namespace, cube, { source: source(topic) });
-  const settled = await waitForSettled(
-    kc,
-    stack.namespace,
+  const settled = await stack.waitForSettled(
     cube,
     (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ 'rs-a': [0], 'rs-b': [1] }),
   );

@@ -3,13 +3,7 @@
 // after the kill; a holder stopped with SIGTERM releases the Lease so a third takes over at once.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { highWatermarks, totalsOf } from '../support/events.ts';
-import {
-  OperatorProcess,
-  cubeApi,
-  cubeEvents,
-  leaseHolder,
-  waitForSettled,
-} from '../support/cluster.ts';
+import { OperatorProcess, cubeApi, leaseHolder } from '../support/cluster.ts';
 import {
   expectLogsTiled,
   expectTotals,
@@ -105,11 +99,11 @@ test('only the holder reconciles; after kill -9 the other takes over within the 
   // before the kill); how soon after it is bench/'s to measure, a loaded machine only delays it.
   expect(tookOver).toBeGreaterThanOrEqual(leaseDurationMs - 1_000);
 
-  await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-a': [0, 1, 2], 'rs-b': [3] }));
+  await stack.waitForSettled(cube, assigned({ 'rs-a': [0, 1, 2], 'rs-b': [3] }));
   expect(await reassignsCompleted(follower)).toBe(1);
   expect(await follower.reconciles()).toBeGreaterThan(0);
   expect(follower.log()).toContain('leading: reconciling cube assignments');
-  const events = await cubeEvents(kc, stack.namespace, cube);
+  const events = await stack.cubeEvents(cube);
   expect(events.filter((e) => e.reason === 'ReassignCompleted')).toHaveLength(2);
 
   // Nothing lost or doubled across the change of leader.
@@ -166,6 +160,6 @@ test('SIGTERM releases the lease: a waiting operator takes over well before the 
 
   // And it reconciles: back to the range placement.
   await cubeApi(kc).patchSpec(stack.namespace, cube, { pins: null });
-  await waitForSettled(kc, stack.namespace, cube, assigned({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
+  await stack.waitForSettled(cube, assigned({ 'rs-a': [0, 1], 'rs-b': [2, 3] }));
   expect(await reassignsCompleted(successor)).toBe(1);
 });

@@ -9,23 +9,15 @@ import { rangesFromJson } from '../../src/receiver/offset-ranges.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
-import {
-  conditionOf,
-  cubeApi,
-  waitForCubeGone,
-  cubeEvents,
-  setPodReady,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
-import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
+import { conditionOf, cubeApi, waitForCubeGone, setPodReady } from '../support/cluster.ts';
+import { handOffTotals, handOffs } from '../support/hand-offs.ts';
 import {
   expectTiling,
   expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
@@ -44,13 +36,11 @@ async function createCube(
   replicaSets = ['rs-a', 'rs-b'],
   expected: Record<string, number[]> = range,
 ): Promise<CubeAssignment> {
-  await cubeApi(kc).create(stack.namespace, name, {
-    source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(name, topic, {
     replicaSets,
     strategy: 'range',
   });
-  return waitForSettled(kc, stack.namespace, name, (c) => assigned(c, expected));
+  return stack.waitForSettled(name, (c) => assigned(c, expected));
 }
 
 async function waitUntilGone(cube: string): Promise<void> {
@@ -75,8 +65,16 @@ async function expectHandedOff(
     const ranges = list.flatMap((h) => rangesFromJson(h.manifest.offsetRanges[String(p)] ?? []));
     expectTiling(ranges, 0n, end);
   }
-  const events = await cubeEvents(kc, stack.namespace, cube);
+  const events = await stack.cubeEvents(cube);
   expect(events.map((e) => e.reason)).toContain('Finalized');
+}
+
+/** A new topic of four partitions under steady load from event time `start`. */
+async function loadedTopic(start: number): Promise<{ topic: string; load: SteadyLoad }> {
+  const topic = await createTopic(stack.admin, 4);
+  const load = new SteadyLoad(stack.producer, topic, 4);
+  load.start(start);
+  return { topic, load };
 }
 
 /** Every partition's position on its owner, from the receivers themselves. */
@@ -98,14 +96,12 @@ async function caughtUp(cube: string, topic: string): Promise<Map<number, bigint
 
 test('suspend pauses consumption under load; resume catches up exactly', async () => {
   const cube = 'napping';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 3, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 3, 1));
   await createCube(cube, topic);
   const api = cubeApi(kc);
 
   await api.patchSpec(stack.namespace, cube, { suspend: true });
-  const suspended = await waitForCube(kc, stack.namespace, cube, 'Ready False (Suspended)', (c) => {
+  const suspended = await stack.waitForCube(cube, 'Ready False (Suspended)', (c) => {
     const ready = conditionOf(c, 'Ready');
     return ready?.status === 'False' && ready.reason === 'Suspended';
   });
@@ -124,31 +120,21 @@ test('suspend pauses consumption under load; resume catches up exactly', async (
   expect(conditionOf(await api.get(stack.namespace, cube), 'Ready')?.reason).toBe('Suspended');
 
   await api.patchSpec(stack.namespace, cube, { suspend: false });
-  await waitForSettled(kc, stack.namespace, cube, (c) => assigned(c, range));
+  await stack.waitForSettled(cube, (c) => assigned(c, range));
   await load.stop();
   const end = await caughtUp(cube, topic);
   const [a, b] = [receivers['rs-a']!, receivers['rs-b']!];
   const [statusA, statusB] = [await a.client.cubeStatus(cube), await b.client.cubeStatus(cube)];
-  expectTotals(
-    addTotals(
-      totalsFromQuery(await a.client.query(cube, {})),
-      totalsFromQuery(await b.client.query(cube, {})),
-    ),
-    totalsOf(load.all()),
-  );
+  await expectQueriedTotals([a.client, b.client], cube, load.all());
   for (const [p, to] of end) expectTiling(rangesOf(p, statusA.segments, statusB.segments), 0n, to);
   // Resuming is what the user asked for, not a fault worth a Warning.
-  const warnings = (await cubeEvents(kc, stack.namespace, cube)).filter(
-    (e) => e.type === 'Warning',
-  );
+  const warnings = (await stack.cubeEvents(cube)).filter((e) => e.type === 'Warning');
   expect(warnings.map((e) => `${e.reason}: ${e.message}`)).toEqual([]);
 });
 
 test('a brokers edit reaches every receiver before observedGeneration moves; nothing is lost', async () => {
   const cube = 'rerouted';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 3, 15));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 3, 15));
   const before = await createCube(cube, topic);
   const api = cubeApi(kc);
   const source = { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'earliest' };
@@ -162,7 +148,7 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
     source: { brokers: newSource.brokers },
   });
   expect(edited.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1);
-  const rolling = await waitForCube(kc, stack.namespace, cube, 'Progressing RollingOut', (c) => {
+  const rolling = await stack.waitForCube(cube, 'Progressing RollingOut', (c) => {
     const p = conditionOf(c, 'Progressing');
     return p?.status === 'True' && p.reason === 'RollingOut';
   });
@@ -176,7 +162,7 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
 
   // Back with the old source from its checkpoint; the operator brings it to the new one.
   await receivers['rs-b']!.start();
-  const applied = await waitForSettled(kc, stack.namespace, cube, (c) => assigned(c, range));
+  const applied = await stack.waitForSettled(cube, (c) => assigned(c, range));
   expect(applied.status?.observedGeneration).toBe(edited.metadata?.generation);
   for (const rs of ['rs-a', 'rs-b'])
     expect((await receivers[rs]!.client.cubeStatus(cube)).specDigest).toBe(wanted);
@@ -184,22 +170,14 @@ test('a brokers edit reaches every receiver before observedGeneration moves; not
   await load.stop();
   const end = await caughtUp(cube, topic);
   const [a, b] = [receivers['rs-a']!, receivers['rs-b']!];
-  expectTotals(
-    addTotals(
-      totalsFromQuery(await a.client.query(cube, {})),
-      totalsFromQuery(await b.client.query(cube, {})),
-    ),
-    totalsOf(load.all()),
-  );
+  await expectQueriedTotals([a.client, b.client], cube, load.all());
   const [statusA, statusB] = [await a.client.cubeStatus(cube), await b.client.cubeStatus(cube)];
   for (const [p, to] of end) expectTiling(rangesOf(p, statusA.segments, statusB.segments), 0n, to);
 });
 
 test('deleting the cube seals and hands off every receiver, then the object is gone', async () => {
   const cube = 'retired';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 4, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 4, 1));
   const created = await createCube(cube, topic);
   expect(created.metadata?.finalizers).toContain(finalizer);
   await sleep(1_000);
@@ -214,9 +192,7 @@ test('deleting the cube seals and hands off every receiver, then the object is g
 
 test('a replica set without a ready pod holds the deletion until it is back, then hands off too', async () => {
   const cube = 'interrupted';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 5, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 5, 1));
   await createCube(cube, topic);
   await sleep(500);
   await load.stop();
@@ -225,24 +201,18 @@ test('a replica set without a ready pod holds the deletion until it is back, the
   // rs-b's only pod stops being Ready (the receiver keeps its data), and the operator has seen it.
   await setPodReady(kc, stack.namespace, 'rs-b-0', receivers['rs-b']!.options.host!, false);
   try {
-    await waitForCube(kc, stack.namespace, cube, 'Degraded: rs-b unavailable', (c) => {
+    await stack.waitForCube(cube, 'Degraded: rs-b unavailable', (c) => {
       const d = conditionOf(c, 'Degraded');
       return d?.status === 'True' && d.reason === 'ReplicaSetUnavailable';
     });
     await cubeApi(kc).delete(stack.namespace, cube);
-    const blocked = await waitForCube(
-      kc,
-      stack.namespace,
-      cube,
-      'Degraded FinalizeBlocked',
-      (c) => {
-        const d = conditionOf(c, 'Degraded');
-        return d?.status === 'True' && d.reason === 'FinalizeBlocked';
-      },
-    );
+    const blocked = await stack.waitForCube(cube, 'Degraded FinalizeBlocked', (c) => {
+      const d = conditionOf(c, 'Degraded');
+      return d?.status === 'True' && d.reason === 'FinalizeBlocked';
+    });
     expect(conditionOf(blocked, 'Degraded')?.message).toContain('rs-b');
     await waitFor('a Warning Event FinalizeBlocked', async () =>
-      (await cubeEvents(kc, stack.namespace, cube)).some(
+      (await stack.cubeEvents(cube)).some(
         (e) => e.type === 'Warning' && e.reason === 'FinalizeBlocked',
       ),
     );
@@ -260,9 +230,7 @@ test('a replica set without a ready pod holds the deletion until it is back, the
 
 test('deleting the cube in the middle of a reassign also hands off the replica set it moved to', async () => {
   const cube = 'relocated';
-  const topic = await createTopic(stack.admin, 4);
-  const load = new SteadyLoad(stack.producer, topic, 4);
-  load.start(Date.UTC(2026, 6, 1));
+  const { topic, load } = await loadedTopic(Date.UTC(2026, 6, 1));
   // This operator dies when a reassign first reaches Sealing (the initial assignment, a first
   // placement, has nothing to seal): rs-b has started every partition, status.assignment still
   // names rs-a alone.

@@ -5,8 +5,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { cubeSchema } from '../../src/api/cube.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
 import { QueryService, nothingHeld } from '../../src/query/service.ts';
 import type { DeepStorage } from '../../src/receiver/deep-storage.ts';
@@ -18,18 +16,12 @@ import type { Segment } from '../../src/receiver/segments.ts';
 import { type S3TestServer, startS3Server } from '../env/s3-server.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { createBucket, s3ClientFor } from '../support/s3-bucket.ts';
+import { queriedOrdersCube } from '../support/cube-assignments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
 const bucket = 'streamcube-query';
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(['country'], { events: 'count', revenue: 'sum(price)' }, { window: '1m' });
 
 let server: S3TestServer;
 let s3: S3Client;
@@ -117,21 +109,7 @@ test('a bucket and a directory give the same committed view, and the service ans
   expect(fromBucket).toHaveLength(10);
   expect(fromBucket).toEqual(await read(dir));
 
-  const cube = {
-    metadata: { name: 'orders', namespace: 'shop' },
-    spec: {
-      source: { brokers: ['kafka:9092'], topic: 'orders', startingOffsets: 'earliest' },
-      replicaSets: ['rs-a', 'rs-b'],
-      schema,
-    },
-    status: {
-      assignment: { 'rs-a': [0], 'rs-b': [1] },
-      partitions: [
-        { partition: 0, replicaSet: 'rs-a', position: '50' },
-        { partition: 1, replicaSet: 'rs-b', position: '50' },
-      ],
-    },
-  } as unknown as CubeAssignment;
+  const cube = queriedOrdersCube(schema, ['50', '50']);
   const service = new QueryService({
     receiverTimeoutMs: 1000,
     maxRows: 100,

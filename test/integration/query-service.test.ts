@@ -11,13 +11,11 @@ import type { CubeAnswer } from '../../src/query/service.ts';
 import {
   type TestEvent,
   byCountry,
-  createTopic,
   highWatermarks,
-  makeEvents,
   totalsOf,
   windowedSchema,
 } from '../support/events.ts';
-import { applyCrd, cubeApi, waitForSettled } from '../support/cluster.ts';
+import { applyCrd, cubeApi } from '../support/cluster.ts';
 import { committed } from '../support/hand-offs.ts';
 import {
   type JavaProducer,
@@ -30,6 +28,7 @@ import { rawHttp } from '../support/raw-http.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
 import { expectTotals, waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
+import { eventAt, javaProducedCube } from '../support/loaded-cube.ts';
 
 const stack = useOperatorStack({
   name: 'query-svc',
@@ -70,29 +69,20 @@ const revenueOf = (events: TestEvent[]): string =>
 
 test('answers over live receivers and committed deep storage equal the ledger, every offset once', async () => {
   const t0 = Date.now();
-  const topic = await createTopic(stack.admin, partitions);
-  const api = cubeApi(stack.kc);
   // The CRD of this checkout (measures' `scale`) again, right before the cube: a shared API
   // server may have been given another checkout's since the stack started.
   await applyCrd();
-  await api.create(stack.namespace, cube, {
-    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'sticky',
-  });
-  const [plain, tx] = await Promise.all([
-    startJavaProducer({ topic, compression: 'lz4', lingerMs: 20 }),
-    startJavaProducer({ topic, compression: 'zstd', transactionalId: `${topic}-tx` }),
-    waitForSettled(stack.kc, stack.namespace, cube),
+  const [{ topic, java: plain }] = await Promise.all([
+    javaProducedCube(stack, producers, cube, partitions, schema),
     server.start(),
   ]);
-  producers.push(plain, tx);
-
-  const event = (p: number, i: number, now: number, salt = 0): TestEvent => ({
-    ...makeEvents(p, 1, now, 0, i + salt)[0]!,
-    ts: now,
+  const tx = await startJavaProducer({
+    topic,
+    compression: 'zstd',
+    transactionalId: `${topic}-tx`,
   });
+  producers.push(tx);
+  const event = eventAt;
   const s = 1000;
   const production = produceOnSchedule(
     plain,
@@ -149,7 +139,7 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   const events = visible.filter(isEvent).map((r) => JSON.parse(r.value) as TestEvent);
   const malformed = visible.filter((r) => !isEvent(r));
   const hw = await highWatermarks(stack.kafka, topic);
-  const status = (await api.get(stack.namespace, cube)).status!;
+  const status = (await cubeApi(stack.kc).get(stack.namespace, cube)).status!;
   for (const [set, owned] of Object.entries(status.assignment ?? {}))
     for (const r of stack.replicas[set]!)
       await waitForPositions(

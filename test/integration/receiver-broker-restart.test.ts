@@ -11,18 +11,15 @@ import {
   assignRequest,
   createTopic,
   highWatermarks,
-  makeEvents,
-  produce,
-  totalsOf,
   type TestEvent,
+  produceEach,
 } from '../support/events.ts';
 import {
   expectTiling,
-  expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
 import { waitFor } from '../support/wait.ts';
@@ -53,11 +50,8 @@ test('a receiver consumes on exactly from where it was after its broker restarts
   const topic = await createTopic(admin, partitions.length);
   const produced: TestEvent[] = [];
   const produceRound = async (p: Producer, round: number): Promise<void> => {
-    for (const partition of partitions) {
-      const events = makeEvents(partition, 300, T0 + round * 600_000, 1000, round);
-      produced.push(...events);
-      await produce(p, topic, partition, events);
-    }
+    const events = await produceEach(p, topic, partitions, 300, T0 + round * 600_000, 1000, round);
+    produced.push(...events.flat());
   };
   await produceRound(producer, 0);
   receiver = new ReceiverProcess({
@@ -88,7 +82,7 @@ test('a receiver consumes on exactly from where it was after its broker restarts
       readFileSync(receiver!.logFile).subarray(logBefore).includes(first.bootstrap) || undefined,
     ),
   );
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(produced));
+  await expectQueriedTotals([receiver.client], cube, produced);
   expect(positionsOf(await receiver.client.cubeStatus(cube))).toEqual({
     0: '300',
     1: '300',
@@ -104,7 +98,7 @@ test('a receiver consumes on exactly from where it was after its broker restarts
   await receiver.client.resume(cube, [2]);
   const end = await highWatermarks(kafka, topic);
   const status = await waitForPositions(receiver.client, cube, Object.fromEntries(end), 60_000);
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(produced));
+  await expectQueriedTotals([receiver.client], cube, produced);
   for (const p of partitions) expectTiling(rangesOf(p, status.segments), 0n, 600n);
 
   // Told to stop, it exits (nothing the outage left behind keeps it running); started again on

@@ -7,19 +7,16 @@ import {
   assignRequest,
   createTopic,
   highWatermarks,
-  makeEvents,
-  produce,
-  totalsOf,
   type TestEvent,
+  produceEach,
 } from '../support/events.ts';
 import {
   expectTiling,
-  expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   metricValue,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
@@ -30,8 +27,7 @@ const T0 = Date.UTC(2026, 0, 6);
 test('assigns of different partitions at once both succeed; the data is exact, also after a crash', async () => {
   const cube = 'at-once';
   const topic = await createTopic(fixture.admin, 3);
-  const events = [0, 1, 2].map((p) => makeEvents(p, 200, T0));
-  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, events[p]!);
+  const events = await produceEach(fixture.producer, topic, [0, 1, 2], 200, T0);
   const request = (partitions: number[]) =>
     assignRequest(
       env.kafka.bootstrap,
@@ -47,18 +43,12 @@ test('assigns of different partitions at once both succeed; the data is exact, a
   ]);
   const end = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(fixture.receiver.client, cube, end);
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
-    totalsOf(events.flat()),
-  );
+  await expectQueriedTotals([fixture.receiver.client], cube, events.flat());
 
   await fixture.receiver.kill('SIGKILL');
   await fixture.receiver.start();
   const status = await waitForPositions(fixture.receiver.client, cube, end);
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query(cube, {})),
-    totalsOf(events.flat()),
-  );
+  await expectQueriedTotals([fixture.receiver.client], cube, events.flat());
   for (const p of [0, 1, 2]) expectTiling(rangesOf(p, status.segments), 0n, 200n);
 });
 
@@ -67,9 +57,16 @@ test('a pause and a resume that arrive while the consumer restarts for another p
   const topic = await createTopic(fixture.admin, 3);
   const produced: TestEvent[] = [];
   const more = async (p: number, salt: number) => {
-    const batch = makeEvents(p, 50, T0 + salt * 100_000, 1000, salt);
-    produced.push(...batch);
-    await produce(fixture.producer, topic, p, batch);
+    const batch = await produceEach(
+      fixture.producer,
+      topic,
+      [p],
+      50,
+      T0 + salt * 100_000,
+      1000,
+      salt,
+    );
+    produced.push(...batch.flat());
   };
   const assign = (p: number) =>
     fixture.receiver.client.assign(
@@ -94,14 +91,13 @@ test('a pause and a resume that arrive while the consumer restarts for another p
   await more(2, 2);
   await more(0, 2);
   await waitForPositions(fixture.receiver.client, cube, { 0: 150n, 1: 50n, 2: 50n });
-  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(produced));
+  await expectQueriedTotals([fixture.receiver.client], cube, produced);
 });
 
 test('assigns at once, first of a new cube and then with a changed source, open one channel: every event is ingested once', async () => {
   const cube = 'put-race';
   const topic = await createTopic(fixture.admin, 2);
-  const produced = [0, 1].map((p) => makeEvents(p, 300, T0));
-  for (const p of [0, 1]) await produce(fixture.producer, topic, p, produced[p]!);
+  const produced = await produceEach(fixture.producer, topic, [0, 1], 300, T0);
   const request = (brokers: string) =>
     assignRequest(brokers, topic, 'rs-a', [
       { partition: 0, position: '0' },
@@ -120,11 +116,10 @@ test('assigns at once, first of a new cube and then with a changed source, open 
     fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
     fixture.receiver.client.assign(cube, request(`localhost:${port}`)),
   ]);
-  const more = [0, 1].map((p) => makeEvents(p, 200, T0 + 1_000_000, 1000, 7));
-  for (const p of [0, 1]) await produce(fixture.producer, topic, p, more[p]!);
+  const more = await produceEach(fixture.producer, topic, [0, 1], 200, T0 + 1_000_000, 1000, 7);
   await waitForPositions(fixture.receiver.client, cube, { 0: 500n, 1: 500n });
   const all = [...produced.flat(), ...more.flat()];
-  expectTotals(totalsFromQuery(await fixture.receiver.client.query(cube, {})), totalsOf(all));
+  await expectQueriedTotals([fixture.receiver.client], cube, all);
   await new Promise((r) => setTimeout(r, 2_000));
   const metrics = await fetch(`${fixture.receiver.baseUrl}/metrics`).then((r) => r.text());
   expect(metricValue(metrics, 'streamcube_receiver_events_ingested_total', { cube })).toBe(1000);
@@ -134,8 +129,7 @@ test('assigns at once, first of a new cube and then with a changed source, open 
 
 test('a restart with one cube that cannot be restored brings the others back; that cube answers 404', async () => {
   const topic = await createTopic(fixture.admin, 1);
-  const events = makeEvents(0, 100, T0);
-  await produce(fixture.producer, topic, 0, events);
+  const events = (await produceEach(fixture.producer, topic, [0], 100, T0)).flat();
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);
@@ -151,10 +145,7 @@ test('a restart with one cube that cannot be restored brings the others back; th
   );
   await fixture.receiver.start();
   await waitForPositions(fixture.receiver.client, 'restored', { 0: 100n });
-  expectTotals(
-    totalsFromQuery(await fixture.receiver.client.query('restored', {})),
-    totalsOf(events),
-  );
+  await expectQueriedTotals([fixture.receiver.client], 'restored', events);
   await expect(fixture.receiver.client.cubeStatus('unreadable')).rejects.toMatchObject({
     status: 404,
   });

@@ -1,20 +1,13 @@
 // A receiver consumes from exact offsets: pause reports exact positions, drain stops exactly at
 // the stop offsets (an idle partition at once), resume continues with no gap and no overlap.
-import {
-  assignRequest,
-  createTopic,
-  makeEvents,
-  produce,
-  totalsOf,
-  type TestEvent,
-} from '../support/events.ts';
+import { assignRequest, createTopic, produceEach } from '../support/events.ts';
 import {
   expectTiling,
-  expectTotals,
   positionsOf,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
+  expectDrainedTo,
 } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
 
@@ -25,8 +18,7 @@ const cube = 'orders';
 
 test('start at exact offsets, pause, drain to stop offsets, resume: exact aggregates and tiled offsets', async () => {
   const topic = await createTopic(fixture.admin, 4);
-  const produced: TestEvent[][] = [0, 1, 2, 3].map((p) => makeEvents(p, 50, T0, 2000));
-  for (const p of [0, 1, 2, 3]) await produce(fixture.producer, topic, p, produced[p]!);
+  const produced = await produceEach(fixture.producer, topic, [0, 1, 2, 3], 50, T0, 2000);
   const start: Record<number, bigint> = { 0: 0n, 1: 10n, 2: 0n, 3: 0n };
   const client = fixture.receiver.client;
 
@@ -41,7 +33,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
   );
   await waitForPositions(client, cube, { 0: 50n, 1: 50n, 2: 50n, 3: 50n });
   const expectedSoFar = [0, 1, 2, 3].flatMap((p) => produced[p]!.slice(Number(start[p])));
-  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(expectedSoFar));
+  await expectQueriedTotals([client], cube, expectedSoFar);
 
   // Pause two partitions: their positions are exact, and they stay put while more arrives.
   const paused = await client.pause(cube, [0, 1]);
@@ -49,8 +41,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
     [0, 'paused', '50'],
     [1, 'paused', '50'],
   ]);
-  const more = [0, 1, 2].map((p) => makeEvents(p, 20, T0 + 100_000, 2000, 1));
-  for (const p of [0, 1, 2]) await produce(fixture.producer, topic, p, more[p]!);
+  const more = await produceEach(fixture.producer, topic, [0, 1, 2], 20, T0 + 100_000, 2000, 1);
   await waitForPositions(client, cube, { 2: 70n });
   expect(positionsOf(await client.cubeStatus(cube))).toMatchObject({ 0: '50', 1: '50' });
   // Pausing again is the same answer (idempotent).
@@ -60,16 +51,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
   ]);
 
   // Drain: partition 0 consumes up to 60 exactly; 1 and 3 are already at their stop offsets.
-  const drained = await client.drain(cube, {
-    stopOffsets: { 0: '60', 1: '50', 3: '50' },
-    timeoutMs: 30_000,
-  });
-  expect(drained.done).toBe(true);
-  expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual([
-    [0, 'stopped', '60'],
-    [1, 'stopped', '50'],
-    [3, 'stopped', '50'],
-  ]);
+  await expectDrainedTo(client, cube, { 0: '60', 1: '50', 3: '50' });
   // The same drain again answers the same, with no second effect.
   const again = await client.drain(cube, {
     stopOffsets: { 0: '60', 1: '50', 3: '50' },
@@ -88,7 +70,7 @@ test('start at exact offsets, pause, drain to stop offsets, resume: exact aggreg
     ...produced[p]!.slice(Number(start[p])),
     ...(more[p] ?? []),
   ]);
-  expectTotals(totalsFromQuery(await client.query(cube, {})), totalsOf(all));
+  await expectQueriedTotals([client], cube, all);
 
   const status = await client.cubeStatus(cube);
   const end: Record<number, bigint> = { 0: 70n, 1: 70n, 2: 70n, 3: 50n };
@@ -100,8 +82,7 @@ test('a partition assigned with a carried watermark judges lateness by it from t
   const topic = await createTopic(fixture.admin, 1);
   const client = fixture.receiver.client;
   const carried = T0 + 3 * 3_600_000; // three hours past the events' windows (1h + 5m lateness)
-  const events = makeEvents(0, 10, T0, 1000);
-  await produce(fixture.producer, topic, 0, events);
+  await produceEach(fixture.producer, topic, [0], 10, T0);
   const request = assignRequest(env.kafka.bootstrap, topic, 'rs-a', [
     { partition: 0, position: '0' },
   ]);

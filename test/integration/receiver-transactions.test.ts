@@ -7,16 +7,15 @@ import {
   assignRequest,
   createTopic,
   makeEvents,
-  totalsOf,
   type TestEvent,
 } from '../support/events.ts';
 import {
   expectRowsOfEvents,
   expectTiling,
-  expectTotals,
   rangesOf,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
+  expectDrainedTo,
 } from '../support/receiver-checks.ts';
 import {
   type JavaProducer,
@@ -165,20 +164,8 @@ describe('transactions, with the default idle timeout', () => {
 
     // Partitions 0 and 1 drain to the high watermark, past their markers; partition 2 to the
     // marker's own offset, just after its last record.
-    const drained = await receiver.client.drain(cube, {
-      stopOffsets: { 0: '31', 1: '31', 2: '30' },
-      timeoutMs: 30_000,
-    });
-    expect(drained.done).toBe(true);
-    expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual([
-      [0, 'stopped', '31'],
-      [1, 'stopped', '31'],
-      [2, 'stopped', '30'],
-    ]);
-    expectTotals(
-      totalsFromQuery(await receiver.client.query(cube, {})),
-      totalsOf([...committed, ...alsoCommitted]),
-    );
+    await expectDrainedTo(receiver.client, cube, { 0: '31', 1: '31', 2: '30' });
+    await expectQueriedTotals([receiver.client], cube, [...committed, ...alsoCommitted]);
     const status = await receiver.client.cubeStatus(cube);
     expectTiling(rangesOf(0, status.segments), 0n, 31n);
     expectTiling(rangesOf(2, status.segments), 0n, 30n);

@@ -7,14 +7,7 @@
 //   Degraded (SourceReplicaSetUnavailable) with a Warning Event, nothing is released or lost; the
 //   set comes back on its volumes, the move completes and the totals are exact.
 import { mkdirSync, rmSync } from 'node:fs';
-import {
-  conditionOf,
-  cubeApi,
-  cubeEvents,
-  setPodReady,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
+import { conditionOf, cubeApi, setPodReady } from '../support/cluster.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { highWatermarks, totalsOf } from '../support/events.ts';
 import type { SteadyLoad } from '../support/load.ts';
@@ -78,9 +71,7 @@ test('a replica whose data directory was wiped answers 404: a move off its set g
   // rs-a-1 crashes, its pod still Ready: the move of partition 0 off rs-a blocks on its pause.
   await a1!.kill('SIGKILL');
   await api.patchSpec(stack.namespace, cube, { pins: { 'rs-a': [1], 'rs-b': [0, 2, 3] } });
-  await waitForCube(
-    stack.kc,
-    stack.namespace,
+  await stack.waitForCube(
     cube,
     'Degraded=True with reason PauseFailed naming rs-a-1',
     (c) =>
@@ -92,16 +83,9 @@ test('a replica whose data directory was wiped answers 404: a move off its set g
   rmSync(a1!.dataDir, { recursive: true, force: true });
   mkdirSync(a1!.dataDir, { recursive: true });
   await a1!.start();
-  const settled = await waitForSettled(
-    stack.kc,
-    stack.namespace,
-    cube,
-    assigned({ 'rs-a': [1], 'rs-b': [0, 2, 3] }),
-  );
+  const settled = await stack.waitForSettled(cube, assigned({ 'rs-a': [1], 'rs-b': [0, 2, 3] }));
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 1, '2': 1, '3': 1 });
-  const missing = (await cubeEvents(stack.kc, stack.namespace, cube)).filter(
-    (e) => e.reason === 'CubeNotOnReceiver',
-  );
+  const missing = (await stack.cubeEvents(cube)).filter((e) => e.reason === 'CubeNotOnReceiver');
   expect(missing).toHaveLength(1);
   expect(missing[0]).toMatchObject({ type: 'Warning', count: 1 });
   expect(missing[0]!.message).toMatch(
@@ -113,9 +97,7 @@ test('a replica whose data directory was wiped answers 404: a move off its set g
 
   // Once the move is done, observe gives rs-a-1 the cube at rs-a-0's positions: partition 1.
   const restored = await waitFor('rs-a-1 given the cube', async () =>
-    (await cubeEvents(stack.kc, stack.namespace, cube)).find(
-      (e) => e.reason === 'CubeRestoredOnReceiver',
-    ),
+    (await stack.cubeEvents(cube)).find((e) => e.reason === 'CubeRestoredOnReceiver'),
   );
   expect(restored.message).toMatch(
     /^receiver rs-a-1 \(rs-a\) did not hold the cube: given partition 1 at [0-9]+, the positions of rs-a-0$/,
@@ -165,9 +147,7 @@ test('every receiver of the source set stops after Draining: the move blocks, De
     await r.stop();
   }
   stack.operator = await stack.startOperator();
-  let blocked = await waitForCube(
-    stack.kc,
-    stack.namespace,
+  let blocked = await stack.waitForCube(
     cube,
     'Degraded=True with reason SourceReplicaSetUnavailable',
     (c) => conditionOf(c, 'Degraded')?.reason === 'SourceReplicaSetUnavailable',
@@ -179,7 +159,7 @@ test('every receiver of the source set stops after Draining: the move blocks, De
     status: 'False',
     reason: 'SourceReplicaSetUnavailable',
   });
-  const warnings = (await cubeEvents(stack.kc, stack.namespace, cube)).filter(
+  const warnings = (await stack.cubeEvents(cube)).filter(
     (e) => e.type === 'Warning' && e.reason === 'SourceReplicaSetUnavailable',
   );
   expect(warnings.map((e) => e.message)).toEqual([expect.stringContaining(message)]);
@@ -200,12 +180,7 @@ test('every receiver of the source set stops after Draining: the move blocks, De
     await r.start();
     await setReady(r, true);
   }
-  const settled = await waitForSettled(
-    stack.kc,
-    stack.namespace,
-    cube,
-    assigned({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }),
-  );
+  const settled = await stack.waitForSettled(cube, assigned({ 'rs-a': [], 'rs-b': [0, 1, 2, 3] }));
   expect(settled.status?.epochs).toEqual({ '0': 2, '1': 2, '2': 1, '3': 1 });
   expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
   await expectExact(

@@ -6,23 +6,16 @@
 // claims it, the cube stays Ready, and the totals are the ground truth minus exactly the lost events.
 // The same when the receiver runs with the partition paused (suspended) and then resumes.
 import type { TestEvent } from '../support/events.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  testSchema,
-  totalsOf,
-} from '../support/events.ts';
-import { applyCrd, conditionOf, cubeApi, cubeEvents, waitForSettled } from '../support/cluster.ts';
+import { createTopic, highWatermarks, makeEvents, produce, totalsOf } from '../support/events.ts';
+import { applyCrd, conditionOf, cubeApi } from '../support/cluster.ts';
 import { heldByReplica } from '../support/cube-audit.ts';
 import { handOffs } from '../support/hand-offs.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import {
   expectTotals,
   metricValue,
-  totalsFromQuery,
   waitForPositions,
+  expectQueriedTotals,
 } from '../support/receiver-checks.ts';
 import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
 import { waitFor } from '../support/wait.ts';
@@ -34,7 +27,7 @@ const stack = useOperatorStack({ name: 'retention', replicaSets: ['rs-a'] });
  * end; `write` adds events to a partition and to the ground truth (offset → event).
  */
 async function readCube(cube: string) {
-  const { kc, admin, namespace } = stack;
+  const { admin } = stack;
   const topic = await createTopic(admin, 2);
   const produced = new Map<number, TestEvent[]>([
     [0, []],
@@ -47,13 +40,11 @@ async function readCube(cube: string) {
     produced.get(p)!.push(...list);
   };
   for (const p of [0, 1]) await write(p, 100);
-  await cubeApi(kc).create(namespace, cube, {
-    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema: testSchema,
+  await stack.createCube(cube, topic, {
     replicaSets: ['rs-a'],
     strategy: 'range',
   });
-  await waitForSettled(kc, namespace, cube);
+  await stack.waitForSettled(cube);
   await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: 100n, 1: 100n });
   return { topic, produced, write };
 }
@@ -95,11 +86,11 @@ test('offsets deleted while the receiver is down are reported lost, once, and no
     [1, undefined, undefined],
   ]);
   const lostEvents = async () =>
-    (await cubeEvents(kc, namespace, cube)).filter((e) => e.reason === 'OffsetsLost');
+    (await stack.cubeEvents(cube)).filter((e) => e.reason === 'OffsetsLost');
   await waitFor('the OffsetsLost Event', async () => (await lostEvents()).length > 0);
   // Told once: more reconciles (positions moving on with new events) tell it no more.
   for (const p of [0, 1]) await write(p, 10);
-  await waitForSettled(kc, namespace, cube, (c) =>
+  await stack.waitForSettled(cube, (c) =>
     (c.status?.partitions ?? []).every((r) => r.position === '310'),
   );
   const [event, ...more] = await lostEvents();
@@ -177,10 +168,10 @@ test('offsets deleted while a running receiver has the partition paused are lost
   expect(metricValue(metrics, lostTotal, { cube, partition: '1' })).toBe(100);
 
   const event = await waitFor('the OffsetsLost Event', async () =>
-    (await cubeEvents(kc, namespace, cube)).find((e) => e.reason === 'OffsetsLost'),
+    (await stack.cubeEvents(cube)).find((e) => e.reason === 'OffsetsLost'),
   );
   expect(event.message).toContain('partition 1: offsets [100, 200) (100 records)');
   const lost = produced.get(1)!.slice(100, 200);
   const kept = [...produced.values()].flat().filter((e) => !lost.includes(e));
-  expectTotals(totalsFromQuery(await receiver.client.query(cube, {})), totalsOf(kept));
+  await expectQueriedTotals([receiver.client], cube, kept);
 }, 120_000);

@@ -196,6 +196,13 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
+/** A kubeconfig whose connections go through a proxy the test can break; closed after the test. */
+async function breakableConnection(): Promise<{ proxy: BreakableProxy; kc: KubeConfig }> {
+  const proxy = await BreakableProxy.start(apiServerAddress());
+  cleanups.push(() => proxy.close());
+  return { proxy, kc: throughProxy(proxy) };
+}
+
 beforeAll(async () => {
   await core.createNamespace({ body: { metadata: { name: namespace } } });
 });
@@ -254,9 +261,7 @@ test('delivers add, update and delete; is synced once the first list is in the c
 }, 60_000);
 
 test('after its connection is reset and refused, it restarts and sees what changed meanwhile; a bare client-node informer does not', async () => {
-  const proxy = await BreakableProxy.start(apiServerAddress());
-  cleanups.push(() => proxy.close());
-  const kc = throughProxy(proxy);
+  const { proxy, kc } = await breakableConnection();
   const log: string[] = [];
   const registry = new Registry();
   const { informer, events } = configMapInformer(kc, { registry, name: 'reset', log });
@@ -324,9 +329,7 @@ test('after its connection is reset and refused, it restarts and sees what chang
 }, 90_000);
 
 test('the watchdog restarts an informer that hears nothing from the server, and it catches up', async () => {
-  const proxy = await BreakableProxy.start(apiServerAddress());
-  cleanups.push(() => proxy.close());
-  const kc = throughProxy(proxy);
+  const { proxy, kc } = await breakableConnection();
   const log: string[] = [];
   const registry = new Registry();
   const { informer, events } = configMapInformer(kc, {

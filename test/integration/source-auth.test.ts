@@ -8,22 +8,9 @@ import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { tempDir } from '../support/receiver-process.ts';
-import {
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  produce,
-  testSchema,
-  totalsOf,
-} from '../support/events.ts';
-import {
-  conditionOf,
-  cubeApi,
-  cubeEvents,
-  waitForCube,
-  waitForSettled,
-} from '../support/cluster.ts';
-import { expectTotals, totalsFromQuery, waitForPositions } from '../support/receiver-checks.ts';
+import { createTopic, highWatermarks, makeEvents, produce } from '../support/events.ts';
+import { conditionOf, cubeApi } from '../support/cluster.ts';
+import { waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { setScramPassword } from '../support/scram-user.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
@@ -120,21 +107,15 @@ async function receiverKubeconfig(): Promise<string> {
 
 /** Creates a cube over `src` on replica set rs-a. */
 const createCube = (cube: string, src: ReturnType<typeof source>) =>
-  cubeApi(kc).create(stack.namespace, cube, {
+  stack.createCube(cube, src.topic, {
     source: src,
-    schema: testSchema,
     replicaSets: ['rs-a'],
     strategy: 'range',
   });
 
 /** Waits until the cube holds `partitions` (joined with commas) on rs-a and has settled. */
 const settledOn = (cube: string, partitions: string) =>
-  waitForSettled(
-    kc,
-    stack.namespace,
-    cube,
-    (c) => c.status?.assignment?.['rs-a']?.join() === partitions,
-  );
+  stack.waitForSettled(cube, (c) => c.status?.assignment?.['rs-a']?.join() === partitions);
 
 const degradedWith = (c: CubeAssignment, reason: string): boolean =>
   conditionOf(c, 'Degraded')?.status === 'True' && conditionOf(c, 'Degraded')?.reason === reason;
@@ -155,10 +136,7 @@ test.each<[Mechanism, string]>([
   await settledOn(cube, '0,1');
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: hw[0]!, 1: hw[1]! });
-  expectTotals(
-    totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
-    totalsOf(events),
-  );
+  await expectQueriedTotals([stack.receivers['rs-a']!.client], cube, events);
 });
 
 /** Creates a one-partition cube over `src` and waits until it is Degraded with `reason`. */
@@ -169,13 +147,11 @@ async function degradedCube(
 ): Promise<{ topic: string; message: string }> {
   const topic = await createTopic(stack.admin, 1);
   await createCube(cube, src(topic));
-  const degraded = await waitForCube(kc, stack.namespace, cube, `Degraded ${reason}`, (c) =>
+  const degraded = await stack.waitForCube(cube, `Degraded ${reason}`, (c) =>
     degradedWith(c, reason),
   );
   await waitFor(`a Warning Event ${reason} on ${cube}`, async () =>
-    (await cubeEvents(kc, stack.namespace, cube)).find(
-      (e) => e.type === 'Warning' && e.reason === reason,
-    ),
+    (await stack.cubeEvents(cube)).find((e) => e.type === 'Warning' && e.reason === reason),
   );
   return { topic, message: conditionOf(degraded, 'Degraded')?.message ?? '' };
 }
@@ -202,10 +178,7 @@ test('a refused password: Degraded SourceAuthFailed with the broker message; the
   expect(conditionOf(fixed, 'Degraded')).toMatchObject({ status: 'False' });
   const hw = Object.fromEntries(await highWatermarks(kafka, topic));
   await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: hw[0]! });
-  expectTotals(
-    totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
-    totalsOf(events),
-  );
+  await expectQueriedTotals([stack.receivers['rs-a']!.client], cube, events);
 });
 
 test('an untrusted CA: Degraded SourceTLSFailed', async () => {
@@ -230,10 +203,7 @@ test('a password rotated in Kafka and in its Secret reaches a running receiver w
     const settled = await settledOn(cube, '0');
     expect(conditionOf(settled, 'Degraded')).toMatchObject({ status: 'False' });
     await waitForPositions(stack.receivers['rs-a']!.client, cube, { 0: 200n });
-    expectTotals(
-      totalsFromQuery(await stack.receivers['rs-a']!.client.query(cube, {})),
-      totalsOf(events),
-    );
+    await expectQueriedTotals([stack.receivers['rs-a']!.client], cube, events);
   };
   await oneCube('auth-rotate-before', 2);
 
@@ -276,7 +246,7 @@ test('no password in the logs, the statuses or the Events', async () => {
   ]) {
     const object = await cubeApi(kc).get(stack.namespace, cube);
     texts.push([`${cube} status`, JSON.stringify(object.status)]);
-    texts.push([`${cube} Events`, JSON.stringify(await cubeEvents(kc, stack.namespace, cube))]);
+    texts.push([`${cube} Events`, JSON.stringify(await stack.cubeEvents(cube))]);
   }
   for (const [where, text] of texts) {
     expect(text.length).toBeGreaterThan(0);

@@ -15,24 +15,15 @@ import {
   rangesFromJson,
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
-import {
-  type TestEvent,
-  createTopic,
-  highWatermarks,
-  makeEvents,
-  windowedSchema,
-} from '../support/events.ts';
+import { type TestEvent, highWatermarks, windowedSchema } from '../support/events.ts';
 import { type ModelRow, mergeRows, modelCube } from '../support/cube-model.ts';
 import { type ArrowHandOff, readCommittedWithPyarrow } from '../support/pyarrow-reader.ts';
 import { expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
 import { cubeApi, waitForSettled, waitForTilingReported } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import {
-  type JavaProducer,
-  produceOnSchedule,
-  startJavaProducer,
-} from '../support/java-producer.ts';
+import { type JavaProducer, produceOnSchedule } from '../support/java-producer.ts';
 import { waitFor } from '../support/wait.ts';
+import { eventAt, javaProducedCube } from '../support/loaded-cube.ts';
 
 const stack = useOperatorStack({
   name: 'steady',
@@ -45,9 +36,11 @@ const cube = 'orders';
 const schema = windowedSchema; // 1-minute windows, 10 s allowed lateness
 const runMs = 180_000;
 const partitions = 6;
-let producer: JavaProducer | undefined;
+const producers: JavaProducer[] = [];
 
-afterAll(() => producer?.kill());
+afterAll(() => {
+  for (const p of producers) p.kill();
+});
 
 /** What the receivers hold at one moment: live query rows and ranges, and the hand-offs. */
 interface Held {
@@ -83,18 +76,9 @@ function tilingOf(held: Held, hw: Map<number, bigint>): Record<string, string[]>
 
 test('three minutes of mixed-rate production with two reassigns: exact, tiled, only the late events rejected', async () => {
   const t0 = Date.now();
-  const topic = await createTopic(stack.admin, partitions);
-  const java = await startJavaProducer({ topic, compression: 'lz4', lingerMs: 20 });
-  producer = java;
+  const { topic, java } = await javaProducedCube(stack, producers, cube, partitions);
   const api = cubeApi(kc);
   const { namespace } = stack;
-  await api.create(namespace, cube, {
-    source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
-    schema,
-    replicaSets: ['rs-a', 'rs-b'],
-    strategy: 'sticky',
-  });
-  await waitForSettled(kc, namespace, cube);
 
   const s = 1000;
   const schedule = {
@@ -115,10 +99,7 @@ test('three minutes of mixed-rate production with two reassigns: exact, tiled, o
       { partition: 5, atMs: 150 * s, count: 2500 },
     ],
   };
-  const event = (p: number, i: number, now: number): TestEvent => ({
-    ...makeEvents(p, 1, now, 0, i)[0]!,
-    ts: now,
-  });
+  const event = eventAt;
   const produceStart = Date.now();
   const production = produceOnSchedule(java, schedule, event);
 

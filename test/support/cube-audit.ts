@@ -11,7 +11,14 @@ import {
 import type { Kafka } from 'kafkajs';
 import { type Totals, highWatermarks, totalsOf } from './events.ts';
 import type { SteadyLoad } from './load.ts';
-import { addTotals, committed, fencedCopies, handOffTotals, handOffs } from './hand-offs.ts';
+import {
+  addTotals,
+  committed,
+  fencedCopies,
+  handOffTotals,
+  handOffs,
+  rangesByPartition,
+} from './hand-offs.ts';
 import { expectTotals, totalsFromQuery, waitForPositions } from './receiver-checks.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
 
@@ -63,12 +70,7 @@ export async function heldByReplica(
   audit: CubeAudit,
   replica: number,
 ): Promise<{ ranges: Map<number, OffsetRange[]>; totals: Totals; handOffs: number }> {
-  const ranges = new Map<number, OffsetRange[]>();
-  const add = (offsetRanges: Record<string, [string, string][]>): void => {
-    for (const [p, list] of Object.entries(offsetRanges)) {
-      ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
-    }
-  };
+  const { ranges, add } = rangesByPartition();
   let totals = none;
   let handOffCount = 0;
   const all = handOffs(audit.deepStorageDir, audit.cube, audit.namespace);

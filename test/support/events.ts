@@ -116,6 +116,27 @@ export async function produce(
   }
 }
 
+/**
+ * Produces `count` events to each of `partitions` (makeEvents from `start`, `step` ms apart, with
+ * `salt`, or the partition's salt); the events, indexed by partition.
+ */
+export async function produceEach(
+  producer: Producer,
+  topic: string,
+  partitions: number[],
+  count: number,
+  start: number,
+  step = 1000,
+  salt: number | ((partition: number) => number) = 0,
+): Promise<TestEvent[][]> {
+  const events: TestEvent[][] = [];
+  for (const p of partitions) {
+    events[p] = makeEvents(p, count, start, step, typeof salt === 'number' ? salt : salt(p));
+    await produce(producer, topic, p, events[p]);
+  }
+  return events;
+}
+
 export function assignRequest(
   brokers: string,
   topic: string,

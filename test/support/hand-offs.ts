@@ -251,3 +251,17 @@ export function fencedCopies(list: HandOff[]): Set<string> {
   }
   return out;
 }
+
+/** Offset ranges per partition, gathered from their JSON form (a manifest's, a segment's). */
+export function rangesByPartition(): {
+  ranges: Map<number, OffsetRange[]>;
+  add: (offsetRanges: Record<string, [string, string][]>) => void;
+} {
+  const ranges = new Map<number, OffsetRange[]>();
+  const add = (offsetRanges: Record<string, [string, string][]>): void => {
+    for (const [p, list] of Object.entries(offsetRanges)) {
+      ranges.set(Number(p), [...(ranges.get(Number(p)) ?? []), ...rangesFromJson(list)]);
+    }
+  };
+  return { ranges, add };
+}

@@ -4,9 +4,10 @@ import type { Producer } from 'kafkajs';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { cubeApi, waitForSettled } from './cluster.ts';
 import { expectExactOnceCaughtUp } from './cube-audit.ts';
-import { createTopic, testSchema } from './events.ts';
+import { type TestEvent, createTopic, makeEvents, testSchema, windowedSchema } from './events.ts';
+import { type JavaProducer, startJavaProducer } from './java-producer.ts';
 import { SteadyLoad } from './load.ts';
-import type { OperatorStack } from './operator-stack.ts';
+import type { CubeSpecOptions, OperatorStack } from './operator-stack.ts';
 
 /**
  * A producer for a suite's loads, connected in beforeAll; every load the suite registers in
@@ -104,4 +105,34 @@ export function expectLoadedCubeExact(
     replicaSets: stack.replicas,
     ...o,
   });
+}
+
+/** An event of partition `p` at wall-clock time `now`: event `i + salt` of makeEvents, at `now`. */
+export const eventAt = (p: number, i: number, now: number, salt = 0): TestEvent => ({
+  ...makeEvents(p, 1, now, 0, i + salt)[0]!,
+  ts: now,
+});
+
+/**
+ * A cube of 1-minute windows (windowedSchema) over a new topic of `partitions`, sticky on rs-a and
+ * rs-b, settled, and Kafka's Java producer (lz4, 20 ms linger) on the topic, added to `producers`
+ * (which the suite kills in afterAll).
+ */
+export async function javaProducedCube(
+  stack: OperatorStack,
+  producers: JavaProducer[],
+  cube: string,
+  partitions: number,
+  schema: CubeSpecOptions['schema'] = windowedSchema,
+): Promise<{ topic: string; java: JavaProducer }> {
+  const topic = await createTopic(stack.admin, partitions);
+  await stack.createCube(cube, topic, {
+    schema,
+    replicaSets: ['rs-a', 'rs-b'],
+    strategy: 'sticky',
+  });
+  const java = await startJavaProducer({ topic, compression: 'lz4', lingerMs: 20 });
+  producers.push(java);
+  await stack.waitForSettled(cube);
+  return { topic, java };
 }

@@ -7,19 +7,25 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Event, KubeConfig } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
 import { type TestEnvironment } from '../../src/local/environment.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { freePort, stopService } from '../../src/local/processes.ts';
 import { restartApiServer } from '../../src/local/controlplane.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import type { CubeAssignment, CubeAssignmentSpecInput } from '../../src/api/cube-assignment.ts';
+import { testSchema } from './events.ts';
 import {
   OperatorProcess,
   applyCrd,
   createNamespace,
+  cubeApi,
+  cubeEvents,
   setPodReady,
   startReceiverPod,
+  waitForCube,
+  waitForSettled,
 } from './cluster.ts';
 import { type ReceiverProcessOptions, ReceiverProcess, tempDir } from './receiver-process.ts';
 
@@ -44,6 +50,26 @@ export interface OperatorStack {
   replicas: Record<string, ReceiverProcess[]>;
   /** The receiver of pod `name` (`rs-a-1`). */
   receiver(name: string): ReceiverProcess;
+  /**
+   * Creates the CubeAssignment `name` in the stack's namespace: `topic` of the stack's broker from
+   * the earliest offsets, testSchema, and what `spec` adds (replicaSets, strategy) or replaces.
+   */
+  createCube(name: string, topic: string, spec: CubeSpecOptions): Promise<unknown>;
+  /** waitForSettled of the cube `name` in the stack's namespace. */
+  waitForSettled(
+    name: string,
+    check?: (cube: CubeAssignment) => boolean,
+    timeoutMs?: number,
+  ): Promise<CubeAssignment>;
+  /** waitForCube of the cube `name` in the stack's namespace. */
+  waitForCube(
+    name: string,
+    what: string,
+    check: (cube: CubeAssignment) => boolean,
+    timeoutMs?: number,
+  ): Promise<CubeAssignment>;
+  /** The Events of the cube `name` in the stack's namespace, oldest first. */
+  cubeEvents(name: string): Promise<CoreV1Event[]>;
   /**
    * Starts one more operator on the same Lease (a candidate for leader); stopped in afterAll.
    * With `cubesIn`: an operator of the CubeAssignments of that namespace (its Lease there) that
@@ -71,6 +97,9 @@ export interface OperatorStack {
    */
   restartApiServer(downMs: number): Promise<void>;
 }
+
+export type CubeSpecOptions = Pick<CubeAssignmentSpecInput, 'replicaSets'> &
+  Partial<CubeAssignmentSpecInput>;
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
 function loopbackAddress(): string {
@@ -170,6 +199,19 @@ export function useOperatorStack(options: {
     if (!found) throw new Error(`no receiver ${name} in ${options.name}'s stack`);
     return found;
   };
+
+  stack.createCube = (name, topic, spec) =>
+    cubeApi(stack.kc).create(stack.namespace, name, {
+      source: { brokers: [stack.env.kafka.bootstrap], topic, startingOffsets: 'earliest' },
+      schema: testSchema,
+      ...spec,
+    });
+
+  stack.waitForSettled = (name, check, timeoutMs) =>
+    waitForSettled(stack.kc, stack.namespace, name, check, timeoutMs);
+  stack.waitForCube = (name, what, check, timeoutMs) =>
+    waitForCube(stack.kc, stack.namespace, name, what, check, timeoutMs);
+  stack.cubeEvents = (name) => cubeEvents(stack.kc, stack.namespace, name);
 
   stack.restartApiServer = async (downMs) => {
     // The state file names the running API server: the teardown stops the new one by it.

@@ -24,6 +24,8 @@ import {
   PhaseEntries,
   type ReassignContext,
   type ReassignReceiver,
+  type StepOutcome,
+  stepReassign,
 } from '../../src/operator/reassign/index.ts';
 import { applyMergePatch, ordersCube } from './cube-assignments.ts';
 
@@ -161,6 +163,13 @@ function fakeReceiver(
     rejected: {},
     consumer: { state: 'running', failures: 0 },
   });
+  /** A call on partitions that answers each in `state`. */
+  const onPartitions =
+    (call: string, state: PartitionStatus['state']) =>
+    (_cube: string, partitions: number[], signal?: AbortSignal) =>
+      answer(call, `[${partitions.join(',')}]`, signal, () => ({
+        partitions: partitions.map((p) => partitionStatus(name, p, state)),
+      }));
   return {
     pause: (_cube: string, partitions: number[], signal?: AbortSignal) =>
       answer('pause', `[${partitions.join(',')}]`, signal, (fault) => ({
@@ -170,10 +179,7 @@ function fakeReceiver(
           return { ...status, position: String(BigInt(status.position) + ahead) };
         }),
       })),
-    resume: (_cube: string, partitions: number[], signal?: AbortSignal) =>
-      answer('resume', `[${partitions.join(',')}]`, signal, () => ({
-        partitions: partitions.map((p) => partitionStatus(name, p, 'consuming')),
-      })),
+    resume: onPartitions('resume', 'consuming'),
     drain: (_cube: string, request: DrainRequest, signal?: AbortSignal) =>
       answer(
         'drain',
@@ -186,10 +192,7 @@ function fakeReceiver(
           ),
         }),
       ),
-    release: (_cube: string, partitions: number[], signal?: AbortSignal) =>
-      answer('release', `[${partitions.join(',')}]`, signal, () => ({
-        partitions: partitions.map((p) => partitionStatus(name, p, 'released')),
-      })),
+    release: onPartitions('release', 'released'),
     assign: (_cube: string, request: AssignCubeRequest, signal?: AbortSignal) =>
       answer(
         'assign',
@@ -273,6 +276,11 @@ export interface Harness {
   signals: (AbortSignal | undefined)[];
   clock: { ms: number };
   abort: AbortController;
+}
+
+/** One step of the journal as persisted, on the cube as persisted. */
+export function stepPersisted(h: Harness): Promise<StepOutcome> {
+  return stepReassign({ ...h.ctx, object: h.object() }, h.object().status!.reassign!);
 }
 
 export function harness(journal: ReassignJournal | undefined, scenario: Scenario = {}): Harness {
@@ -369,5 +377,15 @@ export const sealedAndUnassigned = [
   'rs-a-1 unassign',
 ];
 export const resumed = ['rs-a-0 resume [0,1]', 'rs-a-1 resume [0,1]'];
+/** Starting to the end: the targets start, the sources seal and drop the cube, the journal goes. */
+export const startedToCleared = [
+  ...released,
+  ...committedChecked,
+  ...assigned,
+  'persist Sealing',
+  ...sealedAndUnassigned,
+  'persist Done',
+  'persist cleared',
+];
 /** Past the phase deadline. */
 export const late = phaseTimeoutMs + 1;

@@ -7,7 +7,8 @@ import {
   rangesFromJson,
   tilingProblems,
 } from '../../src/receiver/offset-ranges.ts';
-import { type TestEvent, type Totals, testSchema } from './events.ts';
+import { type TestEvent, type Totals, testSchema, totalsOf } from './events.ts';
+import { addTotals } from './hand-offs.ts';
 import { type CubeModel, type ModelRow, mergeRows, modelCube } from './cube-model.ts';
 import { readHandOffsWithPyarrow } from './pyarrow-reader.ts';
 import type { ReceiverProcess } from './receiver-process.ts';
@@ -24,6 +25,30 @@ export function expectTotals(actual: Totals, expected: Totals): void {
   expect(actual.revenue).toBeCloseTo(expected.revenue, 6);
   expect(actual.cheapest).toBeCloseTo(expected.cheapest, 6);
   expect(actual.dearest).toBeCloseTo(expected.dearest, 6);
+}
+
+/** The cube's answers on `clients`, summed, give the totals of `events`. */
+export async function expectQueriedTotals(
+  clients: ReceiverClient[],
+  cube: string,
+  events: TestEvent[],
+): Promise<void> {
+  const answers: Totals[] = [];
+  for (const client of clients) answers.push(totalsFromQuery(await client.query(cube, {})));
+  expectTotals(answers.reduce(addTotals), totalsOf(events));
+}
+
+/** Drains the cube to `stopOffsets`: done, and every partition stopped exactly there. */
+export async function expectDrainedTo(
+  client: ReceiverClient,
+  cube: string,
+  stopOffsets: Record<number, string>,
+): Promise<void> {
+  const drained = await client.drain(cube, { stopOffsets, timeoutMs: 30_000 });
+  expect(drained.done).toBe(true);
+  expect(drained.partitions.map((p) => [p.partition, p.state, p.position])).toEqual(
+    Object.entries(stopOffsets).map(([p, stop]) => [Number(p), 'stopped', stop]),
+  );
 }
 
 export async function waitForPositions(

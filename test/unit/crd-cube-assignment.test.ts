@@ -9,62 +9,14 @@ import {
   type CubeAssignmentSpecInput,
 } from '../../src/api/cube-assignment.ts';
 import { assignCubeRequest } from '../../src/protocol/admin-api.ts';
+import { drainingStatus, securedSpec } from '../support/cube-assignments.ts';
 
-const spec: CubeAssignmentSpecInput = {
-  source: {
-    brokers: ['kafka:9092'],
-    topic: 'orders',
-    tls: { secretRef: 'kafka-ca' },
-    sasl: { mechanism: 'scram-sha-512', secretRef: 'kafka-user' },
-  },
-  schema: {
-    timestampField: 'ts',
-    dimensions: ['country', 'device'],
-    measures: [
-      { name: 'events', function: 'count' },
-      { name: 'revenue', function: 'sum', field: 'price' },
-    ],
-    window: '1h30m',
-    allowedLateness: '10m',
-  },
-  replicaSets: ['rs-a', 'rs-b'],
-  pins: { 'rs-a': [0, 1] },
-};
+const spec: CubeAssignmentSpecInput = securedSpec(['kafka:9092'], {
+  window: '1h30m',
+  allowedLateness: '10m',
+});
 
-const status = {
-  observedGeneration: 3,
-  assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] },
-  epochs: { '0': 2, '1': 2, '2': 1, '3': 1 },
-  reassign: {
-    id: 'r-7',
-    phase: 'Draining',
-    moves: [{ partition: 2, from: 'rs-a', to: 'rs-b' }],
-    stopOffsets: { '2': '18234' },
-    startedAt: '2026-11-30T10:00:00Z',
-    phaseStartedAt: '2026-11-30T10:00:02Z',
-  },
-  partitions: [
-    {
-      partition: 0,
-      replicaSet: 'rs-a',
-      position: '1200',
-      highWatermark: '1203',
-      lag: '3',
-    },
-  ],
-  totalLag: '3',
-  segments: { active: 2, immutable: 1, handedOff: 40 },
-  conditions: [
-    {
-      type: 'Ready',
-      status: 'True',
-      observedGeneration: 3,
-      lastTransitionTime: '2026-11-30T10:00:00Z',
-      reason: 'Assigned',
-      message: 'all partitions are consumed',
-    },
-  ],
-};
+const status = drainingStatus(3);
 
 test('a full CubeAssignment parses; defaults fill strategy, suspend and startingOffsets', () => {
   const parsed: CubeAssignment = cubeAssignment.parse({

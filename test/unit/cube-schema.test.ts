@@ -1,6 +1,7 @@
 // The cube definition: durations, and the rules a cube schema must satisfy, with the field named.
 import { parseDuration } from '../../src/api/duration.ts';
 import { cubeSchema } from '../../src/api/cube.ts';
+import { schemaInput } from '../support/schemas.ts';
 
 test.each([
   ['1h', 3_600_000],
@@ -16,16 +17,11 @@ test.each(['', '1', 'h', '1.5h', '-1h', '1H', '1h ', '2d', '1234567h'])(
   (text) => expect(parseDuration(text)).toBeUndefined(),
 );
 
-const valid = {
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-  ],
-  window: '1h',
-  allowedLateness: '10m',
-};
+const valid = schemaInput(
+  ['country'],
+  { events: 'count', revenue: 'sum(price)' },
+  { window: '1h', allowedLateness: '10m' },
+);
 
 test('a valid schema parses with defaults', () => {
   expect(cubeSchema.parse({ ...valid, allowedLateness: undefined }).allowedLateness).toBe('0s');

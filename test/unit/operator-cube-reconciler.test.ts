@@ -479,14 +479,21 @@ describe('finalize', () => {
 });
 
 describe('spec roll-out', () => {
-  test('a receiver that cannot take the new spec: RollingOut, not Ready, asked again soon', async () => {
+  /** A cube whose status says digest `older`, which rs-a-0 runs; rs-b-0 is `rsB`. */
+  const olderSpec = (rsB: ReceiverState) => {
     const object = placedCube({ specDigest: 'older' });
-    const h = harness({
-      object,
-      receivers: {
-        'rs-a-0': { ...consumingAll['rs-a-0'], specDigest: 'older' },
-        'rs-b-0': { ...consumingAll['rs-b-0'], specDigest: 'older', unreachable: ['assign'] },
-      },
+    const receivers = {
+      'rs-a-0': { ...consumingAll['rs-a-0'], specDigest: 'older' },
+      'rs-b-0': rsB,
+    };
+    return { object, h: harness({ object, receivers }) };
+  };
+
+  test('a receiver that cannot take the new spec: RollingOut, not Ready, asked again soon', async () => {
+    const { h } = olderSpec({
+      ...consumingAll['rs-b-0'],
+      specDigest: 'older',
+      unreachable: ['assign'],
     });
     await expect(h.run()).resolves.toEqual({ requeueAfterMs: 2_000 });
     expect(h.log).toEqual(['rs-a-0 assign []', 'rs-b-0 assign []', 'write status']);
@@ -497,14 +504,7 @@ describe('spec roll-out', () => {
   });
 
   test('every receiver runs it: the digest is written with the status at rest', async () => {
-    const object = placedCube({ specDigest: 'older' });
-    const h = harness({
-      object,
-      receivers: {
-        'rs-a-0': { ...consumingAll['rs-a-0'], specDigest: 'older' },
-        'rs-b-0': consumingAll['rs-b-0'],
-      },
-    });
+    const { object, h } = olderSpec(consumingAll['rs-b-0']);
     await h.run();
     expect(h.log.filter((l) => l.includes('assign'))).toEqual(['rs-a-0 assign []']);
     expect(h.statusWrites).toHaveLength(1);

@@ -11,6 +11,7 @@ import {
   phaseTimeoutMs,
   released,
   type Harness,
+  stepPersisted,
 } from '../support/reassign-harness.ts';
 
 describe('stepReassign: a source replica not Ready at Starting (the stop fence)', () => {
@@ -20,8 +21,7 @@ describe('stepReassign: a source replica not Ready at Starting (the stop fence)'
     const first = await stepReassign(h.ctx, h.object().status!.reassign!);
     expect(first.kind).toBe('waiting');
     expect(h.log).toEqual([
-      'rs-a-0 release [0,1]',
-      'rs-a-1 release [0,1]',
+      ...released,
       'rs-b-0 fence rs-a {"0":1,"1":1} from {"0":"105","1":"200"}',
       'persist Starting',
     ]);
@@ -34,17 +34,11 @@ describe('stepReassign: a source replica not Ready at Starting (the stop fence)'
       'Warning StopFenced: reassign r-2-abcdef: receiver rs-a-2 of rs-a is not Ready and missed the release of partitions 0, 1: rs-a is fenced in deep storage from 0 at 105, 1 at 200 under epoch 1, so what it reads past the stop offsets is never committed',
     ]);
     h.log.length = 0;
-    const second = await stepReassign(
-      { ...h.ctx, object: h.object() },
-      h.object().status!.reassign!,
-    );
+    const second = await stepPersisted(h);
     expect(second.kind).toBe('advanced');
     // Fenced once: the journal says so.
     expect(h.log.filter((l) => l.includes('fence'))).toEqual([]);
-    expect(h.log.filter((l) => l.includes('assign'))).toEqual([
-      'rs-b-0 assign 0@105/e2/w1500,1@200/e2/w2000',
-      'rs-b-1 assign 0@105/e2/w1500,1@200/e2/w2000',
-    ]);
+    expect(h.log.filter((l) => l.includes('assign'))).toEqual(assigned);
   });
 
   test('what the set committed past a stop offset before the fence: the targets start past it and read over the rest', async () => {
@@ -75,7 +69,7 @@ describe('stepReassign: a source replica not Ready at Starting (the stop fence)'
       'it had committed past them already, so the targets start at 1 at 230',
     );
     h.log.length = 0;
-    await stepReassign({ ...h.ctx, object: h.object() }, h.object().status!.reassign!);
+    await stepPersisted(h);
     expect(h.log.filter((l) => l.includes('assign'))).toEqual([
       'rs-b-0 assign 0@105/e2/w1500,1@230/e2/w2000 skip [["240","250"]]',
       'rs-b-1 assign 0@105/e2/w1500,1@230/e2/w2000 skip [["240","250"]]',
@@ -146,10 +140,7 @@ describe("stepReassign: the targets start once the sources' data of the moved pa
       "Warning ReleasedDataUncommitted: reassign r-2-abcdef: the sources' data of the moved partitions is not committed yet on rs-a-1 (partition 0) after 60s (deep storage slow or refusing hand-offs?): the targets start all the same; should a source set be lost before that data is committed, its partitions wait for it instead of failing over",
     ]);
     h.log.length = 0;
-    const started = await stepReassign(
-      { ...h.ctx, object: h.object() },
-      h.object().status!.reassign!,
-    );
+    const started = await stepPersisted(h);
     expect(started.kind).toBe('advanced');
     expect(h.log).toEqual([...released, ...assigned, 'persist Sealing']);
   });
@@ -231,10 +222,7 @@ describe('stepReassign: a target replica set lost in Starting', () => {
       'Warning ReplicaSetLostInMove: reassign r-2-abcdef: replica set rs-a has had no ready receiver for spec.failoverAfter (5m) and is fenced; source of partition 0, whose data of it was not all committed: it restarts from 0 at 80, the end of what it committed, instead of the stop offsets (0 at 105); target of partition 1: given instead to rs-b, from 1 at 200',
     ]);
     h.log.length = 0;
-    const started = await stepReassign(
-      { ...h.ctx, object: h.object() },
-      h.object().status!.reassign!,
-    );
+    const started = await stepPersisted(h);
     expect(started.kind).toBe('advanced');
     expect(h.log).toEqual([
       'rs-b-0 release [1]',

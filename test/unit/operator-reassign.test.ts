@@ -1,7 +1,11 @@
 // The pure parts of a reassign: the journal it starts from, the assignment it ends with and how
 // that is written as a merge patch, how moves read in Events; and which receiver pods it talks to.
 import type { V1Pod } from '@kubernetes/client-node';
-import { reassignJournal, type ReassignJournal } from '../../src/api/cube-assignment.ts';
+import {
+  type CubeAssignment,
+  reassignJournal,
+  type ReassignJournal,
+} from '../../src/api/cube-assignment.ts';
 import {
   adminPortAnnotation,
   isPodReady,
@@ -60,52 +64,42 @@ describe('newJournal', () => {
 });
 
 describe('finalAssignment', () => {
-  test('moves applied, every replica set of the spec present, partitions ascending', () => {
-    const object = cube(['rs-a', 'rs-b', 'rs-c'], {
-      assignment: { 'rs-a': [0, 1, 4], 'rs-b': [2, 3] },
-    });
-    expect(
-      finalAssignment(
-        object,
-        journal([
-          { partition: 4, from: 'rs-a', to: 'rs-b' },
-          { partition: 0, from: 'rs-a', to: 'rs-b' },
-        ]),
-      ),
-    ).toEqual({ 'rs-a': [1], 'rs-b': [0, 2, 3, 4], 'rs-c': [] });
-  });
-
-  test('the initial assignment starts from nothing', () => {
-    expect(
-      finalAssignment(
-        cube(['rs-a', 'rs-b']),
-        journal([
-          { partition: 1, to: 'rs-b' },
-          { partition: 0, to: 'rs-a' },
-        ]),
-      ),
-    ).toEqual({ 'rs-a': [0], 'rs-b': [1] });
-  });
-
-  test('a replica set dropped from the spec disappears once it holds nothing', () => {
-    const object = cube(['rs-b'], { assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] } });
-    expect(
-      finalAssignment(
-        object,
-        journal([
-          { partition: 0, from: 'rs-a', to: 'rs-b' },
-          { partition: 1, from: 'rs-a', to: 'rs-b' },
-        ]),
-      ),
-    ).toEqual({ 'rs-b': [0, 1, 2, 3] });
-  });
-
-  test('a replica set dropped from the spec that still holds partitions keeps them', () => {
-    const object = cube(['rs-b'], { assignment: { 'rs-a': [0, 1], 'rs-b': [2] } });
-    expect(finalAssignment(object, journal([{ partition: 1, from: 'rs-a', to: 'rs-b' }]))).toEqual({
-      'rs-a': [0],
-      'rs-b': [1, 2],
-    });
+  test.each<[string, CubeAssignment, ReassignJournal['moves'], Record<string, number[]>]>([
+    [
+      'moves applied, every replica set of the spec present, partitions ascending',
+      cube(['rs-a', 'rs-b', 'rs-c'], { assignment: { 'rs-a': [0, 1, 4], 'rs-b': [2, 3] } }),
+      [
+        { partition: 4, from: 'rs-a', to: 'rs-b' },
+        { partition: 0, from: 'rs-a', to: 'rs-b' },
+      ],
+      { 'rs-a': [1], 'rs-b': [0, 2, 3, 4], 'rs-c': [] },
+    ],
+    [
+      'the initial assignment starts from nothing',
+      cube(['rs-a', 'rs-b']),
+      [
+        { partition: 1, to: 'rs-b' },
+        { partition: 0, to: 'rs-a' },
+      ],
+      { 'rs-a': [0], 'rs-b': [1] },
+    ],
+    [
+      'a replica set dropped from the spec disappears once it holds nothing',
+      cube(['rs-b'], { assignment: { 'rs-a': [0, 1], 'rs-b': [2, 3] } }),
+      [
+        { partition: 0, from: 'rs-a', to: 'rs-b' },
+        { partition: 1, from: 'rs-a', to: 'rs-b' },
+      ],
+      { 'rs-b': [0, 1, 2, 3] },
+    ],
+    [
+      'a replica set dropped from the spec that still holds partitions keeps them',
+      cube(['rs-b'], { assignment: { 'rs-a': [0, 1], 'rs-b': [2] } }),
+      [{ partition: 1, from: 'rs-a', to: 'rs-b' }],
+      { 'rs-a': [0], 'rs-b': [1, 2] },
+    ],
+  ])('%s', (_, object, moves, expected) => {
+    expect(finalAssignment(object, journal(moves))).toEqual(expected);
   });
 });
 
@@ -244,62 +238,46 @@ describe('receiversByReplicaSet', () => {
     });
   });
 
+  /** The endpoints of pod rs-a-0 alone, at `ip` with Ready `ready`, on `port`. */
+  const endpointsOfOnePod = (ip: string, ready: 'True' | 'False', port: number) =>
+    receiversByReplicaSet([pod({ name: 'rs-a-0', replicaSet: 'rs-a', ip, ready })], port);
+
   test('a replica set whose pods are all away is absent, not an empty list', () => {
-    expect(
-      receiversByReplicaSet(
-        [pod({ name: 'rs-a-0', replicaSet: 'rs-a', ip: '10.1.0.2', ready: 'False' })],
-        8080,
-      ).has('rs-a'),
-    ).toBe(false);
+    expect(endpointsOfOnePod('10.1.0.2', 'False', 8080).has('rs-a')).toBe(false);
   });
 
+  /** The URLs of pod rs-a-0, Ready at 10.1.0.2, with the admin-port annotation `value`. */
+  const annotated = (value: string) =>
+    urls([
+      pod({
+        name: 'rs-a-0',
+        replicaSet: 'rs-a',
+        ip: '10.1.0.2',
+        ready: 'True',
+        annotations: { [adminPortAnnotation]: value },
+      }),
+    ]);
+
   test('the admin-port annotation overrides the default port', () => {
-    expect(
-      urls([
-        pod({
-          name: 'rs-a-0',
-          replicaSet: 'rs-a',
-          ip: '10.1.0.2',
-          ready: 'True',
-          annotations: { [adminPortAnnotation]: '9443' },
-        }),
-      ]),
-    ).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:9443'] });
+    expect(annotated('9443')).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:9443'] });
   });
 
   test.each(['http', '', '0', '70000', '80.5', '-1'])(
     'an admin-port annotation %j that is no port falls back to the default',
     (value) => {
-      expect(
-        urls([
-          pod({
-            name: 'rs-a-0',
-            replicaSet: 'rs-a',
-            ip: '10.1.0.2',
-            ready: 'True',
-            annotations: { [adminPortAnnotation]: value },
-          }),
-        ]),
-      ).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:8080'] });
+      expect(annotated(value)).toEqual({ 'rs-a': ['rs-a-0 http://10.1.0.2:8080'] });
     },
   );
 
   test('an IPv6 pod address is bracketed in the URL', () => {
-    const [endpoint] =
-      receiversByReplicaSet(
-        [pod({ name: 'rs-a-0', replicaSet: 'rs-a', ip: 'fd00:10:1::2', ready: 'True' })],
-        8080,
-      ).get('rs-a') ?? [];
+    const [endpoint] = endpointsOfOnePod('fd00:10:1::2', 'True', 8080).get('rs-a') ?? [];
     expect(endpoint?.baseUrl).toBe('http://[fd00:10:1::2]:8080');
     expect(new URL(endpoint?.baseUrl ?? '').hostname).toBe('[fd00:10:1::2]');
   });
 
   test('endpoints carry their pod name and replica set', () => {
-    expect(
-      receiversByReplicaSet(
-        [pod({ name: 'rs-a-0', replicaSet: 'rs-a', ip: '127.0.0.41', ready: 'True' })],
-        7000,
-      ).get('rs-a'),
-    ).toEqual([{ name: 'rs-a-0', replicaSet: 'rs-a', baseUrl: 'http://127.0.0.41:7000' }]);
+    expect(endpointsOfOnePod('127.0.0.41', 'True', 7000).get('rs-a')).toEqual([
+      { name: 'rs-a-0', replicaSet: 'rs-a', baseUrl: 'http://127.0.0.41:7000' },
+    ]);
   });
 });

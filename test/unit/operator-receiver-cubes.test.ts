@@ -71,14 +71,21 @@ test('a change to one cube has that cube read alone; the others keep the listing
   expect(receiver.calls).toEqual([`list ${url}`, `one ${url} default/a`]);
 });
 
-test('a cube the receiver no longer holds after a change reads as undefined, and stays so', async () => {
-  const { receiver, cubes } = setUp();
+/** Cube a listed, then changed: the get after the change, its single read under way. */
+async function readAfterChange({ receiver, cubes }: ReturnType<typeof setUp>) {
   const first = cubes.get(url, key('a'));
   receiver.list([summary('a')]);
   await first;
   cubes.changedOn(url, key('a'));
-  const gone = cubes.get(url, key('a'));
+  const read = cubes.get(url, key('a'));
   await settle();
+  return { read };
+}
+
+test('a cube the receiver no longer holds after a change reads as undefined, and stays so', async () => {
+  const fixture = setUp();
+  const { receiver, cubes } = fixture;
+  const { read: gone } = await readAfterChange(fixture);
   receiver.one(undefined);
   expect(await gone).toBeUndefined();
   expect(await cubes.get(url, key('a'))).toBeUndefined();
@@ -102,13 +109,9 @@ test('a listing begun before a change does not answer for the changed cube; one 
 });
 
 test('a single read under way when the cube changes again is not kept', async () => {
-  const { receiver, cubes } = setUp();
-  const first = cubes.get(url, key('a'));
-  receiver.list([summary('a')]);
-  await first;
-  cubes.changedOn(url, key('a'));
-  const racing = cubes.get(url, key('a'));
-  await settle();
+  const fixture = setUp();
+  const { receiver, cubes } = fixture;
+  const { read: racing } = await readAfterChange(fixture);
   cubes.changedOn(url, key('a'));
   receiver.one(summary('a', 'd2'));
   await racing;

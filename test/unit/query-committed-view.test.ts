@@ -4,30 +4,23 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cubeSchema } from '../../src/api/cube.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
 import { type HandOffTarget, handOffSegment } from '../../src/receiver/hand-off.ts';
 import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const H = 3_600_000;
 const w0 = Date.UTC(2026, 0, 1, 10);
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-  ],
-  window: '1h',
-});
+const schema = schemaOf(['country'], { events: 'count', revenue: 'sum(price)' }, { window: '1h' });
 
-const target = (replicaSet: string, receiver: string): HandOffTarget => ({
+/** The hand-off target of `receiver` (`rs-a-0`), of its replica set. */
+const target = (receiver: string): HandOffTarget => ({
   namespace: 'shop',
   cube: 'orders',
-  replicaSet,
+  replicaSet: receiver.replace(/-[0-9]+$/, ''),
   receiver,
   schema,
 });
@@ -78,35 +71,19 @@ test.each([
   async (_, open) => {
     const storage = open();
     // rs-a: window 0 committed by replica 0, then more of it by replica 1 (version 2); window 1.
+    await handOffAndCommit(storage, target('rs-a-0'), segment(w0, 0, 0n, 10n, [['de', 10, 5]]));
     await handOffAndCommit(
       storage,
-      target('rs-a', 'rs-a-0'),
-      segment(w0, 0, 0n, 10n, [['de', 10, 5]]),
-    );
-    await handOffAndCommit(
-      storage,
-      target('rs-a', 'rs-a-1'),
+      target('rs-a-1'),
       segment(w0, 0, 0n, 15n, [
         ['de', 12, 6],
         ['fr', 3, 1.5],
       ]),
     );
-    await handOffAndCommit(
-      storage,
-      target('rs-a', 'rs-a-0'),
-      segment(w0 + H, 0, 15n, 20n, [['us', 5, 2]]),
-    );
+    await handOffAndCommit(storage, target('rs-a-0'), segment(w0 + H, 0, 15n, 20n, [['us', 5, 2]]));
     // rs-b: window 0, partition 1. A hand-off nobody committed is not in the view.
-    await handOffAndCommit(
-      storage,
-      target('rs-b', 'rs-b-0'),
-      segment(w0, 1, 0n, 7n, [['jp', 7, 7]]),
-    );
-    await handOffSegment(
-      storage,
-      target('rs-b', 'rs-b-1'),
-      segment(w0 + H, 1, 7n, 9n, [['jp', 2, 1]]),
-    );
+    await handOffAndCommit(storage, target('rs-b-0'), segment(w0, 1, 0n, 7n, [['jp', 7, 7]]));
+    await handOffSegment(storage, target('rs-b-1'), segment(w0 + H, 1, 7n, 9n, [['jp', 2, 1]]));
 
     const view = await readCommittedView(storage, { namespace: 'shop', cube: 'orders' });
     expect(

@@ -1,19 +1,14 @@
 // A query service request read against its cube's schema: what is refused names the field, and
 // what is accepted becomes the rows users asked for (time buckets, filters, groups, top N).
-import { cubeSchema } from '../../src/api/cube.ts';
 import { buildAnswer, pieceRowsOfHandOff } from '../../src/query/answer.ts';
 import { QueryError, resolveQuery } from '../../src/query/request.ts';
+import { schemaOf } from '../support/schemas.ts';
 
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country', 'device'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'cheapest', function: 'min', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(
+  ['country', 'device'],
+  { events: 'count', revenue: 'sum(price)', cheapest: 'min(price)' },
+  { window: '1m' },
+);
 
 test.each([
   { body: { groupBy: ['city'] }, field: 'groupBy.0', says: /no dimension 'city'/ },

@@ -1,8 +1,6 @@
 // The query service with its edges faked: which receivers it asks (one Ready replica per set, a
 // sibling when that one fails), what an answer says when a set or deep storage cannot be read,
 // and requireComplete's 503.
-import { cubeSchema } from '../../src/api/cube.ts';
-import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { QueryRequest, QueryResponse } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { QueryError } from '../../src/query/request.ts';
@@ -11,33 +9,13 @@ import { handOffSegment } from '../../src/receiver/hand-off.ts';
 import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { queriedOrdersCube } from '../support/cube-assignments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-});
+const schema = schemaOf(['country'], { events: 'count' }, { window: '1m' });
 
-const cube = {
-  apiVersion: 'streamcube.io/v1alpha1',
-  kind: 'CubeAssignment',
-  metadata: { name: 'orders', namespace: 'shop' },
-  spec: {
-    source: { brokers: ['kafka:9092'], topic: 'orders', startingOffsets: 'earliest' },
-    replicaSets: ['rs-a', 'rs-b'],
-    schema,
-  },
-  status: {
-    assignment: { 'rs-a': [0], 'rs-b': [1] },
-    epochs: { '0': 1, '1': 1 },
-    partitions: [
-      { partition: 0, replicaSet: 'rs-a', position: '15' },
-      { partition: 1, replicaSet: 'rs-b', position: '4' },
-    ],
-  },
-} as unknown as CubeAssignment;
+const cube = queriedOrdersCube(schema, ['15', '4'], { epochs: { '0': 1, '1': 1 } });
 
 /** Live answers by receiver name: partition p, window 1, offsets [from, to) and `events` rows. */
 const live = (p: number, from: number, to: number, events: number): QueryResponse => ({

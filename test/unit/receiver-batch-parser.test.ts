@@ -1,21 +1,17 @@
 // BatchParser: a batch parsed on the worker thread reads exactly as parseEvent reads each record,
 // rejects included, with dimension strings and row keys carried over between batches.
-import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
+import type { CubeSchema } from '../../src/api/cube.ts';
 import { packValues } from '../../src/kafka/record-values.ts';
 import { BatchParser, type ParsedBatch, reasonOf } from '../../src/receiver/batch-parser.ts';
 import { parseEvent, type ParseResult } from '../../src/receiver/event.ts';
 import { keyOf } from '../../src/receiver/segments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
-const schema: CubeSchema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country', 'device'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'heaviest', function: 'max', field: 'weight' },
-  ],
-  window: '1h',
-});
+const schema: CubeSchema = schemaOf(
+  ['country', 'device'],
+  { events: 'count', revenue: 'sum(price)', heaviest: 'max(weight)' },
+  { window: '1h' },
+);
 
 const T = Date.UTC(2026, 0, 15, 10, 30, 0);
 

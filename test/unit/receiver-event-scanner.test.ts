@@ -1,21 +1,16 @@
 // The event scanner reads a record exactly as eventTextParser does whenever it says it read it, and
 // it does read the flat events producers send; everything else it leaves to eventTextParser.
 import fc from 'fast-check';
-import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
+import type { CubeSchema } from '../../src/api/cube.ts';
 import { eventTextParser } from '../../src/receiver/event.ts';
 import { eventScanner } from '../../src/receiver/event-scanner.ts';
+import { schemaOf } from '../support/schemas.ts';
 
-const schema: CubeSchema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country', 'device', 'x'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'top', function: 'max', field: 'price' },
-    { name: 'heaviest', function: 'max', field: 'x' },
-  ],
-  window: '1h',
-});
+const schema: CubeSchema = schemaOf(
+  ['country', 'device', 'x'],
+  { events: 'count', revenue: 'sum(price)', top: 'max(price)', heaviest: 'max(x)' },
+  { window: '1h' },
+);
 
 const parseText = eventTextParser(schema);
 const scanner = eventScanner(schema)!;
@@ -112,12 +107,7 @@ test('whatever the scanner reads, it reads as eventTextParser does', () => {
 
 test('field names the scanner cannot match by bytes leave every record to eventTextParser', () => {
   const named = (field: string): CubeSchema =>
-    cubeSchema.parse({
-      timestampField: field,
-      dimensions: ['a'],
-      measures: [{ name: 'events', function: 'count' }],
-      window: '1h',
-    });
+    schemaOf(['a'], { events: 'count' }, { window: '1h', timestampField: field });
   expect(eventScanner(named('constructor'))).toBeUndefined();
   expect(eventScanner(named('zeit-ü'))).toBeUndefined();
   expect(eventScanner(named('ts'))).toBeDefined();

@@ -5,18 +5,13 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 import { eventParser, parseEvent, type ParseResult } from '../../src/receiver/event.ts';
+import { schemaOf } from '../support/schemas.ts';
 
-const schema: CubeSchema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country', 'device'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'cheapest', function: 'min', field: 'price' },
-    { name: 'heaviest', function: 'max', field: 'weight' },
-  ],
-  window: '1h',
-});
+const schema: CubeSchema = schemaOf(
+  ['country', 'device'],
+  { events: 'count', revenue: 'sum(price)', cheapest: 'min(price)', heaviest: 'max(weight)' },
+  { window: '1h' },
+);
 
 const eventModule = resolve(import.meta.dirname, '../../src/receiver/event.ts');
 const T = Date.UTC(2026, 0, 15, 10, 30, 0);
@@ -194,15 +189,11 @@ describe('dimensions', () => {
   test('names of Object.prototype members are read from the record only', () => {
     // `record.constructor` of an event lacking the field is Object, a function: that must read as
     // absent, not as a bad value, or every event of such a cube would be rejected.
-    const s = cubeSchema.parse({
-      timestampField: 'valueOf',
-      dimensions: ['constructor', 'toString'],
-      measures: [
-        { name: 'events', function: 'count' },
-        { name: 'total', function: 'sum', field: 'hasOwnProperty' },
-      ],
-      window: '1h',
-    });
+    const s = schemaOf(
+      ['constructor', 'toString'],
+      { events: 'count', total: 'sum(hasOwnProperty)' },
+      { window: '1h', timestampField: 'valueOf' },
+    );
     expect(parse({ valueOf: T, hasOwnProperty: 3 }, s)).toEqual({
       ok: true,
       event: { time: T, dimensions: ['', ''], values: [1, 3] },
@@ -226,16 +217,11 @@ describe('dimensions', () => {
 
 describe('measures', () => {
   test('count needs no field and counts 1; sum, min and max take the field value', () => {
-    const s = cubeSchema.parse({
-      timestampField: 'ts',
-      measures: [
-        { name: 'n', function: 'count' },
-        { name: 's', function: 'sum', field: 'a' },
-        { name: 'lo', function: 'min', field: 'a' },
-        { name: 'hi', function: 'max', field: 'b' },
-      ],
-      window: '1h',
-    });
+    const s = schemaOf(
+      undefined,
+      { n: 'count', s: 'sum(a)', lo: 'min(a)', hi: 'max(b)' },
+      { window: '1h' },
+    );
     expect(parse({ ts: T, a: -4.25, b: 0 }, s)).toEqual({
       ok: true,
       event: { time: T, dimensions: [], values: [1, -4.25, -4.25, 0] },
@@ -243,11 +229,7 @@ describe('measures', () => {
   });
 
   test('a count-only cube accepts events without any measure field', () => {
-    const s = cubeSchema.parse({
-      timestampField: 'ts',
-      measures: [{ name: 'n', function: 'count' }],
-      window: '1h',
-    });
+    const s = schemaOf(undefined, { n: 'count' }, { window: '1h' });
     expect(parse({ ts: T }, s)).toEqual({
       ok: true,
       event: { time: T, dimensions: [], values: [1] },

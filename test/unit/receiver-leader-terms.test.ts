@@ -130,6 +130,18 @@ describe('the admin API fenced by leader term', () => {
     await receiver.stop();
   });
 
+  /** A pause of cube clicks sent by hand, with the term header `term` and the body `partitions`. */
+  const pauseWithTerm = (term: string, partitions: unknown[]): Promise<Response> =>
+    fetch(`${baseUrl}/v1/cubes/clicks/pause`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'x-streamcube-term': term,
+      },
+      body: JSON.stringify({ partitions }),
+    });
+
   const clientAt = (term: number | undefined, refusals: string[] = []): ReceiverClient =>
     new ReceiverClient(baseUrl, token, 5_000, {
       term: () => term,
@@ -224,15 +236,7 @@ describe('the admin API fenced by leader term', () => {
     const cube = { namespace: 'default', name: 'clicks' };
     const floor = receiver.leaderTerms.highestFor(cube);
     // 10^15 - 1 with a body that is not valid: a 400 naming the field, the floor unchanged.
-    const invalid = await fetch(`${baseUrl}/v1/cubes/clicks/pause`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'content-type': 'application/json',
-        'x-streamcube-term': '999999999999999',
-      },
-      body: JSON.stringify({ partitions: ['x'] }),
-    });
+    const invalid = await pauseWithTerm('999999999999999', ['x']);
     expect([invalid.status, ((await invalid.json()) as { field?: string }).field]).toEqual([
       400,
       'partitions.0',
@@ -294,15 +298,7 @@ describe('the admin API fenced by leader term', () => {
   });
 
   test('a term header that is not a decimal integer is a 400', async () => {
-    const response = await fetch(`${baseUrl}/v1/cubes/clicks/pause`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'content-type': 'application/json',
-        'x-streamcube-term': '-1',
-      },
-      body: JSON.stringify({ partitions: [0] }),
-    });
+    const response = await pauseWithTerm('-1', [0]);
     expect(response.status).toBe(400);
     expect(((await response.json()) as { reason: string }).reason).toMatch(/x-streamcube-term/);
   });

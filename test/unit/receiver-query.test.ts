@@ -1,16 +1,11 @@
 // The receiver's query: without bySegment its answer is what it always was; with it, each live
 // segment comes apart with its offsets and epochs, and `held` says how far each partition goes.
-import { cubeSchema } from '../../src/api/cube.ts';
 import { querySegments } from '../../src/receiver/query.ts';
 import type { Segment, SegmentState } from '../../src/receiver/segments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [{ name: 'events', function: 'count' }],
-  window: '1m',
-});
+const schema = schemaOf(['country'], { events: 'count' }, { window: '1m' });
 
 function segment(
   w: number,

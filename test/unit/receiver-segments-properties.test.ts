@@ -2,27 +2,21 @@
 // per-partition order give the same segments however the partitions interleave and whenever
 // windows are sealed, and every consumed offset is accounted exactly once.
 import fc from 'fast-check';
-import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
+import type { CubeSchema } from '../../src/api/cube.ts';
 import { tilingProblems, type OffsetRange } from '../../src/receiver/offset-ranges.ts';
 import { SegmentManager, combine } from '../../src/receiver/segments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const H = 3_600_000;
 const MIN = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 const partitionIds = [0, 1, 2];
 
-const schema: CubeSchema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'cheapest', function: 'min', field: 'price' },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1h',
-  allowedLateness: '10m',
-});
+const schema: CubeSchema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price)', cheapest: 'min(price)', dearest: 'max(price)' },
+  { window: '1h', allowedLateness: '10m' },
+);
 
 /** One record of a partition's log, as the channel hands it to the manager. */
 type LogEntry =

@@ -9,23 +9,17 @@ import {
   combine,
   generationOf,
 } from '../../src/receiver/segments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const H = 3_600_000;
 const MIN = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 
-const schema: CubeSchema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
-    { name: 'cheapest', function: 'min', field: 'price' },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1h',
-  allowedLateness: '10m',
-});
+const schema: CubeSchema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price)', cheapest: 'min(price)', dearest: 'max(price)' },
+  { window: '1h', allowedLateness: '10m' },
+);
 
 const ev = (time: number, country = 'de', price = 1): ParsedEvent => ({
   time,

@@ -47,6 +47,10 @@ const seriesName = (value: object): string | undefined =>
   'metricName' in value && typeof value.metricName === 'string' ? value.metricName : undefined;
 
 /** Sum of a metric's values with these labels; `series` picks e.g. a histogram's `_count`. */
+/** controller_runtime_reconcile_total of the controller `cubes` with `result`. */
+const reconciles = (h: ReturnType<typeof harness>, result: string): Promise<number> =>
+  metric(h.registry, 'controller_runtime_reconcile_total', { controller: 'cubes', result });
+
 async function metric(
   registry: Registry,
   name: string,
@@ -100,18 +104,8 @@ test('success forgets the key: nothing more happens, the backoff of earlier fail
   h.clock.advance(60_000);
   await settle();
   expect(h.calls).toHaveLength(3);
-  expect(
-    await metric(h.registry, 'controller_runtime_reconcile_total', {
-      controller: 'cubes',
-      result: 'error',
-    }),
-  ).toBe(2);
-  expect(
-    await metric(h.registry, 'controller_runtime_reconcile_total', {
-      controller: 'cubes',
-      result: 'success',
-    }),
-  ).toBe(1);
+  expect(await reconciles(h, 'error')).toBe(2);
+  expect(await reconciles(h, 'success')).toBe(1);
   expect(
     await metric(h.registry, 'controller_runtime_reconcile_errors_total', { controller: 'cubes' }),
   ).toBe(2);
@@ -136,12 +130,7 @@ test('a TerminalError is counted and logged but never retried', async () => {
   expect(h.calls).toEqual(['ns/bad']);
   expect(h.queue.numRequeues('ns/bad')).toBe(0);
   expect(h.clock.pendingTimers()).toBe(0);
-  expect(
-    await metric(h.registry, 'controller_runtime_reconcile_total', {
-      controller: 'cubes',
-      result: 'error',
-    }),
-  ).toBe(1);
+  expect(await reconciles(h, 'error')).toBe(1);
   expect(
     await metric(h.registry, 'controller_runtime_terminal_reconcile_errors_total', {
       controller: 'cubes',
@@ -167,12 +156,7 @@ test('requeueAfter brings the key back after exactly that delay and resets its b
   expect(await advanceUntil(h.clock, () => h.calls.length === 2, 100)).toBe(5);
   expect(h.queue.numRequeues('ns/a')).toBe(0); // forgotten by requeueAfter
   expect(await advanceUntil(h.clock, () => h.calls.length === 3, 2_000)).toBe(1_000);
-  expect(
-    await metric(h.registry, 'controller_runtime_reconcile_total', {
-      controller: 'cubes',
-      result: 'requeue_after',
-    }),
-  ).toBe(1);
+  expect(await reconciles(h, 'requeue_after')).toBe(1);
   await h.controller.stop();
 });
 
@@ -184,12 +168,7 @@ test('requeue: true retries with the rate limiter without counting an error', as
   await settle();
   expect(await advanceUntil(h.clock, () => h.calls.length === 2, 100)).toBe(5);
   expect(await advanceUntil(h.clock, () => h.calls.length === 3, 100)).toBe(10);
-  expect(
-    await metric(h.registry, 'controller_runtime_reconcile_total', {
-      controller: 'cubes',
-      result: 'requeue',
-    }),
-  ).toBe(2);
+  expect(await reconciles(h, 'requeue')).toBe(2);
   expect(
     await metric(h.registry, 'controller_runtime_reconcile_errors_total', { controller: 'cubes' }),
   ).toBe(0);
