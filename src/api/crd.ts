@@ -77,14 +77,14 @@ export const printerColumns: PrinterColumn[] = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ];
 
-// The texts Kubernetes gives these fields in its own types (and controller-gen copies), so that
-// the CRD file read on its own explains them as the API server's OpenAPI does.
+// The texts Kubernetes gives these fields in its own types (controller-gen copies them too), so
+// that the CRD file read on its own explains them as the API server's OpenAPI does. The root
+// metadata takes none: the API server refuses anything there but its type, and publishes
+// ObjectMeta's own description.
 const typeMetaDescriptions = {
   apiVersion:
     'APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources',
   kind: 'Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds',
-  metadata:
-    "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
 };
 
 export function cubeAssignmentCrd(): CustomResourceDefinition {
@@ -111,7 +111,7 @@ export function cubeAssignmentCrd(): CustomResourceDefinition {
               properties: {
                 apiVersion: { type: 'string', description: typeMetaDescriptions.apiVersion },
                 kind: { type: 'string', description: typeMetaDescriptions.kind },
-                metadata: { type: 'object', description: typeMetaDescriptions.metadata },
+                metadata: { type: 'object' },
                 spec: toStructuralSchema(cubeAssignmentSpec),
                 status: toStructuralSchema(cubeAssignmentStatus),
               },

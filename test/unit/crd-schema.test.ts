@@ -104,7 +104,10 @@ function undescribed(node: StructuralSchema, path = ''): string[] {
 }
 
 test('every property of the CRD has a description (kubectl explain)', () => {
-  expect(undescribed(root)).toEqual([]);
+  // The API server refuses anything but the type at the root's metadata (it describes ObjectMeta
+  // itself).
+  expect(root.properties?.metadata).toEqual({ type: 'object' });
+  expect(undescribed(root)).toEqual(['.metadata']);
 });
 
 test('the description check reaches into list items and map values', () => {
