@@ -523,6 +523,26 @@ describe('suspend', () => {
     expect(h.log).toEqual(['rs-a-0 pause [0,1]', 'rs-b-0 pause [2,3]', 'write status']);
     expect(h.condition('Ready')).toMatchObject({ status: 'False', reason: 'Suspended' });
     expect(h.topicReads).toEqual([]);
+    // Not observed while suspended (what spec.suspend's description says).
+    expect(h.store.object?.status?.partitions).toBeUndefined();
+  });
+
+  test('a move in flight runs on: its phase, not the pause, until it completes', async () => {
+    const object = placedCube({
+      reassign: {
+        id: 'r-1-abcdef',
+        phase: 'Planned',
+        moves: [{ partition: 1, from: 'rs-a', to: 'rs-b' }],
+        startedAt: new Date().toISOString(),
+        phaseStartedAt: new Date().toISOString(),
+      },
+    });
+    object.spec.suspend = true;
+    const h = harness({ object, receivers: consumingAll });
+    await h.run();
+    expect(h.store.object?.status?.reassign?.phase).toBe('Pausing');
+    expect(h.log).toEqual(['write status']);
+    expect(h.condition('Ready')).toBeUndefined();
   });
 });
 
