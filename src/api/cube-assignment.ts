@@ -544,7 +544,7 @@ export const cubeAssignmentStatus = z
     assignment: partitionsByReplicaSet()
       .optional()
       .describe(
-        'Replica set → partitions, as applied now: every partition of the topic has one owner. Changed by a completed move (status.reassign) only.',
+        'Replica set → partitions, as applied now: the owner of each partition placed, one per partition. Written only when a journal (status.reassign) completes; partitions of the topic not listed have no owner yet.',
       ),
     epochs: z
       .record(partitionKey, z.int().min(0))
