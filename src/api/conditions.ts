@@ -13,17 +13,36 @@ export const conditionStatuses = ['True', 'False', 'Unknown'] as const;
 export type ConditionStatus = (typeof conditionStatuses)[number];
 
 export const condition = z.object({
-  type: z.string().max(316).regex(conditionTypePattern, 'must be a condition type such as Ready'),
-  status: z.enum(conditionStatuses),
-  /** The metadata.generation the condition was computed from. */
-  observedGeneration: z.int().min(0).optional(),
-  lastTransitionTime: z.iso.datetime().describe('When status last changed.'),
+  type: z
+    .string()
+    .max(316)
+    .regex(conditionTypePattern, 'must be a condition type such as Ready')
+    .describe('The condition: Ready, Progressing or Degraded.'),
+  status: z.enum(conditionStatuses).describe('True, False or Unknown.'),
+  observedGeneration: z
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "The metadata.generation the condition was set at: below the object's, it may not reflect the latest spec yet.",
+    ),
+  lastTransitionTime: z.iso
+    .datetime()
+    .describe(
+      'When status last changed; a new reason or message alone does not move it, so it says since when a cube is not Ready.',
+    ),
   reason: z
     .string()
     .min(1)
     .max(1024)
-    .regex(conditionReasonPattern, 'must be CamelCase, such as ReassignFailed'),
-  message: z.string().max(32768),
+    .regex(conditionReasonPattern, 'must be CamelCase, such as ReassignFailed')
+    .describe(
+      'Why, as a CamelCase word such as Consuming, Suspended, Reassigning or, for Degraded, the first problem found (SourceUnavailable, ReplicaSetLost, ...).',
+    ),
+  message: z
+    .string()
+    .max(32768)
+    .describe('Details for a person, such as the replica sets, receivers or partitions concerned.'),
 });
 export type Condition = z.infer<typeof condition>;
 

@@ -77,6 +77,16 @@ export const printerColumns: PrinterColumn[] = [
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ];
 
+// The texts Kubernetes gives these fields in its own types (controller-gen copies them too), so
+// that the CRD file read on its own explains them as the API server's OpenAPI does. The root
+// metadata takes none: the API server refuses anything there but its type, and publishes
+// ObjectMeta's own description.
+const typeMetaDescriptions = {
+  apiVersion:
+    'APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources',
+  kind: 'Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds',
+};
+
 export function cubeAssignmentCrd(): CustomResourceDefinition {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
@@ -97,10 +107,10 @@ export function cubeAssignmentCrd(): CustomResourceDefinition {
             openAPIV3Schema: {
               type: 'object',
               description:
-                'Which replica sets of receivers consume which Kafka partitions of one cube.',
+                "A cube (one Kafka topic aggregated with one schema into time windows) and the replica sets of receivers that consume it: the operator places the topic's partitions on them, and moves partitions without losing or double-counting events when the spec changes or a replica set is lost.",
               properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
+                apiVersion: { type: 'string', description: typeMetaDescriptions.apiVersion },
+                kind: { type: 'string', description: typeMetaDescriptions.kind },
                 metadata: { type: 'object' },
                 spec: toStructuralSchema(cubeAssignmentSpec),
                 status: toStructuralSchema(cubeAssignmentStatus),

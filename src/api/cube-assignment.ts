@@ -71,31 +71,52 @@ export type SaslMechanism = (typeof saslMechanisms)[number];
 
 export const cubeSource = kafkaSource
   .extend({
-    brokers: kafkaSource.shape.brokers.max(maxBrokers),
+    brokers: kafkaSource.shape.brokers
+      .max(maxBrokers)
+      .describe(
+        'Bootstrap brokers as host:port, 1 to 32. May change: the operator rolls a new list out to every receiver holding the cube (Progressing, reason RollingOut) before status.observedGeneration moves.',
+      ),
+    topic: kafkaSource.shape.topic.describe(
+      'The Kafka topic read. Immutable: stored segments hold offsets of this topic; to read another topic, create a new CubeAssignment.',
+    ),
+    startingOffsets: kafkaSource.shape.startingOffsets.describe(
+      "Where the cube starts reading when it is first placed: earliest (each partition's log start) or latest (its end: only records produced afterwards). It applies to the partitions the topic has at that first placement; a partition added to the topic later is read from its log start. Default earliest.",
+    ),
     tls: z
       .object({
         secretRef: secretName
           .optional()
           .describe(
-            'Secret with ca.crt (and tls.crt, tls.key for mutual TLS); without it the system trust store is used.',
+            "Name of a Secret in the cube's namespace with ca.crt (the CA that signed the brokers' certificates; without it the system trust store is used) and, for mutual TLS, tls.crt and tls.key together. Receivers read it again periodically (--secret-refresh, 30s), and new connections use what it holds then.",
           ),
       })
       .optional()
-      .describe('Connect to the brokers over TLS.'),
+      .describe(
+        'Connect to the brokers over TLS. tls: {} verifies the brokers against the system trust store. An untrusted certificate is reported as Degraded, reason SourceTLSFailed.',
+      ),
     sasl: z
       .object({
-        mechanism: z.enum(saslMechanisms),
-        secretRef: secretName.describe('Secret with the keys username and password.'),
+        mechanism: z
+          .enum(saslMechanisms)
+          .describe('The SASL mechanism: plain, scram-sha-256 or scram-sha-512.'),
+        secretRef: secretName.describe(
+          "Name of a Secret in the cube's namespace with the keys username and password. Read again when rotated, like tls.secretRef.",
+        ),
       })
       .optional()
-      .describe('Authenticate to the brokers with SASL (with tls, unless allowPlaintext).'),
+      .describe(
+        'Authenticate to the brokers with SASL. Needs tls unless allowPlaintext is true. Refused credentials are reported as Degraded, reason SourceAuthFailed.',
+      ),
     allowPlaintext: z
       .boolean()
       .optional()
       .describe(
-        'Allow sasl without tls: the credentials then cross the network unencrypted. Refused by default.',
+        'Allow sasl without tls: the credentials then cross the network unencrypted. Refused by default (false).',
       ),
   })
+  .describe(
+    "The Kafka topic the cube reads and how to reach its brokers: the operator reads the topic's partitions through it (again every --resync, so partitions added to the topic are placed), and every receiver holding the cube consumes through it.",
+  )
   .meta(
     kubernetes({
       validations: [
@@ -118,7 +139,25 @@ export const cubeSource = kafkaSource
 export type CubeSource = z.infer<typeof cubeSource>;
 
 const boundedMeasure = measure
-  .safeExtend({ name: identifier.max(63), field: z.string().min(1).max(253).optional() })
+  .safeExtend({
+    name: identifier
+      .max(63)
+      .describe(
+        'Name of the measure: its column in segments, hand-off files and query answers. A letter or _, then letters, digits or _ (at most 63 in all).',
+      ),
+    function: measure.shape.function.describe(
+      'count (events), or sum, min or max of field, per window and combination of dimension values.',
+    ),
+    field: z
+      .string()
+      .min(1)
+      .max(253)
+      .optional()
+      .describe(
+        'Event field the measure reads: a JSON number. Required for sum, min and max; count reads none. An event where it is absent, null or not a finite number is rejected (missing_measure, bad_measure).',
+      ),
+  })
+  .describe('One aggregate of the cube.')
   .meta(
     kubernetes({
       validations: [
@@ -149,14 +188,36 @@ export const assignedCubeSchema = cubeSchema
       .array(identifier.max(63))
       .max(32)
       .default([])
-      .meta(kubernetes({ listType: 'set' })),
-    measures: z.array(boundedMeasure).min(1).max(maxMeasures),
-    timestampField: z.string().min(1).max(253),
-    window: kubernetesDuration.describe('Length of a segment window, e.g. 1h.'),
+      .meta(kubernetes({ listType: 'set' }))
+      .describe(
+        'Event fields to group by, up to 32 unique names (a letter or _, then letters, digits or _); each is also the column name. A string, number or boolean value is kept as text, an absent or null one as the empty string; an object or array rejects the event (bad_dimension). Default none.',
+      ),
+    measures: z
+      .array(boundedMeasure)
+      .min(1)
+      .max(maxMeasures)
+      .describe(
+        'The aggregates computed per window and combination of dimension values, 1 to 64. Names are unique across dimensions and measures.',
+      ),
+    timestampField: z
+      .string()
+      .min(1)
+      .max(253)
+      .describe(
+        'Event field holding the event time, which picks the window: epoch milliseconds (a JSON number, or a string of digits) or an ISO-8601 date or date-time (UTC when it has no offset). An event without it is rejected (missing_timestamp, bad_timestamp).',
+      ),
+    window: kubernetesDuration.describe(
+      "Length of a window, a positive duration in ms, s, m or h (combined: 1h30m). Windows are aligned to the Unix epoch (with 1h, each starts on the hour, UTC); the receivers keep a window's data in segments, sealed and handed off to deep storage once it has closed.",
+    ),
     allowedLateness: kubernetesDuration
       .default('0s')
-      .describe('How long after its end a window still takes late events; below window.'),
+      .describe(
+        "How long after its end a window still takes events, judged by the partition's event-time watermark (the highest event time it has seen), never by the wall clock; a later event is rejected (too_late). Below window. Default 0s.",
+      ),
   })
+  .describe(
+    'What the cube computes: each record value is a JSON object (an event); its event time picks a window, its dimensions group it, and its measures are aggregated per window and group. A record that is not such an event is counted as rejected, by reason, and skipped. Immutable as a whole: it defines the data already stored in segments and hand-offs; create a new CubeAssignment for a new schema.',
+  )
   .meta(
     kubernetes({
       validations: [
@@ -216,11 +277,15 @@ export const cubeAssignmentSpec = z
       .max(maxReplicaSets)
       .refine(uniqueItems, 'replica sets must be unique')
       .meta(kubernetes({ listType: 'set' }))
-      .describe('Replica sets (StatefulSets labelled streamcube.io/replica-set) serving the cube.'),
+      .describe(
+        "Names of the replica sets serving the cube, 1 to 32 unique DNS labels. A replica set is the receiver pods labelled streamcube.io/replica-set=<name> (the chart's StatefulSets), in the cube's namespace or the operator's --receiver-namespace; its replicas consume the same partitions from the same offsets. Partitions are placed only on sets with a Ready receiver. An edit moves only the partitions whose owner changes.",
+      ),
     strategy: z
       .enum(assignmentStrategies)
       .default('sticky')
-      .describe('How partitions are spread over replica sets that pins do not cover.'),
+      .describe(
+        "How the partitions that pins do not place are spread over the replica sets with a Ready receiver: range (contiguous runs over the sets in name order, as Kafka's RangeAssignor), roundRobin (partition i to set i mod n), or sticky (as balanced as range, and a partition stays where it is unless balance requires a move). Default sticky.",
+      ),
     pins: partitionsByReplicaSet(maxPinnedReplicaSets, maxPinnedPartitions)
       .meta(
         kubernetes({
@@ -234,20 +299,24 @@ export const cubeAssignmentSpec = z
         }),
       )
       .optional()
-      .describe('Explicit placement replica set → partitions; overrides the strategy.'),
+      .describe(
+        'Explicit placement, replica set → partitions, made before the strategy places the rest. At most 16 sets and 128 partitions each; every set named must be in replicaSets, and a partition is pinned to one set only. A pin to a set with no Ready receiver is not honoured while it has none (the strategy places the partition); a pin naming a partition the topic does not have waits for it (Degraded, reason InvalidPin).',
+      ),
     suspend: z
       .boolean()
       .default(false)
-      .describe('Stop reconciling: no moves start (one in flight completes).'),
+      .describe(
+        "Pause the cube. While true, the operator pauses the cube's assigned partitions on every Ready receiver of their replica sets (again every --resync, so a receiver that comes back is paused too) and reports Ready and Progressing False, reason Suspended. It plans nothing meanwhile: no move starts, no replica set fails over, partitions added to the topic are not placed, and status.partitions, totalLag and segments are not refreshed. A move already in flight completes first; its partitions are then paused too. Source edits are still rolled out to the receivers, and deleting the cube still seals and hands off its data. Set back to false, the paused partitions resume where they stopped. Default false.",
+      ),
     failoverAfter: kubernetesDuration
       .default('5m')
       .describe(
-        'How long every receiver pod of a replica set holding partitions may be not Ready before its partitions fail over to the other replica sets, from the end of what it committed (its copies fenced).',
+        'How long a replica set holding partitions may have no Ready receiver pod before it is lost: it is fenced in deep storage and its partitions fail over to the other replica sets, which restart them where its committed data ends (Warning FailoverStarted). Counted from when the operator first saw the set without a Ready pod (status.unavailableSince). No failover starts while the cube is suspended, while another move is in flight, or while the set keeps data of partitions moved away from it that is not committed yet (Degraded, reason FailoverBlocked). A duration in ms, s, m or h. Default 5m.',
       ),
     rejectedEventsThreshold: percentage
       .default('1%')
       .describe(
-        'Degraded (EventsRejected) when a receiver rejects more than this share of the records it read over the last minutes (too late for a sealed window, or not a valid event); 100% turns it off.',
+        "Degraded, reason EventsRejected (the cube stays Ready), when a receiver rejects more than this share of the records it read over the operator's --rejected-events-window (5m by default): events too late for their window, and records that are not valid events. A percentage from 0% to 100% with at most two decimals; 100% turns it off. Default 1%.",
       ),
   })
   .superRefine((spec, ctx) => {
@@ -276,6 +345,9 @@ export const cubeAssignmentSpec = z
       }
     }
   })
+  .describe(
+    'What the cube reads (source), what it computes (schema), and which replica sets run it (replicaSets, strategy, pins). Written by the user; the operator places the partitions and moves them when this changes.',
+  )
   .meta(
     kubernetes({
       validations: [
@@ -304,151 +376,233 @@ export const reassignPhases = [
 export type ReassignPhase = (typeof reassignPhases)[number];
 
 export const partitionMove = z.object({
-  partition: partitionNumber,
-  /** Absent when the partition had no owner (a new partition or a lost replica set). */
-  from: replicaSetName.optional(),
-  to: replicaSetName,
+  partition: partitionNumber.describe('The partition changing owner.'),
+  from: replicaSetName
+    .optional()
+    .describe(
+      'The replica set giving it up (for a failover, the lost set); absent when the partition had no owner: a first placement, or a partition new to the topic.',
+    ),
+  to: replicaSetName.describe('The replica set taking it.'),
 });
 export type PartitionMove = z.infer<typeof partitionMove>;
 
+/** Offsets [from, to) of one partition, as status and the journal name them. */
+const offsetRange = z.object({
+  from: offset.describe('First offset of the range.'),
+  to: offset.describe('End of the range: the offset after its last one.'),
+});
+
 /** partition → offset ranges [from, to) another replica set committed: read over, not again. */
-const committedRanges = z.record(
-  partitionKey,
-  z.array(z.object({ from: offset, to: offset })).max(1000),
-);
+const committedRanges = z.record(partitionKey, z.array(offsetRange).max(1000));
 
 /** Replica sets a move fenced in deep storage, and where the new owners read over their data. */
 const fencedSets = z.object({
   replicaSets: z
     .array(replicaSetName)
     .min(1)
-    .meta(kubernetes({ listType: 'set' })),
-  /**
-   * partition → offset ranges [from, to) at or past its stop offset that a fenced set had
-   * committed already (the stop offsets are past the first of them): the new owner skips them
-   * (they are counted once, in that set's commit records). Written with the fence.
-   */
-  committedAbove: committedRanges.optional(),
+    .meta(kubernetes({ listType: 'set' }))
+    .describe(
+      'The replica sets fenced: a fence record in deep storage keeps their commits from holding the fenced offsets.',
+    ),
+  committedAbove: committedRanges
+    .optional()
+    .describe(
+      "Partition → offset ranges [from, to), past where the new owner starts, that a fenced set had committed already: the new owner reads over them (skips them), since that set's commit records count them. Written with the fence.",
+    ),
 });
 
 /** The journal of the move in flight; every phase is persisted before the next begins. */
-export const reassignJournal = z.object({
-  id: z.string().min(1).max(63),
-  phase: z.enum(reassignPhases),
-  moves: z.array(partitionMove).meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] })),
-  /** stop[p] = max position over the source replicas; set when merging after the pause. */
-  stopOffsets: z.record(partitionKey, offset).optional(),
-  /**
-   * Event-time watermark (epoch ms) of each moving partition once drained, the highest over the
-   * source replicas: the target starts with it, so the move changes no lateness decision.
-   */
-  watermarks: z.record(partitionKey, z.int()).optional(),
-  /**
-   * Present on a failover: the replica sets lost (no ready receiver for spec.failoverAfter) whose
-   * partitions the moves take elsewhere. Its phases are Planned → Fencing → Starting.
-   */
-  failover: fencedSets.optional(),
-  /**
-   * Written in Starting when a source set has replicas that are not Ready (they missed the
-   * release, and may come back consuming past the stop offsets under the old epoch): each such
-   * set is fenced in deep storage from the stop offsets on, before any target starts.
-   */
-  stopFence: fencedSets.optional(),
-  /**
-   * Written in Starting when a set of the move has had no ready receiver for spec.failoverAfter
-   * before the targets started (they wait for the sources' data to be committed): the set is
-   * fenced; the partitions it was the source of restart from the end of what it committed, not the
-   * stop offsets, and those moved to it go to their source, or another live set, instead.
-   */
-  lostSets: fencedSets.optional(),
-  /**
-   * The targets started before the sources' data of the moved partitions was committed (they
-   * waited the phase timeout for it): a source set lost since keeps that data
-   * (status.releasedUncommitted) and is not failed over until it is committed.
-   */
-  startedUncommitted: z.boolean().optional(),
-  startedAt: timestamp,
-  /** When the current phase began: its deadline counts from here. */
-  phaseStartedAt: timestamp.optional(),
-});
+export const reassignJournal = z
+  .object({
+    id: z
+      .string()
+      .min(1)
+      .max(63)
+      .describe(
+        "The move's id, named by its Events and the operator's logs: r-<generation>-<random> for a move or a first placement, f-<generation>-<random> for a failover.",
+      ),
+    phase: z
+      .enum(reassignPhases)
+      .describe(
+        "The phase the move is in: Planned, Pausing, Draining, Fencing (a failover only), Starting, Sealing, Done. A phase blocked past the operator's --phase-timeout in Pausing or Draining rolls the move back (the sources resume, the next plan tries again); from Starting on the move only rolls forward, and Degraded says what it waits for.",
+      ),
+    moves: z
+      .array(partitionMove)
+      .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))
+      .describe(
+        'The partitions changing owner, one entry each; every other partition keeps being consumed.',
+      ),
+    stopOffsets: z
+      .record(partitionKey, offset)
+      .optional()
+      .describe(
+        "Partition → the offset where its sources stop and its targets start: the highest position over the source replicas once paused (raised when a replica had read past it), the starting offset of a partition that had no owner, or, for a failover, where the lost set's committed data ends. Written at the end of Pausing (Fencing for a failover).",
+      ),
+    watermarks: z
+      .record(partitionKey, z.int())
+      .optional()
+      .describe(
+        'Partition → its event-time watermark (epoch milliseconds) once drained, the highest over the source replicas: the target starts with it, so the move changes no lateness decision. Written in Draining.',
+      ),
+    failover: fencedSets
+      .optional()
+      .describe(
+        'Present on a failover: the replica sets lost (no Ready receiver pod for spec.failoverAfter) whose partitions the moves take to live sets, and what they had committed past the restart offsets. Its phases are Planned, Fencing, Starting.',
+      ),
+    stopFence: fencedSets
+      .optional()
+      .describe(
+        'Written in Starting when a source set has receiver pods that are not Ready (they missed the release, and may come back reading past the stop offsets under the old epoch): each such set is fenced in deep storage from the stop offsets on, before any target starts (Warning StopFenced).',
+      ),
+    lostSets: fencedSets
+      .optional()
+      .describe(
+        'Written in Starting when a replica set of the move has had no Ready receiver pod for spec.failoverAfter before the targets started: the set is fenced (Warning ReplicaSetLostInMove). The partitions it was the source of restart where its committed data ends, not at the stop offsets; those moving to it go back to their source, or to another live set.',
+      ),
+    startedUncommitted: z
+      .boolean()
+      .optional()
+      .describe(
+        "True when the targets started before the sources' data of the moved partitions was committed (the wait for it ran out the phase timeout; Warning ReleasedDataUncommitted): a source set lost since keeps that data (status.releasedUncommitted) and is not failed over until it is committed.",
+      ),
+    startedAt: timestamp.describe('When the move was planned.'),
+    phaseStartedAt: timestamp
+      .optional()
+      .describe("When the current phase began: the phase's deadline counts from here."),
+  })
+  .describe(
+    'The journal of the move in flight (partitions changing owner, a first placement, or a failover); absent at rest. The operator writes each phase before its effects and runs one phase per reconcile, so a new leader resumes the move where it was. kubectl get cube shows the phase; when a phase waits, the Degraded condition says why.',
+  );
 export type ReassignJournal = z.infer<typeof reassignJournal>;
 
 /** What the operator observed of one partition, for users (status.partitions). */
 export const observedPartition = z.object({
-  partition: partitionNumber,
-  replicaSet: replicaSetName,
-  /** Next offset to consume. */
-  position: offset.optional(),
-  highWatermark: offset.optional(),
-  lag: offset.optional(),
-  /**
-   * Offsets Kafka deleted (retention) before the replica set read them, in all, as its receivers
-   * report them; absent when none was. They are in no segment.
-   */
-  lostOffsets: offset.optional(),
-  /** The latest of those ranges [from, to), oldest first. */
+  partition: partitionNumber.describe('The partition.'),
+  replicaSet: replicaSetName.describe('The replica set that owns it (status.assignment).'),
+  position: offset
+    .optional()
+    .describe(
+      "Next offset the owner consumes (Kafka's committed-offset convention): every offset before it has been read.",
+    ),
+  highWatermark: offset
+    .optional()
+    .describe(
+      "The partition's high watermark (the offset the next record produced gets), as the owner last fetched it; absent before its first fetch.",
+    ),
+  lag: offset
+    .optional()
+    .describe(
+      'Records not consumed yet: highWatermark minus position, 0 when caught up; absent while the high watermark is unknown.',
+    ),
+  lostOffsets: offset
+    .optional()
+    .describe(
+      'Offsets Kafka deleted (retention) before the owner read them, in all, as its receivers report them; absent when none was. They are in no segment; each new range is also a Warning Event OffsetsLost.',
+    ),
   lostRanges: z
-    .array(z.object({ from: offset, to: offset }))
+    .array(offsetRange)
     .max(10)
-    .optional(),
-  /**
-   * Offsets before this one, from the first a receiver keeps, are handed off to deep storage and
-   * committed (a commit record of their window names a copy holding them): the partition's
-   * committed-to offset. Written at most once per resync, like the position.
-   */
-  handedOffTo: offset.optional(),
+    .optional()
+    .describe('The latest ten of those ranges [from, to), oldest first.'),
+  handedOffTo: offset
+    .optional()
+    .describe(
+      "The partition's committed-to offset: the offsets before it, from the first one a receiver keeps, are handed off to deep storage and committed (a commit record of their window names a copy holding them), so readers of deep storage see them.",
+    ),
 });
 export type ObservedPartition = z.infer<typeof observedPartition>;
 
 export const segmentCounts = z.object({
-  active: z.int().min(0),
-  immutable: z.int().min(0),
-  handedOff: z.int().min(0),
+  active: z.int().min(0).describe('ACTIVE segments: windows still taking events.'),
+  immutable: z
+    .int()
+    .min(0)
+    .describe(
+      'IMMUTABLE segments: sealed, not handed off to deep storage yet. A count that keeps growing means hand-offs are failing or not keeping up.',
+    ),
+  handedOff: z
+    .int()
+    .min(0)
+    .describe(
+      'HANDED_OFF segments: in deep storage, kept on the receivers until their --handed-off-retention (1h by default) has passed.',
+    ),
 });
 export type SegmentCounts = z.infer<typeof segmentCounts>;
 
 export const cubeAssignmentStatus = z
   .object({
-    observedGeneration: z.int().min(0).optional(),
+    observedGeneration: z
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        'The metadata.generation of the spec the operator last acted on. Below metadata.generation, an edit is not applied yet: a move in flight completes before the next is planned, and a source edit counts once every receiver holding the cube runs it.',
+      ),
     /** cubeSpecDigest of the source and schema every receiver holding the cube was brought to. */
-    specDigest: z.string().max(64).optional(),
-    /** replica set → partitions, as applied now. */
-    assignment: partitionsByReplicaSet().optional(),
-    /** partition → assignment epoch, bumped on every move. */
-    epochs: z.record(partitionKey, z.int().min(0)).optional(),
-    /**
-     * partition → the offset its current epoch began at (the stop offset of the move that gave it
-     * to its owner): where a replica that missed that move, still holding the partition under the
-     * epoch before, hands it over once every sibling that knew the stop has dropped the cube.
-     */
-    epochStarts: z.record(partitionKey, offset).optional(),
-    /** Present only while a move is in flight. */
+    specDigest: z
+      .string()
+      .max(64)
+      .optional()
+      .describe(
+        "Digest of spec.source and spec.schema (defaults applied) that every receiver holding the cube was brought to. Each receiver reports the digest it runs (its admin API's GET …/cubes/<cube>): one that reports another has not been brought to the spec yet.",
+      ),
+    assignment: partitionsByReplicaSet()
+      .optional()
+      .describe(
+        'Replica set → partitions, as applied now: the owner of each partition placed, one per partition. Written only when a journal (status.reassign) completes; partitions of the topic not listed have no owner yet.',
+      ),
+    epochs: z
+      .record(partitionKey, z.int().min(0))
+      .optional()
+      .describe(
+        'Partition → its assignment epoch, bumped each time it changes owner. Receivers tag what they read with it, so that data read under a superseded epoch can be fenced.',
+      ),
+    epochStarts: z
+      .record(partitionKey, offset)
+      .optional()
+      .describe(
+        "Partition → the offset its current epoch began at: the stop offset of the move that gave it to its owner, or where its first placement started. The operator's tiling check and replica repair count from here; a replica that missed that move, still holding the partition under the epoch before, hands it over there.",
+      ),
     reassign: reassignJournal.optional(),
-    /**
-     * replica set → partitions moved away from it of which it keeps data not committed yet (its
-     * windows open at the move): while a set holds any, it is not failed over, since a failover
-     * re-reads only the partitions the lost set owns. Kept here so that a new leader knows it of a
-     * set gone before it started.
-     */
-    releasedUncommitted: partitionsByReplicaSet().optional(),
-    /**
-     * replica set → since when it has had no ready receiver pod, as the operator first saw it: a
-     * set holding partitions fails over spec.failoverAfter from then. Kept here so that a leader
-     * started later waits out only the rest of that time, not the whole of it again.
-     */
-    unavailableSince: z.record(replicaSetName, timestamp).optional(),
+    releasedUncommitted: partitionsByReplicaSet()
+      .optional()
+      .describe(
+        'Replica set → partitions moved away from it of which it keeps data not committed yet (only after a move whose targets started without waiting for it: reassign.startedUncommitted). While a set keeps any, it is not failed over (Degraded, reason FailoverBlocked), since a failover re-reads only the partitions the lost set owns. Kept here so that a new leader knows it of a set gone before it started; cleared once the data is committed.',
+      ),
+    unavailableSince: z
+      .record(replicaSetName, timestamp)
+      .optional()
+      .describe(
+        'Replica set holding partitions → since when it has had no Ready receiver pod, as the operator first saw it: it fails over spec.failoverAfter from then. Kept here so that a leader started later waits out only the rest of that time; removed when the set has a Ready receiver again.',
+      ),
     partitions: z
       .array(observedPartition)
       .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))
-      .optional(),
-    /** Sum of the partitions' lag, for the Lag printer column. */
-    totalLag: offset.optional(),
-    segments: segmentCounts.optional(),
+      .optional()
+      .describe(
+        "Per partition owned by a replica set: its owner and what one replica of the owner reports (one whose consumer runs). Written when a partition's lag changes by an order of magnitude, a row changes otherwise, or once per --resync (10s by default): not on every observation, and not while the cube is suspended. The receivers' metrics have live figures.",
+      ),
+    totalLag: offset
+      .optional()
+      .describe(
+        "Sum of the partitions' lag (the LAG column of kubectl get cube), written with partitions.",
+      ),
+    segments: segmentCounts
+      .optional()
+      .describe(
+        'Segments of the cube held by receivers, counting one replica (one whose consumer runs) of each replica set that owns partitions.',
+      ),
     conditions: z
       .array(condition)
       .meta(kubernetes({ listType: 'map', listMapKeys: ['type'] }))
-      .optional(),
+      .optional()
+      .describe(
+        "Ready (every partition has a consuming replica set), Progressing (a move, or a source edit being rolled out) and Degraded (True with the first problem's reason; its message lists every problem), in metav1.Condition shape.",
+      ),
   })
+  .describe(
+    'What the operator applied and observed; written by the operator only (status subresource). Look at conditions first. A status field is only as fresh as its last write: see partitions.',
+  )
   /**
    * One field to the API server's field manager: only the operator writes the status, and with
    * every field of a 16-partition cube tracked (partitions, epochs, the assignment), its

@@ -1,8 +1,11 @@
 // The committed CubeAssignment CRD on a real API server: it is applied as a user would apply it,
 // becomes Established, accepts a valid object with defaults, refuses bad ones with a 422 naming
-// the field (and zod refuses the same ones), takes status merge patches and serves its columns.
+// the field (and zod refuses the same ones), takes status merge patches, serves its columns, and
+// `kubectl explain` prints its descriptions.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +18,8 @@ import {
   PatchStrategy,
   setHeaderOptions,
 } from '@kubernetes/client-node';
-import { crdFile, crdName } from '../../src/api/crd.ts';
+import { crdFile, crdName, cubeAssignmentCrd } from '../../src/api/crd.ts';
+import type { StructuralSchema } from '../../src/api/structural-schema.ts';
 import {
   cubeAssignment,
   cubeAssignmentSpec,
@@ -419,6 +423,62 @@ describe('status and printer columns', () => {
     ]);
     expect(line).toMatch(/^with-status\s+True\s+Draining\s+\["rs-a","rs-b"\]\s+3\s+\S+$/);
   });
+});
+
+// `kubectl explain` reads the OpenAPI the API server publishes from the applied CRD: every field
+// it prints must say what it is, not `<empty>` or `<no description>`.
+describe('kubectl explain', () => {
+  const [served] = cubeAssignmentCrd().spec.versions;
+  const words = (text: string): string => text.replace(/\s+/g, ' ').trim();
+  let cacheDir = '';
+
+  /**
+   * The committed schema's field at a dotted path (list items stepped into): its description and
+   * its fields', which kubectl must print.
+   */
+  function fieldAt(path: string): { description: string; fields: [string, StructuralSchema][] } {
+    let field = served?.schema.openAPIV3Schema;
+    let inner = field;
+    for (const name of path.split('.')) {
+      field = inner?.properties?.[name];
+      inner = field;
+      while (inner?.items) inner = inner.items;
+    }
+    if (!field) throw new Error(`no field ${path} in the CRD`);
+    return {
+      description: field.description ?? '',
+      fields: Object.entries(inner?.properties ?? {}),
+    };
+  }
+
+  beforeAll(async () => {
+    // Its own discovery and OpenAPI cache: nothing another run of kubectl saw stands in.
+    cacheDir = await mkdtemp(join(tmpdir(), 'kubectl-explain-'));
+  });
+
+  afterAll(async () => {
+    await rm(cacheDir, { recursive: true, force: true });
+  });
+
+  test.each(['spec.source', 'spec.suspend', 'spec.schema.measures', 'status.partitions'])(
+    'kubectl explain cubeassignments.%s prints the descriptions of the field and of its fields',
+    async (path) => {
+      const { description, fields } = fieldAt(path);
+      const expected = words(description);
+      expect(expected.length).toBeGreaterThan(0);
+      // The API server publishes a CRD's OpenAPI some moments after the CRD changes.
+      const out = await eventually(`kubectl explain ${path} to print its description`, async () => {
+        const text = await kubectl('--cache-dir', cacheDir, 'explain', `cubeassignments.${path}`);
+        return words(text).includes(expected) ? text : undefined;
+      });
+      expect(out).not.toContain('<empty>');
+      expect(out).not.toContain('<no description>');
+      const unexplained = fields
+        .filter(([, f]) => !words(out).includes(words(f.description ?? '')))
+        .map(([name]) => name);
+      expect(unexplained).toEqual([]);
+    },
+  );
 });
 
 // The CRD keeps durations to units CEL's duration() reads. This checks that premise on the

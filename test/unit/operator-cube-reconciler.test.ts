@@ -4,7 +4,11 @@
 // as: the cube and the pods as they are → what the reconcile called, wrote and answered.
 import type { V1Pod } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import type { CubeAssignment, CubeAssignmentStatus } from '../../src/api/cube-assignment.ts';
+import type {
+  CubeAssignment,
+  CubeAssignmentStatus,
+  ReassignJournal,
+} from '../../src/api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../src/api/cube.ts';
 import type { Condition } from '../../src/api/conditions.ts';
 import { createLogger } from '../../src/observability/logger.ts';
@@ -260,6 +264,18 @@ function placedCube(extra: Partial<CubeAssignmentStatus> = {}): CubeAssignment {
   return object;
 }
 
+/** A move of partition 1 from rs-a to rs-b, journaled and not started. */
+function plannedMove(): ReassignJournal {
+  const now = new Date().toISOString();
+  return {
+    id: 'r-1-abcdef',
+    phase: 'Planned',
+    moves: [{ partition: 1, from: 'rs-a', to: 'rs-b' }],
+    startedAt: now,
+    phaseStartedAt: now,
+  };
+}
+
 const consumingAll = {
   'rs-a-0': { partitions: { 0: 'consuming', 1: 'consuming' } },
   'rs-b-0': { partitions: { 2: 'consuming', 3: 'consuming' } },
@@ -283,18 +299,7 @@ describe('dispatch', () => {
   });
 
   test('a journal in status runs one phase of it, and nothing of the cube at rest', async () => {
-    const h = harness({
-      object: placedCube({
-        reassign: {
-          id: 'r-1-abcdef',
-          phase: 'Planned',
-          moves: [{ partition: 1, from: 'rs-a', to: 'rs-b' }],
-          startedAt: new Date().toISOString(),
-          phaseStartedAt: new Date().toISOString(),
-        },
-      }),
-      receivers: consumingAll,
-    });
+    const h = harness({ object: placedCube({ reassign: plannedMove() }), receivers: consumingAll });
     const result = await h.run();
     expect(h.topicReads).toEqual([]);
     expect(h.store.object?.status?.reassign?.phase).toBe('Pausing');
@@ -523,6 +528,18 @@ describe('suspend', () => {
     expect(h.log).toEqual(['rs-a-0 pause [0,1]', 'rs-b-0 pause [2,3]', 'write status']);
     expect(h.condition('Ready')).toMatchObject({ status: 'False', reason: 'Suspended' });
     expect(h.topicReads).toEqual([]);
+    // Not observed while suspended (what spec.suspend's description says).
+    expect(h.store.object?.status?.partitions).toBeUndefined();
+  });
+
+  test('a move in flight runs on: its phase, not the pause, until it completes', async () => {
+    const object = placedCube({ reassign: plannedMove() });
+    object.spec.suspend = true;
+    const h = harness({ object, receivers: consumingAll });
+    await h.run();
+    expect(h.store.object?.status?.reassign?.phase).toBe('Pausing');
+    expect(h.log).toEqual(['write status']);
+    expect(h.condition('Ready')).toBeUndefined();
   });
 });
 
