@@ -156,6 +156,9 @@ const boundedMeasure = measure
       .describe(
         'Event field the measure reads: a JSON number. Required for sum, min and max; count reads none. An event where it is absent, null or not a finite number is rejected (missing_measure, bad_measure).',
       ),
+    scale: measure.shape.scale.describe(
+      'sum only: the decimals the field carries (2 for money), 0 to 18. The query service then adds the sum exactly, as an integer count of 10^-scale units, and answers it as a decimal string with that many decimals. Without it a sum is a float.',
+    ),
   })
   .describe('One aggregate of the cube.')
   .meta(
@@ -190,7 +193,7 @@ export const assignedCubeSchema = cubeSchema
       .default([])
       .meta(kubernetes({ listType: 'set' }))
       .describe(
-        'Event fields to group by, up to 32 unique names (a letter or _, then letters, digits or _); each is also the column name. A string, number or boolean value is kept as text, an absent or null one as the empty string; an object or array rejects the event (bad_dimension). Default none.',
+        'Event fields to group by, up to 32 unique names (a letter or _, then letters, digits or _); each is also the column name. A string, number or boolean value is kept as text, an absent or null one as the empty string; an object or array rejects the event (bad_dimension), as does a value longer than maxDimensionBytes (dimension_too_long). Default none.',
       ),
     measures: z
       .array(boundedMeasure)
@@ -204,7 +207,7 @@ export const assignedCubeSchema = cubeSchema
       .min(1)
       .max(253)
       .describe(
-        'Event field holding the event time, which picks the window: epoch milliseconds (a JSON number, or a string of digits) or an ISO-8601 date or date-time (UTC when it has no offset). An event without it is rejected (missing_timestamp, bad_timestamp).',
+        'Event field holding the event time, which picks the window: epoch milliseconds (a JSON number, or a string of digits) or an ISO-8601 date or date-time (UTC when it has no offset). An event without it is rejected (missing_timestamp, bad_timestamp), as is one before 2000-01-01 (ancient_timestamp) or more than maxEventTimeSkew past the timestamp of its record batch (future_timestamp).',
       ),
     window: kubernetesDuration.describe(
       "Length of a window, a positive duration in ms, s, m or h (combined: 1h30m). Windows are aligned to the Unix epoch (with 1h, each starts on the hour, UTC); the receivers keep a window's data in segments, sealed and handed off to deep storage once it has closed.",
@@ -214,6 +217,12 @@ export const assignedCubeSchema = cubeSchema
       .describe(
         "How long after its end a window still takes events, judged by the partition's event-time watermark (the highest event time it has seen), never by the wall clock; a later event is rejected (too_late). Below window. Default 0s.",
       ),
+    maxEventTimeSkew: cubeSchema.shape.maxEventTimeSkew.describe(
+      "How far an event time may lie past the timestamp of its Kafka record batch (the producer's, or the broker's append time) before the record is rejected (future_timestamp); such a record moves no watermark. A duration in ms, s, m or h; the receivers take 1h when absent.",
+    ),
+    maxDimensionBytes: cubeSchema.shape.maxDimensionBytes.describe(
+      'The longest dimension value, in bytes of UTF-8, before the record is rejected (dimension_too_long); 1 to 1048576, the receivers take 4096 when absent.',
+    ),
   })
   .describe(
     'What the cube computes: each record value is a JSON object (an event); its event time picks a window, its dimensions group it, and its measures are aggregated per window and group. A record that is not such an event is counted as rejected, by reason, and skipped. Immutable as a whole: it defines the data already stored in segments and hand-offs; create a new CubeAssignment for a new schema.',
