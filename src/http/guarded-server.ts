@@ -58,6 +58,40 @@ export function closeIfBodyUnread(res: ServerResponse): void {
   if (!res.req.complete) res.shouldKeepAlive = false;
 }
 
+/**
+ * A request's body, or `tooLarge` once it passes `maxBytes`. Past the bound the rest is still read
+ * and dropped, up to `drainBytes`, so that a client still sending gets the 413 rather than a
+ * connection reset under its upload (a request broken off mid-body resets it); a client past
+ * `drainBytes` is cut off there, and the request timeout bounds a slow one.
+ */
+export function readBoundedBody(
+  req: IncomingMessage,
+  maxBytes: number,
+  drainBytes = 16 * maxBytes,
+): Promise<Buffer | typeof tooLarge> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxBytes) {
+        chunks.push(chunk);
+        return;
+      }
+      chunks.length = 0;
+      if (size > drainBytes) {
+        req.destroy();
+        resolve(tooLarge);
+      }
+    });
+    req.on('end', () => resolve(size > maxBytes ? tooLarge : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/** What readBoundedBody answers for a body past its bound. */
+export const tooLarge = Symbol('too large');
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   closeIfBodyUnread(res);

@@ -4,7 +4,12 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { cubeName } from '../api/cube.ts';
 import { checkBearer } from '../http/bearer-auth.ts';
-import { closeIfBodyUnread, createGuardedServer } from '../http/guarded-server.ts';
+import {
+  closeIfBodyUnread,
+  createGuardedServer,
+  readBoundedBody,
+  tooLarge,
+} from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { ErrorResponse } from '../protocol/admin-api.ts';
 import { parseCubePath } from '../protocol/cube-paths.ts';
@@ -44,20 +49,12 @@ const words: Record<QueryError['status'], string> = {
 };
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
-  const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxQueryBodyBytes)
+  const body = await readBoundedBody(req, maxQueryBodyBytes);
+  if (body === tooLarge)
     throw new QueryError(413, `the body is larger than ${maxQueryBodyBytes} bytes`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxQueryBodyBytes)
-      throw new QueryError(413, `the body is larger than ${maxQueryBodyBytes} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  if (size === 0) return {};
+  if (body.length === 0) return {};
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(body.toString('utf8'));
   } catch (error) {
     throw new QueryError(400, `the body is not valid JSON: ${(error as Error).message}`);
   }

@@ -8,6 +8,8 @@ import {
   type ServerLimits,
   closeIfBodyUnread,
   createGuardedServer,
+  readBoundedBody,
+  tooLarge,
 } from '../http/guarded-server.ts';
 import type { Logger } from '../observability/logger.ts';
 import {
@@ -207,17 +209,12 @@ function errorBody(error: string, reason: string, field?: string): ErrorResponse
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > maxBodyBytes)
-      throw new ChannelError('TooLarge', `request body is larger than ${maxBodyBytes} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  if (size === 0) return undefined;
+  const body = await readBoundedBody(req, maxBodyBytes);
+  if (body === tooLarge)
+    throw new ChannelError('TooLarge', `request body is larger than ${maxBodyBytes} bytes`);
+  if (body.length === 0) return undefined;
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(body.toString('utf8'));
   } catch (error) {
     throw new ChannelError(
       'Invalid',
