@@ -40,7 +40,7 @@ export interface NodeStackInfo {
   bootstrap: string;
   /** Receiver pods, one per replica set; their admin port is 8080 (reach it with port-forward). */
   receiverPods: string[];
-  /** The Secret holding the admin API's bearer token (key `token`). */
+  /** The Secret holding the receivers' read token (key `token`): status and query only. */
   tokenSecret: string;
   ledgerFile: string;
   /** Seconds from the command's start to the demo producer's first event. */
@@ -161,7 +161,7 @@ export async function startNodeStack(teardown: Teardown): Promise<NodeStackInfo>
     kubectl: kubectlPath,
     bootstrap: env.kafka.bootstrap,
     receiverPods: replicaSets.map((rs) => `${release}-${rs}-0`),
-    tokenSecret: `${release}-admin-token`,
+    tokenSecret: `${release}-read-token`,
     ledgerFile: demo.ledgerFile,
     startSeconds: Math.round((Date.now() - t0) / 100) / 10,
     ownsEnvironment: !reused,
@@ -175,15 +175,11 @@ ${describeEnvironment(env)}
   export KUBECONFIG=${kubeconfig}
   ${k} get pods,cube
   ${k} describe cube ${demo.cube}
-  # the admin API is not exposed: forward a port to a receiver, then ask it (ask both replica sets)
-  TOKEN=$(${k} get secret ${info.tokenSecret} -o jsonpath='{.data.token}' | base64 -d)
-${info.receiverPods
-  .map(
-    (pod, i) =>
-      `  ${k} port-forward pod/${pod} ${18080 + i}:8080 &\n` +
-      `  curl -s -H "Authorization: Bearer $TOKEN" -X POST http://127.0.0.1:${18080 + i}/v1/namespaces/${namespace}/cubes/${demo.cube}/query -d '{"groupBy":["country"]}'`,
-  )
-  .join('\n')}
+  # one answer over the whole cube, live and committed, through the chart's query service, with
+  # the read token (it can read, never change anything):
+  ${k} get secret ${info.tokenSecret} -o jsonpath='{.data.token}' | base64 -d > ${runDir}/read-token
+  ${k} port-forward service/${release}-query 18082:8082 &
+  npm run -s streamcube -- query --server http://127.0.0.1:18082 --token-file ${runDir}/read-token -n ${namespace} --group-by country ${demo.cube}
 
 A producer writes about ${Math.round(demo.perSecond)} events/s to topic '${demo.topic}' (${demo.partitions} partitions at mixed rates);
 what it wrote so far is in ${demo.ledgerFile}.

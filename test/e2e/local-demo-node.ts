@@ -1,8 +1,9 @@
 // `streamcube local --node` as a user runs it, on the test environment's node: it installs the
-// chart, the demo cube becomes Ready and its producer writes; the query, asked the way the command
-// prints (kubectl port-forward to each receiver pod, curl with the Secret's token), answers every
-// event the producer wrote, tiled; Ctrl-C removes the cube, the release and the namespace, and
-// leaves the environment running.
+// chart, the demo cube becomes Ready and its producer writes; the receivers' answers (kubectl
+// port-forward to each receiver pod, the read token) cover every event the producer wrote, tiled,
+// and the chart's query service, asked as the command prints (port-forward to its Service),
+// answers at least those events, complete; Ctrl-C removes the cube, the release and the namespace,
+// and leaves the environment running.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -17,8 +18,12 @@ import { waitForStackFile } from '../support/local-stack.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
-/** A port-forward to `pod`'s admin port, as the command prints it; stopped by the returned function. */
-async function portForward(info: NodeStackInfo, pod: string): Promise<[number, () => void]> {
+/** A port-forward to `target`'s `remotePort` (a receiver pod's admin port by default); stopped by the returned function. */
+async function portForward(
+  info: NodeStackInfo,
+  target: string,
+  remotePort = 8080,
+): Promise<[number, () => void]> {
   const port = await freePort();
   const child = spawn(
     info.kubectl,
@@ -28,8 +33,8 @@ async function portForward(info: NodeStackInfo, pod: string): Promise<[number, (
       '-n',
       info.namespace,
       'port-forward',
-      `pod/${pod}`,
-      `${port}:8080`,
+      target,
+      `${port}:${remotePort}`,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
@@ -37,7 +42,7 @@ async function portForward(info: NodeStackInfo, pod: string): Promise<[number, (
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
   await waitFor(
-    `port-forward to ${pod}`,
+    `port-forward to ${target}`,
     () => {
       if (child.exitCode !== null) throw new Error(`port-forward exited: ${output}`);
       return Promise.resolve(output.includes('Forwarding from'));
@@ -50,7 +55,7 @@ async function portForward(info: NodeStackInfo, pod: string): Promise<[number, (
 async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[]> {
   const answers: QueryResponse[] = [];
   for (const pod of info.receiverPods) {
-    const [port, stop] = await portForward(info, pod);
+    const [port, stop] = await portForward(info, `pod/${pod}`);
     try {
       const response = await fetch(
         `http://127.0.0.1:${port}/v1/namespaces/${info.namespace}/cubes/${info.cube}/query`,
@@ -120,6 +125,29 @@ export async function runLocalDemoOnNode(envDir: string): Promise<string[]> {
     if (BigInt(answered) !== covered)
       problems.push(`the query counts ${answered} events over ${covered} offsets`);
     if (before.produced < 100) problems.push(`the demo wrote only ${before.produced} events`);
+
+    // The chart's query service, as the command prints it: one answer, complete, at least every
+    // event written before the receivers were asked.
+    const [queryPort, stopQuery] = await portForward(info, `service/${info.release}-query`, 8082);
+    try {
+      const response = await fetch(
+        `http://127.0.0.1:${queryPort}/v1/namespaces/${info.namespace}/cubes/${info.cube}/query`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ measures: ['events'] }),
+        },
+      );
+      const answer = (await response.json()) as { complete?: boolean; rows?: unknown[][] };
+      const events = Number(answer.rows?.[0]?.[0] ?? 0);
+      if (!response.ok || answer.complete !== true || events < before.produced)
+        problems.push(
+          `the query service answered ${response.status}: complete ${answer.complete}, ${events} events of at least ${before.produced}`,
+        );
+      console.log(`[e2e] local --node: the query service answered ${events} events, complete`);
+    } finally {
+      stopQuery();
+    }
     console.log(
       `[e2e] local --node: ${before.produced} events produced 5 s before the query, ${answered} answered`,
     );
