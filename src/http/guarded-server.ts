@@ -4,6 +4,7 @@
 // explicit limits on slow and numerous clients.
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Logger } from '../observability/logger.ts';
 
 export interface ServerLimits {
@@ -32,6 +33,8 @@ export interface GuardedServerOptions {
   limits?: ServerLimits;
   /** Called once per request that ended in the last-resort 500 (for a metric). */
   onUnexpectedError?: (req: IncomingMessage) => void;
+  /** Serve HTTPS with this certificate and key (PEM) instead of plain HTTP. */
+  tls?: { cert: string; key: string };
 }
 
 /**
@@ -107,61 +110,62 @@ export function createGuardedServer(
   options: GuardedServerOptions,
 ): Server {
   const limits = options.limits ?? defaultServerLimits;
-  const server = createServer(
-    {
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      keepAliveTimeout: limits.keepAliveTimeoutMs,
-      // Node enforces the two timeouts above on this period (30 s by default), which would let a
-      // slow client hold its connection well past them.
-      connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
-    },
-    (req, res) => {
-      const url = parseRequestTarget(req.url);
-      if (!url) {
-        sendJson(res, 400, {
-          error: 'invalid request',
-          reason: 'the request target is not a path (origin form) or an http URL (absolute form)',
-        });
-        return;
-      }
-      // An async wrapper, so that a handler throwing before its first await lands here too.
-      const answered = (async () => handler(req, res, url))();
-      answered.catch((error: unknown) => {
-        if (req.destroyed && !req.complete) {
-          // The client went away (or was cut off by a timeout) before its request arrived whole:
-          // reading the body failed, and there is no one to answer.
-          options.logger.debug('request abandoned by its client', {
-            method: req.method,
-            path: url.pathname,
-          });
-          res.destroy();
-          return;
-        }
-        const requestId = randomUUID();
-        options.logger.error('request failed unexpectedly', {
-          requestId,
+  const serverOptions = {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Node enforces the two timeouts above on this period (30 s by default), which would let a
+    // slow client hold its connection well past them.
+    connectionsCheckingInterval: Math.min(1_000, limits.headersTimeoutMs),
+  };
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    const url = parseRequestTarget(req.url);
+    if (!url) {
+      sendJson(res, 400, {
+        error: 'invalid request',
+        reason: 'the request target is not a path (origin form) or an http URL (absolute form)',
+      });
+      return;
+    }
+    // An async wrapper, so that a handler throwing before its first await lands here too.
+    const answered = (async () => handler(req, res, url))();
+    answered.catch((error: unknown) => {
+      if (req.destroyed && !req.complete) {
+        // The client went away (or was cut off by a timeout) before its request arrived whole:
+        // reading the body failed, and there is no one to answer.
+        options.logger.debug('request abandoned by its client', {
           method: req.method,
           path: url.pathname,
-          error: error instanceof Error ? error.stack : String(error),
         });
-        options.onUnexpectedError?.(req);
-        if (res.headersSent) {
-          // Part of an answer is on the wire already: cut it rather than send a wrong one.
-          res.destroy();
-          return;
-        }
-        try {
-          sendJson(res, 500, {
-            error: 'internal error',
-            reason: `the request failed unexpectedly; the server's log has the details under request id ${requestId}`,
-          });
-        } catch {
-          res.destroy();
-        }
+        res.destroy();
+        return;
+      }
+      const requestId = randomUUID();
+      options.logger.error('request failed unexpectedly', {
+        requestId,
+        method: req.method,
+        path: url.pathname,
+        error: error instanceof Error ? error.stack : String(error),
       });
-    },
-  );
+      options.onUnexpectedError?.(req);
+      if (res.headersSent) {
+        // Part of an answer is on the wire already: cut it rather than send a wrong one.
+        res.destroy();
+        return;
+      }
+      try {
+        sendJson(res, 500, {
+          error: 'internal error',
+          reason: `the request failed unexpectedly; the server's log has the details under request id ${requestId}`,
+        });
+      } catch {
+        res.destroy();
+      }
+    });
+  };
+  const server: Server = options.tls
+    ? createHttpsServer({ ...serverOptions, ...options.tls }, listener)
+    : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
   return server;
 }

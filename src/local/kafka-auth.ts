@@ -32,17 +32,21 @@ export const brokerUsers: KafkaAuth['users'] = {
 const openssl = (dir: string, args: string[]): Promise<unknown> =>
   runCommand('openssl', args, { cwd: dir });
 
-/** Makes (once) the CAs and the broker's key and certificate in `dir`. */
-export async function makeBrokerCertificates(
+/**
+ * Makes (once) in `dir` a CA (`ca.crt`), a second CA that signs nothing (`other-ca.crt`: a client
+ * trusting it must fail the handshake), and `<name>.key` / `<name>.crt`, a server certificate the
+ * CA signed for `subject` with the subject alternative names `san` (`DNS:…`, `IP:…`).
+ */
+export async function makeServerCertificates(
   dir: string,
-  host: string,
+  o: { name: string; subject: string; san: string[] },
 ): Promise<{ caFile: string; otherCaFile: string; keyFile: string; certFile: string }> {
   mkdirSync(dir, { recursive: true });
   const files = {
     caFile: join(dir, 'ca.crt'),
     otherCaFile: join(dir, 'other-ca.crt'),
-    keyFile: join(dir, 'broker.key'),
-    certFile: join(dir, 'broker.crt'),
+    keyFile: join(dir, `${o.name}.key`),
+    certFile: join(dir, `${o.name}.crt`),
   };
   if (Object.values(files).every((f) => existsSync(f))) return files;
   for (const [name, subject] of [
@@ -68,7 +72,6 @@ export async function makeBrokerCertificates(
       '-addext',
       'keyUsage=critical,keyCertSign,cRLSign',
     ]);
-  const san = ['DNS:localhost', 'IP:127.0.0.1', ...(host !== '127.0.0.1' ? [`IP:${host}`] : [])];
   // Kafka reads an unencrypted PKCS#8 key from a PEM keystore: openssl 3 writes PKCS#8.
   await openssl(dir, [
     'req',
@@ -76,21 +79,21 @@ export async function makeBrokerCertificates(
     'rsa:2048',
     '-nodes',
     '-keyout',
-    'broker.key',
+    `${o.name}.key`,
     '-out',
-    'broker.csr',
+    `${o.name}.csr`,
     '-subj',
-    '/CN=localhost',
+    o.subject,
   ]);
   writeFileSync(
-    join(dir, 'broker.ext'),
-    `subjectAltName=${san.join(',')}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n`,
+    join(dir, `${o.name}.ext`),
+    `subjectAltName=${o.san.join(',')}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n`,
   );
   await openssl(dir, [
     'x509',
     '-req',
     '-in',
-    'broker.csr',
+    `${o.name}.csr`,
     '-CA',
     'ca.crt',
     '-CAkey',
@@ -99,11 +102,20 @@ export async function makeBrokerCertificates(
     '-days',
     '3650',
     '-out',
-    'broker.crt',
+    `${o.name}.crt`,
     '-extfile',
-    'broker.ext',
+    `${o.name}.ext`,
   ]);
   return files;
+}
+
+/** Makes (once) the CAs and the broker's key and certificate in `dir`. */
+export function makeBrokerCertificates(
+  dir: string,
+  host: string,
+): Promise<{ caFile: string; otherCaFile: string; keyFile: string; certFile: string }> {
+  const san = ['DNS:localhost', 'IP:127.0.0.1', ...(host !== '127.0.0.1' ? [`IP:${host}`] : [])];
+  return makeServerCertificates(dir, { name: 'broker', subject: '/CN=localhost', san });
 }
 
 /** The server.properties lines of the SASL_SSL listener (its name in listeners comes from the caller). */

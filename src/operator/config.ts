@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
+import { defaultReceiverServerName } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
 import { receiverSelectorError } from './discovery.ts';
 
@@ -17,6 +18,10 @@ export interface OperatorConfig {
   receiverNamespace: string | undefined;
   /** More label requirements of receiver pods (`key=value,…`): the release's, in the chart. */
   receiverSelector: string | undefined;
+  /** Call receivers over HTTPS trusting this CA (PEM); plain HTTP when undefined. */
+  receiverCaFile: string | undefined;
+  /** The name receivers' certificates must carry (checked whatever pod IP is dialled). */
+  receiverServerName: string;
   host: string;
   port: number;
   kubeconfig: string | undefined;
@@ -47,6 +52,9 @@ Options (environment variable in brackets):
                                (re-read every 2s: a change applies without a restart)
   --receiver-token-grace DUR   the replaced token is still offered on a 403 for                [2m]
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
+  --receiver-ca-file FILE      call receivers over HTTPS, trusting this CA (PEM; re-read)
+                               [STREAMCUBE_RECEIVER_CA_FILE, default: plain HTTP]
+  --receiver-server-name NAME  the name receivers' certificates must carry        [streamcube-receiver]
   --receiver-namespace NS      find receiver pods in NS, for the cubes of every namespace
                                [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own namespace]
   --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
@@ -92,6 +100,8 @@ export function parseOperatorConfig(
         'receiver-port',
         'receiver-namespace',
         'receiver-selector',
+        'receiver-ca-file',
+        'receiver-server-name',
         'host',
         'port',
         'identity',
@@ -141,6 +151,8 @@ export function parseOperatorConfig(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
     receiverSelector,
+    receiverCaFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
+    receiverServerName: flag('receiver-server-name') ?? defaultReceiverServerName,
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),

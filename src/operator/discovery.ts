@@ -56,6 +56,7 @@ function annotatedPort(value: string | undefined): number | undefined {
 export function receiversByReplicaSet(
   pods: V1Pod[],
   defaultPort: number,
+  scheme: 'http' | 'https' = 'http',
 ): Map<string, ReceiverEndpoint[]> {
   const out = new Map<string, ReceiverEndpoint[]>();
   for (const pod of pods) {
@@ -66,7 +67,7 @@ export function receiversByReplicaSet(
     const port = annotatedPort(pod.metadata?.annotations?.[adminPortAnnotation]) ?? defaultPort;
     const host = ip.includes(':') ? `[${ip}]` : ip;
     const list = out.get(replicaSet) ?? [];
-    list.push({ name, replicaSet, baseUrl: `http://${host}:${port}` });
+    list.push({ name, replicaSet, baseUrl: `${scheme}://${host}:${port}` });
     out.set(replicaSet, list);
   }
   for (const list of out.values()) list.sort((a, b) => (a.name < b.name ? -1 : 1));

@@ -10,6 +10,7 @@ import {
 import type { CubeAssignment } from '../api/cube-assignment.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
+import { tlsReceiverTransport } from '../http/tls.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { Controller } from './runtime/controller.ts';
 import { objectKey } from './runtime/informer.ts';
@@ -36,6 +37,9 @@ export async function runOperator(argv: string[]): Promise<number> {
     onError: (error) =>
       logger.warn('receiver token file unusable; the current token stays', { error }),
   });
+  const receiverTransport = config.receiverCaFile
+    ? tlsReceiverTransport(config.receiverCaFile, config.receiverServerName)
+    : undefined;
   const kc = loadKubeConfig(config.kubeconfig);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
@@ -70,6 +74,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     listPods: (cubeNs) => pods.list(config.receiverNamespace ?? cubeNs),
     receiverToken: receiverToken.tokens,
     receiverPort: config.receiverPort,
+    ...(receiverTransport ? { receiverTransport } : {}),
     topics,
     events: new EventRecorder(core, 'streamcube-operator', logger),
     metrics,
@@ -205,6 +210,7 @@ export async function runOperator(argv: string[]): Promise<number> {
   await elector.stop({ release: true });
   server.close();
   receiverToken.close();
+  receiverTransport?.close();
   await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
   // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
   return signal === 'lost leadership' ? 1 : 0;

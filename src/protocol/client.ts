@@ -85,6 +85,8 @@ export interface ReceiverClientOptions {
    * broken or hostile receiver cannot run the caller out of memory.
    */
   maxResponseBytes?: number;
+  /** The fetch calls go through: HTTPS trusting the receivers' CA (src/http/tls.ts); global fetch by default. */
+  fetch?: typeof fetch;
 }
 
 export const defaultMaxResponseBytes = 64 * 1024 * 1024;
@@ -181,7 +183,7 @@ export class ReceiverClient {
     const where = `${method} ${this.baseUrl}${path}`;
     const term = mutates ? this.term?.() : undefined;
     const send = (token: string | undefined): Promise<Response> =>
-      fetch(`${this.baseUrl}${path}`, {
+      (this.options?.fetch ?? fetch)(`${this.baseUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${token}`,

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
 import { receiverSelectorError } from '../operator/discovery.ts';
+import { defaultReceiverServerName } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
 import type { DeepStorageLocation } from '../receiver/deep-storage.ts';
 import { deepStorageOf } from '../receiver/config.ts';
@@ -16,6 +17,10 @@ export interface QueryServerConfig {
   receiverNamespace: string | undefined;
   /** More label requirements of receiver pods (`key=value,…`): the release's, in the chart. */
   receiverSelector: string | undefined;
+  /** Call receivers over HTTPS trusting this CA (PEM); plain HTTP when undefined. */
+  receiverCaFile: string | undefined;
+  /** The name receivers' certificates must carry (checked whatever pod IP is dialled). */
+  receiverServerName: string;
   receiverPort: number;
   /** The receivers' token (first line), re-read while running. */
   receiverTokenFile: string;
@@ -42,6 +47,9 @@ Options (environment variable in brackets):
   --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
                                [STREAMCUBE_RECEIVER_SELECTOR, default: every pod with the set label]
   --receiver-port N            receivers' admin port       [STREAMCUBE_RECEIVER_PORT, default: 8080]
+  --receiver-ca-file FILE      call receivers over HTTPS, trusting this CA (PEM; re-read)
+                               [STREAMCUBE_RECEIVER_CA_FILE, default: plain HTTP]
+  --receiver-server-name NAME  the name receivers' certificates must carry        [streamcube-receiver]
   --receiver-token-file FILE   receivers' read token       [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
   --token-file FILE            bearer token this server accepts (first line; re-read every 2s)
                                [STREAMCUBE_QUERY_TOKEN_FILE, default: the receivers' token file]
@@ -73,6 +81,8 @@ export function parseQueryServerConfig(
           'namespace',
           'receiver-namespace',
           'receiver-selector',
+          'receiver-ca-file',
+          'receiver-server-name',
           'receiver-port',
           'receiver-token-file',
           'token-file',
@@ -142,6 +152,8 @@ export function parseQueryServerConfig(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
     receiverSelector,
+    receiverCaFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
+    receiverServerName: flag('receiver-server-name') ?? defaultReceiverServerName,
     receiverPort: integer(
       'receiver-port',
       flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',

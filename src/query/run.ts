@@ -7,6 +7,7 @@ import { createProcessRegistry, registerBuildInfo } from '../observability/metri
 import { createCubeInformers } from '../operator/cube-informers.ts';
 import { receiversByReplicaSet } from '../operator/discovery.ts';
 import { ReceiverClient } from '../protocol/client.ts';
+import { tlsReceiverTransport } from '../http/tls.ts';
 import { TokenFile } from '../protocol/token-file.ts';
 import { openDeepStorage } from '../receiver/deep-storage.ts';
 import { parseQueryServerConfig } from './config.ts';
@@ -48,6 +49,9 @@ export async function runQueryServer(argv: string[]): Promise<number> {
 
   const storage = await openDeepStorage(config.deepStorage);
   const clients = new Map<string, ReceiverClient>();
+  const transport = config.receiverCaFile
+    ? tlsReceiverTransport(config.receiverCaFile, config.receiverServerName)
+    : undefined;
   for (const kind of ['listing', 'record', 'rows'])
     for (const result of ['hit', 'miss']) metrics.cacheLookups.inc({ kind, result }, 0);
   const cache = new CommittedViewCache({
@@ -66,6 +70,7 @@ export async function runQueryServer(argv: string[]): Promise<number> {
         receiversByReplicaSet(
           pods.list(config.receiverNamespace ?? namespace),
           config.receiverPort,
+          transport?.scheme ?? 'http',
         ).get(set) ?? [],
       query: (receiver, namespace, cube, request, signal) => {
         let client = clients.get(receiver.baseUrl);
@@ -74,6 +79,7 @@ export async function runQueryServer(argv: string[]): Promise<number> {
             receiver.baseUrl,
             receiverToken.tokens,
             config.receiverTimeoutMs,
+            transport ? { fetch: transport.fetch } : undefined,
           );
           clients.set(receiver.baseUrl, client);
         }
@@ -111,6 +117,7 @@ export async function runQueryServer(argv: string[]): Promise<number> {
   logger.info('shutting down', { signal: String(signal) });
   server.close();
   receiverToken.close();
+  transport?.close();
   ownToken.close();
   storage.close();
   await Promise.all([cubes.stop(), pods.stop()]);

@@ -14,6 +14,8 @@ export interface ReceiverConfig {
   port: number;
   /** A port of its own for /metrics, /healthz, /readyz (the admin port serves them too). */
   metricsPort?: number;
+  /** Serve the admin port over HTTPS with this certificate and key (PEM files, re-read). */
+  tls?: { certFile: string; keyFile: string };
   dataDir: string;
   /** Where sealed segments are handed off: a directory or an S3-compatible bucket. */
   deepStorage: DeepStorageLocation;
@@ -46,6 +48,10 @@ Options (environment variable in brackets):
   --replica-set NAME       replica set this receiver belongs to  [STREAMCUBE_REPLICA_SET, required]
   --host ADDR              address to bind                       [STREAMCUBE_HOST, default: 0.0.0.0]
   --port N                 admin/metrics/query port              [STREAMCUBE_PORT, default: 8080]
+  --tls-cert-file FILE     serve the admin port over HTTPS with  [STREAMCUBE_TLS_CERT_FILE, optional]
+  --tls-key-file FILE      this certificate and key (PEM; read    [STREAMCUBE_TLS_KEY_FILE]
+                           again every 30s); its SAN must hold the
+                           name the operator checks
   --metrics-port N         /metrics, /healthz, /readyz on a port [STREAMCUBE_METRICS_PORT, optional]
                            of their own too (Prometheus's, apart
                            from the admin API)
@@ -93,6 +99,8 @@ export function parseReceiverConfig(
       host: { type: 'string' },
       port: { type: 'string' },
       'metrics-port': { type: 'string' },
+      'tls-cert-file': { type: 'string' },
+      'tls-key-file': { type: 'string' },
       'data-dir': { type: 'string' },
       'deep-storage': { type: 'string' },
       'deep-storage-dir': { type: 'string' },
@@ -171,12 +179,17 @@ export function parseReceiverConfig(
       `--replica-set must be a DNS label (lowercase letters, digits, -), got '${replicaSet}'`,
     );
   const readTokenFile = pick('read-token-file', 'STREAMCUBE_READ_TOKEN_FILE');
+  const certFile = pick('tls-cert-file', 'STREAMCUBE_TLS_CERT_FILE');
+  const keyFile = pick('tls-key-file', 'STREAMCUBE_TLS_KEY_FILE');
+  if ((certFile === undefined) !== (keyFile === undefined))
+    throw new ConfigError('--tls-cert-file and --tls-key-file go together: give both or neither');
   return {
     id,
     replicaSet,
     host: pick('host', 'STREAMCUBE_HOST') ?? '0.0.0.0',
     port,
     ...(metricsPort !== undefined ? { metricsPort } : {}),
+    ...(certFile !== undefined && keyFile !== undefined ? { tls: { certFile, keyFile } } : {}),
     dataDir: required('data-dir', 'STREAMCUBE_DATA_DIR'),
     deepStorage: deepStorageOf(values, env),
     handOffRetryMaxMs: durationOf('hand-off-retry-max', 'STREAMCUBE_HAND_OFF_RETRY_MAX', '30s'),

@@ -8,6 +8,8 @@ import { parseReceiverConfig } from './config.ts';
 import { createReceiverMetrics } from './metrics.ts';
 import { Receiver } from './receiver.ts';
 import { createReceiverMetricsServer, createReceiverServer } from './server.ts';
+import { followCertificate, readCertificate } from '../http/tls.ts';
+import type { Server as HttpsServer } from 'node:https';
 
 export async function runReceiver(argv: string[]): Promise<number> {
   const config = parseReceiverConfig(argv);
@@ -35,7 +37,14 @@ export async function runReceiver(argv: string[]): Promise<number> {
     logger,
     { admin: adminToken.tokens, ...(readToken ? { read: readToken.tokens } : {}) },
     config.serverLimits,
+    config.tls ? readCertificate(config.tls) : undefined,
   );
+  const stopFollowing = config.tls
+    ? followCertificate(server as HttpsServer, config.tls, {
+        onError: (error) =>
+          logger.warn('TLS certificate files unusable; the current certificate stays', { error }),
+      })
+    : undefined;
   const metricsServer =
     config.metricsPort === undefined
       ? undefined
@@ -60,6 +69,7 @@ export async function runReceiver(argv: string[]): Promise<number> {
   logger.info('shutting down', { signal: String(signal) });
   server.close();
   metricsServer?.close();
+  stopFollowing?.();
   adminToken.close();
   readToken?.close();
   await receiver.stop();

@@ -288,6 +288,7 @@ export function createReceiverServer(
   logger: Logger,
   tokens: RoleTokens,
   limits?: ServerLimits,
+  tls?: { cert: string; key: string },
 ): Server {
   const { metrics } = receiver;
   const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
@@ -411,6 +412,7 @@ export function createReceiverServer(
   return createGuardedServer(handle, {
     logger,
     ...(limits ? { limits } : {}),
+    ...(tls ? { tls } : {}),
     onUnexpectedError: () => metrics.unexpectedErrors.inc(),
   });
 }

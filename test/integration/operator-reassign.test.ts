@@ -1,8 +1,11 @@
 // The operator end to end against the real API server, the real broker and real receiver
 // processes made visible as pods: initial assignment over two replica sets, one partition moved
 // under steady load, then every partition moved to one replica set. Afterwards the segments'
-// offset ranges tile each partition and the aggregates equal what was produced.
-import { ReceiverProcess } from '../support/receiver-process.ts';
+// offset ranges tile each partition and the aggregates equal what was produced. The receivers
+// serve their admin API over HTTPS only, and the operator calls them trusting their CA and
+// checking their name (--receiver-ca-file), as the chart runs them.
+import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { makeReceiverCertificates } from '../support/receiver-certificates.ts';
 import { highWatermarks, totalsOf, type Totals } from '../support/events.ts';
 import { cubeApi, kubectl, waitForSettled } from '../support/cluster.ts';
 import { addTotals, handOffTotals, handOffs } from '../support/hand-offs.ts';
@@ -20,7 +23,13 @@ import { useOperatorStack } from '../support/operator-stack.ts';
 import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { waitFor } from '../support/wait.ts';
 
-const stack = useOperatorStack({ name: 'op', replicaSets: ['rs-a', 'rs-b'] });
+const certificates = await makeReceiverCertificates(tempDir('op-tls'));
+const stack = useOperatorStack({
+  name: 'op',
+  replicaSets: ['rs-a', 'rs-b'],
+  receiver: { tls: certificates },
+  operatorArgs: [`--receiver-ca-file=${certificates.caFile}`],
+});
 const { kc, kafka, receivers } = stack;
 const suite = useLoads(stack);
 const cube = 'orders';
@@ -114,6 +123,11 @@ test('assign, move one partition under load, move every partition: exact and til
     ];
     expectTiling(ranges, 0n, end);
   }
+
+  // The admin API answers HTTPS only: plain HTTP to its port gets nothing.
+  const plain = receivers['rs-a']!.baseUrl.replace('https://', 'http://');
+  expect(plain.startsWith('http://')).toBe(true);
+  await expect(fetch(`${plain}/v1/status`)).rejects.toThrow();
 
   // What a person sees: the printer columns and the Events.
   const table = await kubectl('get', 'cube', cube, '-n', stack.namespace);

@@ -27,7 +27,7 @@ import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
 import { waitFor } from './wait.ts';
-import { ReceiverProcess } from './receiver-process.ts';
+import { ReceiverProcess, type ReceiverProcessOptions } from './receiver-process.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { processExited, processRunning, processStopped } from './child-process-state.ts';
 
@@ -61,6 +61,7 @@ export async function startReceiverPod(
     port: number;
     token: string;
     readToken?: string;
+    tls?: ReceiverProcessOptions['tls'];
     deepStorageDir: string;
     idleTimeout?: string;
     flushInterval?: string;
@@ -78,6 +79,7 @@ export async function startReceiverPod(
     port: o.port,
     token: o.token,
     ...(o.readToken ? { readToken: o.readToken } : {}),
+    ...(o.tls ? { tls: o.tls } : {}),
     idleTimeout: o.idleTimeout,
     flushInterval: o.flushInterval,
     ...(o.env ? { env: o.env } : {}),

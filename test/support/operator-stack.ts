@@ -111,7 +111,7 @@ export function useOperatorStack(options: {
   replicaSets: string[];
   /** Receivers per replica set, or by replica set; default 1. */
   replicas?: number | Record<string, number>;
-  receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env'>;
+  receiver?: Pick<ReceiverProcessOptions, 'idleTimeout' | 'flushInterval' | 'env' | 'tls'>;
   /** Environment added to one receiver's, by pod name (`rs-a-1`): a fault directory, say. */
   podEnv?: Record<string, NodeJS.ProcessEnv>;
   /**

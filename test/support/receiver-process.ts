@@ -1,5 +1,11 @@
 // Receivers as real processes for integration tests: `streamcube receiver` started with its own
 // data directory, port and token; killable with SIGKILL and restartable on the same directory.
+import {
+  type ReceiverTransport,
+  plainReceiverTransport,
+  tlsReceiverTransport,
+} from '../../src/http/tls.ts';
+import type { ReceiverCertificates } from './receiver-certificates.ts';
 import { type ChildProcess, spawn } from 'node:child_process';
 import {
   closeSync,
@@ -42,6 +48,8 @@ export interface ReceiverProcessOptions {
   token?: string;
   /** Read token (status and query only); receivers read by one query server share it. */
   readToken?: string;
+  /** Serve the admin API over HTTPS with these certificates (the test client trusts their CA). */
+  tls?: ReceiverCertificates;
   /** Fixed port (receivers on different loopback addresses share one, as pods do). */
   port?: number;
   /**
@@ -84,8 +92,17 @@ export class ReceiverProcess {
     return this.options.namespace ?? 'default';
   }
 
+  /** How the test reaches the admin API: plain, or HTTPS trusting the receiver's CA. */
+  get transport(): ReceiverTransport {
+    if (!this.options.tls) return plainReceiverTransport;
+    this.tlsTransport ??= tlsReceiverTransport(this.options.tls.caFile);
+    return this.tlsTransport;
+  }
+
+  private tlsTransport: (ReceiverTransport & { close: () => void }) | undefined;
+
   get baseUrl(): string {
-    return `http://${this.options.host ?? '127.0.0.1'}:${this.port}`;
+    return `${this.transport.scheme}://${this.options.host ?? '127.0.0.1'}:${this.port}`;
   }
 
   /** Starts (or restarts on the same data directory) and waits for /readyz. */
@@ -107,6 +124,7 @@ export class ReceiverProcess {
         ...(o.deepStorage ?? [`--deep-storage-dir=${o.deepStorageDir}`]),
         `--admin-token-file=${this.tokenFile}`,
         `--read-token-file=${this.readTokenFile}`,
+        ...(o.tls ? [`--tls-cert-file=${o.tls.certFile}`, `--tls-key-file=${o.tls.keyFile}`] : []),
         `--flush-interval=${o.flushInterval ?? '200ms'}`,
         `--idle-timeout=${o.idleTimeout ?? '10m'}`,
       ],
@@ -114,6 +132,7 @@ export class ReceiverProcess {
     );
     closeSync(log);
     this.client = new ReceiverClient(this.baseUrl, this.token, undefined, {
+      fetch: this.transport.fetch,
       namespace: this.namespace,
     });
     const deadline = Date.now() + 30_000;
@@ -121,7 +140,8 @@ export class ReceiverProcess {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
         throw new Error(`receiver ${o.id} exited during start-up; see ${this.logFile}`);
       }
-      const ok = await fetch(`${this.baseUrl}/readyz`)
+      const ok = await this.transport
+        .fetch(`${this.baseUrl}/readyz`)
         .then((r) => r.ok)
         .catch(() => false);
       if (ok) return;

@@ -1,6 +1,7 @@
 // The HTTP edge every component serves through: a malformed request target, a handler that
 // throws before or after its first await, or one that fails mid-answer, never ends the process;
 // callers get a 400 or a generic 500, and each unexpected failure is counted.
+import { closeNow, listenOnLoopback } from '../support/listen.ts';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
@@ -131,14 +132,9 @@ describe('readBoundedBody', () => {
       },
       { logger: silentLogger },
     );
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    port = (server.address() as AddressInfo).port;
+    port = await listenOnLoopback(server);
   });
-  afterAll(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  afterAll(() => closeNow(server));
   const post = (body: string) =>
     fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body }).then(async (r) => {
       await r.arrayBuffer();

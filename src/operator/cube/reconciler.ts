@@ -7,6 +7,7 @@
 //   replicas (replica-repair.ts), observe them (observe.ts) and write status (write-status.ts).
 // Every status write carries the resourceVersion it was computed from; the reconcile stops when
 // its AbortSignal does (lease lost, shutdown).
+import type { ReceiverTransport } from '../../http/tls.ts';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../api/cube-assignment.ts';
 import { cubeSpecDigest } from '../../api/cube.ts';
@@ -44,6 +45,8 @@ export interface ReconcilerDeps {
   /** The receivers' admin tokens, newest first (the client falls back to an older one on 403). */
   receiverToken: BearerTokens;
   receiverPort: number;
+  /** How receivers are reached: plain HTTP, or HTTPS checking their certificate (src/http/tls.ts). */
+  receiverTransport?: ReceiverTransport;
   topics: Pick<TopicMetadata, 'partitions' | 'startingOffsets'>;
   events: Pick<EventRecorder, 'record'>;
   metrics: OperatorMetrics;
@@ -73,6 +76,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     ((baseUrl, onMutation) =>
       new ReceiverClient(baseUrl, deps.receiverToken, deps.receiverTimeoutMs, {
         onMutation,
+        ...(deps.receiverTransport ? { fetch: deps.receiverTransport.fetch } : {}),
         ...(deps.leaderTerm ? { term: deps.leaderTerm } : {}),
         ...(deps.onStaleLeader ? { onStaleLeader: deps.onStaleLeader } : {}),
       }));
@@ -120,7 +124,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       key,
       object: structuredClone(cached),
       pods,
-      receivers: receiversByReplicaSet(pods, deps.receiverPort),
+      receivers: receiversByReplicaSet(
+        pods,
+        deps.receiverPort,
+        deps.receiverTransport?.scheme ?? 'http',
+      ),
       labels,
       log: deps.logger.child({ cube: name, namespace }),
       signal,
