@@ -259,7 +259,8 @@ const steps: Step[] = [
           name.startsWith('persistentvolumeclaim/') ||
           // The tokens are kept (helm.sh/resource-policy: keep): a reinstall keeps them.
           name === `secret/${config.release}-admin-token` ||
-          name === `secret/${config.release}-read-token`,
+          name === `secret/${config.release}-read-token` ||
+          name === `secret/${config.release}-receiver-tls`,
       );
       if (left.length !== data.length) {
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);

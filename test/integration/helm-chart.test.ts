@@ -1,6 +1,7 @@
 // The Helm chart: lints, refuses unknown values, carries the generated CRD, renders every value
 // where it belongs, and installs against the real API server (objects created and valid; no
 // kubelet runs, so pods stay Pending).
+import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -565,6 +566,7 @@ test('adminToken.existingSecret: no Secret rendered; every pod mounts the named 
   );
   expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
     't-read-token',
+    't-receiver-tls',
   ]);
   for (const w of workloads(objects)) {
     const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
@@ -606,6 +608,7 @@ test('readToken: the receivers mount the read token, the operator only the admin
   );
   expect(own.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
     't-admin-token',
+    't-receiver-tls',
   ]);
   for (const [objects, secret] of [
     [defaults, { secretName: 't-read-token', items: [{ key: 'token', path: 'token' }] }],
@@ -622,6 +625,59 @@ test('readToken: the receivers mount the read token, the operator only the admin
       const [, ...flags] = container(set).args!;
       expect(parseReceiverConfig(flags, {}).readTokenFile).toBe('/var/run/streamcube-read/token');
     }
+});
+
+test("receivers.tls: the receivers serve the admin API with the chart's certificate, which the operator and the query servers verify by its CA and name; probes on the plain metrics port", async () => {
+  const objects = await render();
+  const secret = find(objects, 'Secret', 't-receiver-tls') as Rendered & {
+    type: string;
+    data: Record<string, string>;
+  };
+  expect(secret.type).toBe('kubernetes.io/tls');
+  const pem = (key: string): string => Buffer.from(secret.data[key]!, 'base64').toString();
+  // The certificate carries the name the callers check, and the CA signed it.
+  const cert = new X509Certificate(pem('tls.crt'));
+  expect(cert.subjectAltName).toBe('DNS:streamcube-receiver');
+  expect(cert.verify(new X509Certificate(pem('ca.crt')).publicKey)).toBe(true);
+  expect(cert.checkPrivateKey(createPrivateKey(pem('tls.key')))).toBe(true);
+  const [operator, ...receivers] = workloads(objects);
+  for (const r of receivers) {
+    const [, ...flags] = container(r).args!;
+    expect(parseReceiverConfig(flags, {}).tls).toEqual({
+      certFile: '/var/run/streamcube-tls/tls.crt',
+      keyFile: '/var/run/streamcube-tls/tls.key',
+    });
+    expect(podTemplate(r).spec!.volumes!.find((v) => v.name === 'tls')?.secret?.secretName).toBe(
+      't-receiver-tls',
+    );
+    expect(container(r).readinessProbe?.httpGet?.port).toBe('metrics');
+    expect(container(r).livenessProbe?.httpGet?.port).toBe('metrics');
+  }
+  const [, ...operatorFlags] = container(operator!).args!;
+  const [, ...queryFlags] = container(find(objects, 'Deployment', 't-query')).args!;
+  for (const config of [
+    parseOperatorConfig(operatorFlags, {}),
+    parseQueryServerConfig(queryFlags, {}),
+  ])
+    expect(config).toMatchObject({
+      receiverCaFile: '/var/run/streamcube-receiver-ca/ca.crt',
+      receiverServerName: 'streamcube-receiver',
+    });
+  // cert-manager's Secret instead: none rendered, the same mounts name it.
+  const managed = await render('receivers.tls.existingSecret=from-cert-manager');
+  expect(managed.some((o) => o.metadata?.name === 't-receiver-tls')).toBe(false);
+  expect(
+    podTemplate(find(managed, 'Deployment', 't-operator')).spec!.volumes!.find(
+      (v) => v.name === 'receiver-ca',
+    )?.secret?.secretName,
+  ).toBe('from-cert-manager');
+  // Off: plain HTTP, no certificate anywhere.
+  const plain = await render('receivers.tls.enabled=false');
+  expect(plain.some((o) => o.metadata?.name === 't-receiver-tls')).toBe(false);
+  expect(
+    parseOperatorConfig(container(find(plain, 'Deployment', 't-operator')).args!.slice(1), {})
+      .receiverCaFile,
+  ).toBeUndefined();
 });
 
 test('the operator and the query servers can run under ServiceAccounts made elsewhere', async () => {
@@ -900,6 +956,7 @@ test("the query service: a Deployment under the chart's security context whose f
   expect(podTemplate(find(s3, 'Deployment', 't-query')).spec?.volumes?.map((v) => v.name)).toEqual([
     'tmp',
     'read-token',
+    'receiver-ca',
   ]);
   expect(find(s3, 'ClusterRole', 't-query')).toBeDefined();
 

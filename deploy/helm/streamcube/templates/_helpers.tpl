@@ -34,6 +34,34 @@ metricRelabelings:
   - { regex: exported_namespace, action: labeldrop }
 {{- end }}
 
+{{- define "streamcube.receiverTlsSecret" -}}
+{{ .Values.receivers.tls.existingSecret | default (printf "%s-receiver-tls" .Release.Name) }}
+{{- end }}
+
+{{- /* The flags and volume of a caller of the receivers over HTTPS: their CA, their name. */}}
+{{- define "streamcube.receiverCaArgs" -}}
+{{- if .Values.receivers.tls.enabled }}
+- --receiver-ca-file=/var/run/streamcube-receiver-ca/ca.crt
+- --receiver-server-name=streamcube-receiver
+{{- end }}
+{{- end }}
+
+{{- define "streamcube.receiverCaMount" -}}
+{{- if .Values.receivers.tls.enabled }}
+- { name: receiver-ca, mountPath: /var/run/streamcube-receiver-ca, readOnly: true }
+{{- end }}
+{{- end }}
+
+{{- define "streamcube.receiverCaVolume" -}}
+{{- if .Values.receivers.tls.enabled }}
+- name: receiver-ca
+  secret:
+    secretName: {{ include "streamcube.receiverTlsSecret" . }}
+    items:
+      - { key: ca.crt, path: ca.crt }
+{{- end }}
+{{- end }}
+
 {{- define "streamcube.readTokenSecret" -}}
 {{ .Values.readToken.existingSecret | default (printf "%s-read-token" .Release.Name) }}
 {{- end }}
