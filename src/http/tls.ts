@@ -58,6 +58,27 @@ export function followCertificate(
   return () => clearInterval(timer);
 }
 
+/**
+ * How the operator and the query server call receivers, from their flags: HTTPS trusting
+ * `--receiver-ca-file`, or plain HTTP only when `--receiver-plain-http` says so (local use).
+ */
+export function receiverCallsOf(o: {
+  caFile: string | undefined;
+  serverName: string | undefined;
+  plainHttp: boolean;
+}): { receiverCaFile: string | undefined; receiverServerName: string } {
+  if (o.caFile !== undefined && o.plainHttp)
+    throw new ConfigError('--receiver-ca-file and --receiver-plain-http exclude each other');
+  if (o.caFile === undefined && !o.plainHttp)
+    throw new ConfigError(
+      "receivers are called over HTTPS: give --receiver-ca-file (the CA of the receivers' certificates; STREAMCUBE_RECEIVER_CA_FILE), or --receiver-plain-http (STREAMCUBE_RECEIVER_PLAIN_HTTP=true) where plain HTTP is acceptable, such as one machine",
+    );
+  return {
+    receiverCaFile: o.caFile,
+    receiverServerName: o.serverName ?? defaultReceiverServerName,
+  };
+}
+
 /** How a caller reaches receivers: plain HTTP, or HTTPS trusting a CA and checking a name. */
 export interface ReceiverTransport {
   scheme: 'http' | 'https';

@@ -151,6 +151,8 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
       `--kubeconfig=${env.kube.kubeconfig}`,
       `--namespace=${namespace}`,
       `--receiver-token-file=${tokenFile}`,
+      // Every process on this machine's loopback: plain HTTP between them.
+      '--receiver-plain-http',
       `--receiver-port=${receiverPort}`,
       '--host=127.0.0.1',
       `--port=${operatorPort}`,
@@ -182,6 +184,7 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
         `--kubeconfig=${env.kube.kubeconfig}`,
         `--namespace=${namespace}`,
         `--receiver-token-file=${readTokenFile}`,
+        '--receiver-plain-http',
         `--token-file=${queryTokenFile}`,
         `--receiver-port=${receiverPort}`,
         `--deep-storage-dir=${deepStorageDir}`,

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
-import { defaultReceiverServerName } from '../http/tls.ts';
+import { receiverCallsOf } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
 import { receiverSelectorError } from './discovery.ts';
 
@@ -55,6 +55,8 @@ Options (environment variable in brackets):
   --receiver-ca-file FILE      call receivers over HTTPS, trusting this CA (PEM; re-read)
                                [STREAMCUBE_RECEIVER_CA_FILE, default: plain HTTP]
   --receiver-server-name NAME  the name receivers' certificates must carry        [streamcube-receiver]
+  --receiver-plain-http        call receivers over plain HTTP instead: no --receiver-ca-file
+                               (local use only)       [STREAMCUBE_RECEIVER_PLAIN_HTTP=true]
   --receiver-namespace NS      find receiver pods in NS, for the cubes of every namespace
                                [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own namespace]
   --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
@@ -91,36 +93,42 @@ export function parseOperatorConfig(
 ): OperatorConfig {
   const { values } = parseArgs({
     args: argv,
-    options: Object.fromEntries(
-      [
-        'kubeconfig',
-        'namespace',
-        'receiver-token-file',
-        'receiver-token-grace',
-        'receiver-port',
-        'receiver-namespace',
-        'receiver-selector',
-        'receiver-ca-file',
-        'receiver-server-name',
-        'host',
-        'port',
-        'identity',
-        'lease-namespace',
-        'lease-name',
-        'lease-duration',
-        'renew-deadline',
-        'retry-period',
-        'phase-timeout',
-        'drain-timeout',
-        'resync',
-        'rejected-events-window',
-        'group-sweep',
-        'workers',
-      ].map((k) => [k, { type: 'string' as const }]),
-    ),
+    options: {
+      ...Object.fromEntries(
+        [
+          'kubeconfig',
+          'namespace',
+          'receiver-token-file',
+          'receiver-token-grace',
+          'receiver-port',
+          'receiver-namespace',
+          'receiver-selector',
+          'receiver-ca-file',
+          'receiver-server-name',
+          'host',
+          'port',
+          'identity',
+          'lease-namespace',
+          'lease-name',
+          'lease-duration',
+          'renew-deadline',
+          'retry-period',
+          'phase-timeout',
+          'drain-timeout',
+          'resync',
+          'rejected-events-window',
+          'group-sweep',
+          'workers',
+        ].map((k) => [k, { type: 'string' as const }]),
+      ),
+      'receiver-plain-http': { type: 'boolean' },
+    },
     strict: true,
   });
-  const flag = (k: string): string | undefined => values[k];
+  const flag = (k: string): string | undefined => {
+    const v = (values as Record<string, string | boolean | undefined>)[k];
+    return typeof v === 'string' ? v : undefined;
+  };
   const duration = (k: string, fallback: string, min = 1): number => {
     const text = flag(k) ?? fallback;
     const ms = parseDuration(text);
@@ -151,8 +159,12 @@ export function parseOperatorConfig(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
     receiverSelector,
-    receiverCaFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
-    receiverServerName: flag('receiver-server-name') ?? defaultReceiverServerName,
+    ...receiverCallsOf({
+      caFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
+      serverName: flag('receiver-server-name'),
+      plainHttp:
+        values['receiver-plain-http'] === true || env.STREAMCUBE_RECEIVER_PLAIN_HTTP === 'true',
+    }),
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
 import { receiverSelectorError } from '../operator/discovery.ts';
-import { defaultReceiverServerName } from '../http/tls.ts';
+import { receiverCallsOf } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
 import type { DeepStorageLocation } from '../receiver/deep-storage.ts';
 import { deepStorageOf } from '../receiver/config.ts';
@@ -50,6 +50,8 @@ Options (environment variable in brackets):
   --receiver-ca-file FILE      call receivers over HTTPS, trusting this CA (PEM; re-read)
                                [STREAMCUBE_RECEIVER_CA_FILE, default: plain HTTP]
   --receiver-server-name NAME  the name receivers' certificates must carry        [streamcube-receiver]
+  --receiver-plain-http        call receivers over plain HTTP instead: no --receiver-ca-file
+                               (local use only)       [STREAMCUBE_RECEIVER_PLAIN_HTTP=true]
   --receiver-token-file FILE   receivers' read token       [STREAMCUBE_RECEIVER_TOKEN_FILE, required]
   --token-file FILE            bearer token this server accepts (first line; re-read every 2s)
                                [STREAMCUBE_QUERY_TOKEN_FILE, default: the receivers' token file]
@@ -100,6 +102,7 @@ export function parseQueryServerConfig(
         ].map((k) => [k, { type: 'string' as const }]),
       ),
       's3-force-path-style': { type: 'boolean' },
+      'receiver-plain-http': { type: 'boolean' },
     },
     strict: true,
   });
@@ -152,8 +155,12 @@ export function parseQueryServerConfig(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
     receiverSelector,
-    receiverCaFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
-    receiverServerName: flag('receiver-server-name') ?? defaultReceiverServerName,
+    ...receiverCallsOf({
+      caFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
+      serverName: flag('receiver-server-name'),
+      plainHttp:
+        values['receiver-plain-http'] === true || env.STREAMCUBE_RECEIVER_PLAIN_HTTP === 'true',
+    }),
     receiverPort: integer(
       'receiver-port',
       flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',

@@ -492,9 +492,9 @@ test('Leases: a Role and RoleBinding in the release namespace, also when the ope
     };
     expect(main.rules?.some((r) => r.apiGroups.includes('coordination.k8s.io'))).toBe(false);
     // Only the operator's own Lease, by name (the flag's default), past its creation.
-    expect(parseOperatorConfig(['--receiver-token-file=/t'], {}).leaseName).toBe(
-      'streamcube-operator',
-    );
+    expect(
+      parseOperatorConfig(['--receiver-token-file=/t', '--receiver-plain-http'], {}).leaseName,
+    ).toBe('streamcube-operator');
     expectOperatorRoleInRelease(objects, 't-operator-leases', [
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
       {

@@ -335,6 +335,10 @@ export class OperatorProcess {
         '--phase-timeout=30s',
         '--drain-timeout=20s',
         '--resync=1s',
+        // Receivers on loopback, plain HTTP, unless a suite gives their CA (HTTPS).
+        ...((this.options.args ?? []).some((a) => a.startsWith('--receiver-ca-file'))
+          ? []
+          : ['--receiver-plain-http']),
         ...(this.options.args ?? []),
       ],
       { stdio: ['ignore', log, log], env: { ...process.env, ...operatorEnvironment, ...env } },

@@ -53,6 +53,7 @@ export class QueryServerProcess {
         `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
         `--namespace=${this.stack.namespace}`,
         `--receiver-token-file=${receiverTokenFile}`,
+        '--receiver-plain-http',
         `--token-file=${tokenFile}`,
         `--receiver-port=${receiverPort}`,
         `--deep-storage-dir=${this.stack.deepStorageDir}`,

@@ -6,7 +6,7 @@ import { ConfigError } from '../../src/config-error.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { receiverLabelSelector } from '../../src/operator/discovery.ts';
 
-const required = ['--receiver-token-file=/tmp/token'];
+const required = ['--receiver-token-file=/tmp/token', '--receiver-plain-http'];
 
 test.each([
   { name: 'neither flag nor environment: each cube’s own', args: [], env: {}, expected: undefined },
@@ -72,3 +72,32 @@ test.each(['instance', 'a=b=c', 'a!=b', '=b', 'a=b,', 'a=(b)', 'a in (b)'])(
     );
   },
 );
+
+test.each([
+  [
+    'neither a CA nor --receiver-plain-http',
+    [],
+    /receivers are called over HTTPS: give --receiver-ca-file/,
+  ],
+  ['both', ['--receiver-ca-file=/ca.crt', '--receiver-plain-http'], /exclude each other/],
+])('receivers over HTTPS or, said so, plain HTTP: %s is refused', (_name, args, message) => {
+  expect(() => parseOperatorConfig(['--receiver-token-file=/tmp/token', ...args], {})).toThrow(
+    message,
+  );
+});
+
+test('--receiver-ca-file: HTTPS, checking the name streamcube-receiver unless told another', () => {
+  const base = ['--receiver-token-file=/tmp/token', '--receiver-ca-file=/ca.crt'];
+  expect(parseOperatorConfig(base, {})).toMatchObject({
+    receiverCaFile: '/ca.crt',
+    receiverServerName: 'streamcube-receiver',
+  });
+  expect(parseOperatorConfig([...base, '--receiver-server-name=rx'], {}).receiverServerName).toBe(
+    'rx',
+  );
+  expect(
+    parseOperatorConfig(['--receiver-token-file=/tmp/token'], {
+      STREAMCUBE_RECEIVER_PLAIN_HTTP: 'true',
+    }).receiverCaFile,
+  ).toBeUndefined();
+});

@@ -2,7 +2,7 @@
 // and how long a cube's listing of commit records is reused.
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 
-const base = ['--receiver-token-file=/t', '--deep-storage-dir=/d'];
+const base = ['--receiver-token-file=/t', '--deep-storage-dir=/d', '--receiver-plain-http'];
 
 test('defaults: a 256 MiB cache, listings reused 5 s', () => {
   expect(parseQueryServerConfig(base, {})).toMatchObject({

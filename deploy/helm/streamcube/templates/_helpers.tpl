@@ -43,6 +43,8 @@ metricRelabelings:
 {{- if .Values.receivers.tls.enabled }}
 - --receiver-ca-file=/var/run/streamcube-receiver-ca/ca.crt
 - --receiver-server-name=streamcube-receiver
+{{- else }}
+- --receiver-plain-http
 {{- end }}
 {{- end }}
 
