@@ -106,7 +106,11 @@ export async function readAdminToken(): Promise<void> {
   adminToken = Buffer.from(token, 'base64').toString('utf8');
 }
 
-/** A call to a receiver's admin API from inside its pod (the admin port is not exposed). */
+/**
+ * A call to a receiver's admin API from inside its pod (the admin port is not exposed): over HTTPS
+ * trusting the chart's receiver CA and checking the receivers' name, as the operator does, when the
+ * pod has the chart's certificate (receivers.tls), else plain HTTP.
+ */
 export async function receiverApi<T>(
   pod: string,
   method: string,
@@ -114,11 +118,22 @@ export async function receiverApi<T>(
   body?: unknown,
 ): Promise<T> {
   const script = `
+    const fs = require('node:fs');
     const [path, method, token, body] = process.argv.slice(1);
-    fetch('http://127.0.0.1:8080' + path, {
-      method, headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
-      body: body === '' ? undefined : body,
-    }).then(async (r) => { process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() })); });`;
+    const caFile = '/var/run/streamcube-tls/ca.crt';
+    const tls = fs.existsSync(caFile);
+    const request = require(tls ? 'node:https' : 'node:http').request({
+      host: '127.0.0.1', port: 8080, path, method,
+      ...(tls ? { ca: fs.readFileSync(caFile), servername: 'streamcube-receiver' } : {}),
+      headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
+    }, (r) => {
+      let text = '';
+      r.setEncoding('utf8');
+      r.on('data', (c) => (text += c));
+      r.on('end', () => process.stdout.write(JSON.stringify({ status: r.statusCode, body: text })));
+    });
+    request.on('error', (e) => { console.error(e); process.exit(1); });
+    request.end(body === '' ? undefined : body);`;
   const out = await kubectl([
     'exec',
     pod,

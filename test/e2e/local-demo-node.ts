@@ -5,7 +5,9 @@
 // answers at least those events, complete; Ctrl-C removes the cube, the release and the namespace,
 // and leaves the environment running.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { tlsReceiverTransport } from '../../src/http/tls.ts';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DemoLedger } from '../../src/local/demo-data.ts';
@@ -54,11 +56,30 @@ async function portForward(
 
 async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[]> {
   const answers: QueryResponse[] = [];
+  // The chart serves the admin API over HTTPS: trust its receiver CA and check the receivers'
+  // name, as the operator does.
+  const ca = Buffer.from(
+    await runCommand(info.kubectl, [
+      '--kubeconfig',
+      info.kubeconfig,
+      '-n',
+      info.namespace,
+      'get',
+      'secret',
+      `${info.release}-receiver-tls`,
+      '-o',
+      'jsonpath={.data.ca\\.crt}',
+    ]),
+    'base64',
+  ).toString('utf8');
+  const caFile = join(mkdtempSync(join(tmpdir(), 'streamcube-e2e-ca-')), 'ca.crt');
+  writeFileSync(caFile, ca);
+  const transport = tlsReceiverTransport(caFile);
   for (const pod of info.receiverPods) {
     const [port, stop] = await portForward(info, `pod/${pod}`);
     try {
-      const response = await fetch(
-        `http://127.0.0.1:${port}/v1/namespaces/${info.namespace}/cubes/${info.cube}/query`,
+      const response = await transport.fetch(
+        `https://127.0.0.1:${port}/v1/namespaces/${info.namespace}/cubes/${info.cube}/query`,
         {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
@@ -71,6 +92,7 @@ async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[
       stop();
     }
   }
+  transport.close();
   return answers;
 }
 
