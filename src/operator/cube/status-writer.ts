@@ -1,6 +1,6 @@
-// Writes a cube's status and finalizers as merge patches that carry the resourceVersion they were
-// computed from (a 409 retries the cube), and records each write as the reconciler's own, so
-// that its watch event does not requeue the cube (OwnWrites).
+// Writes a cube's status, finalizers and annotations as merge patches that carry the
+// resourceVersion they were computed from (a 409 retries the cube), and records each write as the
+// reconciler's own, so that its watch event does not requeue the cube (OwnWrites).
 import {
   Observable,
   PatchStrategy,
@@ -63,6 +63,27 @@ export class StatusWriter {
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
     const updated = (await this.api.patchNamespacedCustomObjectStatus(
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
+      mergePatch(signal),
+    )) as CubeAssignment;
+    return this.ownWrites.wrote(object, updated);
+  }
+
+  /** Sets annotations of the object, or removes those given as null. */
+  async annotations(
+    object: CubeAssignment,
+    annotations: Record<string, string | null>,
+    signal: AbortSignal,
+  ): Promise<CubeAssignment> {
+    const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
+    const updated = (await this.api.patchNamespacedCustomObject(
+      {
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+        body: { metadata: { resourceVersion, annotations } },
+      },
       mergePatch(signal),
     )) as CubeAssignment;
     return this.ownWrites.wrote(object, updated);
