@@ -432,16 +432,15 @@ const fencedSets = z.object({
     ),
 });
 
+/** The id of a move or of a proposal: a short name Events, logs and annotations carry. */
+const moveId = z.string().min(1).max(63);
+
 /** The journal of the move in flight; every phase is persisted before the next begins. */
 export const reassignJournal = z
   .object({
-    id: z
-      .string()
-      .min(1)
-      .max(63)
-      .describe(
-        "The move's id, named by its Events and the operator's logs: r-<generation>-<random> for a move or a first placement, f-<generation>-<random> for a failover.",
-      ),
+    id: moveId.describe(
+      "The move's id, named by its Events and the operator's logs: r-<generation>-<random> for a move or a first placement, f-<generation>-<random> for a failover.",
+    ),
     phase: z
       .enum(reassignPhases)
       .describe(
@@ -486,10 +485,7 @@ export const reassignJournal = z
       .describe(
         "True when the targets started before the sources' data of the moved partitions was committed (the wait for it ran out the phase timeout; Warning ReleasedDataUncommitted): a source set lost since keeps that data (status.releasedUncommitted) and is not failed over until it is committed.",
       ),
-    proposal: z
-      .string()
-      .min(1)
-      .max(63)
+    proposal: moveId
       .optional()
       .describe(
         `The id of the approved proposal this move carries out (spec.approval: manual); absent for a move that needed no approval. While it runs, an ${approveAnnotation} annotation naming it is removed.`,
@@ -507,13 +503,9 @@ export type ReassignJournal = z.infer<typeof reassignJournal>;
 /** A move waiting for approval (spec.approval: manual): what it would do, and its id to approve. */
 export const reassignProposal = z
   .object({
-    id: z
-      .string()
-      .min(1)
-      .max(63)
-      .describe(
-        `The proposal's id, p-<generation>-<digest of the moves>: the same plan gives the same id. Approve the move with the annotation ${approveAnnotation}=<id>.`,
-      ),
+    id: moveId.describe(
+      `The proposal's id, p-<generation>-<digest of the moves>: the same plan gives the same id. Approve the move with the annotation ${approveAnnotation}=<id>.`,
+    ),
     generation: z
       .int()
       .min(0)

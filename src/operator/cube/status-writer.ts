@@ -69,29 +69,25 @@ export class StatusWriter {
   }
 
   /** Sets annotations of the object, or removes those given as null. */
-  async annotations(
+  annotations(
     object: CubeAssignment,
     annotations: Record<string, string | null>,
     signal: AbortSignal,
   ): Promise<CubeAssignment> {
-    const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
-    const updated = (await this.api.patchNamespacedCustomObject(
-      {
-        group,
-        version,
-        namespace,
-        plural,
-        name,
-        body: { metadata: { resourceVersion, annotations } },
-      },
-      mergePatch(signal),
-    )) as CubeAssignment;
-    return this.ownWrites.wrote(object, updated);
+    return this.metadata(object, { annotations }, signal);
   }
 
-  async finalizers(
+  finalizers(
     object: CubeAssignment,
     finalizers: string[],
+    signal: AbortSignal,
+  ): Promise<CubeAssignment> {
+    return this.metadata(object, { finalizers }, signal);
+  }
+
+  private async metadata(
+    object: CubeAssignment,
+    metadata: { annotations?: Record<string, string | null>; finalizers?: string[] },
     signal: AbortSignal,
   ): Promise<CubeAssignment> {
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
@@ -102,7 +98,7 @@ export class StatusWriter {
         namespace,
         plural,
         name,
-        body: { metadata: { resourceVersion, finalizers } },
+        body: { metadata: { resourceVersion, ...metadata } },
       },
       mergePatch(signal),
     )) as CubeAssignment;
