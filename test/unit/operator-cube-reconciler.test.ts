@@ -44,11 +44,13 @@ interface Scenario {
   /** Receiver pods by name (`rs-a-0`...): Ready unless listed in `notReady`. */
   receivers: Record<string, ReceiverState>;
   notReady?: string[];
+  /** Since when those are not Ready (default: now). */
+  notReadySince?: Date;
   /** The topic's partitions (default 0-3). */
   partitions?: number[];
 }
 
-function podOf(name: string, index: number, ready: boolean): V1Pod {
+function podOf(name: string, index: number, ready: boolean, since = new Date()): V1Pod {
   return {
     metadata: {
       name,
@@ -60,7 +62,7 @@ function podOf(name: string, index: number, ready: boolean): V1Pod {
       conditions: [
         ready
           ? { type: 'Ready', status: 'True' }
-          : { type: 'Ready', status: 'False', lastTransitionTime: new Date() },
+          : { type: 'Ready', status: 'False', lastTransitionTime: since },
       ],
     },
   };
@@ -77,7 +79,9 @@ function harness(scenario: Scenario) {
   // Each test's own copy: the fake receivers change as they are called.
   const receivers = structuredClone(scenario.receivers);
   const names = Object.keys(receivers);
-  const pods = names.map((name, i) => podOf(name, i, !scenario.notReady?.includes(name)));
+  const pods = names.map((name, i) =>
+    podOf(name, i, !scenario.notReady?.includes(name), scenario.notReadySince),
+  );
   const byUrl = new Map(names.map((name, i) => [`http://10.0.0.${i + 1}:${receiverPort}`, name]));
 
   let version = 1;
@@ -684,6 +688,28 @@ describe('approval: manual', () => {
     await h.run();
     expect(h.store.object?.status?.assignment).toEqual({ 'rs-a': [0, 2], 'rs-b': [1, 3] });
     expect(h.store.object?.status?.proposal).toBeUndefined();
+  });
+
+  test('a failover of a lost replica set never waits for approval', async () => {
+    const object = placedCube({ unavailableSince: { 'rs-b': '2020-01-01T00:00:00.000Z' } });
+    object.spec.approval = 'manual';
+    const h = harness({
+      object,
+      receivers: consumingAll,
+      notReady: ['rs-b-0'],
+      notReadySince: new Date('2020-01-01T00:00:00.000Z'),
+    });
+    await h.run();
+    const status = h.store.object?.status;
+    expect(status?.proposal).toBeUndefined();
+    expect(status?.reassign).toMatchObject({
+      id: expect.stringMatching(/^f-1-/) as string,
+      failover: { replicaSets: ['rs-b'] },
+      moves: [
+        { partition: 2, from: 'rs-b', to: 'rs-a' },
+        { partition: 3, from: 'rs-b', to: 'rs-a' },
+      ],
+    });
   });
 
   test('back to auto: the proposal removed and the move journaled', async () => {
