@@ -92,6 +92,9 @@ test('manual: a pins edit is proposed, and nothing moves while it waits', async 
     `${approveAnnotation}=${proposal.id}`,
   );
   expect(conditionOf(proposed, 'Ready')?.status).toBe('True');
+  expect(await kubectl('get', 'cube', cube, '-n', stack.namespace, '-o', 'wide')).toMatch(
+    new RegExp(`PROPOSAL[\\s\\S]*\\s${proposal.id}\\s`),
+  );
   // The edit is not applied yet.
   expect(proposed.status?.observedGeneration).toBeLessThan(proposed.metadata.generation!);
 
