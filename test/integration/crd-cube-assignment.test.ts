@@ -398,7 +398,16 @@ describe('status and printer columns', () => {
     )) as { kind: string; columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
     expect(table.kind).toBe('Table');
     const columns = table.columnDefinitions.map((c) => c.name);
-    expect(columns).toEqual(['Name', 'Ready', 'Phase', 'Replica Sets', 'Lag', 'Strategy', 'Age']);
+    expect(columns).toEqual([
+      'Name',
+      'Ready',
+      'Phase',
+      'Replica Sets',
+      'Lag',
+      'Strategy',
+      'Proposal',
+      'Age',
+    ]);
     const row = Object.fromEntries(columns.map((c, i) => [c, table.rows[0]?.cells[i]]));
     expect(row).toMatchObject({
       Name: name,
