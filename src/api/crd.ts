@@ -74,6 +74,13 @@ export const printerColumns: PrinterColumn[] = [
     description: 'Events not yet consumed, summed over partitions.',
   },
   { name: 'Strategy', type: 'string', jsonPath: '.spec.strategy', priority: 1 },
+  {
+    name: 'Proposal',
+    type: 'string',
+    jsonPath: '.status.proposal.id',
+    description: 'The id of the move waiting for approval (spec.approval: manual), if any.',
+    priority: 1,
+  },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ];
 

@@ -260,6 +260,12 @@ export type AssignedCubeSchema = z.infer<typeof assignedCubeSchema>;
 export const assignmentStrategies = ['range', 'roundRobin', 'sticky'] as const;
 export type AssignmentStrategy = (typeof assignmentStrategies)[number];
 
+export const approvalModes = ['auto', 'manual'] as const;
+export type ApprovalMode = (typeof approvalModes)[number];
+
+/** The annotation whose value, a proposal's id, approves that proposal (spec.approval: manual). */
+export const approveAnnotation = `${group}/approve`;
+
 /** replica set → partitions; partitions of a cube are disjoint across replica sets. */
 const partitionsByReplicaSet = (maxKeys?: number, maxPartitions?: number) => {
   const map = z.record(
@@ -321,6 +327,12 @@ export const cubeAssignmentSpec = z
       .default('5m')
       .describe(
         'How long a replica set holding partitions may have no Ready receiver pod before it is lost: it is fenced in deep storage and its partitions fail over to the other replica sets, which restart them where its committed data ends (Warning FailoverStarted). Counted from when the operator first saw the set without a Ready pod (status.unavailableSince). No failover starts while the cube is suspended, while another move is in flight, or while the set keeps data of partitions moved away from it that is not committed yet (Degraded, reason FailoverBlocked). A duration in ms, s, m or h. Default 5m.',
+      ),
+    approval: z
+      .enum(approvalModes)
+      .default('auto')
+      .describe(
+        `Whether a move between replica sets starts at once (auto) or waits for a person (manual). With manual, a move that an edit of replicaSets, strategy or pins asks for, or a rebalance onto a set that is Ready again, is written as status.proposal (Progressing False, reason AwaitingApproval) and starts only once the annotation ${approveAnnotation} is set to the proposal's id; a proposal whose spec changed is replaced by one with a new id, never applied. Partitions without an owner never wait: a first placement, partitions new to the topic, and a failover of a lost replica set start at once. Default auto.`,
       ),
     rejectedEventsThreshold: percentage
       .default('1%')
@@ -420,16 +432,15 @@ const fencedSets = z.object({
     ),
 });
 
+/** The id of a move or of a proposal: a short name Events, logs and annotations carry. */
+const moveId = z.string().min(1).max(63);
+
 /** The journal of the move in flight; every phase is persisted before the next begins. */
 export const reassignJournal = z
   .object({
-    id: z
-      .string()
-      .min(1)
-      .max(63)
-      .describe(
-        "The move's id, named by its Events and the operator's logs: r-<generation>-<random> for a move or a first placement, f-<generation>-<random> for a failover.",
-      ),
+    id: moveId.describe(
+      "The move's id, named by its Events and the operator's logs: r-<generation>-<random> for a move or a first placement, f-<generation>-<random> for a failover.",
+    ),
     phase: z
       .enum(reassignPhases)
       .describe(
@@ -474,6 +485,11 @@ export const reassignJournal = z
       .describe(
         "True when the targets started before the sources' data of the moved partitions was committed (the wait for it ran out the phase timeout; Warning ReleasedDataUncommitted): a source set lost since keeps that data (status.releasedUncommitted) and is not failed over until it is committed.",
       ),
+    proposal: moveId
+      .optional()
+      .describe(
+        `The id of the approved proposal this move carries out (spec.approval: manual); absent for a move that needed no approval. While it runs, an ${approveAnnotation} annotation naming it is removed.`,
+      ),
     startedAt: timestamp.describe('When the move was planned.'),
     phaseStartedAt: timestamp
       .optional()
@@ -483,6 +499,41 @@ export const reassignJournal = z
     'The journal of the move in flight (partitions changing owner, a first placement, or a failover); absent at rest. The operator writes each phase before its effects and runs one phase per reconcile, so a new leader resumes the move where it was. kubectl get cube shows the phase; when a phase waits, the Degraded condition says why.',
   );
 export type ReassignJournal = z.infer<typeof reassignJournal>;
+
+/** A move waiting for approval (spec.approval: manual): what it would do, and its id to approve. */
+export const reassignProposal = z
+  .object({
+    id: moveId.describe(
+      `The proposal's id, p-<generation>-<digest of the moves>: the same plan gives the same id. Approve the move with the annotation ${approveAnnotation}=<id>.`,
+    ),
+    generation: z
+      .int()
+      .min(0)
+      .describe(
+        'The metadata.generation of the spec the moves were planned for. A spec edited since is planned again, and its proposal replaces this one.',
+      ),
+    moves: z
+      .array(partitionMove)
+      .meta(kubernetes({ listType: 'map', listMapKeys: ['partition'] }))
+      .describe('The partitions that would change owner, one entry each.'),
+    replicaSets: z
+      .array(replicaSetName)
+      .meta(kubernetes({ listType: 'set' }))
+      .describe(
+        'The replica sets the moves touch, sources and targets: their receivers pause, drain, start or seal; every other set keeps consuming untouched.',
+      ),
+    lag: z
+      .record(partitionKey, offset)
+      .optional()
+      .describe(
+        "Partition → records its owner had not consumed yet when the proposal was made (status.partitions' lag), where known: the new owner reads them after the move.",
+      ),
+    createdAt: timestamp.describe('When the proposal was first written.'),
+  })
+  .describe(
+    `A move waiting for approval (spec.approval: manual), absent otherwise. Nothing of it has started; set the annotation ${approveAnnotation}=<id> to start exactly these moves (status.reassign). An annotation naming another id starts nothing (Warning ApprovalStale).`,
+  );
+export type ReassignProposal = z.infer<typeof reassignProposal>;
 
 /** What the operator observed of one partition, for users (status.partitions). */
 export const observedPartition = z.object({
@@ -573,6 +624,7 @@ export const cubeAssignmentStatus = z
         "Partition → the offset its current epoch began at: the stop offset of the move that gave it to its owner, or where its first placement started. The operator's tiling check and replica repair count from here; a replica that missed that move, still holding the partition under the epoch before, hands it over there.",
       ),
     reassign: reassignJournal.optional(),
+    proposal: reassignProposal.optional(),
     releasedUncommitted: partitionsByReplicaSet()
       .optional()
       .describe(
@@ -606,7 +658,7 @@ export const cubeAssignmentStatus = z
       .meta(kubernetes({ listType: 'map', listMapKeys: ['type'] }))
       .optional()
       .describe(
-        "Ready (every partition has a consuming replica set), Progressing (a move, or a source edit being rolled out) and Degraded (True with the first problem's reason; its message lists every problem), in metav1.Condition shape.",
+        "Ready (every partition has a consuming replica set), Progressing (a move, or a source edit being rolled out; False with reason AwaitingApproval while a move waits for approval) and Degraded (True with the first problem's reason; its message lists every problem), in metav1.Condition shape.",
       ),
   })
   .describe(

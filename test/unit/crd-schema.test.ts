@@ -223,6 +223,7 @@ test('printer columns read fields the schema has', () => {
     'Replica Sets',
     'Lag',
     'Strategy',
+    'Proposal',
     'Age',
   ]);
   expect(printerColumns[0]?.jsonPath).toBe('.status.conditions[?(@.type=="Ready")].status');

@@ -2,7 +2,7 @@
 // of its edges: the API server (merge patches applied to one stored object), receiver pods,
 // receivers (every call logged), the topic's metadata and the Event recorder. Each test reads
 // as: the cube and the pods as they are → what the reconcile called, wrote and answered.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1ObjectMeta, V1Pod } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import type {
   CubeAssignment,
@@ -20,6 +20,7 @@ import type { CubeObjectsApi } from '../../src/operator/cube/status-writer.ts';
 import { replicaSetLabel } from '../../src/operator/discovery.ts';
 import { createOperatorMetrics } from '../../src/operator/metrics.ts';
 import { OwnWrites } from '../../src/operator/own-writes.ts';
+import { proposalId } from '../../src/operator/approval.ts';
 import { assignRequest } from '../../src/operator/reassign/index.ts';
 import { applyMergePatch, ordersCube } from '../support/cube-assignments.ts';
 
@@ -43,11 +44,13 @@ interface Scenario {
   /** Receiver pods by name (`rs-a-0`...): Ready unless listed in `notReady`. */
   receivers: Record<string, ReceiverState>;
   notReady?: string[];
+  /** Since when those are not Ready (default: now). */
+  notReadySince?: Date;
   /** The topic's partitions (default 0-3). */
   partitions?: number[];
 }
 
-function podOf(name: string, index: number, ready: boolean): V1Pod {
+function podOf(name: string, index: number, ready: boolean, since = new Date()): V1Pod {
   return {
     metadata: {
       name,
@@ -59,7 +62,7 @@ function podOf(name: string, index: number, ready: boolean): V1Pod {
       conditions: [
         ready
           ? { type: 'Ready', status: 'True' }
-          : { type: 'Ready', status: 'False', lastTransitionTime: new Date() },
+          : { type: 'Ready', status: 'False', lastTransitionTime: since },
       ],
     },
   };
@@ -76,7 +79,9 @@ function harness(scenario: Scenario) {
   // Each test's own copy: the fake receivers change as they are called.
   const receivers = structuredClone(scenario.receivers);
   const names = Object.keys(receivers);
-  const pods = names.map((name, i) => podOf(name, i, !scenario.notReady?.includes(name)));
+  const pods = names.map((name, i) =>
+    podOf(name, i, !scenario.notReady?.includes(name), scenario.notReadySince),
+  );
   const byUrl = new Map(names.map((name, i) => [`http://10.0.0.${i + 1}:${receiverPort}`, name]));
 
   let version = 1;
@@ -98,9 +103,17 @@ function harness(scenario: Scenario) {
       log.push('write status');
       return Promise.resolve(written({ status: body.status }));
     },
-    patchNamespacedCustomObject: ({ body }: { body: { metadata: { finalizers: string[] } } }) => {
-      log.push(`write finalizers [${body.metadata.finalizers.join(',')}]`);
-      return Promise.resolve(written({ metadata: { finalizers: body.metadata.finalizers } }));
+    patchNamespacedCustomObject: ({
+      body: { metadata },
+    }: {
+      body: { metadata: Pick<V1ObjectMeta, 'finalizers' | 'annotations'> };
+    }) => {
+      if (metadata.annotations) {
+        log.push(`write annotations ${JSON.stringify(metadata.annotations)}`);
+        return Promise.resolve(written({ metadata: { annotations: metadata.annotations } }));
+      }
+      log.push(`write finalizers [${metadata.finalizers!.join(',')}]`);
+      return Promise.resolve(written({ metadata: { finalizers: metadata.finalizers } }));
     },
   } as unknown as CubeObjectsApi;
 
@@ -575,5 +588,137 @@ describe('plan', () => {
     expect(h.store.object?.status?.reassign).toBeUndefined();
     expect(h.store.object?.status?.assignment).toEqual({ 'rs-a': [0, 2], 'rs-b': [1, 3] });
     expect(h.condition('Ready')).toMatchObject({ status: 'True', reason: 'Consuming' });
+  });
+});
+
+describe('approval: manual', () => {
+  /** orders at generation 2, approval manual, partition 1 pinned to rs-b: sticky swaps 1 and 3. */
+  function editedCube(annotations?: Record<string, string>): CubeAssignment {
+    const object = placedCube({ observedGeneration: 1 });
+    object.metadata = {
+      ...object.metadata,
+      generation: 2,
+      ...(annotations ? { annotations } : {}),
+    };
+    object.spec.approval = 'manual';
+    object.spec.pins = { 'rs-b': [1] };
+    return object;
+  }
+  const move = [
+    { partition: 1, from: 'rs-a', to: 'rs-b' },
+    { partition: 3, from: 'rs-b', to: 'rs-a' },
+  ];
+
+  test('a move an edit asks for is proposed, not journaled; the spec is not applied yet', async () => {
+    const h = harness({ object: editedCube(), receivers: consumingAll });
+    await expect(h.run()).resolves.toEqual({ requeueAfterMs: resyncMs });
+    const status = h.store.object?.status;
+    expect(status?.reassign).toBeUndefined();
+    expect(status?.proposal).toMatchObject({ id: proposalId(2, move), generation: 2, moves: move });
+    expect(status?.proposal?.replicaSets).toEqual(['rs-a', 'rs-b']);
+    expect(status?.observedGeneration).toBe(1);
+    expect(status?.assignment).toEqual({ 'rs-a': [0, 1], 'rs-b': [2, 3] });
+    expect(h.condition('Progressing')).toMatchObject({
+      status: 'False',
+      reason: 'AwaitingApproval',
+    });
+    expect(h.condition('Progressing')?.message).toContain(
+      `streamcube.io/approve=${proposalId(2, move)}`,
+    );
+    expect(h.condition('Ready')).toMatchObject({ status: 'True' });
+    expect(h.events).toEqual([expect.stringMatching(/^Normal ReassignProposed: proposal p-2-/)]);
+    // No receiver is paused, drained or assigned: only their status is read.
+    expect(h.log.filter((l) => !l.startsWith('write') && !l.endsWith(' status'))).toEqual([]);
+
+    // Again: the same proposal as written, nothing told.
+    const proposal = h.store.object?.status?.proposal;
+    await h.run();
+    expect(h.store.object?.status?.proposal).toEqual(proposal);
+    expect(h.events).toHaveLength(1);
+  });
+
+  test('an approval naming another id starts nothing: one Warning naming the current id', async () => {
+    const h = harness({
+      object: editedCube({ 'streamcube.io/approve': 'p-1-0123456789' }),
+      receivers: consumingAll,
+    });
+    await h.run();
+    await h.run();
+    expect(h.store.object?.status?.reassign).toBeUndefined();
+    expect(h.store.object?.metadata?.annotations).toEqual({
+      'streamcube.io/approve': 'p-1-0123456789',
+    });
+    expect(h.events.filter((e) => e.startsWith('Warning'))).toEqual([
+      `Warning ApprovalStale: streamcube.io/approve=p-1-0123456789 names no current proposal, so nothing was started: the current proposal is ${proposalId(2, move)} (generation 2: 1 rs-a→rs-b, 3 rs-b→rs-a)`,
+    ]);
+  });
+
+  test('the current id approved: exactly that move journaled, the proposal and annotation gone', async () => {
+    const object = editedCube({ 'streamcube.io/approve': proposalId(2, move) });
+    const h = harness({ object, receivers: consumingAll });
+    await h.run(); // proposed (first seen), and approved at once: the same id
+    const status = h.store.object?.status;
+    expect(status?.reassign).toMatchObject({ phase: 'Planned', moves: move });
+    expect(status?.reassign?.proposal).toBe(proposalId(2, move));
+    expect(status?.proposal).toBeUndefined();
+    expect(status?.observedGeneration).toBe(2);
+    expect(h.store.object?.metadata?.annotations).toEqual({});
+    expect(h.log).toEqual(['write status', `write annotations {"streamcube.io/approve":null}`]);
+    expect(h.events).toEqual([
+      expect.stringMatching(
+        /^Normal ReassignPlanned: reassign r-2-\S+: 1 rs-a→rs-b, 3 rs-b→rs-a \(proposal p-2-/,
+      ),
+    ]);
+  });
+
+  test('a journal of an approved move in flight: its annotation removed by whoever runs it', async () => {
+    const object = placedCube({ reassign: { ...plannedMove(), proposal: 'p-1-0123456789' } });
+    object.metadata.annotations = { 'streamcube.io/approve': 'p-1-0123456789', team: 'data' };
+    const h = harness({ object, receivers: consumingAll });
+    await h.run();
+    expect(h.store.object?.metadata?.annotations).toEqual({ team: 'data' });
+    expect(h.store.object?.status?.reassign?.phase).toBe('Pausing');
+  });
+
+  test('a first placement never waits for approval', async () => {
+    const object = ordersCube(['rs-a', 'rs-b']);
+    object.metadata = { ...object.metadata, finalizers: [finalizer], generation: 1 };
+    object.spec.approval = 'manual';
+    const h = harness({ object, receivers: { 'rs-a-0': {}, 'rs-b-0': {} } });
+    await h.run();
+    expect(h.store.object?.status?.assignment).toEqual({ 'rs-a': [0, 2], 'rs-b': [1, 3] });
+    expect(h.store.object?.status?.proposal).toBeUndefined();
+  });
+
+  test('a failover of a lost replica set never waits for approval', async () => {
+    const object = placedCube({ unavailableSince: { 'rs-b': '2020-01-01T00:00:00.000Z' } });
+    object.spec.approval = 'manual';
+    const h = harness({
+      object,
+      receivers: consumingAll,
+      notReady: ['rs-b-0'],
+      notReadySince: new Date('2020-01-01T00:00:00.000Z'),
+    });
+    await h.run();
+    const status = h.store.object?.status;
+    expect(status?.proposal).toBeUndefined();
+    expect(status?.reassign).toMatchObject({
+      id: expect.stringMatching(/^f-1-/) as string,
+      failover: { replicaSets: ['rs-b'] },
+      moves: [
+        { partition: 2, from: 'rs-b', to: 'rs-a' },
+        { partition: 3, from: 'rs-b', to: 'rs-a' },
+      ],
+    });
+  });
+
+  test('back to auto: the proposal removed and the move journaled', async () => {
+    const h = harness({ object: editedCube(), receivers: consumingAll });
+    await h.run();
+    h.store.object!.spec.approval = 'auto';
+    await h.run();
+    expect(h.store.object?.status?.proposal).toBeUndefined();
+    expect(h.store.object?.status?.reassign).toMatchObject({ moves: move });
+    expect(h.store.object?.status?.reassign?.proposal).toBeUndefined();
   });
 });

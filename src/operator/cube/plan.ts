@@ -1,6 +1,7 @@
 // Planning a cube at rest: read the topic's partitions, decide which replica sets are lost or
 // still handing partitions over, plan the assignment (planner.ts, pure) and, when partitions
-// move, write the reassign journal. A first placement starts at once; any other journal's
+// move, write the reassign journal; with spec.approval: manual, a move between live sets is a
+// proposal until approved (approval.ts). A first placement starts at once; any other journal's
 // phases run on the next reconciles, one each (journal-runner.ts).
 import { randomBytes } from 'node:crypto';
 import type {
@@ -8,10 +9,14 @@ import type {
   CubeAssignmentStatus,
   CubeAssignmentStatusPatch,
   ReassignJournal,
+  ReassignProposal,
 } from '../../api/cube-assignment.ts';
-import { sortedNames } from '../../assign/assignment.ts';
+import { approveAnnotation } from '../../api/cube-assignment.ts';
+import { sortedNames, type Move } from '../../assign/assignment.ts';
 import { classifySourceError } from '../../kafka/source-security.ts';
+import { faultPoint } from '../../observability/fault-injection.ts';
 import { isStaleLeader } from '../../protocol/client.ts';
+import { decideApproval, type ApprovalDecision } from '../approval.ts';
 import { notReadyByReplicaSet } from '../discovery.ts';
 import { planAssignment, type Problem } from '../planner.ts';
 import {
@@ -25,6 +30,7 @@ import {
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { applyMergePatch } from '../status-changes.ts';
 import type { TopicMetadata } from '../topic-metadata.ts';
+import { consumeApproval, type ApprovalNotices } from './approval.ts';
 import type { FailoverWatch, UnavailableSets } from './failover-watch.ts';
 import type { JournalRunner } from './journal-runner.ts';
 import { availableReplicaSets, type CubeEdges, type CubePass } from './pass.ts';
@@ -47,12 +53,15 @@ export type PlanOutcome =
       problems: Problem[];
       unavailable: UnavailableSets;
       held?: HeldCompletion;
+      /** spec.approval: manual, a move waiting for approval: status.proposal. */
+      proposal?: ReassignProposal;
     };
 
 export interface PlanOptions {
   topics: Pick<TopicMetadata, 'partitions'>;
   watch: FailoverWatch;
   journals: JournalRunner;
+  approvals: ApprovalNotices;
 }
 
 export async function plan(
@@ -90,21 +99,55 @@ export async function plan(
     );
   }
   const observeNext = { kind: 'observe' as const, partitions, unavailable };
-  if (planned.moves.length === 0 || planned.problems.some((p) => p.reason === 'TopicNotFound'))
+  const manual = object.spec.approval === 'manual';
+  const approvalOf = (moves: Move[]): ApprovalDecision => {
+    const decision = decideApproval({
+      moves,
+      generation: object.metadata?.generation ?? 0,
+      current: object.status?.proposal,
+      approval: object.metadata?.annotations?.[approveAnnotation],
+      observed: object.status?.partitions,
+      now: new Date(),
+    });
+    options.approvals.tell(edges, pass, decision);
+    return decision;
+  };
+  if (planned.moves.length === 0 || planned.problems.some((p) => p.reason === 'TopicNotFound')) {
+    if (manual) approvalOf([]);
     return { ...observeNext, problems: planned.problems };
+  }
 
   // A failover moves the lost sets' partitions alone; any other move is planned after it.
   const failedOver = planned.moves.filter(
     (m) => m.from !== undefined && unavailable.lost.has(m.from),
   );
+  // With manual approval, partitions without an owner are placed alone, at once: nobody reads
+  // them meanwhile. A move between live sets waits for its proposal to be approved.
+  const unowned = planned.moves.filter((m) => m.from === undefined);
+  let moves = failedOver.length > 0 ? failedOver : planned.moves;
+  let approved: ReassignProposal | undefined;
+  if (manual && failedOver.length === 0) {
+    if (unowned.length > 0) moves = unowned;
+    else {
+      const decision = approvalOf(planned.moves);
+      if (decision.kind !== 'start')
+        return {
+          ...observeNext,
+          problems: planned.problems,
+          ...(decision.kind === 'await' ? { proposal: decision.proposal } : {}),
+        };
+      approved = decision.proposal;
+    }
+  }
   const failoverSets = sortedNames(failedOver.map((m) => m.from!));
   const journal: ReassignJournal = {
     ...newJournal(
-      failedOver.length > 0 ? failedOver : planned.moves,
+      moves,
       new Date(),
       `${failedOver.length > 0 ? 'f' : 'r'}-${object.metadata?.generation ?? 0}-${randomBytes(3).toString('hex')}`,
     ),
     ...(failedOver.length > 0 ? { failover: { replicaSets: failoverSets } } : {}),
+    ...(approved ? { proposal: approved.id } : {}),
   };
   // A first placement is written once, at Starting, with its starting offsets; should the
   // brokers not give them now, it is written at Planned and its steps report why.
@@ -121,6 +164,8 @@ export async function plan(
       ...digestPatch,
       observedGeneration: pass.object.metadata?.generation,
       reassign: j,
+      // Whatever waited for approval is planned again once this journal is done.
+      ...(pass.object.status?.proposal ? { proposal: null } : {}),
       conditions: conditionsWith(pass.object, [
         {
           type: 'Progressing',
@@ -140,8 +185,12 @@ export async function plan(
       pass.object,
       'Normal',
       'ReassignPlanned',
-      `reassign ${j.id}: ${describeMoves(j)}`,
+      `reassign ${j.id}: ${describeMoves(j)}${j.proposal ? ` (proposal ${j.proposal}, approved)` : ''}`,
     );
+  if (j.proposal) {
+    faultPoint('approval-journaled');
+    await consumeApproval(edges, pass, j);
+  }
   // A first placement written at Starting starts now, from the journal just written: a pass
   // through the queue per cube is what a thousand new cubes would otherwise wait on. Any other
   // journal's phases run on the next reconciles, one each.

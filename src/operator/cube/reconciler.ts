@@ -2,7 +2,7 @@
 // receiver pods from the informer caches, then
 //   missing → forget what was kept of the cube;
 //   being deleted → finalize (finalizer.ts);
-//   a journal in status → run one phase of it (journal-runner.ts);
+//   a journal in status → run one phase of it (journal-runner.ts), its approval consumed;
 //   else roll the spec out (spec-rollout.ts) → suspend (suspend.ts) → plan (plan.ts) → repair the
 //   replicas (replica-repair.ts), observe them (observe.ts) and write status (write-status.ts).
 // Every status write carries the resourceVersion it was computed from; the reconcile stops when
@@ -24,6 +24,7 @@ import { RejectedEventsWindow } from '../rejected-events.ts';
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { splitObjectKey } from '../runtime/informer.ts';
 import type { TopicMetadata } from '../topic-metadata.ts';
+import { ApprovalNotices, consumeApproval } from './approval.ts';
 import { DegradedConditions } from './degraded-condition.ts';
 import { FailoverWatch } from './failover-watch.ts';
 import { ensureFinalizer, finalize, finalizer } from './finalizer.ts';
@@ -99,6 +100,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
   /** Receivers' record counters over the last minutes, per cube key and receiver. */
   const rejections = new RejectedEventsWindow(deps.rejectedEventsWindowMs);
   const positions = new PositionWrites();
+  const approvals = new ApprovalNotices();
 
   /** The cube is gone: what this process kept of it goes too. */
   const forget = (cube: CubeKey): void => {
@@ -106,6 +108,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     edges.degraded.forget(cube);
     positions.forget(cube);
     watch.forget(cube);
+    approvals.forget(cube);
     forgetCube(deps.metrics, { namespace: cube.namespace, cube: cube.name });
   };
 
@@ -143,7 +146,10 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     const journal = pass.object.status?.reassign;
     // From the journal, so that an operator that took over reports the phase it resumes.
     setPhase(deps.metrics, labels, journal?.phase);
-    if (journal) return journals.runInFlight(pass, journal);
+    if (journal) {
+      await consumeApproval(edges, pass, journal);
+      return journals.runInFlight(pass, journal);
+    }
 
     const specDigest = cubeSpecDigest(assignRequest(pass.object, '', []));
     const rollout = await rollOutSpec(edges, pass, specDigest);
@@ -152,7 +158,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
     if (pass.object.spec.suspend) return suspend(edges, pass, digestPatch, deps.resyncMs);
 
-    const planned = await plan(edges, pass, { topics: deps.topics, watch, journals }, digestPatch);
+    const planned = await plan(
+      edges,
+      pass,
+      { topics: deps.topics, watch, journals, approvals },
+      digestPatch,
+    );
     if (planned.kind === 'journaled') return planned.result;
 
     signal.throwIfAborted();

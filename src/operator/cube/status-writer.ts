@@ -1,6 +1,6 @@
-// Writes a cube's status and finalizers as merge patches that carry the resourceVersion they were
-// computed from (a 409 retries the cube), and records each write as the reconciler's own, so
-// that its watch event does not requeue the cube (OwnWrites).
+// Writes a cube's status, finalizers and annotations as merge patches that carry the
+// resourceVersion they were computed from (a 409 retries the cube), and records each write as the
+// reconciler's own, so that its watch event does not requeue the cube (OwnWrites).
 import {
   Observable,
   PatchStrategy,
@@ -68,9 +68,26 @@ export class StatusWriter {
     return this.ownWrites.wrote(object, updated);
   }
 
-  async finalizers(
+  /** Sets annotations of the object, or removes those given as null. */
+  annotations(
+    object: CubeAssignment,
+    annotations: Record<string, string | null>,
+    signal: AbortSignal,
+  ): Promise<CubeAssignment> {
+    return this.metadata(object, { annotations }, signal);
+  }
+
+  finalizers(
     object: CubeAssignment,
     finalizers: string[],
+    signal: AbortSignal,
+  ): Promise<CubeAssignment> {
+    return this.metadata(object, { finalizers }, signal);
+  }
+
+  private async metadata(
+    object: CubeAssignment,
+    metadata: { annotations?: Record<string, string | null>; finalizers?: string[] },
     signal: AbortSignal,
   ): Promise<CubeAssignment> {
     const { namespace = 'default', name = '', resourceVersion } = object.metadata ?? {};
@@ -81,7 +98,7 @@ export class StatusWriter {
         namespace,
         plural,
         name,
-        body: { metadata: { resourceVersion, finalizers } },
+        body: { metadata: { resourceVersion, ...metadata } },
       },
       mergePatch(signal),
     )) as CubeAssignment;

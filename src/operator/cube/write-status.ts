@@ -1,9 +1,10 @@
 // The status of a cube at rest, from what the pass found: Ready (every partition consumed, no
-// problem that stops it), Degraded (every problem, in the order a reader should see them),
-// positions, segments, what each set keeps uncommitted, since when sets are unavailable; and when
-// the cube runs again.
+// problem that stops it), Progressing (stable, or a move awaiting approval: status.proposal),
+// Degraded (every problem, in the order a reader should see them), positions, segments, what each
+// set keeps uncommitted, since when sets are unavailable; and when the cube runs again.
 import { basisPointsOf, type CubeAssignmentStatusPatch } from '../../api/cube-assignment.ts';
 import { cubeKeyString, type CubeKey } from '../../protocol/cube-paths.ts';
+import { awaitingApprovalMessage, proposalPatch } from '../approval.ts';
 import { newlyLostRanges, offsetsLostMessage } from '../lost-offsets.ts';
 import type { Problem } from '../planner.ts';
 import { rejectedEventsProblem } from '../rejected-events.ts';
@@ -115,10 +116,15 @@ export async function writeStatusAtRest(
     object.status?.unavailableSince,
     plan.unavailable.since,
   );
+  const proposal = proposalPatch(object.status?.proposal, plan.proposal);
   const written = await edges.status.status(plan.held?.base ?? object, {
     ...plan.held?.patch,
     ...digestPatch,
-    observedGeneration: object.metadata?.generation,
+    // A move waiting for approval is the spec not applied yet.
+    observedGeneration: plan.proposal
+      ? object.status?.observedGeneration
+      : object.metadata?.generation,
+    ...(proposal === undefined ? {} : { proposal }),
     ...(released ? { releasedUncommitted: released } : {}),
     ...(unavailable ? { unavailableSince: unavailable } : {}),
     ...(positionsDue ? { partitions: rows, totalLag } : {}),
@@ -137,12 +143,19 @@ export async function writeStatusAtRest(
             reason: notReady[0]!.reason,
             message: notReady[0]!.message,
           },
-      {
-        type: 'Progressing',
-        status: 'False',
-        reason: 'Stable',
-        message: 'no reassign in flight',
-      },
+      plan.proposal
+        ? {
+            type: 'Progressing',
+            status: 'False',
+            reason: 'AwaitingApproval',
+            message: awaitingApprovalMessage(plan.proposal, key.name),
+          }
+        : {
+            type: 'Progressing',
+            status: 'False',
+            reason: 'Stable',
+            message: 'no reassign in flight',
+          },
       edges.degraded.condition(object, problems),
     ]),
   });
