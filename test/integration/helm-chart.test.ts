@@ -2,7 +2,7 @@
 // where it belongs, and installs against the real API server (objects created and valid; no
 // kubelet runs, so pods stay Pending).
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,7 +17,7 @@ import {
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
 import { dump, load, loadAll } from 'js-yaml';
-import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
+import { crdFile, crdName, cubeAssignmentCrdHelmTemplate, helmCrdFile } from '../../src/api/crd.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseQueryServerConfig } from '../../src/query/config.ts';
@@ -87,8 +87,20 @@ const workloads = (objects: Rendered[]): Rendered[] => [
   find(objects, 'StatefulSet', 't-rs-b'),
 ];
 
-test('the chart carries the CRD generated from src/api', () => {
-  expect(readFileSync(helmCrdFile, 'utf8')).toBe(readFileSync(crdFile, 'utf8'));
+test('the chart renders the CRD generated from src/api, kept on uninstall unless crds.keep is false; none without crds.enabled', async () => {
+  expect(readFileSync(helmCrdFile, 'utf8')).toBe(cubeAssignmentCrdHelmTemplate());
+  const generated = load(readFileSync(crdFile, 'utf8')) as Rendered;
+  const crdOf = (objects: Rendered[]): Rendered[] =>
+    objects.filter((o) => o.kind === 'CustomResourceDefinition');
+  expect(crdOf(await render())).toEqual([
+    {
+      ...generated,
+      metadata: { ...generated.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } },
+    },
+  ]);
+  expect(crdOf(await render('crds.keep=false'))).toEqual([generated]);
+  expect(crdOf(await render('crds.enabled=false'))).toEqual([]);
+  expect(crdName).toBe(generated.metadata?.name);
 });
 
 test('helm lint passes and a misspelt value is refused by values.schema.json', async () => {
@@ -764,6 +776,9 @@ test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucke
 
 /** The values of the install test: every option of the chart set to something. */
 const everyOption = {
+  // The CRD other suites use is already there and no release's: the chart's own CRD is tested by
+  // the CRD upgrade test, under a group of its own.
+  crds: { enabled: false },
   imagePullSecrets: [{ name: 'pull-me' }],
   operator: {
     logLevel: 'debug',
@@ -1070,11 +1085,11 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(kept.data?.token).toBe(secret.data?.token);
 });
 
-test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a CRD that helm created', async () => {
-  // A copy of the chart's CRD under a group of its own, so the CRD other suites use stays as is.
+test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflicts upgrades a CRD that an older chart created from crds/', async () => {
+  // A copy of the CRD under a group of its own, so the CRD other suites use stays as is.
   const group = `upgrade-${Date.now().toString(36)}.streamcube.test`;
   const current = load(
-    readFileSync(helmCrdFile, 'utf8').replaceAll('streamcube.io', group),
+    readFileSync(crdFile, 'utf8').replaceAll('streamcube.io', group),
   ) as CustomResourceDefinition;
   const name = current.metadata.name;
   // The release before: one printer column and one spec field fewer.
@@ -1089,7 +1104,7 @@ test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a
     writeFileSync(join(dir, file), JSON.stringify(crd));
     return join(dir, file);
   };
-  // What `helm install` does with crds/: create it (helm is its field manager).
+  // What `helm install` of an older chart did with crds/: create it (helm is its field manager).
   await kubectl('create', '--field-manager=helm', '-f', write('previous.json', previous));
   const upgraded = write('current.json', current);
   try {
@@ -1107,6 +1122,70 @@ test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a
     ).toHaveProperty('rejectedEventsThreshold');
     // Applying the same file again changes nothing and needs no force.
     await kubectl('apply', '--server-side', '-f', upgraded);
+  } finally {
+    await kubectl('delete', 'crd', name, '--wait=false');
+  }
+});
+
+test('helm upgrade updates the CRD: an older release adopted from crds/, upgraded to the current chart; helm uninstall keeps it', async () => {
+  // The chart's CRD template under a group of its own, so the CRD other suites use stays as is;
+  // the chart copies hold that template alone (with the chart's values and schema).
+  const group = `helm-${Date.now().toString(36)}.streamcube.test`;
+  const current = load(
+    readFileSync(crdFile, 'utf8').replaceAll('streamcube.io', group),
+  ) as CustomResourceDefinition;
+  const name = current.metadata.name;
+  // The release before: one spec field fewer.
+  const previous = structuredClone(current);
+  delete previous.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties
+    .rejectedEventsThreshold;
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-helm-'));
+  const chartWith = (release: string, crd: CustomResourceDefinition): string => {
+    const copy = join(dir, release);
+    cpSync(chart, copy, { recursive: true });
+    rmSync(join(copy, 'templates'), { recursive: true });
+    cpSync(join(chart, 'templates', '_helpers.tpl'), join(copy, 'templates', '_helpers.tpl'));
+    writeFileSync(
+      join(copy, 'templates', 'crd.yaml'),
+      cubeAssignmentCrdHelmTemplate(dump(JSON.parse(JSON.stringify(crd)))),
+    );
+    return copy;
+  };
+  const served = async (): Promise<CustomResourceDefinition & { metadata: object }> =>
+    JSON.parse(await kubectl('get', 'crd', name, '-o', 'json')) as CustomResourceDefinition;
+  const specFields = async (): Promise<string[]> =>
+    Object.keys(
+      (await served()).spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties,
+    );
+  const namespace = await createNamespace(kc, 'crd-helm');
+  try {
+    // A release of a chart that had the CRD in crds/: created by helm, not recorded as the
+    // release's. Helm refuses to take it over until it is adopted as the chart README says.
+    writeFileSync(join(dir, 'previous.json'), JSON.stringify(previous));
+    await kubectl('create', '--field-manager=helm', '-f', join(dir, 'previous.json'));
+    const older = chartWith('older', previous);
+    await expect(helm('install', 'crd', older, '--namespace', namespace)).rejects.toThrow(
+      /invalid ownership metadata/,
+    );
+    await kubectl(
+      'annotate',
+      'crd',
+      name,
+      'meta.helm.sh/release-name=crd',
+      `meta.helm.sh/release-namespace=${namespace}`,
+    );
+    await kubectl('label', 'crd', name, 'app.kubernetes.io/managed-by=Helm');
+    await helm('install', 'crd', older, '--namespace', namespace);
+    expect(await specFields()).not.toContain('rejectedEventsThreshold');
+
+    await helm('upgrade', 'crd', chartWith('current', current), '--namespace', namespace);
+    expect(await specFields()).toContain('rejectedEventsThreshold');
+    expect((await served()).metadata).toMatchObject({
+      annotations: { 'helm.sh/resource-policy': 'keep' },
+    });
+
+    await helm('uninstall', 'crd', '--namespace', namespace);
+    expect(await specFields()).toContain('rejectedEventsThreshold');
   } finally {
     await kubectl('delete', 'crd', name, '--wait=false');
   }
