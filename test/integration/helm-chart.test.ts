@@ -475,6 +475,76 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
   );
 });
 
+/** `helm template` with a values file made of `values`, as objects. */
+async function renderValues(values: Record<string, unknown>): Promise<Rendered[]> {
+  const file = join(mkdtempSync(join(tmpdir(), 'streamcube-values-')), 'values.yaml');
+  writeFileSync(file, dump(values));
+  const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', '-f', file);
+  return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
+}
+
+test("podLabels and podAnnotations reach every pod, a component's own merged over them; the chart's labels win, so selectors still select", async () => {
+  const objects = await renderValues({
+    podLabels: { team: 'olap', tier: 'all', 'app.kubernetes.io/component': 'mine' },
+    podAnnotations: { 'sidecar.istio.io/inject': 'false', 'prometheus.io/scrape': 'false' },
+    operator: { podLabels: { tier: 'control' }, podAnnotations: { owner: 'operator-team' } },
+    receivers: { podLabels: { tier: 'data' } },
+    queryServer: { podAnnotations: { 'sidecar.istio.io/inject': 'true' } },
+  });
+  const pods = [...workloads(objects), find(objects, 'Deployment', 't-query')];
+  const [operator, rsA, rsB, query] = pods.map((w) => podTemplate(w).metadata!);
+  expect(operator!.labels).toMatchObject({
+    team: 'olap',
+    tier: 'control',
+    'app.kubernetes.io/component': 'operator',
+  });
+  expect(operator!.annotations).toEqual({
+    'sidecar.istio.io/inject': 'false',
+    'prometheus.io/scrape': 'false',
+    owner: 'operator-team',
+  });
+  for (const receiver of [rsA!, rsB!]) {
+    expect(receiver.labels).toMatchObject({ team: 'olap', tier: 'data' });
+    // The user's annotations win over the chart's own.
+    expect(receiver.annotations).toEqual({
+      'sidecar.istio.io/inject': 'false',
+      'prometheus.io/scrape': 'false',
+      'prometheus.io/port': '9090',
+    });
+  }
+  expect(query!.labels).toMatchObject({ team: 'olap', tier: 'all' });
+  expect(query!.annotations).toMatchObject({ 'sidecar.istio.io/inject': 'true' });
+  for (const w of pods)
+    expect(
+      selects(
+        (w.spec as { selector: { matchLabels: Record<string, string> } }).selector,
+        podTemplate(w).metadata?.labels,
+      ),
+    ).toBe(true);
+  // None by default: the operator's pods have no annotations at all.
+  expect(podTemplate(find(await render(), 'Deployment', 't-operator')).metadata?.annotations).toBe(
+    undefined,
+  );
+  await expect(render('podLabels.team=1', 'operator.podLabels.x.y=z')).rejects.toThrow(/podLabels/);
+});
+
+test('extraObjects: objects and strings of YAML, rendered with tpl', async () => {
+  const objects = await renderValues({
+    extraObjects: [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: '{{ .Release.Name }}-extra' },
+        data: { namespace: '{{ .Release.Namespace }}' },
+      },
+      'apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-kafka-user\nstringData: { password: x }\n',
+    ],
+  });
+  expect(find(objects, 'ConfigMap', 't-extra')).toMatchObject({ data: { namespace: 'chart-ns' } });
+  expect(find(objects, 'Secret', 't-kafka-user')).toMatchObject({ stringData: { password: 'x' } });
+  expect((await render()).filter((o) => o.metadata?.name?.includes('extra'))).toEqual([]);
+});
+
 /** A Role `name` in the release namespace with exactly `rules`, bound to the operator alone. */
 function expectOperatorRoleInRelease(
   objects: Rendered[],
@@ -779,6 +849,11 @@ const everyOption = {
   // The CRD other suites use is already there and no release's: the chart's own CRD is tested by
   // the CRD upgrade test, under a group of its own.
   crds: { enabled: false },
+  podLabels: { team: 'olap' },
+  podAnnotations: { 'sidecar.istio.io/inject': 'false' },
+  extraObjects: [
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: '{{ .Release.Name }}-extra' } },
+  ],
   imagePullSecrets: [{ name: 'pull-me' }],
   operator: {
     logLevel: 'debug',
