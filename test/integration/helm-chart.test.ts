@@ -1,8 +1,8 @@
 // The Helm chart: lints, refuses unknown values, carries the generated CRD, renders every value
 // where it belongs, and installs against the real API server (objects created and valid; no
 // kubelet runs, so pods stay Pending).
-import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,12 +18,15 @@ import {
 } from '@kubernetes/client-node';
 import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, crdName, cubeAssignmentCrdHelmTemplate, helmCrdFile } from '../../src/api/crd.ts';
+import { binDir, buildFromWrapperModule } from '../../src/local/controlplane.ts';
+import { settings } from '../../src/local/settings.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
+import { waitFor } from '../support/wait.ts';
 import { prometheusOperatorCrds } from '../support/prometheus-operator-crds.ts';
 
 const chart = 'deploy/helm/streamcube';
@@ -1264,4 +1267,167 @@ test('helm upgrade updates the CRD: an older release adopted from crds/, upgrade
   } finally {
     await kubectl('delete', 'crd', name, '--wait=false');
   }
+});
+
+/**
+ * Runs `body` with kube-controller-manager's ClusterRole aggregation controller alone (the
+ * environment runs no controller-manager): it copies the rules of labelled ClusterRoles into
+ * `view`, `edit` and `admin`, as in any cluster.
+ */
+async function withClusterRoleAggregation(body: () => Promise<void>): Promise<void> {
+  const binary = join(binDir(), 'kube-controller-manager');
+  if (!existsSync(binary))
+    await buildFromWrapperModule(
+      binDir(),
+      'kube-controller-manager',
+      'k8s.io/kubernetes/cmd/kube-controller-manager',
+      settings.kubernetesVersion,
+    );
+  const controller = spawn(
+    binary,
+    [
+      `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
+      '--controllers=clusterrole-aggregation',
+      '--leader-elect=false',
+      '--secure-port=0',
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => controller.once('exit', resolve));
+  try {
+    await body();
+  } finally {
+    controller.kill();
+    await exited;
+  }
+}
+
+/** `kubectl auth can-i` as `user`: true for yes, false for no. */
+async function userCan(
+  user: string,
+  namespace: string,
+  ...verbResource: string[]
+): Promise<boolean> {
+  try {
+    return (
+      (await kubectl('auth', 'can-i', '--as', user, '-n', namespace, ...verbResource)).trim() ===
+      'yes'
+    );
+  } catch (error) {
+    if (/\bno\b/.test(String((error as { stdout?: string }).stdout ?? error))) return false;
+    throw error;
+  }
+}
+
+test("aggregated roles: a user bound to the built-in view may read a namespace's cubes, one bound to edit may change them (never their status); none without rbac.aggregateToDefaultRoles", async () => {
+  const release = `agg${Date.now().toString(36)}`;
+  const namespace = await createNamespace(kc, 'aggregated');
+  const other = await createNamespace(kc, 'aggregated-other');
+  const { stdout } = await helm(
+    'template',
+    release,
+    chart,
+    '--namespace',
+    namespace,
+    '--show-only',
+    'templates/aggregated-roles.yaml',
+  );
+  const roles = (loadAll(stdout) as Rendered[]).filter(Boolean);
+  expect(
+    roles.map((r) => [
+      r.metadata?.name,
+      r.metadata?.labels?.['rbac.authorization.k8s.io/aggregate-to-view'],
+      r.metadata?.labels?.['rbac.authorization.k8s.io/aggregate-to-edit'],
+    ]),
+  ).toEqual([
+    [`${release}-${namespace}-cubes-view`, 'true', undefined],
+    [`${release}-${namespace}-cubes-edit`, undefined, 'true'],
+  ]);
+  await expect(
+    helm(
+      'template',
+      't',
+      chart,
+      '--show-only',
+      'templates/aggregated-roles.yaml',
+      '--set',
+      'rbac.aggregateToDefaultRoles=false',
+    ),
+  ).rejects.toThrow(/could not find template/);
+
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-aggregated-'));
+  writeFileSync(join(dir, 'roles.yaml'), stdout);
+  const viewer = `viewer-${release}`;
+  const editor = `editor-${release}`;
+  await kubectl(
+    'create',
+    'rolebinding',
+    'viewers',
+    '-n',
+    namespace,
+    '--clusterrole=view',
+    `--user=${viewer}`,
+  );
+  await kubectl(
+    'create',
+    'rolebinding',
+    'editors',
+    '-n',
+    namespace,
+    '--clusterrole=edit',
+    `--user=${editor}`,
+  );
+  await withClusterRoleAggregation(async () => {
+    expect(await userCan(viewer, namespace, 'get', 'cubeassignments.streamcube.io')).toBe(false);
+    await kubectl('apply', '-f', join(dir, 'roles.yaml'));
+    try {
+      await waitFor('the view role to grant cubeassignments', () =>
+        userCan(viewer, namespace, 'list', 'cubeassignments.streamcube.io'),
+      );
+      await waitFor('the edit role to grant cubeassignments', () =>
+        userCan(editor, namespace, 'create', 'cubeassignments.streamcube.io'),
+      );
+      const cube = 'cubeassignments.streamcube.io';
+      const status = '--subresource=status';
+      const who = (user: string): string => (user === viewer ? 'viewer' : 'editor');
+      const where = (ns: string): string => (ns === namespace ? 'own' : 'other');
+      const answers: string[] = [];
+      for (const [user, ns, verb, ...more] of [
+        [viewer, namespace, 'get'],
+        [viewer, namespace, 'watch'],
+        [viewer, namespace, 'get', status],
+        [viewer, namespace, 'create'],
+        [viewer, namespace, 'delete'],
+        [viewer, other, 'get'],
+        [editor, namespace, 'get'],
+        [editor, namespace, 'update'],
+        [editor, namespace, 'delete'],
+        [editor, namespace, 'update', status],
+        [editor, other, 'create'],
+      ] as [string, string, string, ...string[]][])
+        answers.push(
+          `${who(user)} ${verb} ${[cube, ...more].join(' ')} in ${where(ns)}: ${await userCan(user, ns, verb, cube, ...more)}`,
+        );
+      expect(answers).toEqual([
+        `viewer get ${cube} in own: true`,
+        `viewer watch ${cube} in own: true`,
+        `viewer get ${cube} ${status} in own: true`,
+        `viewer create ${cube} in own: false`,
+        `viewer delete ${cube} in own: false`,
+        `viewer get ${cube} in other: false`,
+        `editor get ${cube} in own: true`,
+        `editor update ${cube} in own: true`,
+        `editor delete ${cube} in own: true`,
+        `editor update ${cube} ${status} in own: false`,
+        `editor create ${cube} in other: false`,
+      ]);
+    } finally {
+      // Taken out of view and edit again before the controller stops, for the suites after this one.
+      await kubectl('delete', '-f', join(dir, 'roles.yaml'));
+      await waitFor(
+        'the view role to forget cubeassignments',
+        async () => !(await userCan(viewer, namespace, 'list', 'cubeassignments.streamcube.io')),
+      );
+    }
+  });
 });
