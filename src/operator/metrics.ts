@@ -14,6 +14,9 @@ export interface CubeLabels {
 
 const segmentStates = ['active', 'immutable', 'handedOff'] as const;
 const reassignResults = ['completed', 'rolled_back'] as const;
+/** The conditions of status.conditions exported for alerts, and the statuses they take. */
+const exportedConditions = ['Ready', 'Degraded'] as const;
+const conditionStatuses = ['True', 'False', 'Unknown'] as const;
 
 export function createOperatorMetrics(registry: Registry) {
   return {
@@ -86,6 +89,11 @@ export function createOperatorMetrics(registry: Registry) {
       help: 'Segments of the cube by state (one replica per replica set counted)',
       labelNames: ['namespace', 'cube', 'state'],
     }),
+    cubeCondition: sharedGauge(registry, {
+      name: 'streamcube_cube_condition',
+      help: '1 for the status a condition of the cube (status.conditions: Ready, Degraded) has, 0 for the others; Unknown while it has none',
+      labelNames: ['namespace', 'cube', 'type', 'status'],
+    }),
     /** Partition series set per cube (`namespace/cube`), with their topic: what to remove later. */
     published: new Map<string, { topic: string; partitions: Set<number> }>(),
   };
@@ -100,6 +108,19 @@ export function setPhase(
 ): void {
   for (const p of reassignPhases)
     metrics.reassignPhase.set({ ...labels, phase: p }, p === phase ? 1 : 0);
+}
+
+/** The cube's Ready and Degraded conditions as the operator last wrote them, for alerts. */
+export function publishConditions(
+  metrics: OperatorMetrics,
+  labels: CubeLabels,
+  conditions: readonly { type: string; status: string }[] | undefined,
+): void {
+  for (const type of exportedConditions) {
+    const status = conditions?.find((c) => c.type === type)?.status ?? 'Unknown';
+    for (const s of conditionStatuses)
+      metrics.cubeCondition.set({ ...labels, type, status: s }, s === status ? 1 : 0);
+  }
 }
 
 /** Counters of finished reassigns exist at zero once a cube is seen, for rate() and alerts. */
@@ -162,4 +183,7 @@ export function forgetCube(metrics: OperatorMetrics, labels: CubeLabels): void {
   for (const state of segmentStates) metrics.segments.remove({ ...labels, state });
   metrics.partitionsUnassigned.remove(labels);
   metrics.tilingFindings.remove(labels);
+  for (const type of exportedConditions)
+    for (const status of conditionStatuses)
+      metrics.cubeCondition.remove({ ...labels, type, status });
 }

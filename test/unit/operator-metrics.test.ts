@@ -5,6 +5,7 @@ import {
   createOperatorMetrics,
   forgetCube,
   initCube,
+  publishConditions,
   publishPartitions,
   setPhase,
 } from '../../src/operator/metrics.ts';
@@ -68,4 +69,28 @@ test('a cube that is gone loses every series; the same name in another namespace
     text.split('\n').filter((l) => l.includes('namespace="team-b"'));
   expect(ofB(after)).toEqual(ofB(before));
   expect(ofB(after).length).toBeGreaterThan(10);
+});
+
+test("a cube's Ready and Degraded conditions: 1 for the status each has, Unknown without one; removed with the cube", async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  const series = async (): Promise<string[]> =>
+    lines(await registry.metrics(), 'streamcube_cube_condition').filter((l) => l.endsWith(' 1'));
+  publishConditions(metrics, orders, undefined);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="Unknown"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="Unknown"} 1',
+  ]);
+  publishConditions(metrics, orders, [
+    { type: 'Ready', status: 'False' },
+    { type: 'Degraded', status: 'True' },
+    { type: 'Reassigning', status: 'True' },
+  ]);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="True"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="False"} 1',
+  ]);
+  expect(lines(await registry.metrics(), 'streamcube_cube_condition')).toHaveLength(6);
+  forgetCube(metrics, orders);
+  expect(lines(await registry.metrics(), 'streamcube_cube_condition')).toEqual([]);
 });
