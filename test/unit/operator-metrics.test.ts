@@ -71,26 +71,31 @@ test('a cube that is gone loses every series; the same name in another namespace
   expect(ofB(after).length).toBeGreaterThan(10);
 });
 
-test("a cube's Ready and Degraded conditions: 1 for the status each has, Unknown without one; removed with the cube", async () => {
+test("a cube's Ready and Degraded conditions: one series each, with status and reason, replaced when they change; removed with the cube", async () => {
   const registry = new Registry();
   const metrics = createOperatorMetrics(registry);
   const series = async (): Promise<string[]> =>
-    lines(await registry.metrics(), 'streamcube_cube_condition').filter((l) => l.endsWith(' 1'));
+    lines(await registry.metrics(), 'streamcube_cube_condition');
   publishConditions(metrics, orders, undefined);
   expect(await series()).toEqual([
-    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="Unknown"} 1',
-    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="Unknown"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="Unknown",reason=""} 1',
   ]);
   publishConditions(metrics, orders, [
-    { type: 'Ready', status: 'False' },
-    { type: 'Degraded', status: 'True' },
-    { type: 'Reassigning', status: 'True' },
+    { type: 'Ready', status: 'False', reason: 'ConsumerFailed' },
+    { type: 'Degraded', status: 'True', reason: 'ConsumerFailed' },
+    { type: 'Progressing', status: 'True', reason: 'Reassigning' },
   ]);
+  publishConditions(metrics, ordersB, [{ type: 'Ready', status: 'True', reason: 'Consuming' }]);
   expect(await series()).toEqual([
-    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="True"} 1',
-    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="False"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="True",reason="ConsumerFailed"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="False",reason="ConsumerFailed"} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Ready",status="True",reason="Consuming"} 1',
   ]);
-  expect(lines(await registry.metrics(), 'streamcube_cube_condition')).toHaveLength(6);
   forgetCube(metrics, orders);
-  expect(lines(await registry.metrics(), 'streamcube_cube_condition')).toEqual([]);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Ready",status="True",reason="Consuming"} 1',
+  ]);
 });
