@@ -459,6 +459,8 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
     g.rules.map((r) => r.alert),
   );
   for (const alert of [
+    'StreamcubeCubeNotReady',
+    'StreamcubeCubeDegraded',
     'StreamcubePartitionLagHigh',
     'StreamcubeDataStale',
     'StreamcubeReassignStuck',
@@ -476,6 +478,77 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
   expect(JSON.parse(json)).toEqual(
     JSON.parse(readFileSync(`${chart}/files/dashboard.json`, 'utf8')),
   );
+});
+
+/** An alerting rule as the rules file and the PrometheusRule hold it. */
+interface AlertRule {
+  alert: string;
+  expr: string;
+  for?: string;
+  annotations: Record<string, string>;
+}
+
+const alertsOf = (objects: Rendered[]): AlertRule[] =>
+  (
+    find(objects, 'PrometheusRule', 't-alerts').spec as { groups: { rules: AlertRule[] }[] }
+  ).groups.flatMap((g) => g.rules);
+
+test("every alert links its runbook in docs/operations.md; thresholds, for: durations and the runbooks' address come from values", async () => {
+  const defaults = alertsOf(await render('metrics.prometheusRule.enabled=true'));
+  const operations = readFileSync('docs/operations.md', 'utf8');
+  const values = load(readFileSync(`${chart}/values.yaml`, 'utf8')) as {
+    metrics: { prometheusRule: { runbookBaseUrl: string; for: Record<string, string> } };
+  };
+  const { runbookBaseUrl } = values.metrics.prometheusRule;
+  expect(runbookBaseUrl).toMatch(/\/docs\/operations\.md$/);
+  for (const rule of defaults) {
+    expect(rule.annotations.runbook_url).toBe(`${runbookBaseUrl}#${rule.alert.toLowerCase()}`);
+    // The anchor GitHub gives a heading is its text in lower case.
+    expect(operations).toContain(`\n### ${rule.alert}\n`);
+  }
+  // Every alert's `for:` is a value (the defaults render the file as it is: the test above).
+  expect(Object.keys(values.metrics.prometheusRule.for).sort()).toEqual(
+    defaults.map((r) => r.alert).sort(),
+  );
+
+  const tuned = alertsOf(
+    await renderValues({
+      metrics: {
+        prometheusRule: {
+          enabled: true,
+          runbookBaseUrl: 'https://wiki.example/streamcube',
+          lagThreshold: 2_500_000,
+          rejectedShareThreshold: 0.05,
+          for: {
+            StreamcubeOffsetsLost: '2m',
+            StreamcubeCubeNotReady: '0s',
+            StreamcubeCubeDegraded: '1h',
+          },
+        },
+      },
+    }),
+  );
+  const byName = (name: string): AlertRule => tuned.find((r) => r.alert === name)!;
+  expect(byName('StreamcubePartitionLagHigh').expr).toContain('> 2500000');
+  expect(byName('StreamcubePartitionLagHigh').annotations.description).toContain('2500000');
+  expect(byName('StreamcubeEventsRejected').expr).toMatch(/> 0\.05\s*$/);
+  expect(byName('StreamcubeEventsRejected').annotations.description).toContain('0.05');
+  expect(byName('StreamcubeOffsetsLost').for).toBe('2m');
+  expect(byName('StreamcubeCubeNotReady').for).toBeUndefined();
+  expect(byName('StreamcubeCubeDegraded').for).toBe('1h');
+  expect(byName('StreamcubeReassignStuck').for).toBe('15m');
+  expect(byName('StreamcubeCubeDegraded').annotations.runbook_url).toBe(
+    'https://wiki.example/streamcube#streamcubecubedegraded',
+  );
+  for (const [set, message] of [
+    [
+      'metrics.prometheusRule.for.StreamcubeLagHigh=1m',
+      /additional properties 'StreamcubeLagHigh' not allowed/,
+    ],
+    ['metrics.prometheusRule.for.StreamcubeCubeDegraded=soon', /StreamcubeCubeDegraded/],
+    ['metrics.prometheusRule.lagThreshold=0', /lagThreshold/],
+  ] as const)
+    await expect(render(set)).rejects.toThrow(message);
 });
 
 /** `helm template` with a values file made of `values`, as objects. */
