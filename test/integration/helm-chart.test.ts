@@ -480,6 +480,91 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
   );
 });
 
+/** Runs the `helm test` pod's container command here, as the pod would; its exit code and output. */
+async function runTestPod(
+  pod: Rendered,
+  env: Record<string, string>,
+): Promise<{ code: number; out: string }> {
+  const c = (pod.spec as { containers: V1Container[] }).containers[0]!;
+  const [command, ...flags] = c.command!;
+  expect(command).toBe('node');
+  const child = spawn(process.execPath, [...flags, ...c.args!], {
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number>((resolve) => child.once('exit', (n) => resolve(n ?? -1)));
+  return { code, out };
+}
+
+test('helm test: a hook pod of the chart image asks the Services of the operator and the query service for /readyz, failing unless each answers 200', async () => {
+  const objects = await render('operator.metricsPort=9100', 'queryServer.port=9200');
+  const pod = find(objects, 'Pod', 't-test-readiness');
+  expect(pod.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'test' });
+  const c = (pod.spec as { containers: V1Container[] }).containers[0]!;
+  expect(c.image).toBe(container(find(objects, 'Deployment', 't-operator')).image);
+  expect(c.securityContext).toMatchObject({
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+  });
+  const urls = c.env!.find((e) => e.name === 'STREAMCUBE_READYZ_URLS')!.value!;
+  // The URLs name the chart's own Services and ports.
+  expect(urls).toBe('http://t-operator-metrics:9100/readyz http://t-query:9200/readyz');
+  for (const [service, port] of [
+    ['t-operator-metrics', 9100],
+    ['t-query', 9200],
+  ] as const)
+    expect(
+      (find(objects, 'Service', service).spec as { ports: { port: number }[] }).ports[0]!.port,
+    ).toBe(port);
+  expect(find(await render('queryServer.enabled=false'), 'Pod', 't-test-readiness')).toMatchObject(
+    {},
+  );
+  expect(
+    (await render('queryServer.enabled=false')).find((o) => o.kind === 'Pod')?.spec,
+  ).toMatchObject({
+    containers: [{ env: [{ value: 'http://t-operator-metrics:8081/readyz' }] }],
+  });
+  expect((await render('helmTest.enabled=false')).filter((o) => o.kind === 'Pod')).toEqual([]);
+
+  // The script itself, against a server that is ready on one path and not on another.
+  const { createServer } = await import('node:http');
+  const server = createServer((req, res) =>
+    req.url === '/readyz'
+      ? res.writeHead(200).end('ok')
+      : res.writeHead(503).end('informers not synced'),
+  );
+  server.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    const ready = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${port}/readyz http://127.0.0.1:${port}/readyz`,
+    });
+    expect(ready.code).toBe(0);
+    expect(ready.out).toContain(`http://127.0.0.1:${port}/readyz: 200 ok`);
+    const notReady = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${port}/readyz http://127.0.0.1:${port}/other`,
+    });
+    expect(notReady.code).toBe(1);
+    expect(notReady.out).toContain(`/other: 503 informers not synced`);
+    // A port nothing listens on any more.
+    const closed = createServer().listen(0, '127.0.0.1');
+    await new Promise((resolve) => closed.once('listening', resolve));
+    const closedPort = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const unreachable = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${closedPort}/readyz`,
+    });
+    expect(unreachable).toEqual({
+      code: 1,
+      out: `http://127.0.0.1:${closedPort}/readyz: ECONNREFUSED\n`,
+    });
+  } finally {
+    server.close();
+  }
+});
+
 /** An alerting rule as the rules file and the PrometheusRule hold it. */
 interface AlertRule {
   alert: string;
@@ -1147,6 +1232,13 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     'kubectl apply --server-side',
   ])
     expect(installed.stdout).toContain(step);
+  // The helm test pod is a hook: `helm test` creates it, an install does not. (No kubelet runs
+  // here, so `helm test` itself is not run: its pod would stay Pending.)
+  expect(
+    (await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace })).items.map(
+      (p) => p.metadata?.name,
+    ),
+  ).toEqual([]);
   const apps = kc.makeApiClient(AppsV1Api);
   const sets = await apps.listNamespacedStatefulSet({ namespace });
   expect(
