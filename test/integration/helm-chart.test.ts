@@ -116,6 +116,26 @@ test('helm lint passes and a misspelt value is refused by values.schema.json', a
   ).rejects.toThrow(/name/);
 });
 
+/** Every property of a JSON schema without a description, at any depth (list items too). */
+function undescribedKeys(node: JsonSchema, path = ''): string[] {
+  const own = Object.entries(node.properties ?? {}).flatMap(([key, child]) => {
+    const at = path ? `${path}.${key}` : key;
+    return [...(child.description ? [] : [at]), ...undescribedKeys(child, at)];
+  });
+  return node.items ? [...own, ...undescribedKeys(node.items, `${path}[]`)] : own;
+}
+interface JsonSchema {
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+}
+
+test('values.schema.json describes every key', () => {
+  const schema = JSON.parse(readFileSync(`${chart}/values.schema.json`, 'utf8')) as JsonSchema;
+  expect(undescribedKeys(schema)).toEqual([]);
+  expect(undescribedKeys({ properties: { a: { properties: { b: {} } } } })).toEqual(['a', 'a.b']);
+});
+
 test("values.schema.json accepts a parent chart's global values and refuses unknown or bad ones", async () => {
   await render('global.imageRegistry=registry.example', 'global.anything.nested=1');
   for (const [set, message] of [
