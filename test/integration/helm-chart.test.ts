@@ -1,6 +1,8 @@
-// The Helm chart: lints, refuses unknown values, carries the generated CRD, renders every value
-// where it belongs, and installs against the real API server (objects created and valid; no
-// kubelet runs, so pods stay Pending).
+// The Helm chart: lints, refuses unknown values and describes the known ones, renders the generated
+// CRD and every value where it belongs, and installs and upgrades against the real API server
+// (objects created and valid, the CRD updated by `helm upgrade`, the aggregated roles granting
+// `view`/`edit` users). No kubelet runs, so pods stay Pending and `helm test` is not run: its
+// pod's script runs here instead.
 import { execFile, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
