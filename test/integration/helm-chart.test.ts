@@ -1350,20 +1350,32 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(kept.data?.token).toBe(secret.data?.token);
 });
 
-test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflicts upgrades a CRD that an older chart created from crds/', async () => {
-  // A copy of the CRD under a group of its own, so the CRD other suites use stays as is.
-  const group = `upgrade-${Date.now().toString(36)}.streamcube.test`;
+/**
+ * The CRD under a group of its own (so the CRD other suites use stays as is), and the one of a
+ * release before: a spec field (rejectedEventsThreshold) fewer.
+ */
+function crdUnderOwnGroup(prefix: string): {
+  current: CustomResourceDefinition;
+  previous: CustomResourceDefinition;
+  name: string;
+} {
+  const group = `${prefix}-${Date.now().toString(36)}.streamcube.test`;
   const current = load(
     readFileSync(crdFile, 'utf8').replaceAll('streamcube.io', group),
   ) as CustomResourceDefinition;
-  const name = current.metadata.name;
-  // The release before: one printer column and one spec field fewer.
   const previous = structuredClone(current);
+  delete previous.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties
+    .rejectedEventsThreshold;
+  return { current, previous, name: current.metadata.name };
+}
+
+test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflicts upgrades a CRD that an older chart created from crds/', async () => {
+  const { current, previous, name } = crdUnderOwnGroup('upgrade');
+  // The release before had one printer column fewer too.
   const version = previous.spec.versions[0]!;
   version.additionalPrinterColumns = version.additionalPrinterColumns!.filter(
     (c) => c.name !== 'Strategy',
   );
-  delete version.schema.openAPIV3Schema.properties.spec.properties.rejectedEventsThreshold;
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-upgrade-'));
   const write = (file: string, crd: CustomResourceDefinition): string => {
     writeFileSync(join(dir, file), JSON.stringify(crd));
@@ -1393,17 +1405,8 @@ test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflic
 });
 
 test('helm upgrade updates the CRD: an older release adopted from crds/, upgraded to the current chart; helm uninstall keeps it', async () => {
-  // The chart's CRD template under a group of its own, so the CRD other suites use stays as is;
-  // the chart copies hold that template alone (with the chart's values and schema).
-  const group = `helm-${Date.now().toString(36)}.streamcube.test`;
-  const current = load(
-    readFileSync(crdFile, 'utf8').replaceAll('streamcube.io', group),
-  ) as CustomResourceDefinition;
-  const name = current.metadata.name;
-  // The release before: one spec field fewer.
-  const previous = structuredClone(current);
-  delete previous.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties
-    .rejectedEventsThreshold;
+  // The chart copies hold the CRD template alone (with the chart's values and schema).
+  const { current, previous, name } = crdUnderOwnGroup('helm');
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-helm-'));
   const chartWith = (release: string, crd: CustomResourceDefinition): string => {
     const copy = join(dir, release);
