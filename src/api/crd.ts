@@ -17,7 +17,8 @@ import { toStructuralSchema, type StructuralSchema } from './structural-schema.t
 export const crdName = `${plural}.${group}`;
 /** Relative to the repository root. */
 export const crdFile = `deploy/crds/${group}_${plural}.yaml`;
-export const helmCrdFile = `deploy/helm/streamcube/crds/${group}_${plural}.yaml`;
+/** The chart's template of the CRD: a template, not crds/, so that `helm upgrade` updates it. */
+export const helmCrdFile = `deploy/helm/streamcube/templates/crd.yaml`;
 
 export interface PrinterColumn {
   name: string;
@@ -142,6 +143,22 @@ export function cubeAssignmentCrdYaml(): string {
       scalarStyleRules: [...Object.values(DEFAULT_SCALAR_STYLE_RULES), doubleQuoteOverEscapes],
     })
   );
+}
+
+/**
+ * The CRD as the Helm chart's template: rendered when crds.enabled, kept on uninstall (and on a
+ * release that stops rendering it) when crds.keep, so deleting a release never deletes every cube.
+ */
+export function cubeAssignmentCrdHelmTemplate(yaml = cubeAssignmentCrdYaml()): string {
+  const metadata = /^metadata:\n {2}name: .+\n/m;
+  if (!metadata.test(yaml) || yaml.includes('{{'))
+    throw new Error(`the CRD's YAML cannot be wrapped as a Helm template (${helmCrdFile})`);
+  const keep =
+    '  {{- if .Values.crds.keep }}\n' +
+    '  annotations:\n' +
+    '    helm.sh/resource-policy: keep\n' +
+    '  {{- end }}\n';
+  return `{{- if .Values.crds.enabled }}\n${yaml.replace(metadata, (m) => m + keep)}{{- end }}\n`;
 }
 
 // Prettier's rule: a string holding single quotes (CEL rules do) is written in double quotes.

@@ -87,7 +87,7 @@ export const cubeSource = kafkaSource
         secretRef: secretName
           .optional()
           .describe(
-            "Name of a Secret in the cube's namespace with ca.crt (the CA that signed the brokers' certificates; without it the system trust store is used) and, for mutual TLS, tls.crt and tls.key together. Receivers read it again periodically (--secret-refresh, 30s), and new connections use what it holds then.",
+            "Name of a Secret in the cube's namespace with ca.crt (the CA that signed the brokers' certificates; without it the system trust store is used) and, for mutual TLS, tls.crt and tls.key together (or a Strimzi KafkaUser Secret as it is: user.crt and user.key, its ca.crt, the clients CA, not trusted for brokers; Strimzi's <cluster>-cluster-ca-cert holds the brokers' ca.crt). Receivers read it again periodically (--secret-refresh, 30s), and new connections use what it holds then.",
           ),
       })
       .optional()
@@ -100,7 +100,7 @@ export const cubeSource = kafkaSource
           .enum(saslMechanisms)
           .describe('The SASL mechanism: plain, scram-sha-256 or scram-sha-512.'),
         secretRef: secretName.describe(
-          "Name of a Secret in the cube's namespace with the keys username and password. Read again when rotated, like tls.secretRef.",
+          "Name of a Secret in the cube's namespace with the keys username and password; without username the Secret's name is the user (a Strimzi KafkaUser Secret, which holds password only). Read again when rotated, like tls.secretRef.",
         ),
       })
       .optional()

@@ -50,6 +50,15 @@ export function decodeSecretData(data: Record<string, string> | undefined): Secr
 }
 
 /**
+ * The keys of a client certificate and its key: `tls.crt`/`tls.key` (a kubernetes.io/tls Secret,
+ * cert-manager), or `user.crt`/`user.key` of a Strimzi KafkaUser Secret as Strimzi writes it.
+ */
+function clientCertificateKeys(data: SecretData): { cert: string; key: string } {
+  const strimzi = !data['tls.crt'] && !data['tls.key'] && (data['user.crt'] || data['user.key']);
+  return strimzi ? { cert: 'user.crt', key: 'user.key' } : { cert: 'tls.crt', key: 'tls.key' };
+}
+
+/**
  * kafkajs's `ssl` and `sasl` options for `source`, with the Secrets read through `read`. Throws
  * SourceSecretError (naming the Secret and key, never a value) when a Secret or key is missing.
  */
@@ -70,14 +79,17 @@ export async function kafkaSecurityOptions(
     else {
       const data = await secret(ref);
       const ssl: ConnectionOptions = {};
-      if (data['ca.crt']) ssl.ca = [data['ca.crt']];
-      if (data['tls.crt'] || data['tls.key']) {
-        if (!data['tls.crt'] || !data['tls.key'])
+      const pair = clientCertificateKeys(data);
+      // A Strimzi KafkaUser Secret's ca.crt is the clients CA, which signed the user's
+      // certificate, not the brokers': trusting it would refuse every broker.
+      if (data['ca.crt'] && pair.cert !== 'user.crt') ssl.ca = [data['ca.crt']];
+      if (data[pair.cert] || data[pair.key]) {
+        if (!data[pair.cert] || !data[pair.key])
           throw new SourceSecretError(
-            `Secret ${namespace}/${ref} has only one of tls.crt and tls.key; mutual TLS needs both`,
+            `Secret ${namespace}/${ref} has only one of ${pair.cert} and ${pair.key}; mutual TLS needs both`,
           );
-        ssl.cert = data['tls.crt'];
-        ssl.key = data['tls.key'];
+        ssl.cert = data[pair.cert];
+        ssl.key = data[pair.key];
       }
       options.ssl = ssl;
     }
@@ -85,13 +97,13 @@ export async function kafkaSecurityOptions(
   if (source.sasl) {
     const { mechanism, secretRef } = source.sasl;
     const data = await secret(secretRef);
-    for (const key of ['username', 'password'])
-      if (!data[key])
-        throw new SourceSecretError(`Secret ${namespace}/${secretRef} has no key ${key}`);
+    if (!data.password)
+      throw new SourceSecretError(`Secret ${namespace}/${secretRef} has no key password`);
+    // A Strimzi KafkaUser Secret holds the password only: the user is named like the Secret.
     options.sasl = {
       mechanism,
-      username: data.username!,
-      password: data.password!,
+      username: data.username || secretRef,
+      password: data.password,
     } as SASLOptions;
   }
   return options;

@@ -3,6 +3,7 @@
 // the same demo topic, producer and CubeAssignment as the process stack. Ctrl-C stops everything
 // it started: the whole environment and its data, or, on an environment of
 // `npm run env:up -- --node`, the cube, the release and the namespace.
+import { applyCrdWith } from './cluster.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -90,6 +91,9 @@ export async function startNodeStack(teardown: Teardown): Promise<NodeStackInfo>
     });
   }
   await recycleReleasedVolumes(kubeconfig, kubectlPath);
+  // The CRD outlives releases (crds.keep) and may belong to another release on this cluster (the
+  // e2e's): applied here, not owned by this release.
+  await step('applying the CubeAssignment CRD', () => applyCrdWith(kubeconfig));
 
   await step(`helm install ${release} (namespace ${namespace})`, () =>
     helm(
@@ -107,6 +111,8 @@ export async function startNodeStack(teardown: Teardown): Promise<NodeStackInfo>
         `image.tag=${streamcubeImage.tag}`,
         '--set',
         'image.pullPolicy=IfNotPresent',
+        '--set',
+        'crds.enabled=false',
         '--set',
         'operator.replicas=1',
         // One replica per replica set (the chart's default is two): a list is set whole.

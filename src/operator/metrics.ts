@@ -14,6 +14,8 @@ export interface CubeLabels {
 
 const segmentStates = ['active', 'immutable', 'handedOff'] as const;
 const reassignResults = ['completed', 'rolled_back'] as const;
+/** The conditions of status.conditions exported for alerts. */
+const exportedConditions = ['Ready', 'Degraded'] as const;
 
 export function createOperatorMetrics(registry: Registry) {
   return {
@@ -86,6 +88,13 @@ export function createOperatorMetrics(registry: Registry) {
       help: 'Segments of the cube by state (one replica per replica set counted)',
       labelNames: ['namespace', 'cube', 'state'],
     }),
+    cubeCondition: sharedGauge(registry, {
+      name: 'streamcube_cube_condition',
+      help: "The cube's Ready and Degraded conditions (status.conditions): one series each at 1, labelled with its status and reason (Unknown, '' while it has none)",
+      labelNames: ['namespace', 'cube', 'type', 'status', 'reason'],
+    }),
+    /** The condition series set per cube (`namespace/cube`): what to remove when one changes. */
+    conditionSeries: new Map<string, Map<string, Record<string, string>>>(),
     /** Partition series set per cube (`namespace/cube`), with their topic: what to remove later. */
     published: new Map<string, { topic: string; partitions: Set<number> }>(),
   };
@@ -100,6 +109,30 @@ export function setPhase(
 ): void {
   for (const p of reassignPhases)
     metrics.reassignPhase.set({ ...labels, phase: p }, p === phase ? 1 : 0);
+}
+
+/** The cube's Ready and Degraded conditions as the operator last wrote them, for alerts. */
+export function publishConditions(
+  metrics: OperatorMetrics,
+  labels: CubeLabels,
+  conditions: readonly { type: string; status: string; reason?: string | undefined }[] | undefined,
+): void {
+  const key = `${labels.namespace}/${labels.cube}`;
+  const previous = metrics.conditionSeries.get(key);
+  const now = new Map<string, Record<string, string>>();
+  for (const type of exportedConditions) {
+    const condition = conditions?.find((c) => c.type === type);
+    const series = {
+      ...labels,
+      type,
+      status: condition?.status ?? 'Unknown',
+      reason: condition?.reason ?? '',
+    };
+    now.set(JSON.stringify(series), series);
+  }
+  for (const [id, series] of previous ?? []) if (!now.has(id)) metrics.cubeCondition.remove(series);
+  for (const series of now.values()) metrics.cubeCondition.set(series, 1);
+  metrics.conditionSeries.set(key, now);
 }
 
 /** Counters of finished reassigns exist at zero once a cube is seen, for rate() and alerts. */
@@ -162,4 +195,7 @@ export function forgetCube(metrics: OperatorMetrics, labels: CubeLabels): void {
   for (const state of segmentStates) metrics.segments.remove({ ...labels, state });
   metrics.partitionsUnassigned.remove(labels);
   metrics.tilingFindings.remove(labels);
+  for (const series of metrics.conditionSeries.get(key)?.values() ?? [])
+    metrics.cubeCondition.remove(series);
+  metrics.conditionSeries.delete(key);
 }

@@ -50,19 +50,20 @@ interface Rule {
 }
 
 /** The rules of the chart's PrometheusRule, as a Prometheus rule file (its spec is one). */
-async function renderedRuleFile(): Promise<string> {
+async function renderedRuleFile(...sets: string[]): Promise<string> {
   const { stdout } = await run(binary('STREAMCUBE_HELM'), [
     'template',
     'sc',
     chart,
     '--set',
     'metrics.prometheusRule.enabled=true',
+    ...sets.flatMap((set) => ['--set', set]),
     '--show-only',
     'templates/prometheus-rule.yaml',
   ]);
   const rule = load(stdout) as { kind: string; spec: { groups: { rules: Rule[] }[] } };
   expect(rule.kind).toBe('PrometheusRule');
-  const file = join(dir, 'rules.yaml');
+  const file = join(dir, `rules-${sets.length}.yaml`);
   writeFileSync(file, dump(rule.spec));
   return file;
 }
@@ -238,6 +239,17 @@ test('promtool accepts the rules the chart renders', async () => {
     }
   ).groups.flatMap((g) => g.rules);
   expect(stdout).toContain(`SUCCESS: ${rules.length} rules found`);
+  // Thresholds and durations from values keep the rules valid.
+  const tuned = await run(binary('STREAMCUBE_PROMTOOL'), [
+    'check',
+    'rules',
+    await renderedRuleFile(
+      'metrics.prometheusRule.lagThreshold=2500000',
+      'metrics.prometheusRule.for.StreamcubeCubeNotReady=0s',
+      'metrics.prometheusRule.for.StreamcubeOffsetsLost=90s',
+    ),
+  ]);
+  expect(tuned.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
 });
 
 test('after a reassign, a receiver exports only the partitions it owns; every dashboard query returns series', async () => {
@@ -317,6 +329,20 @@ test('after a reassign, a receiver exports only the partitions it owns; every da
   expect(operatorLag.map((s) => s.namespace)).toEqual(
     Array.from({ length: partitions }, () => stack.namespace),
   );
+  // The conditions the cube alerts read: Ready and not Degraded, as the status says.
+  const conditions = await waitFor(
+    'the operator exporting the conditions of the settled cube',
+    async () => {
+      const series = await seriesOf(`streamcube_cube_condition{cube="${cube}"}`);
+      return series.some((s) => s.type === 'Ready' && s.status === 'True') ? series : undefined;
+    },
+    30_000,
+    500,
+  );
+  expect(conditions.map((s) => [s.namespace, s.type, s.status, s.job]).sort()).toEqual([
+    [stack.namespace, 'Degraded', 'False', 'streamcube-operator'],
+    [stack.namespace, 'Ready', 'True', 'streamcube-operator'],
+  ]);
 });
 
 test('every alert evaluates without error in Prometheus, and as a query of its own', async () => {

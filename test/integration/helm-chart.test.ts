@@ -1,9 +1,11 @@
-// The Helm chart: lints, refuses unknown values, carries the generated CRD, renders every value
-// where it belongs, and installs against the real API server (objects created and valid; no
-// kubelet runs, so pods stay Pending).
+// The Helm chart: lints, refuses unknown values and describes the known ones, renders the generated
+// CRD and every value where it belongs, and installs and upgrades against the real API server
+// (objects created and valid, the CRD updated by `helm upgrade`, the aggregated roles granting
+// `view`/`edit` users). No kubelet runs, so pods stay Pending and `helm test` is not run: its
+// pod's script runs here instead.
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,13 +20,16 @@ import {
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
 import { dump, load, loadAll } from 'js-yaml';
-import { crdFile, helmCrdFile } from '../../src/api/crd.ts';
+import { crdFile, crdName, cubeAssignmentCrdHelmTemplate, helmCrdFile } from '../../src/api/crd.ts';
+import { binDir, buildFromWrapperModule } from '../../src/local/controlplane.ts';
+import { settings } from '../../src/local/settings.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
+import { waitFor } from '../support/wait.ts';
 import { prometheusOperatorCrds } from '../support/prometheus-operator-crds.ts';
 
 const chart = 'deploy/helm/streamcube';
@@ -89,8 +94,20 @@ const workloads = (objects: Rendered[]): Rendered[] => [
   find(objects, 'StatefulSet', 't-rs-b'),
 ];
 
-test('the chart carries the CRD generated from src/api', () => {
-  expect(readFileSync(helmCrdFile, 'utf8')).toBe(readFileSync(crdFile, 'utf8'));
+test('the chart renders the CRD generated from src/api, kept on uninstall unless crds.keep is false; none without crds.enabled', async () => {
+  expect(readFileSync(helmCrdFile, 'utf8')).toBe(cubeAssignmentCrdHelmTemplate());
+  const generated = load(readFileSync(crdFile, 'utf8')) as Rendered;
+  const crdOf = (objects: Rendered[]): Rendered[] =>
+    objects.filter((o) => o.kind === 'CustomResourceDefinition');
+  expect(crdOf(await render())).toEqual([
+    {
+      ...generated,
+      metadata: { ...generated.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } },
+    },
+  ]);
+  expect(crdOf(await render('crds.keep=false'))).toEqual([generated]);
+  expect(crdOf(await render('crds.enabled=false'))).toEqual([]);
+  expect(crdName).toBe(generated.metadata?.name);
 });
 
 test('helm lint passes and a misspelt value is refused by values.schema.json', async () => {
@@ -101,6 +118,26 @@ test('helm lint passes and a misspelt value is refused by values.schema.json', a
   await expect(
     helm('template', 't', chart, '--set', 'receivers.replicaSets[0].name=Bad_Name'),
   ).rejects.toThrow(/name/);
+});
+
+/** Every property of a JSON schema without a description, at any depth (list items too). */
+function undescribedKeys(node: JsonSchema, path = ''): string[] {
+  const own = Object.entries(node.properties ?? {}).flatMap(([key, child]) => {
+    const at = path ? `${path}.${key}` : key;
+    return [...(child.description ? [] : [at]), ...undescribedKeys(child, at)];
+  });
+  return node.items ? [...own, ...undescribedKeys(node.items, `${path}[]`)] : own;
+}
+interface JsonSchema {
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+}
+
+test('values.schema.json describes every key', () => {
+  const schema = JSON.parse(readFileSync(`${chart}/values.schema.json`, 'utf8')) as JsonSchema;
+  expect(undescribedKeys(schema)).toEqual([]);
+  expect(undescribedKeys({ properties: { a: { properties: { b: {} } } } })).toEqual(['a', 'a.b']);
 });
 
 test("values.schema.json accepts a parent chart's global values and refuses unknown or bad ones", async () => {
@@ -446,6 +483,8 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
     g.rules.map((r) => r.alert),
   );
   for (const alert of [
+    'StreamcubeCubeNotReady',
+    'StreamcubeCubeDegraded',
     'StreamcubePartitionLagHigh',
     'StreamcubeDataStale',
     'StreamcubeReassignStuck',
@@ -463,6 +502,232 @@ test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made
   expect(JSON.parse(json)).toEqual(
     JSON.parse(readFileSync(`${chart}/files/dashboard.json`, 'utf8')),
   );
+});
+
+/** Runs the `helm test` pod's container command here, as the pod would; its exit code and output. */
+async function runTestPod(
+  pod: Rendered,
+  env: Record<string, string>,
+): Promise<{ code: number; out: string }> {
+  const c = (pod.spec as { containers: V1Container[] }).containers[0]!;
+  const [command, ...flags] = c.command!;
+  expect(command).toBe('node');
+  const child = spawn(process.execPath, [...flags, ...c.args!], {
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const code = await new Promise<number>((resolve) => child.once('exit', (n) => resolve(n ?? -1)));
+  return { code, out };
+}
+
+test('helm test: a hook pod of the chart image asks the Services of the operator and the query service for /readyz, failing unless each answers 200', async () => {
+  const objects = await render('operator.metricsPort=9100', 'queryServer.port=9200');
+  const pod = find(objects, 'Pod', 't-test-readiness');
+  expect(pod.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'test' });
+  const c = (pod.spec as { containers: V1Container[] }).containers[0]!;
+  expect(c.image).toBe(container(find(objects, 'Deployment', 't-operator')).image);
+  expect(c.securityContext).toMatchObject({
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+  });
+  const urls = c.env!.find((e) => e.name === 'STREAMCUBE_READYZ_URLS')!.value!;
+  // The URLs name the chart's own Services and ports.
+  expect(urls).toBe('http://t-operator-metrics:9100/readyz http://t-query:9200/readyz');
+  for (const [service, port] of [
+    ['t-operator-metrics', 9100],
+    ['t-query', 9200],
+  ] as const)
+    expect(
+      (find(objects, 'Service', service).spec as { ports: { port: number }[] }).ports[0]!.port,
+    ).toBe(port);
+  expect(find(await render('queryServer.enabled=false'), 'Pod', 't-test-readiness')).toMatchObject(
+    {},
+  );
+  expect(
+    (await render('queryServer.enabled=false')).find((o) => o.kind === 'Pod')?.spec,
+  ).toMatchObject({
+    containers: [{ env: [{ value: 'http://t-operator-metrics:8081/readyz' }] }],
+  });
+  expect((await render('helmTest.enabled=false')).filter((o) => o.kind === 'Pod')).toEqual([]);
+
+  // The script itself, against a server that is ready on one path and not on another.
+  const { createServer } = await import('node:http');
+  const server = createServer((req, res) =>
+    req.url === '/readyz'
+      ? res.writeHead(200).end('ok')
+      : res.writeHead(503).end('informers not synced'),
+  );
+  server.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as { port: number };
+  try {
+    const ready = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${port}/readyz http://127.0.0.1:${port}/readyz`,
+    });
+    expect(ready.code).toBe(0);
+    expect(ready.out).toContain(`http://127.0.0.1:${port}/readyz: 200 ok`);
+    const notReady = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${port}/readyz http://127.0.0.1:${port}/other`,
+    });
+    expect(notReady.code).toBe(1);
+    expect(notReady.out).toContain(`/other: 503 informers not synced`);
+    // A port nothing listens on any more.
+    const closed = createServer().listen(0, '127.0.0.1');
+    await new Promise((resolve) => closed.once('listening', resolve));
+    const closedPort = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const unreachable = await runTestPod(pod, {
+      STREAMCUBE_READYZ_URLS: `http://127.0.0.1:${closedPort}/readyz`,
+    });
+    expect(unreachable).toEqual({
+      code: 1,
+      out: `http://127.0.0.1:${closedPort}/readyz: ECONNREFUSED\n`,
+    });
+  } finally {
+    server.close();
+  }
+});
+
+/** An alerting rule as the rules file and the PrometheusRule hold it. */
+interface AlertRule {
+  alert: string;
+  expr: string;
+  for?: string;
+  annotations: Record<string, string>;
+}
+
+const alertsOf = (objects: Rendered[]): AlertRule[] =>
+  (
+    find(objects, 'PrometheusRule', 't-alerts').spec as { groups: { rules: AlertRule[] }[] }
+  ).groups.flatMap((g) => g.rules);
+
+test("every alert links its runbook in docs/operations.md; thresholds, for: durations and the runbooks' address come from values", async () => {
+  const defaults = alertsOf(await render('metrics.prometheusRule.enabled=true'));
+  const operations = readFileSync('docs/operations.md', 'utf8');
+  const values = load(readFileSync(`${chart}/values.yaml`, 'utf8')) as {
+    metrics: { prometheusRule: { runbookBaseUrl: string; for: Record<string, string> } };
+  };
+  const { runbookBaseUrl } = values.metrics.prometheusRule;
+  expect(runbookBaseUrl).toMatch(/\/docs\/operations\.md$/);
+  for (const rule of defaults) {
+    expect(rule.annotations.runbook_url).toBe(`${runbookBaseUrl}#${rule.alert.toLowerCase()}`);
+    // The anchor GitHub gives a heading is its text in lower case.
+    expect(operations).toContain(`\n### ${rule.alert}\n`);
+  }
+  // Every alert's `for:` is a value (the defaults render the file as it is: the test above).
+  expect(Object.keys(values.metrics.prometheusRule.for).sort()).toEqual(
+    defaults.map((r) => r.alert).sort(),
+  );
+
+  const tuned = alertsOf(
+    await renderValues({
+      metrics: {
+        prometheusRule: {
+          enabled: true,
+          runbookBaseUrl: 'https://wiki.example/streamcube',
+          lagThreshold: 2_500_000,
+          rejectedShareThreshold: 0.05,
+          for: {
+            StreamcubeOffsetsLost: '2m',
+            StreamcubeCubeNotReady: '0s',
+            StreamcubeCubeDegraded: '1h',
+          },
+        },
+      },
+    }),
+  );
+  const byName = (name: string): AlertRule => tuned.find((r) => r.alert === name)!;
+  expect(byName('StreamcubePartitionLagHigh').expr).toContain('> 2500000');
+  expect(byName('StreamcubePartitionLagHigh').annotations.description).toContain('2500000');
+  expect(byName('StreamcubeEventsRejected').expr).toMatch(/> 0\.05\s*$/);
+  expect(byName('StreamcubeEventsRejected').annotations.description).toContain('0.05');
+  expect(byName('StreamcubeOffsetsLost').for).toBe('2m');
+  expect(byName('StreamcubeCubeNotReady').for).toBeUndefined();
+  expect(byName('StreamcubeCubeDegraded').for).toBe('1h');
+  expect(byName('StreamcubeReassignStuck').for).toBe('15m');
+  expect(byName('StreamcubeCubeDegraded').annotations.runbook_url).toBe(
+    'https://wiki.example/streamcube#streamcubecubedegraded',
+  );
+  for (const [set, message] of [
+    [
+      'metrics.prometheusRule.for.StreamcubeLagHigh=1m',
+      /additional properties 'StreamcubeLagHigh' not allowed/,
+    ],
+    ['metrics.prometheusRule.for.StreamcubeCubeDegraded=soon', /StreamcubeCubeDegraded/],
+    ['metrics.prometheusRule.lagThreshold=0', /lagThreshold/],
+  ] as const)
+    await expect(render(set)).rejects.toThrow(message);
+});
+
+/** `helm template` with a values file made of `values`, as objects. */
+async function renderValues(values: Record<string, unknown>): Promise<Rendered[]> {
+  const file = join(mkdtempSync(join(tmpdir(), 'streamcube-values-')), 'values.yaml');
+  writeFileSync(file, dump(values));
+  const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', '-f', file);
+  return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
+}
+
+test("podLabels and podAnnotations reach every pod, a component's own merged over them; the chart's labels win, so selectors still select", async () => {
+  const objects = await renderValues({
+    podLabels: { team: 'olap', tier: 'all', 'app.kubernetes.io/component': 'mine' },
+    podAnnotations: { 'sidecar.istio.io/inject': 'false', 'prometheus.io/scrape': 'false' },
+    operator: { podLabels: { tier: 'control' }, podAnnotations: { owner: 'operator-team' } },
+    receivers: { podLabels: { tier: 'data' } },
+    queryServer: { podAnnotations: { 'sidecar.istio.io/inject': 'true' } },
+  });
+  const pods = [...workloads(objects), find(objects, 'Deployment', 't-query')];
+  const [operator, rsA, rsB, query] = pods.map((w) => podTemplate(w).metadata!);
+  expect(operator!.labels).toMatchObject({
+    team: 'olap',
+    tier: 'control',
+    'app.kubernetes.io/component': 'operator',
+  });
+  expect(operator!.annotations).toEqual({
+    'sidecar.istio.io/inject': 'false',
+    'prometheus.io/scrape': 'false',
+    owner: 'operator-team',
+  });
+  for (const receiver of [rsA!, rsB!]) {
+    expect(receiver.labels).toMatchObject({ team: 'olap', tier: 'data' });
+    // The user's annotations win over the chart's own.
+    expect(receiver.annotations).toEqual({
+      'sidecar.istio.io/inject': 'false',
+      'prometheus.io/scrape': 'false',
+      'prometheus.io/port': '9090',
+    });
+  }
+  expect(query!.labels).toMatchObject({ team: 'olap', tier: 'all' });
+  expect(query!.annotations).toMatchObject({ 'sidecar.istio.io/inject': 'true' });
+  for (const w of pods)
+    expect(
+      selects(
+        (w.spec as { selector: { matchLabels: Record<string, string> } }).selector,
+        podTemplate(w).metadata?.labels,
+      ),
+    ).toBe(true);
+  // None by default: the operator's pods have no annotations at all.
+  expect(podTemplate(find(await render(), 'Deployment', 't-operator')).metadata?.annotations).toBe(
+    undefined,
+  );
+  await expect(render('podLabels.team=1', 'operator.podLabels.x.y=z')).rejects.toThrow(/podLabels/);
+});
+
+test('extraObjects: objects and strings of YAML, rendered with tpl', async () => {
+  const objects = await renderValues({
+    extraObjects: [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: '{{ .Release.Name }}-extra' },
+        data: { namespace: '{{ .Release.Namespace }}' },
+      },
+      'apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-kafka-user\nstringData: { password: x }\n',
+    ],
+  });
+  expect(find(objects, 'ConfigMap', 't-extra')).toMatchObject({ data: { namespace: 'chart-ns' } });
+  expect(find(objects, 'Secret', 't-kafka-user')).toMatchObject({ stringData: { password: 'x' } });
+  expect((await render()).filter((o) => o.metadata?.name?.includes('extra'))).toEqual([]);
 });
 
 /** A Role `name` in the release namespace with exactly `rules`, bound to the operator alone. */
@@ -821,6 +1086,14 @@ test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucke
 
 /** The values of the install test: every option of the chart set to something. */
 const everyOption = {
+  // The CRD other suites use is already there and no release's: the chart's own CRD is tested by
+  // the CRD upgrade test, under a group of its own.
+  crds: { enabled: false },
+  podLabels: { team: 'olap' },
+  podAnnotations: { 'sidecar.istio.io/inject': 'false' },
+  extraObjects: [
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: '{{ .Release.Name }}-extra' } },
+  ],
   imagePullSecrets: [{ name: 'pull-me' }],
   operator: {
     logLevel: 'debug',
@@ -1039,6 +1312,13 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
     'kubectl apply --server-side',
   ])
     expect(installed.stdout).toContain(step);
+  // The helm test pod is a hook: `helm test` creates it, an install does not. (No kubelet runs
+  // here, so `helm test` itself is not run: its pod would stay Pending.)
+  expect(
+    (await kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace })).items.map(
+      (p) => p.metadata?.name,
+    ),
+  ).toEqual([]);
   const apps = kc.makeApiClient(AppsV1Api);
   const sets = await apps.listNamespacedStatefulSet({ namespace });
   expect(
@@ -1128,30 +1408,42 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(kept.data?.token).toBe(secret.data?.token);
 });
 
-test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a CRD that helm created', async () => {
-  // A copy of the chart's CRD under a group of its own, so the CRD other suites use stays as is.
-  const group = `upgrade-${Date.now().toString(36)}.streamcube.test`;
+/**
+ * The CRD under a group of its own (so the CRD other suites use stays as is), and the one of a
+ * release before: a spec field (rejectedEventsThreshold) fewer.
+ */
+function crdUnderOwnGroup(prefix: string): {
+  current: CustomResourceDefinition;
+  previous: CustomResourceDefinition;
+  name: string;
+} {
+  const group = `${prefix}-${Date.now().toString(36)}.streamcube.test`;
   const current = load(
-    readFileSync(helmCrdFile, 'utf8').replaceAll('streamcube.io', group),
+    readFileSync(crdFile, 'utf8').replaceAll('streamcube.io', group),
   ) as CustomResourceDefinition;
-  // No short name or category of its own: `kubectl get cube` in suites running meanwhile must
-  // still find the real CRD, not this copy.
+  // No short name or category of its own: `kubectl get cube` in suites running meanwhile (and
+  // kubectl's discovery cache, for minutes after) must still find the real CRD, not this copy.
   delete current.spec.names.shortNames;
   delete current.spec.names.categories;
-  const name = current.metadata.name;
-  // The release before: one printer column and one spec field fewer.
   const previous = structuredClone(current);
+  delete previous.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties
+    .rejectedEventsThreshold;
+  return { current, previous, name: current.metadata.name };
+}
+
+test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflicts upgrades a CRD that an older chart created from crds/', async () => {
+  const { current, previous, name } = crdUnderOwnGroup('upgrade');
+  // The release before had one printer column fewer too.
   const version = previous.spec.versions[0]!;
   version.additionalPrinterColumns = version.additionalPrinterColumns!.filter(
     (c) => c.name !== 'Strategy',
   );
-  delete version.schema.openAPIV3Schema.properties.spec.properties.rejectedEventsThreshold;
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-upgrade-'));
   const write = (file: string, crd: CustomResourceDefinition): string => {
     writeFileSync(join(dir, file), JSON.stringify(crd));
     return join(dir, file);
   };
-  // What `helm install` does with crds/: create it (helm is its field manager).
+  // What `helm install` of an older chart did with crds/: create it (helm is its field manager).
   await kubectl('create', '--field-manager=helm', '-f', write('previous.json', previous));
   const upgraded = write('current.json', current);
   try {
@@ -1172,4 +1464,222 @@ test('CRD upgrade path: kubectl apply --server-side --force-conflicts upgrades a
   } finally {
     await kubectl('delete', 'crd', name, '--wait=false');
   }
+});
+
+test('helm upgrade updates the CRD: an older release adopted from crds/, upgraded to the current chart; helm uninstall keeps it', async () => {
+  // The chart copies hold the CRD template alone (with the chart's values and schema).
+  const { current, previous, name } = crdUnderOwnGroup('helm');
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-crd-helm-'));
+  const chartWith = (release: string, crd: CustomResourceDefinition): string => {
+    const copy = join(dir, release);
+    cpSync(chart, copy, { recursive: true });
+    rmSync(join(copy, 'templates'), { recursive: true });
+    cpSync(join(chart, 'templates', '_helpers.tpl'), join(copy, 'templates', '_helpers.tpl'));
+    writeFileSync(
+      join(copy, 'templates', 'crd.yaml'),
+      cubeAssignmentCrdHelmTemplate(dump(JSON.parse(JSON.stringify(crd)))),
+    );
+    return copy;
+  };
+  const served = async (): Promise<CustomResourceDefinition & { metadata: object }> =>
+    JSON.parse(await kubectl('get', 'crd', name, '-o', 'json')) as CustomResourceDefinition;
+  const specFields = async (): Promise<string[]> =>
+    Object.keys(
+      (await served()).spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties,
+    );
+  const namespace = await createNamespace(kc, 'crd-helm');
+  try {
+    // A release of a chart that had the CRD in crds/: created by helm, not recorded as the
+    // release's. Helm refuses to take it over until it is adopted as the chart README says.
+    writeFileSync(join(dir, 'previous.json'), JSON.stringify(previous));
+    await kubectl('create', '--field-manager=helm', '-f', join(dir, 'previous.json'));
+    const older = chartWith('older', previous);
+    await expect(helm('install', 'crd', older, '--namespace', namespace)).rejects.toThrow(
+      /invalid ownership metadata/,
+    );
+    await kubectl(
+      'annotate',
+      'crd',
+      name,
+      'meta.helm.sh/release-name=crd',
+      `meta.helm.sh/release-namespace=${namespace}`,
+    );
+    await kubectl('label', 'crd', name, 'app.kubernetes.io/managed-by=Helm');
+    await helm('install', 'crd', older, '--namespace', namespace);
+    expect(await specFields()).not.toContain('rejectedEventsThreshold');
+
+    await helm('upgrade', 'crd', chartWith('current', current), '--namespace', namespace);
+    expect(await specFields()).toContain('rejectedEventsThreshold');
+    expect((await served()).metadata).toMatchObject({
+      annotations: { 'helm.sh/resource-policy': 'keep' },
+    });
+
+    await helm('uninstall', 'crd', '--namespace', namespace);
+    expect(await specFields()).toContain('rejectedEventsThreshold');
+  } finally {
+    await kubectl('delete', 'crd', name, '--wait=false');
+  }
+});
+
+/**
+ * Runs `body` with kube-controller-manager's ClusterRole aggregation controller alone (the
+ * environment runs no controller-manager): it copies the rules of labelled ClusterRoles into
+ * `view`, `edit` and `admin`, as in any cluster.
+ */
+async function withClusterRoleAggregation(body: () => Promise<void>): Promise<void> {
+  const binary = join(binDir(), 'kube-controller-manager');
+  if (!existsSync(binary))
+    await buildFromWrapperModule(
+      binDir(),
+      'kube-controller-manager',
+      'k8s.io/kubernetes/cmd/kube-controller-manager',
+      settings.kubernetesVersion,
+    );
+  const controller = spawn(
+    binary,
+    [
+      `--kubeconfig=${testEnvironment().kube.kubeconfig}`,
+      '--controllers=clusterrole-aggregation',
+      '--leader-elect=false',
+      '--secure-port=0',
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => controller.once('exit', resolve));
+  try {
+    await body();
+  } finally {
+    controller.kill();
+    await exited;
+  }
+}
+
+/** `kubectl auth can-i` as `user`: true for yes, false for no. */
+async function userCan(
+  user: string,
+  namespace: string,
+  ...verbResource: string[]
+): Promise<boolean> {
+  try {
+    return (
+      (await kubectl('auth', 'can-i', '--as', user, '-n', namespace, ...verbResource)).trim() ===
+      'yes'
+    );
+  } catch (error) {
+    if (/\bno\b/.test(String((error as { stdout?: string }).stdout ?? error))) return false;
+    throw error;
+  }
+}
+
+test("aggregated roles: a user bound to the built-in view may read a namespace's cubes, one bound to edit may change them (never their status); none without rbac.aggregateToDefaultRoles", async () => {
+  const release = `agg${Date.now().toString(36)}`;
+  const namespace = await createNamespace(kc, 'aggregated');
+  const other = await createNamespace(kc, 'aggregated-other');
+  const { stdout } = await helm(
+    'template',
+    release,
+    chart,
+    '--namespace',
+    namespace,
+    '--show-only',
+    'templates/aggregated-roles.yaml',
+  );
+  const roles = (loadAll(stdout) as Rendered[]).filter(Boolean);
+  expect(
+    roles.map((r) => [
+      r.metadata?.name,
+      r.metadata?.labels?.['rbac.authorization.k8s.io/aggregate-to-view'],
+      r.metadata?.labels?.['rbac.authorization.k8s.io/aggregate-to-edit'],
+    ]),
+  ).toEqual([
+    [`${release}-${namespace}-cubes-view`, 'true', undefined],
+    [`${release}-${namespace}-cubes-edit`, undefined, 'true'],
+  ]);
+  await expect(
+    helm(
+      'template',
+      't',
+      chart,
+      '--show-only',
+      'templates/aggregated-roles.yaml',
+      '--set',
+      'rbac.aggregateToDefaultRoles=false',
+    ),
+  ).rejects.toThrow(/could not find template/);
+
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-aggregated-'));
+  writeFileSync(join(dir, 'roles.yaml'), stdout);
+  const viewer = `viewer-${release}`;
+  const editor = `editor-${release}`;
+  await kubectl(
+    'create',
+    'rolebinding',
+    'viewers',
+    '-n',
+    namespace,
+    '--clusterrole=view',
+    `--user=${viewer}`,
+  );
+  await kubectl(
+    'create',
+    'rolebinding',
+    'editors',
+    '-n',
+    namespace,
+    '--clusterrole=edit',
+    `--user=${editor}`,
+  );
+  await withClusterRoleAggregation(async () => {
+    expect(await userCan(viewer, namespace, 'get', 'cubeassignments.streamcube.io')).toBe(false);
+    await kubectl('apply', '-f', join(dir, 'roles.yaml'));
+    try {
+      await waitFor('the view role to grant cubeassignments', () =>
+        userCan(viewer, namespace, 'list', 'cubeassignments.streamcube.io'),
+      );
+      await waitFor('the edit role to grant cubeassignments', () =>
+        userCan(editor, namespace, 'create', 'cubeassignments.streamcube.io'),
+      );
+      const cube = 'cubeassignments.streamcube.io';
+      const status = '--subresource=status';
+      const who = (user: string): string => (user === viewer ? 'viewer' : 'editor');
+      const where = (ns: string): string => (ns === namespace ? 'own' : 'other');
+      const answers: string[] = [];
+      for (const [user, ns, verb, ...more] of [
+        [viewer, namespace, 'get'],
+        [viewer, namespace, 'watch'],
+        [viewer, namespace, 'get', status],
+        [viewer, namespace, 'create'],
+        [viewer, namespace, 'delete'],
+        [viewer, other, 'get'],
+        [editor, namespace, 'get'],
+        [editor, namespace, 'update'],
+        [editor, namespace, 'delete'],
+        [editor, namespace, 'update', status],
+        [editor, other, 'create'],
+      ] as [string, string, string, ...string[]][])
+        answers.push(
+          `${who(user)} ${verb} ${[cube, ...more].join(' ')} in ${where(ns)}: ${await userCan(user, ns, verb, cube, ...more)}`,
+        );
+      expect(answers).toEqual([
+        `viewer get ${cube} in own: true`,
+        `viewer watch ${cube} in own: true`,
+        `viewer get ${cube} ${status} in own: true`,
+        `viewer create ${cube} in own: false`,
+        `viewer delete ${cube} in own: false`,
+        `viewer get ${cube} in other: false`,
+        `editor get ${cube} in own: true`,
+        `editor update ${cube} in own: true`,
+        `editor delete ${cube} in own: true`,
+        `editor update ${cube} ${status} in own: false`,
+        `editor create ${cube} in other: false`,
+      ]);
+    } finally {
+      // Taken out of view and edit again before the controller stops, for the suites after this one.
+      await kubectl('delete', '-f', join(dir, 'roles.yaml'));
+      await waitFor(
+        'the view role to forget cubeassignments',
+        async () => !(await userCan(viewer, namespace, 'list', 'cubeassignments.streamcube.io')),
+      );
+    }
+  });
 });

@@ -23,6 +23,17 @@ const secrets: Record<string, SecretData> = {
   'ns/half': { 'tls.crt': 'CERT PEM' },
   'ns/user': { username: 'alice', password: 's3cret-pw' },
   'ns/nopass': { username: 'alice' },
+  // Strimzi's Secrets as Strimzi writes them: a KafkaUser's (TLS or SCRAM) and a cluster's CA.
+  'ns/tls-user': {
+    'ca.crt': 'CLIENTS CA PEM',
+    'user.crt': 'USER CERT PEM',
+    'user.key': 'USER KEY PEM',
+    'user.p12': 'P12',
+    'user.password': 'p12-pw',
+  },
+  'ns/tls-user-half': { 'user.key': 'USER KEY PEM' },
+  'ns/scram-user': { password: 'scram-pw', 'sasl.jaas.config': 'org.apache…' },
+  'ns/my-cluster-cluster-ca-cert': { 'ca.crt': 'CLUSTER CA PEM', 'ca.p12': 'P12' },
 };
 const read = (namespace: string, name: string) => Promise.resolve(secrets[`${namespace}/${name}`]);
 
@@ -52,6 +63,36 @@ test.each(['plain', 'scram-sha-256', 'scram-sha-512'] as const)(
     });
   },
 );
+
+test("Strimzi's Secrets as they are: a KafkaUser's user.crt/user.key (its clients CA not trusted for brokers), a SCRAM user's password under the Secret's name, a cluster's CA", async () => {
+  expect(await kafkaSecurityOptions({ tls: { secretRef: 'tls-user' } }, 'ns', read)).toEqual({
+    ssl: { cert: 'USER CERT PEM', key: 'USER KEY PEM' },
+  });
+  expect(
+    await kafkaSecurityOptions({ tls: { secretRef: 'my-cluster-cluster-ca-cert' } }, 'ns', read),
+  ).toEqual({ ssl: { ca: ['CLUSTER CA PEM'] } });
+  expect(
+    await kafkaSecurityOptions(
+      {
+        tls: { secretRef: 'my-cluster-cluster-ca-cert' },
+        sasl: { mechanism: 'scram-sha-512', secretRef: 'scram-user' },
+      },
+      'ns',
+      read,
+    ),
+  ).toEqual({
+    ssl: { ca: ['CLUSTER CA PEM'] },
+    sasl: { mechanism: 'scram-sha-512', username: 'scram-user', password: 'scram-pw' },
+  });
+  // A username in the Secret still wins over its name.
+  expect(
+    (await kafkaSecurityOptions({ sasl: { mechanism: 'plain', secretRef: 'user' } }, 'ns', read))
+      .sasl,
+  ).toMatchObject({ username: 'alice' });
+  await expect(
+    kafkaSecurityOptions({ tls: { secretRef: 'tls-user-half' } }, 'ns', read),
+  ).rejects.toThrow('Secret ns/tls-user-half has only one of user.crt and user.key');
+});
 
 test('a missing Secret or key is an error naming the Secret and key, never a value', async () => {
   await expect(

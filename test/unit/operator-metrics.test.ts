@@ -5,6 +5,7 @@ import {
   createOperatorMetrics,
   forgetCube,
   initCube,
+  publishConditions,
   publishPartitions,
   setPhase,
 } from '../../src/operator/metrics.ts';
@@ -68,4 +69,33 @@ test('a cube that is gone loses every series; the same name in another namespace
     text.split('\n').filter((l) => l.includes('namespace="team-b"'));
   expect(ofB(after)).toEqual(ofB(before));
   expect(ofB(after).length).toBeGreaterThan(10);
+});
+
+test("a cube's Ready and Degraded conditions: one series each, with status and reason, replaced when they change; removed with the cube", async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  const series = async (): Promise<string[]> =>
+    lines(await registry.metrics(), 'streamcube_cube_condition');
+  publishConditions(metrics, orders, undefined);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="Unknown",reason=""} 1',
+  ]);
+  publishConditions(metrics, orders, [
+    { type: 'Ready', status: 'False', reason: 'ConsumerFailed' },
+    { type: 'Degraded', status: 'True', reason: 'ConsumerFailed' },
+    { type: 'Progressing', status: 'True', reason: 'Reassigning' },
+  ]);
+  publishConditions(metrics, ordersB, [{ type: 'Ready', status: 'True', reason: 'Consuming' }]);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Degraded",status="True",reason="ConsumerFailed"} 1',
+    'streamcube_cube_condition{namespace="shop",cube="orders",type="Ready",status="False",reason="ConsumerFailed"} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Ready",status="True",reason="Consuming"} 1',
+  ]);
+  forgetCube(metrics, orders);
+  expect(await series()).toEqual([
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Degraded",status="Unknown",reason=""} 1',
+    'streamcube_cube_condition{namespace="team-b",cube="orders",type="Ready",status="True",reason="Consuming"} 1',
+  ]);
 });

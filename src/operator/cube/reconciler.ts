@@ -17,7 +17,13 @@ import type { BearerTokens } from '../../protocol/token-file.ts';
 import type { Logger } from '../../observability/logger.ts';
 import { receiversByReplicaSet } from '../discovery.ts';
 import type { EventRecorder } from '../events.ts';
-import { forgetCube, initCube, setPhase, type OperatorMetrics } from '../metrics.ts';
+import {
+  forgetCube,
+  initCube,
+  publishConditions,
+  setPhase,
+  type OperatorMetrics,
+} from '../metrics.ts';
 import type { OwnWrites } from '../own-writes.ts';
 import { assignRequest } from '../reassign/index.ts';
 import { RejectedEventsWindow } from '../rejected-events.ts';
@@ -122,6 +128,8 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
     if (!cached) return forget(key);
     const labels = { namespace, cube: name };
     initCube(deps.metrics, labels);
+    // Written by the pass before this one (its status write woke this one).
+    publishConditions(deps.metrics, labels, cached.status?.conditions);
     const pods = deps.listPods(namespace);
     const pass: CubePass = {
       key,

@@ -176,3 +176,19 @@ app.kubernetes.io/component: query-server
 {{- define "streamcube.queryServiceAccount" -}}
 {{ .Values.queryServer.serviceAccount.name | default (printf "%s-query" .Release.Name) }}
 {{- end }}
+
+{{- /*
+A pod template's labels and annotations: the chart's own (`labels`, `annotations`: YAML), podLabels and
+podAnnotations of every pod, then those of the component (`values`), a later one winning; the
+chart's labels win over both, so selectors keep selecting.
+*/}}
+{{- define "streamcube.podMetadata" -}}
+{{- $root := .root }}
+{{- $own := .labels | fromYaml }}
+{{- $labels := mustMergeOverwrite (dict) ($root.Values.podLabels | default dict) (.values.podLabels | default dict) $own }}
+{{- $annotations := mustMergeOverwrite (dict) (.annotations | default "" | fromYaml) ($root.Values.podAnnotations | default dict) (.values.podAnnotations | default dict) }}
+labels: {{- toYaml $labels | nindent 2 }}
+{{- with $annotations }}
+annotations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
