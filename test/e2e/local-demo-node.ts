@@ -54,24 +54,25 @@ async function portForward(
   return [port, () => child.kill()];
 }
 
+/** A key of a Secret of the demo's namespace, decoded (`key` as jsonpath has it: dots escaped). */
+async function secretValue(info: NodeStackInfo, name: string, key: string): Promise<string> {
+  const kubectl = ['--kubeconfig', info.kubeconfig, '-n', info.namespace];
+  const data = await runCommand(info.kubectl, [
+    ...kubectl,
+    'get',
+    'secret',
+    name,
+    '-o',
+    `jsonpath={.data.${key}}`,
+  ]);
+  return Buffer.from(data, 'base64').toString('utf8');
+}
+
 async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[]> {
   const answers: QueryResponse[] = [];
   // The chart serves the admin API over HTTPS: trust its receiver CA and check the receivers'
   // name, as the operator does.
-  const ca = Buffer.from(
-    await runCommand(info.kubectl, [
-      '--kubeconfig',
-      info.kubeconfig,
-      '-n',
-      info.namespace,
-      'get',
-      'secret',
-      `${info.release}-receiver-tls`,
-      '-o',
-      'jsonpath={.data.ca\\.crt}',
-    ]),
-    'base64',
-  ).toString('utf8');
+  const ca = await secretValue(info, `${info.release}-receiver-tls`, 'ca\\.crt');
   const caFile = join(mkdtempSync(join(tmpdir(), 'streamcube-e2e-ca-')), 'ca.crt');
   writeFileSync(caFile, ca);
   const transport = tlsReceiverTransport(caFile);
@@ -111,20 +112,7 @@ export async function runLocalDemoOnNode(envDir: string): Promise<string[]> {
   try {
     const info = await waitForStackFile<NodeStackInfo>(local, stackFile, logFile, 300_000);
     console.log(`[e2e] local --node started in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
-    const token = Buffer.from(
-      await runCommand(info.kubectl, [
-        '--kubeconfig',
-        info.kubeconfig,
-        '-n',
-        info.namespace,
-        'get',
-        'secret',
-        info.tokenSecret,
-        '-o',
-        'jsonpath={.data.token}',
-      ]),
-      'base64',
-    ).toString('utf8');
+    const token = await secretValue(info, info.tokenSecret, 'token');
     await sleep(20_000);
     const before = JSON.parse(readFileSync(info.ledgerFile, 'utf8')) as DemoLedger;
     await sleep(5_000);

@@ -825,15 +825,16 @@ test('receivers: the operator finds them in the release namespace (--receiver-na
   }
 });
 
+/** The names of the Secrets the chart renders. */
+const secretNames = (objects: Rendered[]): (string | undefined)[] =>
+  objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name);
+
 test('adminToken.existingSecret: no Secret rendered; every pod mounts the named key as the token file', async () => {
   const objects = await render(
     'adminToken.existingSecret=from-vault',
     'adminToken.existingSecretKey=admin',
   );
-  expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
-    't-read-token',
-    't-receiver-tls',
-  ]);
+  expect(secretNames(objects)).toEqual(['t-read-token', 't-receiver-tls']);
   for (const w of workloads(objects)) {
     const volume = podTemplate(w).spec!.volumes!.find((v) => v.name === 'token');
     expect(volume?.secret).toEqual({
@@ -872,10 +873,7 @@ test('readToken: the receivers mount the read token, the operator only the admin
     'readToken.existingSecret=from-vault',
     'readToken.existingSecretKey=read',
   );
-  expect(own.filter((o) => o.kind === 'Secret').map((o) => o.metadata?.name)).toEqual([
-    't-admin-token',
-    't-receiver-tls',
-  ]);
+  expect(secretNames(own)).toEqual(['t-admin-token', 't-receiver-tls']);
   for (const [objects, secret] of [
     [defaults, { secretName: 't-read-token', items: [{ key: 'token', path: 'token' }] }],
     [own, { secretName: 'from-vault', items: [{ key: 'read', path: 'token' }] }],
