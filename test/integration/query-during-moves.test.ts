@@ -155,14 +155,27 @@ class QueryLoop {
     this.sqlNext = true;
   }
 
-  /** The next answer asked from now on that is complete. */
-  completeAnswer(what: string): Promise<Asked> {
+  /** The next answer asked from now on that `holds`. */
+  answerWhere(what: string, holds: (answer: CubeAnswer) => boolean): Promise<Asked> {
     const from = this.asked.length;
     return waitFor(
-      `a complete answer ${what}`,
-      () => Promise.resolve(this.asked.slice(from).find((a) => a.answer.complete)),
+      what,
+      () => Promise.resolve(this.asked.slice(from).find((a) => holds(a.answer))),
       60_000,
       100,
+    );
+  }
+
+  /**
+   * A complete answer, then one complete answer more with a window committed since: the cube
+   * rests between moves long enough for answers to be made of committed and live windows both.
+   */
+  async restUntilCommitted(what: string): Promise<void> {
+    const first = await this.answerWhere(`a complete answer ${what}`, (a) => a.complete);
+    const windows = first.answer.sources.committed.windows;
+    await this.answerWhere(
+      `a complete answer ${what}, with a window committed since`,
+      (a) => a.complete && a.sources.committed.windows > windows,
     );
   }
 
@@ -305,9 +318,9 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     if (n === 3) loop.askSqlNext();
     await stack.waitForSettled(cube, holds(spec.pins!));
     loop.during = `after move ${n}`;
-    await loop.completeAnswer(`after move ${n}`);
+    await loop.restUntilCommitted(`after move ${n}`);
   };
-  await loop.completeAnswer('once placed');
+  await loop.restUntilCommitted('once placed');
   for (const [i, { what, spec }] of moves.slice(0, failoverAfterMove).entries())
     await place(i + 1, what, spec);
 
@@ -331,7 +344,7 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     200,
   );
   loop.during = 'rs-a failed over';
-  await loop.completeAnswer('after the failover');
+  await loop.restUntilCommitted('after the failover');
 
   // rs-a comes back on its volumes: released from what it held under the old epochs, it is given
   // its pinned partitions again.
@@ -339,7 +352,7 @@ test('queries through ten moves and a failover: every answer counts the offsets 
   for (const r of lost) await bringBack(stack, r);
   await stack.waitForSettled(cube, holds(moves[failoverAfterMove - 1]!.spec.pins!));
   loop.during = 'after rs-a is back';
-  await loop.completeAnswer('after rs-a is back');
+  await loop.restUntilCommitted('after rs-a is back');
 
   for (const [i, { what, spec }] of moves.slice(failoverAfterMove).entries())
     await place(failoverAfterMove + i + 1, what, spec);
@@ -389,6 +402,22 @@ test('queries through ten moves and a failover: every answer counts the offsets 
         const key = m.reason.replace(/\d+/g, 'N').slice(0, 120);
         reasons.set(key, (reasons.get(key) ?? 0) + 1);
       }
+  const byPhase = new Map<string, { complete: number; all: number }>();
+  for (const a of asked) {
+    const phase = a.during.replace(/ \(.*\)$/, '');
+    const x = byPhase.get(phase) ?? byPhase.set(phase, { complete: 0, all: 0 }).get(phase)!;
+    x.all += 1;
+    if (a.answer.complete) x.complete += 1;
+  }
+  console.log(
+    `query-during-moves, complete answers of all by phase: ${[...byPhase].map(([phase, x]) => `${phase} ${x.complete}/${x.all}`).join(', ')}`,
+  );
+  // What the incomplete answers outside the failover said: for the log, not asserted (an
+  // answer that cannot prove its coverage says so, as it may).
+  for (const a of asked.filter((x) => !x.answer.complete && x.during !== 'rs-a lost'))
+    console.log(
+      `incomplete answer ${a.n} (${a.during}): ${JSON.stringify(a.answer.partitions.filter((p) => !p.complete).map((p) => [p.partition, p.covered, p.to, p.missing]))}; live ${JSON.stringify(a.answer.sources.live)}; conflicts ${JSON.stringify(a.answer.sources.conflicts)}`,
+    );
   console.log(
     `query-during-moves: ${asked.length} answers (${asked.filter((a) => a.via === 'sql').length} SQL), ${complete.length} complete (${Math.round((100 * complete.length) / asked.length)}%), ${incomplete} incomplete, ${loop.refused.length} refused; ${moves.length} moves and the failover of rs-a (partitions ${lostHeld.join(', ')}) and its return; ${total.events} events, revenue ${formatUnits(total.cents, 2)}; last answer ${figuresOf(last.answer).events} events, ${figuresOf(last.answer).revenue}; ${Math.round((Date.now() - t0) / 1000)} s; missing reasons ${JSON.stringify(Object.fromEntries(reasons))}`,
   );
