@@ -424,7 +424,11 @@ test('queries through ten moves and a failover: every answer counts the offsets 
 
   // Every answer was a 200, and each counts exactly the ledger's events at the offsets it covers.
   expect(loop.refused).toEqual([]);
-  expect(asked.flatMap((a) => problemsOf(a, ledger))).toEqual([]);
+  const problems = asked.flatMap((a) => problemsOf(a, ledger));
+  expect({ problems: problems.length, first: problems.slice(0, 12) }).toEqual({
+    problems: 0,
+    first: [],
+  });
   expect(asked.filter((a) => a.via === 'sql')).toHaveLength(1);
   // Totals never go down from one complete answer to the next.
   expect(decreases(asked)).toEqual([]);
