@@ -285,27 +285,26 @@ test('queries through ten moves and a failover: every answer counts the offsets 
   producers.push(java);
   await stack.waitForSettled(cube, holds(placed));
 
-  // Mixed rates, from a trickle to bursts of a thousand and more, until the moves are done.
-  const s = 1000;
-  const until = 3_600 * s;
+  // Mixed rates, from a trickle to bursts of a thousand and more, until the moves are done:
+  // records a second by partition, and bursts as [partition, seconds in, records].
+  const perSecond = [25, 10, 4, 2, 1, 0.5];
+  const bursts = [
+    [4, 15, 1500],
+    [5, 45, 1500],
+    [2, 75, 1000],
+    [0, 105, 2000],
+  ] as const;
   const stopProducing = new AbortController();
   const production = produceOnSchedule(
     java,
     {
-      spans: [
-        { partition: 0, fromMs: 0, toMs: until, perSecond: 25 },
-        { partition: 1, fromMs: 0, toMs: until, perSecond: 10 },
-        { partition: 2, fromMs: 0, toMs: until, perSecond: 4 },
-        { partition: 3, fromMs: 0, toMs: until, perSecond: 2 },
-        { partition: 4, fromMs: 0, toMs: until, perSecond: 1 },
-        { partition: 5, fromMs: 0, toMs: until, perSecond: 0.5 },
-      ],
-      bursts: [
-        { partition: 4, atMs: 15 * s, count: 1500 },
-        { partition: 5, atMs: 45 * s, count: 1500 },
-        { partition: 2, atMs: 75 * s, count: 1000 },
-        { partition: 0, atMs: 105 * s, count: 2000 },
-      ],
+      spans: perSecond.map((rate, partition) => ({
+        partition,
+        fromMs: 0,
+        toMs: 3_600_000,
+        perSecond: rate,
+      })),
+      bursts: bursts.map(([partition, atS, count]) => ({ partition, atMs: atS * 1000, count })),
     },
     eventAt,
     stopProducing.signal,
