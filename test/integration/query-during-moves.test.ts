@@ -143,12 +143,20 @@ class QueryLoop {
     const during = this.during;
     const via = this.sqlNext ? 'sql' : 'json';
     this.sqlNext = false;
-    const { status, body } =
-      via === 'sql'
-        ? await server.sql(`SELECT SUM(events) AS events, SUM(revenue) AS revenue FROM ${cube}`)
-        : await server.post(cube, { measures });
-    if (status === 200) this.asked.push({ n, via, during, answer: body as CubeAnswer });
-    else this.refused.push(`answer ${n} (${via}, ${during}): ${status} ${JSON.stringify(body)}`);
+    const refused = (why: string): void => {
+      this.refused.push(`answer ${n} (${via}, ${during}): ${why}`);
+    };
+    try {
+      const { status, body } =
+        via === 'sql'
+          ? await server.sql(`SELECT SUM(events) AS events, SUM(revenue) AS revenue FROM ${cube}`)
+          : await server.post(cube, { measures });
+      if (status === 200) this.asked.push({ n, via, during, answer: body as CubeAnswer });
+      else refused(`${status} ${JSON.stringify(body)}`);
+    } catch (error) {
+      // Unreachable, or not JSON: kept with the rest, and the loop goes on.
+      refused((error as Error).message);
+    }
   }
 
   askSqlNext(): void {
