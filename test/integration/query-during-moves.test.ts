@@ -47,8 +47,13 @@ const measures = ['events', 'revenue'];
 const failoverAfter = '5s';
 const producers: JavaProducer[] = [];
 const server = new QueryServerProcess(stack);
+const stopProducing = new AbortController();
+let loop: QueryLoop | undefined;
 
+// A test that failed half-way leaves the producer and the questions running: stopped here.
 afterAll(async () => {
+  stopProducing.abort();
+  await loop?.stop();
   for (const p of producers) p.kill();
   await server.stop();
 });
@@ -302,7 +307,6 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     [2, 75, 1000],
     [0, 105, 2000],
   ] as const;
-  const stopProducing = new AbortController();
   const production = produceOnSchedule(
     java,
     {
@@ -317,23 +321,26 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     eventAt,
     stopProducing.signal,
   );
-  const loop = new QueryLoop(300);
+  // Awaited once the moves are done; should the test fail before, not a second failure.
+  production.catch(() => undefined);
+  const questions = new QueryLoop(300);
+  loop = questions;
 
   const place = async (n: number, what: string, spec: PlacementSpec): Promise<void> => {
-    loop.during = `move ${n} (${what})`;
+    questions.during = `move ${n} (${what})`;
     await api.patchSpec(stack.namespace, cube, placementPatch(spec, replicaSets));
-    if (n === 3) loop.askSqlNext();
+    if (n === 3) questions.askSqlNext();
     await stack.waitForSettled(cube, holds(spec.pins!));
-    loop.during = `after move ${n}`;
-    await loop.restUntilCommitted(`after move ${n}`);
+    questions.during = `after move ${n}`;
+    await questions.restUntilCommitted(`after move ${n}`);
   };
-  await loop.restUntilCommitted('once placed');
+  await questions.restUntilCommitted('once placed');
   for (const [i, { what, spec }] of moves.slice(0, failoverAfterMove).entries())
     await place(i + 1, what, spec);
 
   // Both receivers of rs-a die at once under load; the kubelet marks their pods NotReady. Past
   // spec.failoverAfter its partitions restart on the other sets from its committed data.
-  loop.during = 'rs-a lost';
+  questions.during = 'rs-a lost';
   const lost = stack.replicas['rs-a']!;
   await Promise.all(lost.map((r) => r.kill('SIGKILL')));
   for (const r of lost)
@@ -350,23 +357,23 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     90_000,
     200,
   );
-  loop.during = 'rs-a failed over';
-  await loop.restUntilCommitted('after the failover');
+  questions.during = 'rs-a failed over';
+  await questions.restUntilCommitted('after the failover');
 
   // rs-a comes back on its volumes: released from what it held under the old epochs, it is given
   // its pinned partitions again.
-  loop.during = 'rs-a back';
+  questions.during = 'rs-a back';
   for (const r of lost) await bringBack(stack, r);
   await stack.waitForSettled(cube, holds(moves[failoverAfterMove - 1]!.spec.pins!));
-  loop.during = 'after rs-a is back';
-  await loop.restUntilCommitted('after rs-a is back');
+  questions.during = 'after rs-a is back';
+  await questions.restUntilCommitted('after rs-a is back');
 
   for (const [i, { what, spec }] of moves.slice(failoverAfterMove).entries())
     await place(failoverAfterMove + i + 1, what, spec);
 
   // The producer stops; once every replica of every owner has read to the end, the answer is
   // complete at the high watermarks.
-  loop.during = 'producer stopped';
+  questions.during = 'producer stopped';
   stopProducing.abort();
   await production;
   await java.close();
@@ -375,13 +382,13 @@ test('queries through ten moves and a failover: every answer counts the offsets 
   for (const [rs, owned] of Object.entries(settled.status?.assignment ?? {}))
     for (const r of stack.replicas[rs]!)
       await waitForPositions(r.client, cube, Object.fromEntries(owned.map((p) => [p, hw.get(p)!])));
-  loop.during = 'at the end';
+  questions.during = 'at the end';
   const last = await waitFor(
     'a complete answer at the high watermarks',
     async () => {
-      const at = loop.asked.length;
-      await waitFor('one more answer', () => Promise.resolve(loop.asked.length > at));
-      const a = loop.asked.at(-1)!;
+      const at = questions.asked.length;
+      await waitFor('one more answer', () => Promise.resolve(questions.asked.length > at));
+      const a = questions.asked.at(-1)!;
       return a.answer.complete &&
         a.answer.partitions.every((p) => BigInt(p.to) === hw.get(p.partition))
         ? a
@@ -390,7 +397,7 @@ test('queries through ten moves and a failover: every answer counts the offsets 
     60_000,
     0,
   );
-  await loop.stop();
+  await questions.stop();
 
   // The ledger: every offset of every partition is an event the Java producer wrote.
   const ledger = new OffsetLedger(java.visibleRecords());
@@ -399,7 +406,7 @@ test('queries through ten moves and a failover: every answer counts the offsets 
   ).toEqual(Object.fromEntries([...hw].map(([p, end]) => [p, [0n, end, Number(end)]])));
   const total = ledger.total();
 
-  const asked = loop.asked;
+  const asked = questions.asked;
   const complete = asked.filter((a) => a.answer.complete);
   const incomplete = asked.length - complete.length;
   const reasons = new Map<string, number>();
@@ -426,11 +433,11 @@ test('queries through ten moves and a failover: every answer counts the offsets 
       `incomplete answer ${a.n} (${a.during}): ${JSON.stringify(a.answer.partitions.filter((p) => !p.complete).map((p) => [p.partition, p.covered, p.to, p.missing]))}; live ${JSON.stringify(a.answer.sources.live)}; conflicts ${JSON.stringify(a.answer.sources.conflicts)}`,
     );
   console.log(
-    `query-during-moves: ${asked.length} answers (${asked.filter((a) => a.via === 'sql').length} SQL), ${complete.length} complete (${Math.round((100 * complete.length) / asked.length)}%), ${incomplete} incomplete, ${loop.refused.length} refused; ${moves.length} moves and the failover of rs-a (partitions ${lostHeld.join(', ')}) and its return; ${total.events} events, revenue ${formatUnits(total.cents, 2)}; last answer ${figuresOf(last.answer).events} events, ${figuresOf(last.answer).revenue}; ${Math.round((Date.now() - t0) / 1000)} s; missing reasons ${JSON.stringify(Object.fromEntries(reasons))}`,
+    `query-during-moves: ${asked.length} answers (${asked.filter((a) => a.via === 'sql').length} SQL), ${complete.length} complete (${Math.round((100 * complete.length) / asked.length)}%), ${incomplete} incomplete, ${questions.refused.length} refused; ${moves.length} moves and the failover of rs-a (partitions ${lostHeld.join(', ')}) and its return; ${total.events} events, revenue ${formatUnits(total.cents, 2)}; last answer ${figuresOf(last.answer).events} events, ${figuresOf(last.answer).revenue}; ${Math.round((Date.now() - t0) / 1000)} s; missing reasons ${JSON.stringify(Object.fromEntries(reasons))}`,
   );
 
   // Every answer was a 200, and each counts exactly the ledger's events at the offsets it covers.
-  expect(loop.refused).toEqual([]);
+  expect(questions.refused).toEqual([]);
   const problems = asked.flatMap((a) => problemsOf(a, ledger));
   expect({ problems: problems.length, first: problems.slice(0, 12) }).toEqual({
     problems: 0,
