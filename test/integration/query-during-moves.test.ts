@@ -430,7 +430,7 @@ test('queries through ten moves and a failover: every answer counts the offsets 
   // answer that cannot prove its coverage says so, as it may).
   for (const a of asked.filter((x) => !x.answer.complete && x.during !== 'rs-a lost'))
     console.log(
-      `incomplete answer ${a.n} (${a.during}): ${JSON.stringify(a.answer.partitions.filter((p) => !p.complete).map((p) => [p.partition, p.covered, p.to, p.missing]))}; live ${JSON.stringify(a.answer.sources.live)}; conflicts ${JSON.stringify(a.answer.sources.conflicts)}`,
+      `incomplete answer ${a.n} (${a.during}): ${JSON.stringify(a.answer.partitions.filter((p) => !p.complete).map((p) => [p.partition, p.covered, p.to, p.missing]))}; committed ${JSON.stringify(a.answer.sources.committed)}; live ${JSON.stringify(a.answer.sources.live)}; conflicts ${JSON.stringify(a.answer.sources.conflicts)}`,
     );
   console.log(
     `query-during-moves: ${asked.length} answers (${asked.filter((a) => a.via === 'sql').length} SQL), ${complete.length} complete (${Math.round((100 * complete.length) / asked.length)}%), ${incomplete} incomplete, ${questions.refused.length} refused; ${moves.length} moves and the failover of rs-a (partitions ${lostHeld.join(', ')}) and its return; ${total.events} events, revenue ${formatUnits(total.cents, 2)}; last answer ${figuresOf(last.answer).events} events, ${figuresOf(last.answer).revenue}; ${Math.round((Date.now() - t0) / 1000)} s; missing reasons ${JSON.stringify(Object.fromEntries(reasons))}`,
