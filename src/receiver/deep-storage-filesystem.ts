@@ -8,6 +8,9 @@ import { faultPoint } from '../observability/fault-injection.ts';
 import { type DeepStorage, type HandOffFile, checkDeepStorageKey } from './deep-storage.ts';
 import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 
+/** Listings of a tree whose directories keep going while it is walked, before the error stands. */
+const listAttempts = 10;
+
 export class FilesystemDeepStorage implements DeepStorage {
   readonly type = 'filesystem';
   private readonly dir: string;
@@ -42,16 +45,24 @@ export class FilesystemDeepStorage implements DeepStorage {
     await fsyncDirectoryAsync(join(dir, '..'));
   }
 
+  /**
+   * A recursive readdir fails with ENOENT when a directory under the root goes while it walks (a
+   * hand-off's `<key>.tmp` renamed to `<key>`): that is listed again, and only a missing root is
+   * an empty listing — taken for one, every commit record of the cube would read as absent.
+   */
   async listKeys(prefix: string): Promise<string[]> {
     const root = this.locationOf(prefix);
-    try {
-      const entries = await readdir(root, { recursive: true, withFileTypes: true });
-      return entries
-        .filter((e) => e.isFile())
-        .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const entries = await readdir(root, { recursive: true, withFileTypes: true });
+        return entries
+          .filter((e) => e.isFile())
+          .map((e) => relative(root, join(e.parentPath, e.name)).split('\\').join('/'));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        if (!existsSync(root)) return [];
+        if (attempt >= listAttempts) throw error;
+      }
     }
   }
 
