@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { ConfigError } from '../config-error.ts';
+import { receiverSelectorError } from '../operator/discovery.ts';
 
 /** The name receivers' certificates carry (SAN) and their callers check, unless told another. */
 export const defaultReceiverServerName = 'streamcube-receiver';
@@ -76,6 +77,39 @@ export function receiverCallsOf(o: {
   return {
     receiverCaFile: o.caFile,
     receiverServerName: o.serverName ?? defaultReceiverServerName,
+  };
+}
+
+/**
+ * The receiver flags the operator and the query server share: `--receiver-selector`, and
+ * HTTPS (`--receiver-ca-file`, `--receiver-server-name`) or `--receiver-plain-http`, each with its
+ * environment variable. Throws ConfigError naming the flag.
+ */
+export function receiverAccessOf(
+  values: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv,
+): {
+  receiverSelector: string | undefined;
+  receiverCaFile: string | undefined;
+  receiverServerName: string;
+} {
+  const text = (k: string): string | undefined => {
+    const v = values[k];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const receiverSelector =
+    text('receiver-selector') ?? (env.STREAMCUBE_RECEIVER_SELECTOR || undefined);
+  const selectorError =
+    receiverSelector === undefined ? undefined : receiverSelectorError(receiverSelector);
+  if (selectorError !== undefined) throw new ConfigError(`--receiver-selector: ${selectorError}`);
+  return {
+    receiverSelector,
+    ...receiverCallsOf({
+      caFile: text('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
+      serverName: text('receiver-server-name'),
+      plainHttp:
+        values['receiver-plain-http'] === true || env.STREAMCUBE_RECEIVER_PLAIN_HTTP === 'true',
+    }),
   };
 }
 

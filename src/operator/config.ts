@@ -3,9 +3,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
-import { receiverCallsOf } from '../http/tls.ts';
+import { receiverAccessOf } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
-import { receiverSelectorError } from './discovery.ts';
 
 export interface OperatorConfig {
   identity: string;
@@ -147,24 +146,13 @@ export function parseOperatorConfig(
   const tokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!tokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
-  const receiverSelector =
-    flag('receiver-selector') ?? (env.STREAMCUBE_RECEIVER_SELECTOR || undefined);
-  const selectorError =
-    receiverSelector === undefined ? undefined : receiverSelectorError(receiverSelector);
-  if (selectorError !== undefined) throw new ConfigError(`--receiver-selector: ${selectorError}`);
   return {
     identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
     receiverNamespace: receiverNamespace(
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
-    receiverSelector,
-    ...receiverCallsOf({
-      caFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
-      serverName: flag('receiver-server-name'),
-      plainHttp:
-        values['receiver-plain-http'] === true || env.STREAMCUBE_RECEIVER_PLAIN_HTTP === 'true',
-    }),
+    ...receiverAccessOf(values, env),
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),
     kubeconfig: flag('kubeconfig') ?? (env.KUBECONFIG || undefined),

@@ -1,8 +1,7 @@
 // Query server configuration from flags and environment (flags win).
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../api/duration.ts';
-import { receiverSelectorError } from '../operator/discovery.ts';
-import { receiverCallsOf } from '../http/tls.ts';
+import { receiverAccessOf } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
 import type { DeepStorageLocation } from '../receiver/deep-storage.ts';
 import { deepStorageOf } from '../receiver/config.ts';
@@ -137,11 +136,6 @@ export function parseQueryServerConfig(
       throw new ConfigError(`--${k} must be a namespace name (a DNS label), got '${text}'`);
     return text;
   };
-  const receiverSelector =
-    flag('receiver-selector') ?? (env.STREAMCUBE_RECEIVER_SELECTOR || undefined);
-  const selectorError =
-    receiverSelector === undefined ? undefined : receiverSelectorError(receiverSelector);
-  if (selectorError !== undefined) throw new ConfigError(`--receiver-selector: ${selectorError}`);
   const receiverTokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!receiverTokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
@@ -154,13 +148,7 @@ export function parseQueryServerConfig(
       'receiver-namespace',
       flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
     ),
-    receiverSelector,
-    ...receiverCallsOf({
-      caFile: flag('receiver-ca-file') ?? (env.STREAMCUBE_RECEIVER_CA_FILE || undefined),
-      serverName: flag('receiver-server-name'),
-      plainHttp:
-        values['receiver-plain-http'] === true || env.STREAMCUBE_RECEIVER_PLAIN_HTTP === 'true',
-    }),
+    ...receiverAccessOf(values, env),
     receiverPort: integer(
       'receiver-port',
       flag('receiver-port') ?? env.STREAMCUBE_RECEIVER_PORT ?? '8080',
