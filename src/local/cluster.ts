@@ -1,29 +1,19 @@
 // The Kubernetes side of a local stack: the CRD applied with kubectl, receiver processes made
-// visible as Ready pods (no kubelet runs: their status is written directly), and a small typed
-// client for CubeAssignment objects.
+// visible as Ready pods (no kubelet runs: their status is written directly), and the typed
+// client for CubeAssignment objects (src/kubernetes/cube-api.ts).
 import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type KubeConfig,
-} from '@kubernetes/client-node';
-import {
-  group,
-  plural,
-  version,
-  type CubeAssignment,
-  type CubeAssignmentSpecInput,
-} from '../api/cube-assignment.ts';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { group, plural } from '../api/cube-assignment.ts';
 import { crdFile } from '../api/crd.ts';
 import { replicaSetLabel } from '../operator/discovery.ts';
 import { binDir } from './controlplane.ts';
+import { mergePatch } from '../kubernetes/cube-api.ts';
+
+export { cubeApi } from '../kubernetes/cube-api.ts';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** Runs the environment's kubectl against the cluster of `kubeconfig`; resolves with stdout. */
 export async function kubectlWith(kubeconfig: string, ...args: string[]): Promise<string> {
@@ -84,42 +74,4 @@ export async function setPodReady(
     },
     mergePatch,
   );
-}
-
-export function cubeApi(kc: KubeConfig) {
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  return {
-    create: (namespace: string, name: string, spec: CubeAssignmentSpecInput) =>
-      custom.createNamespacedCustomObject({
-        group,
-        version,
-        namespace,
-        plural,
-        body: {
-          apiVersion: `${group}/${version}`,
-          kind: 'CubeAssignment',
-          metadata: { name },
-          spec,
-        },
-      }) as Promise<CubeAssignment>,
-    get: (namespace: string, name: string) =>
-      custom.getNamespacedCustomObject({
-        group,
-        version,
-        namespace,
-        plural,
-        name,
-      }) as Promise<CubeAssignment>,
-    patchSpec: (
-      namespace: string,
-      name: string,
-      spec: Partial<CubeAssignmentSpecInput> | Record<string, unknown>,
-    ) =>
-      custom.patchNamespacedCustomObject(
-        { group, version, namespace, plural, name, body: { spec } },
-        mergePatch,
-      ) as Promise<CubeAssignment>,
-    delete: (namespace: string, name: string) =>
-      custom.deleteNamespacedCustomObject({ group, version, namespace, plural, name }),
-  };
 }
