@@ -1,6 +1,15 @@
 // The query server's metrics: `streamcube_query_*`, bounded labels (status, source, outcome,
 // reason), on the process registry.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { IncompleteReason } from './service.ts';
+
+/** Every reason an answer can be incomplete for: each series exists from the start, at 0. */
+const incompleteReasons = [
+  'receiver_unavailable',
+  'deep_storage',
+  'conflict',
+  'gap',
+] as const satisfies readonly IncompleteReason[];
 
 export interface QueryMetrics {
   requests: Counter<'status'>;
@@ -15,7 +24,7 @@ export interface QueryMetrics {
 
 export function createQueryMetrics(registry: Registry): QueryMetrics {
   const registers = [registry];
-  return {
+  const metrics: QueryMetrics = {
     requests: new Counter({
       name: 'streamcube_query_requests_total',
       help: 'Query requests answered, by HTTP status',
@@ -64,4 +73,10 @@ export function createQueryMetrics(registry: Registry): QueryMetrics {
       registers,
     }),
   };
+  // Series of bounded labels exist at 0 before their first event, so that a rate or an alert
+  // over them has a value from the first scrape (the dashboard's query row, say), not no data.
+  for (const source of ['committed', 'live']) metrics.pieces.inc({ source }, 0);
+  for (const outcome of ['ok', 'error']) metrics.receiverCalls.inc({ outcome }, 0);
+  for (const reason of incompleteReasons) metrics.incomplete.inc({ reason }, 0);
+  return metrics;
 }

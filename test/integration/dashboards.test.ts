@@ -16,6 +16,7 @@ import { cubeApi, waitForSettled } from '../support/cluster.ts';
 import { createTopic, windowedSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { QueryServerProcess } from '../support/query-server-process.ts';
 import { waitFor } from '../support/wait.ts';
 
 const stack = useOperatorStack({
@@ -33,6 +34,7 @@ let producer: Producer;
 let topic: string;
 let load_: SteadyLoad | undefined;
 let prometheus: ChildProcess | undefined;
+const queryServer = new QueryServerProcess(stack);
 let prometheusUrl = '';
 const dir = mkdtempSync(join(tmpdir(), 'streamcube-dashboards-'));
 
@@ -152,6 +154,11 @@ async function startPrometheus(ruleFile: string): Promise<void> {
           ...asTheChartScrapes,
           static_configs: [{ targets: ['rs-a', 'rs-b'].map(receiverTarget) }],
         },
+        {
+          job_name: 'streamcube-query',
+          ...asTheChartScrapes,
+          static_configs: [{ targets: [new URL(queryServer.baseUrl).host] }],
+        },
       ],
     }),
   );
@@ -213,11 +220,13 @@ beforeAll(async () => {
     strategy: 'range',
   });
   await waitForSettled(kc, stack.namespace, cube);
+  await queryServer.start();
   await startPrometheus(await renderedRuleFile());
   await waitForScrapes();
 });
 
 afterAll(async () => {
+  await queryServer.stop();
   await load_?.stop();
   await producer?.disconnect();
   if (prometheus && prometheus.exitCode === null) {
@@ -290,11 +299,13 @@ test('after a reassign, a receiver exports only the partitions it owns; every da
       .map((v) => ({ what: `variable $${v.name}`, expr: labelValuesQuery(v.definition!) })),
   ];
   expect(queries.length).toBeGreaterThan(20);
-  // Rates need two scrapes and the hand-off histograms a hand-off: polled, not assumed.
+  // Rates need two scrapes and the hand-off histograms a hand-off: polled, not assumed. The query
+  // row needs queries: one per poll, over committed windows and live ones (the cache hits too).
   const empty = new Set(queries.map((q) => q.what + ': ' + q.expr));
   await waitFor(
     'every dashboard query to return series',
     async () => {
+      await queryServer.query(cube, { groupBy: ['country'] });
       for (const q of queries) {
         const key = q.what + ': ' + q.expr;
         if (empty.has(key) && (await seriesOf(q.expr)).length > 0) empty.delete(key);
@@ -400,6 +411,7 @@ test('a deleted cube leaves no series on the receivers or the operator', async (
   ).catch(async (error: unknown) => {
     throw new Error(`${(error as Error).message}: ${JSON.stringify(await seriesOf(ofCube))}`);
   });
-  // Prometheus still scrapes the processes: their own series are there.
-  expect((await seriesOf('streamcube_build_info')).length).toBe(3);
+  // Prometheus still scrapes the processes (operator, two receivers, the query server): their
+  // own series are there.
+  expect((await seriesOf('streamcube_build_info')).length).toBe(4);
 });
