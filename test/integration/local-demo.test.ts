@@ -11,8 +11,6 @@ import { closeSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
-import { logLevel } from 'kafkajs';
-import { createKafka } from '../../src/kafka/client.ts';
 import { ReceiverClient } from '../../src/protocol/client.ts';
 import { isAlive } from '../../src/local/processes.ts';
 import { cubeApi } from '../../src/local/cluster.ts';
@@ -28,6 +26,7 @@ import {
 } from '../../src/local/demo-data.ts';
 import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
 import { highWatermarks } from '../support/events.ts';
+import { useBrokerClients } from '../support/kafka-clients.ts';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
@@ -39,6 +38,7 @@ const stateDir = tempDir('local-demo');
 const logFile = join(stateDir, 'local.log');
 let local: ChildProcess | undefined;
 let started: number[] = [];
+const connect = useBrokerClients();
 
 /** Every process below `root` (children, grandchildren, …), from /proc. */
 function descendantsOf(root: number): number[] {
@@ -126,13 +126,7 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
 
   // Midway, someone else's record on partition 0, as the issue's review wrote one: ten years ahead.
   await sleep(runFor / 2 - (Date.now() - t0));
-  const kafka = createKafka({
-    clientId: 'local-demo-foreign',
-    brokers: [info.bootstrap],
-    logLevel: logLevel.NOTHING,
-  });
-  const foreign = kafka.producer();
-  await foreign.connect();
+  const { kafka, producer: foreign } = await connect(info.bootstrap, 'local-demo-foreign');
   const [written] = await foreign.send({
     topic: info.topic,
     acks: -1,
@@ -140,7 +134,6 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
       { partition: 0, value: JSON.stringify(demoEvent(0, 0, Date.now() + 10 * 365 * 86_400_000)) },
     ],
   });
-  await foreign.disconnect();
   const foreignAt = BigInt(written!.baseOffset!);
 
   await sleep(runFor - (Date.now() - t0));
