@@ -64,16 +64,8 @@ const steps: Step[] = [
   {
     name: "every component under its own ServiceAccount, never the namespace's default",
     run: async () => {
-      const list = JSON.parse(
-        await kubectl([
-          'get',
-          'pods',
-          '-l',
-          `app.kubernetes.io/instance=${config.release}`,
-          '-o',
-          'json',
-        ]),
-      ) as {
+      const release = `app.kubernetes.io/instance=${config.release}`;
+      const list = JSON.parse(await kubectl(['get', 'pods', '-l', release, '-o', 'json'])) as {
         items: {
           metadata: { name: string; labels: Record<string, string> };
           spec: { serviceAccountName?: string };
