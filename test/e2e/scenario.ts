@@ -62,6 +62,31 @@ const steps: Step[] = [
     },
   },
   {
+    name: "every component under its own ServiceAccount, never the namespace's default",
+    run: async () => {
+      const release = `app.kubernetes.io/instance=${config.release}`;
+      const list = JSON.parse(await kubectl(['get', 'pods', '-l', release, '-o', 'json'])) as {
+        items: {
+          metadata: { name: string; labels: Record<string, string> };
+          spec: { serviceAccountName?: string };
+        }[];
+      };
+      const accountOf: Record<string, string> = {
+        operator: 'operator',
+        receiver: 'receiver',
+        'query-server': 'query',
+      };
+      const wrong = list.items.filter((p) => {
+        const account = accountOf[p.metadata.labels['app.kubernetes.io/component'] ?? ''];
+        return !account || p.spec.serviceAccountName !== `${config.release}-${account}`;
+      });
+      if (wrong.length > 0)
+        throw new Error(
+          `pods not under their component's ServiceAccount: ${wrong.map((p) => `${p.metadata.name} (${p.spec.serviceAccountName})`).join(', ')}`,
+        );
+    },
+  },
+  {
     name: 'a producer pod creates the topic and writes events continuously',
     run: async () => {
       await kubectl(['apply', '-f', '-'], producerPod());

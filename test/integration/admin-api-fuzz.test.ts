@@ -13,14 +13,19 @@ import { useReceiver } from '../support/receiver-fixture.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { freePort } from '../../src/local/processes.ts';
 
-/** Deep storage four levels below a root of its own: a key escaping it lands in `outside`. */
+/**
+ * Deep storage and the data directory each four levels below a root of their own, in separate
+ * trees: a path escaping either (up to four `..`) lands elsewhere in `outside`.
+ */
 const outside = tempDir('fuzz-outside');
-const deepStorageDir = join(outside, 'a', 'b', 'c', 'deep');
+const roots = { deep: join('a', 'b', 'c', 'deep'), data: join('d', 'e', 'f', 'data') };
+const deepStorageDir = join(outside, roots.deep);
 mkdirSync(deepStorageDir, { recursive: true });
 
 const fixture = useReceiver({
   id: 'r-fuzz',
   deepStorageDir,
+  dataDir: join(outside, roots.data),
   env: {
     STREAMCUBE_MAX_CONNECTIONS: '64',
     STREAMCUBE_HEADERS_TIMEOUT: '1s',
@@ -413,12 +418,12 @@ test('after it all: no unexpected error, nothing written outside the roots', asy
   const metrics = await fetch(`${r.baseUrl}/metrics`).then((res) => res.text());
   expect(metricValue(metrics, 'streamcube_receiver_http_unexpected_errors_total', {})).toBe(0);
   expect(readFileSync(r.logFile, 'utf8')).not.toContain('request failed unexpectedly');
-  // Outside deep storage, its parents hold nothing: no key escaped the root.
-  expect(filesUnder(outside).filter((f) => !f.startsWith(join('a', 'b', 'c', 'deep')))).toEqual([]);
-  // The data directory's parent holds the data, the log and the tokens only.
-  expect(
-    readdirSync(dirname(r.dataDir))
-      .filter((name) => !['data', 'receiver.log', 'token', 'read-token'].includes(name))
-      .sort(),
-  ).toEqual([]);
+  // Outside the two roots, their parents hold nothing: no path escaped either, and the receiver
+  // wrote into both.
+  const files = filesUnder(outside);
+  const within = (root: string) => (f: string) => f.startsWith(`${root}/`);
+  expect(files.filter((f) => !within(roots.deep)(f) && !within(roots.data)(f))).toEqual([]);
+  expect(files.some(within(roots.data))).toBe(true);
+  // The receiver's own folder holds its log and tokens only.
+  expect(readdirSync(dirname(r.logFile)).sort()).toEqual(['read-token', 'receiver.log', 'token']);
 });

@@ -309,7 +309,7 @@ test('the operator runs with the environment of src/operator/node-options.ts (MA
   expect(arenasOf(await render('operator.mallocArenaMax=4'))).toBe('4');
 });
 
-test("the NetworkPolicy admits only the operator's pods, the query servers (and extraIngressFrom) to the receivers' admin port, and metricsFrom (everyone by default) to the metrics port", async () => {
+test("NetworkPolicies admit only the operator's pods, the query servers (and extraIngressFrom) to the receivers' admin port, metricsFrom (everyone by default) to the metrics ports, and queryFrom (everyone by default) to the query servers", async () => {
   const objects = await render();
   const policy = find(objects, 'NetworkPolicy', 't-receivers').spec as {
     podSelector: { matchLabels: Record<string, string> };
@@ -366,13 +366,115 @@ test("the NetworkPolicy admits only the operator's pods, the query servers (and 
     { ports: [{ protocol: 'TCP', port: 8081 }], from: [monitoring] },
   ]);
 
+  // The query servers: their one port (query API and /metrics), from anywhere unless queryFrom
+  // narrows it.
+  const queryPolicy = find(objects, 'NetworkPolicy', 't-query').spec as typeof policy;
+  expect(selects(queryPolicy.podSelector, podTemplate(query).metadata?.labels)).toBe(true);
+  for (const w of workloads(objects))
+    expect(selects(queryPolicy.podSelector, podTemplate(w).metadata?.labels)).toBe(false);
+  expect(queryPolicy.policyTypes).toEqual(['Ingress']);
+  expect(queryPolicy.ingress).toEqual([{ ports: [{ protocol: 'TCP', port: 8082 }] }]);
+  expect(container(query).ports).toEqual([{ name: 'query', containerPort: 8082 }]);
+  const clients = await render(
+    'queryServer.port=8443',
+    'networkPolicy.queryFrom[0].namespaceSelector.matchLabels.team=monitoring',
+  );
+  expect((find(clients, 'NetworkPolicy', 't-query').spec as typeof policy).ingress).toEqual([
+    { ports: [{ protocol: 'TCP', port: 8443 }], from: [monitoring] },
+  ]);
+
   const withoutQuery = await render('queryServer.enabled=false');
   expect(
     (find(withoutQuery, 'NetworkPolicy', 't-receivers').spec as typeof policy).ingress[0]!.from,
   ).toHaveLength(1);
+  expect(withoutQuery.some((o) => o.metadata?.name === 't-query')).toBe(false);
 
   const off = await render('networkPolicy.enabled=false');
   expect(off.some((o) => o.kind === 'NetworkPolicy')).toBe(false);
+});
+
+interface EgressRule {
+  to?: { ipBlock?: { cidr: string }; podSelector?: { matchLabels: Record<string, string> } }[];
+  ports: { protocol: string; port: number }[];
+}
+
+test('egress, opt-in: each component may reach DNS, the API server and what it needs of Kafka, deep storage (S3) and the receivers, at the CIDRs and ports given', async () => {
+  const egressOf = (objects: Rendered[], name: string): EgressRule[] | undefined => {
+    const spec = find(objects, 'NetworkPolicy', name).spec as {
+      policyTypes: string[];
+      egress?: EgressRule[];
+    };
+    expect([name, spec.policyTypes]).toEqual([
+      name,
+      spec.egress ? ['Ingress', 'Egress'] : ['Ingress'],
+    ]);
+    return spec.egress;
+  };
+  const policies = ['t-receivers', 't-operator', 't-query'];
+  const defaults = await render();
+  for (const name of policies) expect(egressOf(defaults, name)).toBeUndefined();
+
+  const tcp = (...ports: number[]) => ports.map((port) => ({ protocol: 'TCP', port }));
+  const dns = { ports: [{ protocol: 'UDP', port: 53 }, ...tcp(53)] };
+  const apiServer = { ports: tcp(443, 6443) };
+  const receivers = {
+    to: [
+      {
+        podSelector: {
+          matchLabels: {
+            'app.kubernetes.io/instance': 't',
+            'app.kubernetes.io/component': 'receiver',
+          },
+        },
+      },
+    ],
+    ports: tcp(8080),
+  };
+  // Any address on the default ports; deep storage on a claim needs no egress of the pods.
+  const open = await render('networkPolicy.egress.enabled=true');
+  expect(egressOf(open, 't-receivers')).toEqual([dns, apiServer, { ports: tcp(9092) }]);
+  expect(egressOf(open, 't-operator')).toEqual([dns, apiServer, { ports: tcp(9092) }, receivers]);
+  expect(egressOf(open, 't-query')).toEqual([dns, apiServer, receivers]);
+  // The receivers' policy selects their pods, whose admin port the operator's rule names.
+  const [, ...sets] = workloads(open);
+  for (const set of sets) {
+    expect(selects(receivers.to[0]!.podSelector, podTemplate(set).metadata?.labels)).toBe(true);
+    expect(container(set).ports).toContainEqual({ name: 'admin', containerPort: 8080 });
+  }
+
+  const kubeDns = { podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } };
+  const narrowed = await render(
+    'networkPolicy.egress.enabled=true',
+    'networkPolicy.egress.dns.to[0].podSelector.matchLabels.k8s-app=kube-dns',
+    'networkPolicy.egress.apiServer.cidrs={10.0.0.10/32}',
+    'networkPolicy.egress.apiServer.ports={6443}',
+    'networkPolicy.egress.kafka.cidrs={10.1.0.0/16,fd00::/8}',
+    'networkPolicy.egress.kafka.ports={9093,9094}',
+    'networkPolicy.egress.deepStorage.cidrs={192.168.7.0/24}',
+    'networkPolicy.egress.deepStorage.ports={9000}',
+    'deepStorage.type=s3',
+    'deepStorage.s3.bucket=lake',
+    'receivers.port=9443',
+  );
+  const to = (...cidrs: string[]) => cidrs.map((cidr) => ({ ipBlock: { cidr } }));
+  const dnsTo = { ...dns, to: [kubeDns] };
+  const api = { ports: tcp(6443), to: to('10.0.0.10/32') };
+  const kafka = { ports: tcp(9093, 9094), to: to('10.1.0.0/16', 'fd00::/8') };
+  const s3 = { ports: tcp(9000), to: to('192.168.7.0/24') };
+  const receiversAt = { ...receivers, ports: tcp(9443) };
+  expect(egressOf(narrowed, 't-receivers')).toEqual([dnsTo, api, kafka, s3]);
+  expect(egressOf(narrowed, 't-operator')).toEqual([dnsTo, api, kafka, receiversAt]);
+  expect(egressOf(narrowed, 't-query')).toEqual([dnsTo, api, s3, receiversAt]);
+
+  // No rule without a port (it would open every port), no address that is not a CIDR.
+  const refused = (...flags: string[]) =>
+    helm('template', 't', chart, '--set', 'networkPolicy.egress.enabled=true', ...flags);
+  await expect(refused('--set-json', 'networkPolicy.egress.kafka.ports=[]')).rejects.toThrow(
+    /networkPolicy\/egress\/kafka\/ports/,
+  );
+  await expect(
+    refused('--set', 'networkPolicy.egress.apiServer.cidrs={kubernetes.default}'),
+  ).rejects.toThrow(/networkPolicy\/egress\/apiServer\/cidrs/);
 });
 
 test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors only when enabled, selecting what serves /metrics", async () => {
@@ -776,9 +878,28 @@ test('Leases: a Role and RoleBinding in the release namespace, also when the ope
   }
 });
 
-test('least privilege: receivers without an API token unless they read source Secrets, scratch volumes bounded, the operator reached on its metrics port only', async () => {
+test('least privilege: a ServiceAccount per component, receivers without an API token unless they read source Secrets, scratch volumes bounded, the operator reached on its metrics port only', async () => {
   const defaults = await render();
   const [operator, ...receivers] = workloads(defaults);
+  // Each component under its own ServiceAccount, the chart's; none under the namespace's default.
+  const query = find(defaults, 'Deployment', 't-query');
+  expect(
+    [operator!, ...receivers, query].map((w) => [
+      w.metadata?.name,
+      podTemplate(w).spec!.serviceAccountName,
+    ]),
+  ).toEqual([
+    ['t-operator', 't-operator'],
+    ['t-rs-a', 't-receiver'],
+    ['t-rs-b', 't-receiver'],
+    ['t-query', 't-query'],
+  ]);
+  expect(
+    defaults
+      .filter((o) => o.kind === 'ServiceAccount')
+      .map((o) => o.metadata?.name)
+      .sort(),
+  ).toEqual(['t-operator', 't-query', 't-receiver']);
   for (const r of receivers) expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(false);
   // The operator talks to the API server.
   expect(podTemplate(operator!).spec!.automountServiceAccountToken).toBeUndefined();
@@ -958,7 +1079,12 @@ test('the operator and the query servers can run under ServiceAccounts made else
     '--set',
     'queryServer.serviceAccount.name=queries-elsewhere',
   );
-  expect(stdout).not.toMatch(/^kind: ServiceAccount$/m);
+  // Only the receivers' own is made (the chart's, always).
+  expect(
+    (loadAll(stdout) as (Rendered | null)[])
+      .filter((o) => o?.kind === 'ServiceAccount')
+      .map((o) => o?.metadata?.name),
+  ).toEqual(['t-receiver']);
   expect(stdout).toContain('serviceAccountName: made-elsewhere');
   expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: made-elsewhere/);
   expect(stdout).toContain('serviceAccountName: queries-elsewhere');
@@ -968,7 +1094,6 @@ test('the operator and the query servers can run under ServiceAccounts made else
 test('source Secrets: the operator and a receiver ServiceAccount may get exactly those names, in each namespace listed', async () => {
   const plain = await helm('template', 't', chart);
   expect(plain.stdout).not.toContain('t-source-secrets');
-  expect(plain.stdout).not.toContain('serviceAccountName: t-receiver');
   const objects = await render(
     'sourceSecrets.names={kafka-ca,kafka-user}',
     'sourceSecrets.namespaces={team-a,team-b}',
@@ -1131,6 +1256,18 @@ const everyOption = {
     extraIngressFrom: [
       { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
     ],
+    queryFrom: [
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+    ],
+    egress: {
+      enabled: true,
+      dns: {
+        to: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+      },
+      apiServer: { cidrs: ['10.0.0.10/32'], ports: [6443] },
+      kafka: { cidrs: ['10.1.0.0/16'], ports: [9092] },
+      deepStorage: { cidrs: ['192.168.7.0/24'], ports: [443] },
+    },
   },
   metrics: {
     serviceMonitor: { enabled: true, labels: { release: 'prom' } },
@@ -1283,7 +1420,8 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
       file(name, text),
     );
   const dryRun = await createStrictly('rendered.yaml', rendered.stdout);
-  expect(dryRun).toContain('networkpolicy.networking.k8s.io/sc-receivers created (server dry run)');
+  for (const name of ['sc-receivers', 'sc-operator', 'sc-query'])
+    expect(dryRun).toContain(`networkpolicy.networking.k8s.io/${name} created (server dry run)`);
   expect(dryRun).toContain(
     'servicemonitor.monitoring.coreos.com/sc-receivers created (server dry run)',
   );
@@ -1293,7 +1431,7 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   expect(dryRun).toContain('configmap/sc-dashboard created (server dry run)');
   // ...which does refuse one, in a core object and in a monitor.
   const misspelt = rendered.stdout
-    .replace('policyTypes: [Ingress]', 'policyTypes: [Ingress]\n  ingres: []')
+    .replace('policyTypes: [Ingress, Egress]', 'policyTypes: [Ingress, Egress]\n  ingres: []')
     .replace('- port: metrics\n      path: /metrics', '- prot: metrics\n      path: /metrics');
   const refused = createStrictly('misspelt.yaml', misspelt);
   await expect(refused).rejects.toThrow(/unknown field "spec.ingres"/);

@@ -1,7 +1,11 @@
 // The demo as a new user meets it: `streamcube local` (its own broker and API server, in its own
 // state directory) runs for two minutes; then its query, plus whatever it handed off (read with
-// pyarrow), answers every event its demo producer wrote, nothing was rejected and the cube is
-// Ready. Ctrl-C (SIGINT to its process group, as a terminal sends it) stops every process it started.
+// pyarrow), answers every event its demo producer wrote, and the cube is Ready. Midway a curious
+// user writes one record of their own to the demo topic, ten years ahead: the demo says so, its
+// ledger records the foreign offset (every offset of the topic is a demo event or that one), the
+// topic grows no faster than the demo's rates, and the receivers reject that record alone
+// (future_timestamp) while every demo event after it counts. Ctrl-C (SIGINT to its process group,
+// as a terminal sends it) stops every process it started.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -13,11 +17,16 @@ import { cubeApi } from '../../src/local/cluster.ts';
 import type { LocalStackInfo } from '../../src/local/stack.ts';
 import {
   type DemoLedger,
+  type DemoPartitionLedger,
   type DemoTotals,
   addDemoTotals,
+  demoEvent,
+  demoRates,
   demoSchema,
 } from '../../src/local/demo-data.ts';
 import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges.ts';
+import { highWatermarks } from '../support/events.ts';
+import { useBrokerClients } from '../support/kafka-clients.ts';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import { waitFor } from '../support/wait.ts';
@@ -29,6 +38,7 @@ const stateDir = tempDir('local-demo');
 const logFile = join(stateDir, 'local.log');
 let local: ChildProcess | undefined;
 let started: number[] = [];
+const connect = useBrokerClients();
 
 /** Every process below `root` (children, grandchildren, …), from /proc. */
 function descendantsOf(root: number): number[] {
@@ -68,6 +78,30 @@ afterAll(async () => {
 
 const emptyTotals = (): DemoTotals => ({ events: 0, revenue: 0, byCountry: {} });
 
+/** Foreign offsets of a partition's ledger inside [from, to). */
+function foreignWithin(part: DemoPartitionLedger, from: bigint, to: bigint): bigint {
+  return (part.foreignOffsets ?? []).reduce((n, [a, b]) => {
+    const lo = BigInt(a) > from ? BigInt(a) : from;
+    const hi = BigInt(b) < to ? BigInt(b) : to;
+    return hi > lo ? n + hi - lo : n;
+  }, 0n);
+}
+
+/** Where the ledger says a partition ends: its first offset, its demo events and the foreign ones. */
+function ledgerEnd(part: DemoPartitionLedger): bigint | undefined {
+  if (part.firstOffset === null) return undefined;
+  const first = BigInt(part.firstOffset);
+  return first + BigInt(part.produced) + foreignWithin(part, first, 2n ** 63n);
+}
+
+/** The most events the demo may have written to partition `p` in `seconds` (one tick's rounding). */
+function mostOwed(p: number, seconds: number): number {
+  const rate = demoRates[p]!;
+  return 'perSecond' in rate
+    ? Math.ceil(rate.perSecond * seconds) + 1
+    : rate.burst * (Math.floor(seconds / rate.everySeconds) + 1);
+}
+
 test('streamcube local runs for 2 minutes: its query answers every event produced; Ctrl-C stops everything', async () => {
   const log = openSync(logFile, 'a');
   local = spawn(process.execPath, [cliPath, 'local'], {
@@ -87,9 +121,22 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
     `/v1/namespaces/${info.namespace}/cubes/orders/query`,
   );
 
-  await sleep(runFor - (Date.now() - t0));
   const readLedger = (): DemoLedger =>
     JSON.parse(readFileSync(info.ledgerFile, 'utf8')) as DemoLedger;
+
+  // Midway, someone else's record on partition 0, as the issue's review wrote one: ten years ahead.
+  await sleep(runFor / 2 - (Date.now() - t0));
+  const { kafka, producer: foreign } = await connect(info.bootstrap, 'local-demo-foreign');
+  const [written] = await foreign.send({
+    topic: info.topic,
+    acks: -1,
+    messages: [
+      { partition: 0, value: JSON.stringify(demoEvent(0, 0, Date.now() + 10 * 365 * 86_400_000)) },
+    ],
+  });
+  const foreignAt = BigInt(written!.baseOffset!);
+
+  await sleep(runFor - (Date.now() - t0));
   const before = readLedger();
   await sleep(5_000);
 
@@ -135,9 +182,10 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
     if (found.length > 0) problems[p] = found;
     // Caught up: at least what had been written five seconds earlier is answered.
     const producedBefore = before.partitions[p]!.produced;
-    if (end - first < BigInt(producedBefore))
-      problems[p] = [...(problems[p] ?? []), `answers ${end - first} of ${producedBefore} events`];
-    addDemoTotals(expected, Number(p), Number(end - first));
+    const demoEvents = end - first - foreignWithin(part, first, end);
+    if (demoEvents < BigInt(producedBefore))
+      problems[p] = [...(problems[p] ?? []), `answers ${demoEvents} of ${producedBefore} events`];
+    addDemoTotals(expected, Number(p), Number(demoEvents));
   }
   const rejected = Object.fromEntries(statuses.map((s) => [s.receiver, s.rejected]));
   console.log(
@@ -145,7 +193,17 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
       `${got.events} answered (${handedOff.length} hand-offs), rejected ${JSON.stringify(rejected)}`,
   );
   expect(problems).toEqual({});
-  expect(rejected).toEqual(Object.fromEntries(statuses.map((s) => [s.receiver, {}])));
+  // The foreign record alone is rejected, by the receiver that owns partition 0.
+  expect(Object.values(rejected).filter((r) => Object.keys(r).length > 0)).toEqual([
+    { future_timestamp: 1 },
+  ]);
+  // The demo said so, and its ledger records that one offset as foreign.
+  expect(readFileSync(logFile, 'utf8')).toContain(
+    `partition 0: another producer wrote offsets [${foreignAt}, ${foreignAt + 1n})`,
+  );
+  expect(ledger.partitions['0']!.foreignOffsets).toEqual([
+    [String(foreignAt), String(foreignAt + 1n)],
+  ]);
   expect(got.events).toBe(expected.events);
   expect(Object.keys(got.byCountry).sort()).toEqual(Object.keys(expected.byCountry).sort());
   for (const [country, e] of Object.entries(expected.byCountry)) {
@@ -153,6 +211,25 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
     expect(got.byCountry[country]!.revenue).toBeCloseTo(e.revenue, 6);
   }
   expect(got.events).toBeGreaterThan(2_000);
+
+  // The ledger stays true: each partition's end in the topic is its first demo offset, the demo
+  // events and the foreign ones (read between two ledgers, as the demo writes on meanwhile); and
+  // the demo wrote no more than its rates owe since it started, so the topic grew no faster.
+  const checked = await waitFor('the topic to end where the ledger says', async () => {
+    const earlier = readLedger();
+    const ends = await highWatermarks(kafka, info.topic);
+    const later = readLedger();
+    const off = Object.entries(later.partitions).filter(([p, part]) => {
+      const [from, to] = [ledgerEnd(earlier.partitions[p]!), ledgerEnd(part)];
+      const end = ends.get(Number(p))!;
+      // A partition without a demo event yet has nothing to compare.
+      return from !== undefined && to !== undefined && (end < from || end > to);
+    });
+    return off.length === 0 ? later : undefined;
+  });
+  const seconds = (Date.now() - Date.parse(checked.startedAt)) / 1000;
+  for (const [p, part] of Object.entries(checked.partitions))
+    expect([p, part.produced <= mostOwed(Number(p), seconds)]).toEqual([p, true]);
 
   const kc = new KubeConfig();
   kc.loadFromFile(info.kubeconfig);

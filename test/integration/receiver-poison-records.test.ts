@@ -7,10 +7,11 @@
 // the receiver stays up, nothing is skipped, and the consumer's error says why.
 import { kafkajsCompression } from '../../src/kafka/codecs.ts';
 import {
-  type BadRecord,
   type ProducedRecord,
   assignRequest,
+  badEvent,
   createTopic,
+  decompressionBomb,
   highWatermarks,
   makeEvents,
   produceRecords,
@@ -25,11 +26,6 @@ const fixture = useReceiver({ id: 'r-poison' });
 const { env, kafka } = fixture;
 const year = 365 * 24 * 3_600_000;
 
-const badRecord = (reason: string, event: Record<string, unknown>): BadRecord => ({
-  raw: JSON.stringify({ country: 'de', device: 'web', price: 1, ...event }),
-  reason,
-});
-
 test('a record ten years ahead is rejected future_timestamp and the records after it all count', async () => {
   const cube = 'poison-records';
   const topic = await createTopic(fixture.admin, 2);
@@ -39,14 +35,14 @@ test('a record ten years ahead is rejected future_timestamp and the records afte
   const before = makeEvents(0, 300, t0, 100);
   const after = makeEvents(0, 300, t0 + 30_000, 100, 1);
   const records = new Map<number, ProducedRecord[]>([
-    [0, [...before, badRecord('future_timestamp', { ts: t0 + 10 * year }), ...after]],
+    [0, [...before, badEvent('future_timestamp', { ts: t0 + 10 * year }), ...after]],
     [
       1,
       [
         ...makeEvents(1, 100, t0),
         // Seconds for milliseconds, and a dimension value past the default bound (4096 bytes).
-        badRecord('ancient_timestamp', { ts: Math.floor(t0 / 1000) }),
-        badRecord('dimension_too_long', { ts: t0 + 20_000, country: 'x'.repeat(5000) }),
+        badEvent('ancient_timestamp', { ts: Math.floor(t0 / 1000) }),
+        badEvent('dimension_too_long', { ts: t0 + 20_000, country: 'x'.repeat(5000) }),
         ...makeEvents(1, 100, t0 + 20_000, 100, 2),
       ],
     ],
@@ -89,13 +85,7 @@ test('a batch that decompresses past the bound stops its partition there, nothin
   await produceRecords(fixture.producer, topic, 0, makeEvents(0, 50, t0));
   // One record of 2 MiB (spaces in a JSON string) in a zstd batch of a few kilobytes: the broker
   // takes it (it is within message.max.bytes compressed), the receiver refuses to inflate it.
-  const bomb = JSON.stringify({
-    ts: t0,
-    country: 'de',
-    device: 'web',
-    price: 1,
-    pad: ' '.repeat(2 ** 21),
-  });
+  const bomb = decompressionBomb(t0, 2 ** 21);
   await fixture.producer.send({
     topic,
     acks: -1,

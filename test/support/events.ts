@@ -201,6 +201,39 @@ export function malformedRecords(ts: number): BadRecord[] {
   ];
 }
 
+/** A record shaped like a valid event, `fields` over its own, that the receiver rejects by `reason`. */
+export function badEvent(reason: string, fields: Record<string, unknown>): BadRecord {
+  return { raw: JSON.stringify({ country: 'de', device: 'web', price: 1, ...fields }), reason };
+}
+
+const year = 365 * 24 * 3_600_000;
+
+/**
+ * One hostile record of each kind a cube's default bounds refuse, for batches written at about
+ * `ts`: event times ten years past the batch (more than the hour of `maxEventTimeSkew`), as
+ * milliseconds and as ISO-8601; seconds for milliseconds and a date before 2000-01-01; dimension
+ * values past `maxDimensionBytes` (4096 bytes).
+ */
+export function poisonRecords(ts: number): BadRecord[] {
+  return [
+    badEvent('future_timestamp', { ts: ts + 10 * year }),
+    badEvent('future_timestamp', { ts: new Date(ts + 10 * year).toISOString() }),
+    badEvent('ancient_timestamp', { ts: Math.floor(ts / 1000) }),
+    badEvent('ancient_timestamp', { ts: '1999-12-31T23:59:59Z' }),
+    badEvent('dimension_too_long', { ts, country: 'x'.repeat(5000) }),
+    badEvent('dimension_too_long', { ts, device: '\u00e9'.repeat(2100) }),
+  ];
+}
+
+/**
+ * A valid event padded with `bytes` spaces: compressed (zstd, lz4, gzip) its batch is a few
+ * kilobytes, well within what the broker takes, while its records decompress past a bound below
+ * `bytes`.
+ */
+export function decompressionBomb(ts: number, bytes: number): string {
+  return JSON.stringify({ ts, country: 'de', device: 'web', price: 1, pad: ' '.repeat(bytes) });
+}
+
 /**
  * Events of one partition spread over several one-minute windows, one second apart, with every
  * 13th event 5 s behind its neighbours (out of order, still within lateness) and every 29th two

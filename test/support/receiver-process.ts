@@ -34,6 +34,8 @@ export interface ReceiverProcessOptions {
   replicaSet: string;
   /** Shared between receivers of a test so hand-offs land in one place. */
   deepStorageDir: string;
+  /** `--data-dir`; a `data` folder beside the receiver's log and token files unless given. */
+  dataDir?: string;
   /**
    * Flags naming another deep storage instead of `--deep-storage-dir` (an S3 bucket:
    * `--deep-storage=s3://…`, `--s3-endpoint=…`); `deepStorageDir` is then where the test puts
@@ -78,7 +80,7 @@ export class ReceiverProcess {
     this.token = options.token ?? randomBytes(24).toString('hex');
     this.port = options.port ?? 0;
     const dir = mkdtempSync(join(tmpdir(), `streamcube-${options.id}-`));
-    this.dataDir = join(dir, 'data');
+    this.dataDir = options.dataDir ?? join(dir, 'data');
     this.logFile = join(dir, 'receiver.log');
     this.tokenFile = join(dir, 'token');
     this.readToken = options.readToken ?? randomBytes(24).toString('hex');

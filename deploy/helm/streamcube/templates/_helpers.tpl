@@ -72,11 +72,6 @@ metricRelabelings:
 {{ .Values.deepStorage.existingClaim | default (printf "%s-deep-storage" .Release.Name) }}
 {{- end }}
 
-{{/* Non-empty when the receivers get a ServiceAccount of their own (Secrets to read, or annotations). */}}
-{{- define "streamcube.receiverServiceAccount" -}}
-{{- if or .Values.sourceSecrets.names .Values.receivers.serviceAccount.annotations }}true{{ end }}
-{{- end }}
-
 {{- define "streamcube.operatorServiceAccount" -}}
 {{ .Values.operator.serviceAccount.name | default (printf "%s-operator" .Release.Name) }}
 {{- end }}
@@ -191,4 +186,61 @@ labels: {{- toYaml $labels | nindent 2 }}
 {{- with $annotations }}
 annotations: {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{- /* A NetworkPolicy's policyTypes: Egress too with networkPolicy.egress.enabled. */}}
+{{- define "streamcube.policyTypes" -}}
+policyTypes: [Ingress{{ if .Values.networkPolicy.egress.enabled }}, Egress{{ end }}]
+{{- end }}
+
+{{- /*
+A NetworkPolicy's egress rules, with networkPolicy.egress.enabled (nothing otherwise): DNS and the
+API server for every component, then those `to` names: "kafka", "deepStorage" (with
+deepStorage.type s3; a claim is mounted by the node) and "receivers" (their admin port). Called
+with (dict "root" . "to" (list …)).
+*/}}
+{{- define "streamcube.egress" -}}
+{{- $root := .root }}
+{{- $to := .to }}
+{{- with $root.Values.networkPolicy.egress }}
+{{- if .enabled }}
+egress:
+  - ports:
+      - { protocol: UDP, port: 53 }
+      - { protocol: TCP, port: 53 }
+    {{- with .dns.to }}
+    to: {{- toYaml . | nindent 6 }}
+    {{- end }}
+  {{- include "streamcube.egressRule" .apiServer | nindent 2 }}
+  {{- if has "kafka" $to }}
+  {{- include "streamcube.egressRule" .kafka | nindent 2 }}
+  {{- end }}
+  {{- if and (has "deepStorage" $to) (eq $root.Values.deepStorage.type "s3") }}
+  {{- include "streamcube.egressRule" .deepStorage | nindent 2 }}
+  {{- end }}
+  {{- if has "receivers" $to }}
+  - to:
+      - podSelector:
+          matchLabels:
+            app.kubernetes.io/instance: {{ $root.Release.Name }}
+            app.kubernetes.io/component: receiver
+    ports:
+      - { protocol: TCP, port: {{ $root.Values.receivers.port }} }
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- /* One egress rule of networkPolicy.egress: TCP to `ports`, at `cidrs` (any address when empty). */}}
+{{- define "streamcube.egressRule" -}}
+- ports:
+    {{- range .ports }}
+    - { protocol: TCP, port: {{ . }} }
+    {{- end }}
+  {{- with .cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock: { cidr: {{ . | quote }} }
+    {{- end }}
+  {{- end }}
 {{- end }}
