@@ -4,13 +4,14 @@
 // (escapes, nested values, a field the event lacks or cannot use) goes to eventTextParser, which
 // stays the definition of an event and of every reject reason.
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf, unitsOfJsonNumber } from '../api/scaled-sum.ts';
 
 /** What the scanner read of one record; reused from record to record. */
 export interface ScannedEvent {
   time: number;
   /** In schema order. */
   dimensions: string[];
-  /** Measure inputs in schema order; count measures get 1. */
+  /** Measure inputs in schema order; count measures get 1, scaled sums their units. */
   values: Float64Array;
 }
 
@@ -46,6 +47,7 @@ export function eventScanner(
   const measureFields = schema.measures.map((m) =>
     m.function === 'count' ? null : (m.field ?? ''),
   );
+  const scales = schema.measures.map((m) => exactScaleOf(m) ?? -1);
   // Slot 0 is the time, then the dimensions, then the measures (count measures never filled).
   const slotNames = [schema.timestampField, ...schema.dimensions, ...measureFields];
   const names = new Map<string, number[]>();
@@ -172,7 +174,9 @@ export function eventScanner(
   const readValue = (slots: number[] | undefined): boolean => {
     const b = bytes[at];
     let kind: number;
-    const from = at + 1;
+    // A string's text lies between its quotes; a number's is all of it.
+    let from = at + 1;
+    let to = -1;
     if (b === 0x22) {
       at++;
       if (!skipString()) return false;
@@ -187,15 +191,17 @@ export function eventScanner(
       if (!literal(nullBytes)) return false;
       kind = nullValue;
     } else if (b === 0x2d || (b !== undefined && isDigit(b))) {
+      from = at;
       if (!readNumber()) return false;
       kind = numberValue;
+      to = at;
     } else return false; // an object or array: eventTextParser reads it
     if (slots) {
       for (const slot of slots) {
         kinds[slot] = kind;
         numbers[slot] = number;
         starts[slot] = from;
-        ends[slot] = at - 1;
+        ends[slot] = to < 0 ? at - 1 : to;
       }
     }
     return true;
@@ -278,7 +284,12 @@ export function eventScanner(
       }
       const slot = 1 + dimensionCount + j;
       if (kinds[slot] !== numberValue || !Number.isFinite(numbers[slot])) return false;
-      event.values[j] = numbers[slot]!;
+      if (scales[j]! >= 0) {
+        // Units from the number's own digits; past the safe range eventTextParser rejects it.
+        const units = unitsOfJsonNumber(bytes, starts[slot]!, ends[slot]!, scales[j]!);
+        if (Number.isNaN(units)) return false;
+        event.values[j] = units;
+      } else event.values[j] = numbers[slot]!;
     }
     return true;
   };
