@@ -1,15 +1,18 @@
-// Exact sums: a `sum` measure with a `scale` is added as an integer count of 10^-scale units
-// (bigint) wherever pieces are merged, and answered as a decimal string with `scale` digits, so
-// that 360985.35 comes back as written whatever order the pieces were added in. Segments and
-// hand-offs keep float64 values (their format is unchanged): each value is rounded to the scale
-// where it leaves one, which is exact while a row's float sum is within half a unit of the truth.
+// Exact sums: a `sum` measure with a `scale` is kept as an integer count of 10^-scale units end to
+// end. Each event's value is read from the digits the producer wrote (unitsOfJsonNumber, rounded
+// half to even past the scale), segments add units exactly (a Number while safe, a bigint past),
+// checkpoints and hand-offs hold units, and the answer is a decimal string with `scale` digits, so
+// that 360985.35 comes back as written whatever order events and pieces were added in.
 import type { Measure } from './cube.ts';
 
 /** The measure's scale when its sum is kept exact; undefined for every other measure. */
 export const exactScaleOf = (m: Pick<Measure, 'function' | 'scale'>): number | undefined =>
   m.function === 'sum' ? m.scale : undefined;
 
-/** A float as units of 10^-scale, rounded from its exact binary value. */
+/**
+ * A float as units of 10^-scale, rounded from its exact binary value: for sums written as floats
+ * (checkpoints and hand-offs of before units, receivers of before scales).
+ */
 export function toUnits(value: number, scale: number): bigint {
   if (!Number.isFinite(value)) throw new RangeError(`${value} is not a finite sum`);
   // toFixed writes the float's exact value rounded to `scale` digits, below 1e21.
