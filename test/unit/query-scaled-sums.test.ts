@@ -14,18 +14,14 @@ import {
   oneSetCube,
   receiverOver,
 } from '../support/query-fixtures.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price, 2)', dearest: 'max(price)' },
+  { window: '1m' },
+);
 
 test.each([
   [0.1 + 0.2, 2, 30n, '0.30'],

@@ -3,23 +3,18 @@
 // hand-offs of format 1 (Float64 sums, no format in the manifest) stay readable.
 import { join } from 'node:path';
 import { tableFromIPC } from 'apache-arrow';
-import { cubeSchema } from '../../src/api/cube.ts';
 import { readHandOffManifest, readHandOffRows } from '../../src/query/committed-view.ts';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
 import { type HandOffTarget, handOffSegment } from '../../src/receiver/hand-off.ts';
 import type { Row, Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { schemaOf } from '../support/schemas.ts';
 
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price, 2)', dearest: 'max(price)' },
+  { window: '1m' },
+);
 const target: HandOffTarget = {
   namespace: 'shop',
   cube: 'orders',

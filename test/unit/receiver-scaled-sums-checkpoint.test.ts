@@ -5,22 +5,17 @@ import { jest } from '@jest/globals';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cubeSchema } from '../../src/api/cube.ts';
 import { CubeChannel } from '../../src/receiver/cube-channel.ts';
 import { readCubeCheckpoint } from '../../src/receiver/cube-store.ts';
 import { FakePartitionConsumer, fakeChannelOptions } from '../support/fake-partition-consumer.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const T0 = Date.UTC(2026, 11, 1, 12);
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-  ],
-  window: '1h',
-  allowedLateness: '0s',
-});
+const schema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price, 2)' },
+  { window: '1h', allowedLateness: '0s' },
+);
 const prices = ['0.1', '0.2', ...Array.from({ length: 98 }, () => '360985.35')];
 const exact = '35376564.60'; // 0.30 + 98 × 360985.35
 

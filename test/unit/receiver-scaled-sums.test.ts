@@ -2,7 +2,6 @@
 // producer wrote (never through a float), added exactly in any order (a bigint past 2^53), and
 // answered as the decimal the producer's values add up to.
 import fc from 'fast-check';
-import { cubeSchema } from '../../src/api/cube.ts';
 import { addUnits, formatUnits, unitsFromText, unitsOfJsonText } from '../../src/api/scaled-sum.ts';
 import { consumedRecords } from '../../src/kafka/partition-consumer.ts';
 import { InlineBatchParser } from '../../src/receiver/batch-parser.ts';
@@ -10,18 +9,14 @@ import { eventTextParser, rejectReasons } from '../../src/receiver/event.ts';
 import { eventScanner } from '../../src/receiver/event-scanner.ts';
 import { querySegments } from '../../src/receiver/query.ts';
 import { SegmentManager } from '../../src/receiver/segments.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const T0 = Date.UTC(2026, 11, 1);
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1h',
-});
+const schema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price, 2)', dearest: 'max(price)' },
+  { window: '1h' },
+);
 
 test.each([
   ['360985.35', 2, 36098535],
