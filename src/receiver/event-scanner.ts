@@ -32,6 +32,9 @@ const falseValue = 5;
 /** Exact powers of ten as doubles: m·10^±k is correctly rounded for m < 2^53, k ≤ 22. */
 const powersOfTen = Array.from({ length: 23 }, (_, k) => 10 ** k);
 
+/** The exponent of a number with too many digits for its mantissa to be exact. */
+const noExponent = -(2 ** 30);
+
 const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39;
 const isSpace = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 
@@ -66,6 +69,10 @@ export function eventScanner(
   const slotCount = slotNames.length;
   const kinds = new Uint8Array(slotCount);
   const numbers = new Float64Array(slotCount);
+  // A number of at most 15 digits as its digits (signed) times 10^exponent, both exact; the
+  // exponent of a longer one is noExponent.
+  const mantissas = new Float64Array(slotCount);
+  const exponents = new Int32Array(slotCount);
   const starts = new Int32Array(slotCount);
   const ends = new Int32Array(slotCount);
   const event: ScannedEvent = {
@@ -78,6 +85,8 @@ export function eventScanner(
   let at = 0;
   let end = 0;
   let number = 0;
+  let numberMantissa = 0;
+  let numberExponent = 0;
 
   const skipSpace = (): void => {
     while (at < end && isSpace(bytes[at]!)) at++;
@@ -147,6 +156,8 @@ export function eventScanner(
     } else {
       number = Number(bytes.toString('latin1', from, at));
     }
+    numberMantissa = negative ? -mantissa : mantissa;
+    numberExponent = digits <= 15 ? exponent : noExponent;
     return true;
   };
 
@@ -200,6 +211,8 @@ export function eventScanner(
       for (const slot of slots) {
         kinds[slot] = kind;
         numbers[slot] = number;
+        mantissas[slot] = numberMantissa;
+        exponents[slot] = numberExponent;
         starts[slot] = from;
         ends[slot] = to < 0 ? at - 1 : to;
       }
@@ -285,8 +298,13 @@ export function eventScanner(
       const slot = 1 + dimensionCount + j;
       if (kinds[slot] !== numberValue || !Number.isFinite(numbers[slot])) return false;
       if (scales[j]! >= 0) {
-        // Units from the number's own digits; past the safe range eventTextParser rejects it.
-        const units = unitsOfJsonNumber(bytes, starts[slot]!, ends[slot]!, scales[j]!);
+        // Units from the number's own digits: its mantissa when no digit is past the scale (the
+        // product is exact within the safe range), else read again with rounding; past the safe
+        // range eventTextParser rejects it.
+        const shift = exponents[slot]! + scales[j]!;
+        let units = shift >= 0 && shift <= 15 ? mantissas[slot]! * powersOfTen[shift]! + 0 : NaN;
+        if (!(units >= -Number.MAX_SAFE_INTEGER && units <= Number.MAX_SAFE_INTEGER))
+          units = unitsOfJsonNumber(bytes, starts[slot]!, ends[slot]!, scales[j]!);
         if (Number.isNaN(units)) return false;
         event.values[j] = units;
       } else event.values[j] = numbers[slot]!;
