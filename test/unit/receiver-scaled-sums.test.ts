@@ -90,6 +90,15 @@ test('both readers of an event take the units from the digits: the fast scanner 
   });
 });
 
+test('eventTextParser reads the digits, not the float JSON.parse made of them', () => {
+  // As a float, 0.125000000000000000001 is 0.125: a tie, rounded to even (12). Its digits are not.
+  const text = '{"ts":1,"country":"d\\u0065","price":0.125000000000000000001}';
+  expect(scannedValues(text)).toBeUndefined();
+  expect(parseText(text)).toMatchObject({ ok: true, event: { values: [1, 13, 0.125] } });
+  const flat = '{"ts":1,"country":"de","price":0.125000000000000000001}';
+  expect(scannedValues(flat)).toEqual([1, 13, 0.125]);
+});
+
 test('a value past ±(2^53 − 1) units is a bad measure on both paths', () => {
   const big = '{"ts":1,"country":"de","price":90071992547409.92}';
   expect(scannedValues(big)).toBeUndefined();
