@@ -157,7 +157,7 @@ const boundedMeasure = measure
         'Event field the measure reads: a JSON number. Required for sum, min and max; count reads none. An event where it is absent, null or not a finite number is rejected (missing_measure, bad_measure).',
       ),
     scale: measure.shape.scale.describe(
-      'sum only: the decimals the field carries (2 for money), 0 to 18. The query service then adds the sum exactly, as an integer count of 10^-scale units, and answers it as a decimal string with that many decimals. Without it a sum is a float.',
+      'sum only: the decimals the field carries (2 for money), 0 to 18. The sum is then kept exactly, as an integer count of 10^-scale units read from the digits of each event (rounded half to even past the scale), and answered as a decimal string with that many decimals. Without it a sum is a float.',
     ),
   })
   .describe('One aggregate of the cube.')

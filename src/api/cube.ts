@@ -47,9 +47,9 @@ export const measure = z
     /** The event field the measure reads; `count` reads none. */
     field: z.string().min(1).optional(),
     /**
-     * `sum` only: the decimals the field carries (2 for money). The query service then adds the
-     * sum as an integer count of 10^-scale units and answers it as a decimal string, exact
-     * whatever order pieces were merged in (docs/query.md).
+     * `sum` only: the decimals the field carries (2 for money). The sum is then kept as an
+     * integer count of 10^-scale units end to end (scaled-sum.ts) and answered as a decimal
+     * string, exact whatever order events and pieces were added in (docs/query.md).
      */
     scale: z.int().min(0).max(18).optional(),
   })

@@ -2,7 +2,7 @@
 // combine measures, order, top N, and the bound on rows. Pure. A sum with a scale is held as
 // bigint units from the piece on, and answered as a decimal string (src/api/scaled-sum.ts).
 import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
-import { exactScaleOf, formatUnits, parseUnits, toUnits } from '../api/scaled-sum.ts';
+import { exactScaleOf, formatUnits, parseUnits } from '../api/scaled-sum.ts';
 import { combine } from '../receiver/segments.ts';
 import type { HandOffRow } from './committed-view.ts';
 import { QueryError, type ResolvedQuery, timeColumn } from './request.ts';
@@ -51,10 +51,10 @@ export function pieceRowsOfHandOff(
     if (!keep.every((k) => k.values.has(row.dimensions[k.i] ?? ''))) continue;
     const key = dims.map((i) => row.dimensions[i] ?? '');
     const id = JSON.stringify(key);
-    const values = q.measures.map((m, j): MeasureValue => {
-      const scale = scales[j];
-      return scale === undefined ? (row.values[m] ?? 0) : toUnits(row.values[m] ?? 0, scale);
-    });
+    // A scaled sum comes as units already (committed-view.ts).
+    const values = q.measures.map((m, j): MeasureValue =>
+      scales[j] === undefined ? Number(row.values[m] ?? 0) : BigInt(row.values[m] ?? 0),
+    );
     const g = groups.get(id);
     if (!g) groups.set(id, { dims: key, values });
     else

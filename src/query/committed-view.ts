@@ -3,8 +3,9 @@
 // hand-off is a copy nobody committed. The one reader of it: the query service and the tests.
 import { tableFromIPC } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf, toUnits } from '../api/scaled-sum.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
-import type { HandOffManifest } from '../receiver/hand-off.ts';
+import { type HandOffManifest, handOffFormatVersion } from '../receiver/hand-off.ts';
 import { type CommitRecord, commitRecordName, cubeDir } from '../receiver/hand-off-commit.ts';
 
 /** Which cube: its namespace (absent for the layout of before namespaces) and name. */
@@ -84,7 +85,30 @@ export async function readHandOffManifest(
 /** One row of a hand-off: its dimension values and measure values, in schema order. */
 export interface HandOffRow {
   dimensions: string[];
-  values: number[];
+  /** A sum with a scale: its units (bigint); every other measure a number. */
+  values: (number | bigint)[];
+}
+
+/**
+ * How a measure's column becomes a row's value. Format 2 holds a scaled sum as Int64 units at the
+ * manifest's scale; format 1 held its float sum, rounded to units here (exact while the row's
+ * float error stayed below half a unit).
+ */
+function measureReader(
+  measure: CubeSchema['measures'][number],
+  manifest: HandOffManifest,
+  where: string,
+): (value: unknown) => number | bigint {
+  const scale = exactScaleOf(measure);
+  if (scale === undefined) return (v) => Number(v ?? 0);
+  const format = manifest.formatVersion ?? 1;
+  if (format === 1) return (v) => toUnits(Number(v ?? 0), scale);
+  const written = manifest.scales?.[measure.name];
+  if (written !== scale)
+    throw new Error(
+      `the hand-off ${where} holds ${measure.name} at scale ${written ?? 'none'}, the cube's is ${scale}`,
+    );
+  return (v) => BigInt((v as bigint | number | null | undefined) ?? 0);
 }
 
 /** The rows of the hand-off at `key` (its Arrow IPC data file), in the schema's column order. */
@@ -96,6 +120,10 @@ export async function readHandOffRows(
   signal?: AbortSignal,
 ): Promise<HandOffRow[]> {
   const m = manifest ?? (await readHandOffManifest(storage, key, signal));
+  if ((m.formatVersion ?? 1) > handOffFormatVersion)
+    throw new Error(
+      `the hand-off ${storage.locationOf(key)} has format ${m.formatVersion}; this reader reads formats up to ${handOffFormatVersion}`,
+    );
   const bytes = await storage.readBytes(`${key}/${m.dataFile}`, signal);
   if (bytes === undefined)
     throw new Error(`the hand-off ${storage.locationOf(key)} has no data file ${m.dataFile}`);
@@ -107,11 +135,12 @@ export async function readHandOffRows(
   };
   const dims = schema.dimensions.map(column);
   const measures = schema.measures.map((x) => column(x.name));
+  const readers = schema.measures.map((x) => measureReader(x, m, storage.locationOf(key)));
   const rows: HandOffRow[] = [];
   for (let i = 0; i < table.numRows; i++)
     rows.push({
       dimensions: dims.map((c) => (c[i] as string | null | undefined) ?? ''),
-      values: measures.map((c) => Number(c[i] ?? 0)),
+      values: measures.map((c, j) => readers[j]!(c[i])),
     });
   return rows;
 }

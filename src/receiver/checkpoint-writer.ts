@@ -7,11 +7,15 @@ import {
   type CheckpointHeader,
   type CubeCheckpoint,
   type SegmentCheckpoint,
+  fragmentRow,
+  holdsFloatSums,
   partitionCheckpoint,
   purgedCheckpoint,
   restoredPartition,
   restoredSegment,
+  rowOfFragment,
   segmentCheckpoint,
+  unitMeasures,
 } from './checkpoint.ts';
 import type { CubeStore } from './cube-store.ts';
 import type { HandOffScheduler } from './hand-off-scheduler.ts';
@@ -106,10 +110,18 @@ export class CheckpointWriter {
     }
     segments.restorePurgedBelow(c.purgedBelow ?? null);
     segments.restorePurgedCoverage(c.purged ? rangeMapFromJson(c.purged) : undefined);
+    // Fragments holding float sums of a scaled sum are converted to units once: the rows go to the
+    // next checkpoint as new fragments, which replace them.
+    const convert = holdsFloatSums(c.version, segments.schema);
     for (const s of c.segments) {
       const segment = segments.restoreSegment(restoredSegment(s, now));
-      for (const name of s.fragments) segments.restoreRows(segment, store.readFragment(name));
-      this.segmentFragments.set(segment.key, [...s.fragments]);
+      for (const name of s.fragments) {
+        const rows = store
+          .readFragment(name)
+          .map((r) => rowOfFragment(r, segments.schema, c.version));
+        segments.restoreRows(segment, rows, convert);
+      }
+      this.segmentFragments.set(segment.key, convert ? [] : [...s.fragments]);
       if (s.handOffPath) handOffs.restorePath(segment.key, s.handOffPath);
     }
     this.options.ingest.restoreCounters(c.ingested ?? 0, c.rejected);
@@ -226,10 +238,14 @@ export class CheckpointWriter {
    * holds what this one took: its fragments, and every segment's record.
    */
   private async writeSnapshot(snapshot: FlushSnapshot): Promise<void> {
-    const { store } = this.options;
+    const { store, segments } = this.options;
+    const units = unitMeasures(segments.schema);
     try {
       await store.writeFragments(
-        snapshot.fragments.map(({ name, rows }) => ({ name, rows: rows.values() })),
+        snapshot.fragments.map(({ name, rows }) => ({
+          name,
+          rows: Array.from(rows.values(), (row) => fragmentRow(row, units)),
+        })),
       );
       await store.commit(snapshot.header, snapshot.records, snapshot.held);
     } catch (error) {

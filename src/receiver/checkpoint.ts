@@ -1,8 +1,17 @@
 // The checkpoint's encoding on disk, versioned: a small manifest (positions, counters, and the name
-// of one record per segment) and the segment records, each rewritten only when its segment
-// changes. Version 1 held every segment inline in one file; it is still read, and written as
-// version 2 at the next checkpoint. A version this receiver does not know is refused by name.
+// of one record per segment), the segment records, each rewritten only when its segment changes,
+// and the fragments of rows they name. Version 1 held every segment inline in one file; version 2
+// has records; version 3 holds a scaled sum's units in fragments (versions before held its float
+// sum). Older versions are still read, and written as the current one at the next checkpoint. A
+// version this receiver does not know is refused by name.
 import type { CubeSchema, KafkaSource } from '../api/cube.ts';
+import {
+  type Units,
+  exactScaleOf,
+  toUnits,
+  unitsFromText,
+  unitsToText,
+} from '../api/scaled-sum.ts';
 import type { PartitionStateName } from '../protocol/admin-api.ts';
 import {
   type OffsetRange,
@@ -17,6 +26,7 @@ import type { PartitionState } from './partition-state.ts';
 import { rejectReasons } from './event.ts';
 import {
   type PartitionClock,
+  type Row,
   type Segment,
   type SegmentState,
   epochsToJson,
@@ -26,8 +36,10 @@ import {
   rejectedToJson,
 } from './segments.ts';
 
-export const checkpointVersion = 2;
-const readableVersions = [1, 2];
+export const checkpointVersion = 3;
+const readableVersions = [1, 2, 3];
+/** The first version whose fragments hold a scaled sum's units. */
+const unitsSince = 3;
 
 export interface PartitionCheckpoint {
   partition: number;
@@ -94,9 +106,9 @@ export interface CubeCheckpoint extends CheckpointHeader {
   segments: SegmentCheckpoint[];
 }
 
-/** Version 2's manifest: the header and, per segment, the file holding its record. */
+/** The manifest of versions 2 and 3: the header and, per segment, the file holding its record. */
 export interface CheckpointManifest extends CheckpointHeader {
-  version: 2;
+  version: 2 | 3;
   /** Per segment, its key (named `windowStart`: a window's first segment has it as key). */
   segments: { windowStart: number; record: string }[];
   recordSeq: number;
@@ -106,7 +118,7 @@ export class CheckpointVersionError extends Error {
   override readonly name = 'CheckpointVersionError';
   constructor(file: string, version: unknown) {
     super(
-      `${file} has checkpoint version ${JSON.stringify(version)}; this receiver reads versions ${readableVersions.join(' and ')} — it was written by a newer receiver, or is not a checkpoint`,
+      `${file} has checkpoint version ${JSON.stringify(version)}; this receiver reads versions ${readableVersions.join(', ')} — it was written by a newer receiver, or is not a checkpoint`,
     );
   }
 }
@@ -119,17 +131,18 @@ function versionOf(file: string, json: unknown): number {
 }
 
 /**
- * A manifest file's text: a version-2 manifest whose segment records are still to be read, or a
- * version-1 checkpoint holding them all.
+ * A manifest file's text: a manifest (version 2 or later) whose segment records are still to be
+ * read, or a version-1 checkpoint holding them all.
  */
 export function decodeManifest(
   file: string,
   text: string,
-): { version: 1; checkpoint: CubeCheckpoint } | { version: 2; manifest: CheckpointManifest } {
+): { version: 1; checkpoint: CubeCheckpoint } | { version: 2 | 3; manifest: CheckpointManifest } {
   const json: unknown = JSON.parse(text);
-  return versionOf(file, json) === 1
+  const version = versionOf(file, json);
+  return version === 1
     ? { version: 1, checkpoint: json as CubeCheckpoint }
-    : { version: 2, manifest: json as CheckpointManifest };
+    : { version: version as 2 | 3, manifest: json as CheckpointManifest };
 }
 
 export const encodeManifest = (manifest: Omit<CheckpointManifest, 'version'>): string =>
@@ -240,5 +253,48 @@ export function restoredSegment(
     ...(s.handedOffRows === undefined ? {} : { handedOffRows: s.handedOffRows }),
     ...(s.state === 'HANDED_OFF' ? { handedOffAt: s.handedOffAt ?? now } : {}),
     ...(s.rejected ? { rejected: rejectedFromJson(s.rejected) } : {}),
+  };
+}
+
+/**
+ * A row as a fragment file holds it (one JSON line each): a scaled sum's units as a string of
+ * digits, exact past 2^53; every other measure a number.
+ */
+export interface FragmentRow {
+  dimensions: string[];
+  values: (number | string)[];
+}
+
+/** The measures whose values are units: a sum with a scale. */
+export const unitMeasures = (schema: Pick<CubeSchema, 'measures'>): boolean[] =>
+  schema.measures.map((m) => exactScaleOf(m) !== undefined);
+
+export const fragmentRow = (row: Row, units: readonly boolean[]): FragmentRow => ({
+  dimensions: row.dimensions,
+  values: row.values.map((v, i) => (units[i] ? unitsToText(v) : (v as number))),
+});
+
+/** Whether a checkpoint's fragments hold a scaled sum's float (written before units were kept). */
+export const holdsFloatSums = (version: number, schema: Pick<CubeSchema, 'measures'>): boolean =>
+  version < unitsSince && schema.measures.some((m) => exactScaleOf(m) !== undefined);
+
+/**
+ * A fragment's row read back. A checkpoint of a version before units holds a scaled sum's float
+ * sum: it is rounded to units here, once (the restored segment is written anew as units).
+ */
+export function rowOfFragment(
+  row: FragmentRow,
+  schema: Pick<CubeSchema, 'measures'>,
+  version: number,
+): Row {
+  return {
+    dimensions: row.dimensions,
+    values: row.values.map((v, i): Units => {
+      const scale = exactScaleOf(schema.measures[i]!);
+      if (scale === undefined) return Number(v);
+      if (typeof v === 'string') return unitsFromText(v);
+      if (version >= unitsSince) return v;
+      return unitsFromText(toUnits(v, scale).toString());
+    }),
   };
 }

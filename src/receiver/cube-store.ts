@@ -12,6 +12,7 @@ import { eachAtOnce } from './at-once.ts';
 import {
   type CheckpointHeader,
   type CubeCheckpoint,
+  type FragmentRow,
   type SegmentCheckpoint,
   decodeManifest,
   decodeSegmentRecord,
@@ -20,7 +21,6 @@ import {
   segmentKey,
 } from './checkpoint.ts';
 import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
-import type { Row } from './segments.ts';
 
 export type { CubeCheckpoint, PartitionCheckpoint, SegmentCheckpoint } from './checkpoint.ts';
 
@@ -99,7 +99,7 @@ export class CubeStore {
   }
 
   /** Writes fragments durably (their directory is synced before the commit that names them). */
-  async writeFragments(fragments: { name: string; rows: Iterable<Row> }[]): Promise<void> {
+  async writeFragments(fragments: { name: string; rows: Iterable<FragmentRow> }[]): Promise<void> {
     if (fragments.length > 0) this.fragmentsWritten = true;
     await eachAtOnce(fragments, filesAtOnce, async ({ name, rows }) => {
       const lines: string[] = [];
@@ -109,11 +109,11 @@ export class CubeStore {
     });
   }
 
-  readFragment(name: string): Row[] {
+  readFragment(name: string): FragmentRow[] {
     const text = readFileSync(join(this.fragmentDir, name), 'utf8');
     if (text === '') return [];
     return text.split('\n').map((line) => {
-      const [dimensions, values] = JSON.parse(line) as [string[], number[]];
+      const [dimensions, values] = JSON.parse(line) as [string[], (number | string)[]];
       return { dimensions, values };
     });
   }

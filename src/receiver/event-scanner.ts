@@ -4,13 +4,14 @@
 // (escapes, nested values, a field the event lacks or cannot use) goes to eventTextParser, which
 // stays the definition of an event and of every reject reason.
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf, unitsOfJsonNumber } from '../api/scaled-sum.ts';
 
 /** What the scanner read of one record; reused from record to record. */
 export interface ScannedEvent {
   time: number;
   /** In schema order. */
   dimensions: string[];
-  /** Measure inputs in schema order; count measures get 1. */
+  /** Measure inputs in schema order; count measures get 1, scaled sums their units. */
   values: Float64Array;
 }
 
@@ -31,6 +32,9 @@ const falseValue = 5;
 /** Exact powers of ten as doubles: m·10^±k is correctly rounded for m < 2^53, k ≤ 22. */
 const powersOfTen = Array.from({ length: 23 }, (_, k) => 10 ** k);
 
+/** The exponent of a number with too many digits for its mantissa to be exact. */
+const noExponent = -(2 ** 30);
+
 const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39;
 const isSpace = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 
@@ -46,6 +50,7 @@ export function eventScanner(
   const measureFields = schema.measures.map((m) =>
     m.function === 'count' ? null : (m.field ?? ''),
   );
+  const scales = schema.measures.map((m) => exactScaleOf(m) ?? -1);
   // Slot 0 is the time, then the dimensions, then the measures (count measures never filled).
   const slotNames = [schema.timestampField, ...schema.dimensions, ...measureFields];
   const names = new Map<string, number[]>();
@@ -64,6 +69,10 @@ export function eventScanner(
   const slotCount = slotNames.length;
   const kinds = new Uint8Array(slotCount);
   const numbers = new Float64Array(slotCount);
+  // A number of at most 15 digits as its digits (signed) times 10^exponent, both exact; the
+  // exponent of a longer one is noExponent.
+  const mantissas = new Float64Array(slotCount);
+  const exponents = new Int32Array(slotCount);
   const starts = new Int32Array(slotCount);
   const ends = new Int32Array(slotCount);
   const event: ScannedEvent = {
@@ -76,6 +85,8 @@ export function eventScanner(
   let at = 0;
   let end = 0;
   let number = 0;
+  let numberMantissa = 0;
+  let numberExponent = 0;
 
   const skipSpace = (): void => {
     while (at < end && isSpace(bytes[at]!)) at++;
@@ -145,6 +156,8 @@ export function eventScanner(
     } else {
       number = Number(bytes.toString('latin1', from, at));
     }
+    numberMantissa = negative ? -mantissa : mantissa;
+    numberExponent = digits <= 15 ? exponent : noExponent;
     return true;
   };
 
@@ -172,7 +185,9 @@ export function eventScanner(
   const readValue = (slots: number[] | undefined): boolean => {
     const b = bytes[at];
     let kind: number;
-    const from = at + 1;
+    // A string's text lies between its quotes; a number's is all of it.
+    let from = at + 1;
+    let to = -1;
     if (b === 0x22) {
       at++;
       if (!skipString()) return false;
@@ -187,15 +202,19 @@ export function eventScanner(
       if (!literal(nullBytes)) return false;
       kind = nullValue;
     } else if (b === 0x2d || (b !== undefined && isDigit(b))) {
+      from = at;
       if (!readNumber()) return false;
       kind = numberValue;
+      to = at;
     } else return false; // an object or array: eventTextParser reads it
     if (slots) {
       for (const slot of slots) {
         kinds[slot] = kind;
         numbers[slot] = number;
+        mantissas[slot] = numberMantissa;
+        exponents[slot] = numberExponent;
         starts[slot] = from;
-        ends[slot] = at - 1;
+        ends[slot] = to < 0 ? at - 1 : to;
       }
     }
     return true;
@@ -278,7 +297,17 @@ export function eventScanner(
       }
       const slot = 1 + dimensionCount + j;
       if (kinds[slot] !== numberValue || !Number.isFinite(numbers[slot])) return false;
-      event.values[j] = numbers[slot]!;
+      if (scales[j]! >= 0) {
+        // Units from the number's own digits: its mantissa when no digit is past the scale (the
+        // product is exact within the safe range), else read again with rounding; past the safe
+        // range eventTextParser rejects it.
+        const shift = exponents[slot]! + scales[j]!;
+        let units = shift >= 0 && shift <= 15 ? mantissas[slot]! * powersOfTen[shift]! + 0 : NaN;
+        if (!(units >= -Number.MAX_SAFE_INTEGER && units <= Number.MAX_SAFE_INTEGER))
+          units = unitsOfJsonNumber(bytes, starts[slot]!, ends[slot]!, scales[j]!);
+        if (Number.isNaN(units)) return false;
+        event.values[j] = units;
+      } else event.values[j] = numbers[slot]!;
     }
     return true;
   };

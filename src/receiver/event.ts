@@ -1,6 +1,7 @@
 // Turning one Kafka record into an event of a cube: parse, read the timestamp, the dimensions and
 // the measure inputs, or say why the record is rejected (counted by reason, never thrown).
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf, unitsOfJsonText } from '../api/scaled-sum.ts';
 
 export const rejectReasons = [
   'bad_json',
@@ -24,7 +25,10 @@ export interface ParsedEvent {
   time: number;
   /** Dimension values in schema order, as strings ('' for null/absent). */
   dimensions: string[];
-  /** Measure inputs in schema order; count measures get 1. */
+  /**
+   * Measure inputs in schema order; count measures get 1, a sum with a scale its integer count
+   * of 10^-scale units (read from the number's text, rounded half to even past the scale).
+   */
   values: number[];
 }
 
@@ -112,10 +116,14 @@ export function eventTextParser(schema: CubeSchema): (text: string) => ParseResu
     guarded && !Object.hasOwn(record, name) ? undefined : record[name];
   const dimensionCount = dimensionFields.length;
   const measureCount = measureFields.length;
+  const scales = schema.measures.map((m) => exactScaleOf(m));
+  const numberText = numberTextReader(
+    measureFields.filter((f, i): f is string => f !== null && scales[i] !== undefined),
+  );
   return (text) => {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = numberText.parse(text);
     } catch {
       return rejected.bad_json;
     }
@@ -152,11 +160,52 @@ export function eventTextParser(schema: CubeSchema): (text: string) => ParseResu
       const v = read(record, field);
       if (typeof v === 'number') {
         if (!Number.isFinite(v)) return rejected.bad_measure;
-        values.push(v);
+        const scale = scales[i];
+        if (scale === undefined) values.push(v);
+        else {
+          const units = unitsOfJsonText(numberText.sourceOf(record, field) ?? String(v), scale);
+          if (Number.isNaN(units)) return rejected.bad_measure;
+          values.push(units);
+        }
       } else if (v === undefined || v === null) return rejected.missing_measure;
       else return rejected.bad_measure;
     }
     return { ok: true, event: { time, dimensions, values } };
+  };
+}
+
+/**
+ * JSON.parse that keeps the source text of the numbers of some top-level fields (a reviver's
+ * `context.source`), so a scaled sum is read from its digits, not from the float JSON.parse made.
+ * Without such fields it is JSON.parse itself.
+ */
+function numberTextReader(fields: string[]): {
+  parse: (text: string) => unknown;
+  sourceOf: (record: object, field: string) => string | undefined;
+} {
+  const wanted = new Set(fields);
+  let seen: { holder: unknown; key: string; source: string }[] = [];
+  function keepSource(
+    this: unknown,
+    key: string,
+    value: unknown,
+    context?: { source?: string },
+  ): unknown {
+    if (typeof value === 'number' && wanted.has(key) && context?.source !== undefined)
+      seen.push({ holder: this, key, source: context.source });
+    return value;
+  }
+  return {
+    parse:
+      wanted.size === 0
+        ? (text) => JSON.parse(text) as unknown
+        : (text) => {
+            seen = [];
+            return JSON.parse(text, keepSource) as unknown;
+          },
+    // A key given twice: JSON.parse keeps its last value, and so does this.
+    sourceOf: (record, field) =>
+      seen.findLast((s) => s.holder === record && s.key === field)?.source,
   };
 }
 

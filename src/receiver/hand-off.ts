@@ -1,10 +1,13 @@
 // Hand-off of a sealed segment to deep storage: its rows as an Arrow IPC file (readable by
 // pyarrow, DuckDB, Polars, …) and a manifest saying what it covers, written last (deep-storage.ts),
-// so a reader never sees half a hand-off; a repeated hand-off finds it done.
+// so a reader never sees half a hand-off; a repeated hand-off finds it done. A sum with a scale
+// is an Int64 column of its units (format 2); hand-offs of format 1 held its float sum.
 import { createHash } from 'node:crypto';
 import {
   Float64,
   Int64,
+  RecordBatch,
+  Schema,
   Table,
   TimestampMillisecond,
   Utf8,
@@ -13,11 +16,26 @@ import {
   vectorFromArray,
 } from 'apache-arrow';
 import type { CubeSchema } from '../api/cube.ts';
+import { exactScaleOf } from '../api/scaled-sum.ts';
 import type { DeepStorage } from './deep-storage.ts';
 import { type OffsetRange, type RangeJson, rangeMapToJson } from './offset-ranges.ts';
 import { type Segment, epochsToJson, rejectedToJson } from './segments.ts';
 
+/**
+ * The hand-off format this receiver writes. 2: a sum with a scale is an Int64 column of its
+ * integer count of 10^-scale units (`scales` says each one's scale). 1 (manifests without
+ * `formatVersion`): every sum was a Float64 column.
+ */
+export const handOffFormatVersion = 2;
+
 export interface HandOffManifest {
+  /** Absent in hand-offs of format 1. */
+  formatVersion?: number;
+  /**
+   * Measure → scale of each sum with one, whose column holds units: 36098535 at scale 2 is
+   * 360985.35. Absent when the cube has none (and in hand-offs of format 1).
+   */
+  scales?: Record<string, number>;
   /** The CubeAssignment's namespace; absent when the receiver did not know it yet. */
   namespace?: string;
   cube: string;
@@ -88,6 +106,16 @@ export function handOffKey(
   ].join('/');
 }
 
+/** A sum's units as an Int64 value, or a RangeError naming where it does not fit. */
+function int64Units(value: number | bigint, measure: string, segment: Segment): bigint {
+  const units = BigInt(value);
+  if (units > 2n ** 63n - 1n || units < -(2n ** 63n))
+    throw new RangeError(
+      `the sum of ${measure} in a row of window ${new Date(segment.windowStart).toISOString()} is ${units} units, past what an Int64 column holds`,
+    );
+  return units;
+}
+
 export function segmentTable(schema: CubeSchema, segment: Segment): Table {
   const rows = [...segment.rows.values()];
   const columns: Record<string, Vector> = {
@@ -109,13 +137,41 @@ export function segmentTable(schema: CubeSchema, segment: Segment): Table {
             rows.map((r) => BigInt(r.values[i] ?? 0)),
             new Int64(),
           )
-        : vectorFromArray(
-            rows.map((r) => r.values[i] ?? 0),
-            new Float64(),
-          );
+        : exactScaleOf(m) !== undefined
+          ? vectorFromArray(
+              rows.map((r) => int64Units(r.values[i] ?? 0, m.name, segment)),
+              new Int64(),
+            )
+          : vectorFromArray(
+              rows.map((r) => Number(r.values[i] ?? 0)),
+              new Float64(),
+            );
   });
-  return new Table(columns);
+  // The format and each scale also in the file's own metadata, for a reader of the file alone.
+  const table = new Table(columns);
+  const scales = scalesOf(schema);
+  const withMetadata = new Schema(
+    table.schema.fields.map((f) =>
+      Object.hasOwn(scales, f.name)
+        ? f.clone({ metadata: new Map([['streamcube.scale', String(scales[f.name])]]) })
+        : f,
+    ),
+    new Map([['streamcube.formatVersion', String(handOffFormatVersion)]]),
+  );
+  return new Table(
+    withMetadata,
+    table.batches.map((b) => new RecordBatch(withMetadata, b.data)),
+  );
 }
+
+/** Measure → scale of the schema's sums with one. */
+export const scalesOf = (schema: Pick<CubeSchema, 'measures'>): Record<string, number> =>
+  Object.fromEntries(
+    schema.measures.flatMap((m) => {
+      const scale = exactScaleOf(m);
+      return scale === undefined ? [] : [[m.name, scale]];
+    }),
+  );
 
 /**
  * Writes the segment to deep storage, or finds it already there; returns where it is. The Arrow
@@ -130,7 +186,10 @@ export async function handOffSegment(
 ): Promise<string> {
   const key = handOffKey(target, segment);
   const location = storage.locationOf(key);
+  const scales = scalesOf(target.schema);
   const manifest: HandOffManifest = {
+    formatVersion: handOffFormatVersion,
+    ...(Object.keys(scales).length > 0 ? { scales } : {}),
     ...(target.namespace === undefined ? {} : { namespace: target.namespace }),
     cube: target.cube,
     replicaSet: target.replicaSet,

@@ -2,9 +2,9 @@
 // function of the schema and the segments; handed-off segments answer from deep storage instead.
 // By segment, it also answers each live segment apart with its offsets, for the query service's
 // merge with the committed view (src/query/). A sum with a scale answers as a decimal string,
-// added in units of its scale (src/api/scaled-sum.ts).
+// added in the units its segments hold (src/api/scaled-sum.ts).
 import type { CubeSchema } from '../api/cube.ts';
-import { exactScaleOf, formatUnits, toUnits } from '../api/scaled-sum.ts';
+import { exactScaleOf, formatUnits } from '../api/scaled-sum.ts';
 import type { QueryPiece, QueryResponse } from '../protocol/admin-api.ts';
 import { ChannelError } from './channel-error.ts';
 import { type OffsetRange, addRange, rangeMapToJson, rangesToJson } from './offset-ranges.ts';
@@ -60,8 +60,7 @@ export function querySegments(
   const scales = measureIdx.map((i) => exactScaleOf(schema.measures[i]!));
   const valueOf = (row: Row, j: number): number | bigint => {
     const v = row.values[measureIdx[j]!] ?? 0;
-    const scale = scales[j];
-    return scale === undefined ? v : toUnits(v, scale);
+    return scales[j] === undefined ? v : BigInt(v);
   };
   type Groups = Map<string, { dims: string[]; values: (number | bigint)[] }>;
   const addRows = (groups: Groups, s: Segment): void => {

@@ -5,6 +5,7 @@
 // read them, and ask it (seal, takeDelta, markHandedOff, purge, raiseWatermark) to change them.
 import type { CubeSchema, MeasureFunction } from '../api/cube.ts';
 import { parseDuration } from '../api/duration.ts';
+import { type Units, addUnits, exactScaleOf } from '../api/scaled-sum.ts';
 import type { ParsedBatch } from './batch-parser.ts';
 import { type ParsedEvent, type RejectReason, rejectReasons } from './event.ts';
 import { type OffsetRange, addRange } from './offset-ranges.ts';
@@ -13,7 +14,12 @@ export type SegmentState = 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
 
 export interface Row {
   dimensions: string[];
-  values: number[];
+  /**
+   * Per measure, in schema order. A sum with a scale holds its integer count of 10^-scale units
+   * (scaled-sum.ts): a Number while it is a safe integer, a bigint past that; every other
+   * measure a Number.
+   */
+  values: Units[];
 }
 
 export interface Segment {
@@ -114,6 +120,10 @@ export function combine(fn: MeasureFunction, a: number, b: number): number {
   }
 }
 
+/** Adds a measure's input to a row's value: units exactly for a sum with a scale. */
+const combineValue = (fn: MeasureFunction, units: boolean, a: Units, b: Units): Units =>
+  units ? addUnits(a, b) : combine(fn, a as number, b as number);
+
 /** Rejected records by reason, as JSON: only the reasons that counted some. */
 export const reasonCountsToJson = (counts: readonly number[]): Record<string, number> =>
   Object.fromEntries(counts.flatMap((n, i) => (n > 0 ? [[rejectReasons[i]!, n]] : [])));
@@ -174,10 +184,13 @@ export class SegmentManager {
   private changed = new Set<number>();
   readonly schema: CubeSchema;
   private readonly functions: MeasureFunction[];
+  /** Per measure: a sum with a scale, whose values are units. */
+  private readonly units: boolean[];
 
   constructor(schema: CubeSchema) {
     this.schema = schema;
     this.functions = schema.measures.map((m) => m.function);
+    this.units = schema.measures.map((m) => exactScaleOf(m) !== undefined);
     this.windowMs = parseDuration(schema.window) ?? 0;
     this.latenessMs = parseDuration(schema.allowedLateness) ?? 0;
     if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
@@ -334,18 +347,18 @@ export class SegmentManager {
     return { ok: true, windowStart };
   }
 
-  private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): void {
+  private merge(rows: Map<string, Row>, key: string, event: Row): void {
     const row = rows.get(key);
     if (!row) {
       // Copies: a caller may reuse the event's arrays for the next record.
       rows.set(key, { dimensions: [...event.dimensions], values: [...event.values] });
       return;
     }
-    const { functions } = this;
+    const { functions, units } = this;
     const values = row.values;
     const input = event.values;
     for (let i = 0; i < functions.length; i++) {
-      values[i] = combine(functions[i]!, values[i]!, input[i]!);
+      values[i] = combineValue(functions[i]!, units[i]!, values[i]!, input[i]!);
     }
   }
 
@@ -378,7 +391,7 @@ export class SegmentManager {
       return { position, ingested, rejected };
     const { columns, dictionary, keyDictionary } = batch;
     const { times, values, reasons, codes, keys } = columns;
-    const { functions } = this;
+    const { functions, units } = this;
     const m = functions.length;
     const d = this.schema.dimensions.length;
     const clock = this.clockOf(partition);
@@ -416,7 +429,8 @@ export class SegmentManager {
     };
     const mergeInto = (row: Row, i: number): void => {
       const into = row.values;
-      for (let j = 0; j < m; j++) into[j] = combine(functions[j]!, into[j]!, values[i * m + j]!);
+      for (let j = 0; j < m; j++)
+        into[j] = combineValue(functions[j]!, units[j]!, into[j]!, values[i * m + j]!);
     };
     const mergeOrAdd = (rows: Map<string, Row>, key: string, i: number): Row => {
       let row = rows.get(key);
@@ -497,10 +511,15 @@ export class SegmentManager {
     }
   }
 
-  /** Merges rows read back from a fragment file (recovery) into a segment. */
-  restoreRows(segment: Segment, rows: Row[]): void {
+  /**
+   * Merges rows read back from a fragment file (recovery) into a segment; `rewrite`: into its
+   * delta too, so that the next checkpoint writes them anew (fragments of an older format).
+   */
+  restoreRows(segment: Segment, rows: Row[], rewrite = false): void {
     for (const row of rows) {
-      this.merge(segment.rows, keyOf(row.dimensions), { time: 0, ...row });
+      const key = keyOf(row.dimensions);
+      this.merge(segment.rows, key, row);
+      if (rewrite) this.merge(segment.delta, key, row);
     }
   }
 

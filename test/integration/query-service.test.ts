@@ -4,7 +4,8 @@
 // query server's answers — totals (revenue an exact decimal), a group-by, a time series, and the
 // malformed records among the offsets, per partition — equal the producer's ledger; its
 // answers while windows were being committed count exactly the offsets they say they cover; and
-// over the committed windows it equals an independent reader (pyarrow over the committed files).
+// over the committed windows it equals an independent reader (pyarrow over the committed files),
+// revenue to the cent.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatUnits } from '../../src/api/scaled-sum.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
@@ -269,6 +270,18 @@ test('answers over live receivers and committed deep storage equal the ledger, e
   expect(pyarrowEvents).toBeGreaterThan(0);
   expect(totalsRow(upToCut).events).toBe(pyarrowEvents);
   expect(pyarrowEvents).toBe(events.filter((e) => e.ts < cut).length);
+  // Revenue as pyarrow reads it: an Int64 column of cents (hand-off format 2, the scale in the
+  // manifest and the field's metadata), adding up to the ledger's exact decimal.
+  const revenueAt = eventsAt + schema.measures.findIndex((m) => m.name === 'revenue');
+  for (const h of pyarrow) {
+    expect(h.fields.revenue).toBe('int64');
+    expect(h.manifest).toMatchObject({ formatVersion: 2, scales: { revenue: 2 } });
+  }
+  const pyarrowCents = pyarrow
+    .flatMap((h) => h.rows)
+    .reduce((n, row) => n + BigInt(row[revenueAt]!), 0n);
+  expect(formatUnits(pyarrowCents, 2)).toBe(revenueOf(events.filter((e) => e.ts < cut)));
+  expect(totalsRow(upToCut).revenue).toBe(formatUnits(pyarrowCents, 2));
 
   // `streamcube query`: a table that says it is complete, and CSV.
   const table = await server.cli(['--group-by=country', cube]);

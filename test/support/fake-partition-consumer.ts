@@ -80,11 +80,19 @@ export class FakePartitionConsumer implements PartitionConsumer {
     firstTs: number,
     fetchOffset?: number,
   ): void {
-    const records = Array.from({ length: count }, (_, i) => ({
+    const values = Array.from({ length: count }, (_, i) =>
+      JSON.stringify({ ts: firstTs + i, country: 'de', price: 1 }),
+    );
+    this.deliverValues(partition, from, values, fetchOffset);
+  }
+
+  /** Delivers records of these JSON texts to `partition` from offset `from`. */
+  deliverValues(partition: number, from: number, values: string[], fetchOffset?: number): void {
+    const records = values.map((text, i) => ({
       offset: BigInt(from + i),
-      value: Buffer.from(JSON.stringify({ ts: firstTs + i, country: 'de', price: 1 })),
+      value: Buffer.from(text),
     }));
-    const end = BigInt(from + count);
+    const end = BigInt(from + values.length);
     if ((this.highWatermark.get(partition) ?? 0n) < end) this.highWatermark.set(partition, end);
     const batch = consumedRecords(records);
     if (fetchOffset !== undefined) batch.fetchOffset = fetchOffset;

@@ -2,7 +2,7 @@
 // suite says which dimensions and measures it needs instead of repeating the schema's literal.
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 
-/** A measure: `count`, or a function of an event field (`sum(price)`). */
+/** A measure: `count`, or a function of an event field (`sum(price)`; `sum(price, 2)`: a scale). */
 export type MeasureText = 'count' | `${'sum' | 'min' | 'max'}(${string})`;
 
 export interface SchemaOptions {
@@ -26,8 +26,13 @@ export function schemaInput(
     ...(dimensions ? { dimensions } : {}),
     measures: Object.entries(measures).map(([name, text]) => {
       if (text === 'count') return { name, function: 'count' as const };
-      const [, fn, field] = /^(sum|min|max)\((.+)\)$/.exec(text)!;
-      return { name, function: fn as 'sum' | 'min' | 'max', field: field! };
+      const [, fn, field, scale] = /^(sum|min|max)\(([^,]+)(?:, *(\d+))?\)$/.exec(text)!;
+      return {
+        name,
+        function: fn as 'sum' | 'min' | 'max',
+        field: field!,
+        ...(scale === undefined ? {} : { scale: Number(scale) }),
+      };
     }),
     window,
     ...(allowedLateness ? { allowedLateness } : {}),

@@ -14,18 +14,14 @@ import {
   oneSetCube,
   receiverOver,
 } from '../support/query-fixtures.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1m',
-});
+const schema = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price, 2)', dearest: 'max(price)' },
+  { window: '1m' },
+);
 
 test.each([
   [0.1 + 0.2, 2, 30n, '0.30'],
@@ -67,25 +63,26 @@ const segment = (w: number, p: number, from: bigint, to: bigint, rows: Segment['
   epochs: new Map([[p, 1]]),
 });
 
-/** A row whose price sum was added as floats, ten events of 0.10 each: 0.9999999999999999. */
-const tenDimes = (country: string): [string, Row] => {
-  let sum = 0;
-  for (let i = 0; i < 10; i++) sum += 0.1;
-  return [country, { dimensions: [country], values: [10, sum, 0.1] }];
-};
+/** A row of ten events of 0.10 each: 100 units of revenue (as floats, 0.9999999999999999). */
+const tenDimes = (country: string): [string, Row] => [
+  country,
+  { dimensions: [country], values: [10, 100, 0.1] },
+];
 
-test('the receiver answers a scaled sum as a decimal string, rows added in units', () => {
-  const s = segment(1, 0, 0n, 20n, new Map([tenDimes('de'), tenDimes('fr')]));
+test('the receiver answers a scaled sum as a decimal string, its rows added in units', () => {
+  // 2^60 + 200 units: past what a Number holds exactly.
+  const past2to53: Row = { dimensions: ['us'], values: [1, 2n ** 60n, 1] };
+  const s = segment(1, 0, 0n, 21n, new Map([tenDimes('de'), tenDimes('fr'), ['us', past2to53]]));
   const answer = querySegments('orders', schema, [s], { filters: {}, groupBy: [] });
-  expect(answer.rows).toEqual([[20, '2.00', 0.1]]);
+  expect(answer.rows).toEqual([[21, '11529215046068471.76', 1]]);
   expect(answer.columns).toEqual(['events', 'revenue', 'dearest']);
 });
 
 test('the service adds committed and live pieces in units: the exact decimal, ordered as numbers', async () => {
   const storage = new MemoryDeepStorage();
-  // Window 0, committed: 0.1 + 0.2 as the receiver added it.
+  // Window 0, committed: 0.1 + 0.2 as the receiver added it, in units.
   await commitSegments(storage, schema, [
-    segment(0, 0, 0n, 10n, new Map([['de', { dimensions: ['de'], values: [2, 0.1 + 0.2, 0.2] }]])),
+    segment(0, 0, 0n, 10n, new Map([['de', { dimensions: ['de'], values: [2, 30, 0.2] }]])),
   ]);
   // Windows 1 to 3, live: ten dimes per country each, answered by the real receiver query.
   const live = [1, 2, 3].map((w) =>
@@ -98,7 +95,7 @@ test('the service adds committed and live pieces in units: the exact decimal, or
     ),
   );
   live.push(
-    segment(4, 0, 70n, 71n, new Map([['nl', { dimensions: ['nl'], values: [1, 9.5, 9.5] }]])),
+    segment(4, 0, 70n, 71n, new Map([['nl', { dimensions: ['nl'], values: [1, 950, 9.5] }]])),
   );
   const service = oneReceiverService({
     cube: oneSetCube(schema, { partitions: [{ partition: 0, position: '71' }] }),

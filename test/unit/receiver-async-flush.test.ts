@@ -56,7 +56,7 @@ function onDisk(): { position: string; events: number; records: string[] } {
   const events = checkpoint.segments
     .flatMap((s) => s.fragments)
     .flatMap((f) => store.readFragment(f))
-    .reduce((sum, row) => sum + row.values[0]!, 0);
+    .reduce((sum, row) => sum + Number(row.values[0]), 0);
   const manifest = JSON.parse(
     readFileSync(join(cubeDir(), 'checkpoint.json'), 'utf8'),
   ) as CheckpointManifest;

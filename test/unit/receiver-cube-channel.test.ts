@@ -314,7 +314,7 @@ describe('checkpoints and retention', () => {
       '{"version":9}',
     );
     expect(() => checkpoint()).toThrow(
-      /checkpoint version 9; this receiver reads versions 1 and 2/,
+      /checkpoint version 9; this receiver reads versions 1, 2, 3/,
     );
     await expect(openChannel()).rejects.toThrow(/version 9/);
   });

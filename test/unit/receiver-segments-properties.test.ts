@@ -266,8 +266,8 @@ test('every offset fed is in exactly one segment or pending, and rows aggregate 
             actual.set(
               key,
               v
-                ? v.map((x, i) => combine(schema.measures[i]!.function, x, row.values[i]!))
-                : row.values,
+                ? v.map((x, i) => combine(schema.measures[i]!.function, x, Number(row.values[i])))
+                : row.values.map(Number),
             );
           }
         expect(sortedEntries(actual)).toEqual(sortedEntries(expected));

@@ -4,6 +4,7 @@ import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 import type { ParsedEvent } from '../../src/receiver/event.ts';
 import type { OffsetRange } from '../../src/receiver/offset-ranges.ts';
 import {
+  type Row,
   type Segment,
   SegmentManager,
   combine,
@@ -35,7 +36,7 @@ const rangesOf = (segment: Segment | undefined, partition: number): [number, num
   pairs(segment?.ranges.get(partition));
 
 /** Rows as `key → values`, independent of insertion order. */
-const rowsOf = (rows: Segment['rows']): Record<string, number[]> =>
+const rowsOf = (rows: Segment['rows']): Record<string, Row['values']> =>
   Object.fromEntries([...rows.values()].map((r) => [r.dimensions.join('|'), r.values]));
 
 describe('windows', () => {
