@@ -8,12 +8,19 @@ import { parseDuration } from '../api/duration.ts';
 import type { ParsedBatch } from './batch-parser.ts';
 import { type ParsedEvent, type RejectReason, rejectReasons } from './event.ts';
 import { type OffsetRange, addRange } from './offset-ranges.ts';
+import { PartitionRowKeys, maxRowsPerWindowOf } from './row-budget.ts';
 
 export type SegmentState = 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
 
 export interface Row {
   dimensions: string[];
   values: number[];
+  /**
+   * Delta rows only: partition → epoch of the partitions whose records touched the row in this
+   * delta, kept in fragments so that a restart knows which rows each partition brought
+   * (row-budget.ts).
+   */
+  touchedBy?: Map<number, number>;
 }
 
 export interface Segment {
@@ -80,6 +87,7 @@ export interface IngestResult {
 
 const tooLate = rejectReasons.indexOf('too_late');
 const windowSealed = rejectReasons.indexOf('window_sealed');
+const tooManyRows = rejectReasons.indexOf('too_many_rows');
 
 /** A segment key's generation: 0 for a window's first segment. */
 export const generationOf = (s: Pick<Segment, 'key' | 'windowStart'>): number =>
@@ -100,6 +108,11 @@ export function keyOf(dimensions: readonly string[]): string {
     key = i === 0 ? v : key + NUL + v;
   }
   return key;
+}
+
+/** Records in a delta row that `partition`, at `epoch`, touched it (row-budget.ts). */
+function touched(row: Row, partition: number, epoch: number): void {
+  (row.touchedBy ??= new Map()).set(partition, epoch);
 }
 
 export function combine(fn: MeasureFunction, a: number, b: number): number {
@@ -174,12 +187,16 @@ export class SegmentManager {
   private changed = new Set<number>();
   readonly schema: CubeSchema;
   private readonly functions: MeasureFunction[];
+  /** Per partition, the rows it brought into each open window (row-budget.ts). */
+  private readonly rowKeys = new Map<number, PartitionRowKeys>();
+  private readonly maxRowsPerWindow: number;
 
   constructor(schema: CubeSchema) {
     this.schema = schema;
     this.functions = schema.measures.map((m) => m.function);
     this.windowMs = parseDuration(schema.window) ?? 0;
     this.latenessMs = parseDuration(schema.allowedLateness) ?? 0;
+    this.maxRowsPerWindow = maxRowsPerWindowOf(schema);
     if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
   }
 
@@ -194,6 +211,28 @@ export class SegmentManager {
       this.clocks.set(partition, c);
     }
     return c;
+  }
+
+  private rowKeysOf(partition: number): PartitionRowKeys {
+    let keys = this.rowKeys.get(partition);
+    if (!keys) this.rowKeys.set(partition, (keys = new PartitionRowKeys(this.maxRowsPerWindow)));
+    return keys;
+  }
+
+  /** Distinct rows `partition` brought into the window under its epoch (row-budget.ts). */
+  rowsBroughtBy(partition: number, windowStart: number): number {
+    return this.rowKeys.get(partition)?.count(windowStart) ?? 0;
+  }
+
+  /** The epoch a checkpoint's partition was at: rows restored under another are not counted. */
+  restoreRowKeysEpoch(partition: number, epoch: number): void {
+    this.rowKeysOf(partition).startEpoch(epoch);
+  }
+
+  private forgetClosedRowKeys(partition: number, watermark: number): void {
+    this.rowKeys
+      .get(partition)
+      ?.forgetClosed(watermark, (w) => w + this.windowMs + this.latenessMs);
   }
 
   /** A watermark carried over from a previous owner: raises the partition's, never lowers it. */
@@ -318,6 +357,11 @@ export class SegmentManager {
       this.skip(partition, epoch, offset, offset + 1n, 'too_late');
       return { ok: false, reason: 'too_late' };
     }
+    const rowKey = key ?? keyOf(event.dimensions);
+    if (!this.rowKeysOf(partition).admits(epoch, windowStart, rowKey)) {
+      this.skip(partition, epoch, offset, offset + 1n, 'too_many_rows');
+      return { ok: false, reason: 'too_many_rows' };
+    }
     const segment = this.segmentFor(windowStart);
     if (!segment) {
       this.skip(partition, epoch, offset, offset + 1n, 'window_sealed');
@@ -326,20 +370,23 @@ export class SegmentManager {
     if (clock.pending.length > 0) this.takePending(segment, clock, partition, epoch);
     this.cover(segment, partition, epoch, offset, offset + 1n);
     clock.currentWindow = segment.key;
-    if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
+    if (clock.watermark === null || event.time > clock.watermark) {
+      clock.watermark = event.time;
+      this.forgetClosedRowKeys(partition, event.time);
+    }
 
-    const rowKey = key ?? keyOf(event.dimensions);
     this.merge(segment.rows, rowKey, event);
-    this.merge(segment.delta, rowKey, event);
+    touched(this.merge(segment.delta, rowKey, event), partition, epoch);
     return { ok: true, windowStart };
   }
 
-  private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): void {
+  private merge(rows: Map<string, Row>, key: string, event: ParsedEvent): Row {
     const row = rows.get(key);
     if (!row) {
       // Copies: a caller may reuse the event's arrays for the next record.
-      rows.set(key, { dimensions: [...event.dimensions], values: [...event.values] });
-      return;
+      const added = { dimensions: [...event.dimensions], values: [...event.values] };
+      rows.set(key, added);
+      return added;
     }
     const { functions } = this;
     const values = row.values;
@@ -347,6 +394,7 @@ export class SegmentManager {
     for (let i = 0; i < functions.length; i++) {
       values[i] = combine(functions[i]!, values[i]!, input[i]!);
     }
+    return row;
   }
 
   /**
@@ -383,6 +431,11 @@ export class SegmentManager {
     const d = this.schema.dimensions.length;
     const clock = this.clockOf(partition);
     let watermark = clock.watermark ?? -Infinity;
+    const rowKeys = this.rowKeysOf(partition);
+    // Per row-key code, whether the partition may bring the row into `admittedWindow`: a key
+    // admitted stays so, and a full window stays full within a batch.
+    let admittedWindow = NaN;
+    let admitted: (boolean | undefined)[] = [];
     // Where offsets without an event of their own go (undefined: pending), and the run of offsets
     // [runFrom, pos) accounted to it but not yet added: coverage is contiguous from the position.
     let current = this.currentSegment(clock);
@@ -443,6 +496,19 @@ export class SegmentManager {
         pos = offset + 1;
         continue;
       }
+      const code = keys[i]!;
+      if (windowStart !== admittedWindow) {
+        admittedWindow = windowStart;
+        admitted = [];
+      }
+      let admits = admitted[code];
+      if (admits === undefined)
+        admits = admitted[code] = rowKeys.admits(epoch, windowStart, keyDictionary[code]!);
+      if (!admits) {
+        rejectRecord(tooManyRows);
+        pos = offset + 1;
+        continue;
+      }
       const segment = current?.windowStart === windowStart ? current : this.segmentFor(windowStart);
       if (!segment) {
         rejectRecord(windowSealed);
@@ -463,17 +529,24 @@ export class SegmentManager {
         rowCache = [];
         deltaCache = [];
       }
-      const code = keys[i]!;
       const row = rowCache[code];
       if (row) mergeInto(row, i);
       else rowCache[code] = mergeOrAdd(segment.rows, keyDictionary[code]!, i);
       const delta = deltaCache[code];
       if (delta) mergeInto(delta, i);
-      else deltaCache[code] = mergeOrAdd(segment.delta, keyDictionary[code]!, i);
+      else
+        touched(
+          (deltaCache[code] = mergeOrAdd(segment.delta, keyDictionary[code]!, i)),
+          partition,
+          epoch,
+        );
       ingested += 1;
     }
     flushRun();
-    if (watermark !== -Infinity) clock.watermark = watermark;
+    if (watermark !== -Infinity && watermark !== clock.watermark) {
+      clock.watermark = watermark;
+      this.forgetClosedRowKeys(partition, watermark);
+    }
     return { position: pos === Number(position) ? position : BigInt(pos), ingested, rejected };
   }
 
@@ -497,10 +570,16 @@ export class SegmentManager {
     }
   }
 
-  /** Merges rows read back from a fragment file (recovery) into a segment. */
+  /**
+   * Merges rows read back from a fragment file (recovery) into a segment, and counts each row for
+   * the partitions that brought it (under the epoch restoreRowKeysEpoch gave them).
+   */
   restoreRows(segment: Segment, rows: Row[]): void {
     for (const row of rows) {
-      this.merge(segment.rows, keyOf(row.dimensions), { time: 0, ...row });
+      const key = keyOf(row.dimensions);
+      this.merge(segment.rows, key, { time: 0, dimensions: row.dimensions, values: row.values });
+      for (const [partition, epoch] of row.touchedBy ?? [])
+        this.rowKeysOf(partition).restore(epoch, segment.windowStart, key);
     }
   }
 
