@@ -72,9 +72,9 @@ metricRelabelings:
 {{ .Values.deepStorage.existingClaim | default (printf "%s-deep-storage" .Release.Name) }}
 {{- end }}
 
-{{/* Non-empty when the receivers get a ServiceAccount of their own (Secrets to read, or annotations). */}}
+{{/* Non-empty when the receivers get a ServiceAccount of their own (a Lease or Secrets to read, or annotations). */}}
 {{- define "streamcube.receiverServiceAccount" -}}
-{{- if or .Values.sourceSecrets.names .Values.receivers.serviceAccount.annotations }}true{{ end }}
+{{- if or .Values.sourceSecrets.names .Values.receivers.serviceAccount.annotations .Values.receivers.leaderLease }}true{{ end }}
 {{- end }}
 
 {{- define "streamcube.operatorServiceAccount" -}}
