@@ -2,26 +2,19 @@
 // without one, a bounded jump) explains, and an assign naming Secrets is taken only when the
 // CubeAssignment names the same Secrets and brokers. The rules alone, then through the real HTTP
 // server with the API server's answers faked: a refused call stores no term.
-import { once } from 'node:events';
-import { existsSync, mkdtempSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { KafkaSource } from '../../src/api/cube.ts';
-import { defaultServerLimits } from '../../src/http/guarded-server.ts';
-import { createLogger } from '../../src/observability/logger.ts';
 import { sourceMismatch } from '../../src/receiver/assigned-source.ts';
 import { ChannelError } from '../../src/receiver/channel-error.ts';
-import type { ReceiverConfig } from '../../src/receiver/config.ts';
 import {
   jumpTermBound,
   leaseTermBound,
   maxLeaseTerm,
 } from '../../src/receiver/leader-term-bound.ts';
-import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver, type ReceiverApiReads } from '../../src/receiver/receiver.ts';
-import { createReceiverServer } from '../../src/receiver/server.ts';
 import { testSchema } from '../support/events.ts';
+import { useInProcessReceiver } from '../support/in-process-receiver.ts';
 
 const clicks = { namespace: 'team-a', name: 'clicks' };
 
@@ -135,43 +128,17 @@ describe('through the admin API', () => {
     assignedSource: (cube) =>
       Promise.resolve(assignedSources.get(`${cube.namespace}/${cube.name}`)),
   };
+  const served = useInProcessReceiver({
+    token,
+    config: { leaderLease: { namespace: 'ops', name: 'streamcube-operator' } },
+    apiReads: reads,
+  });
   let receiver: Receiver;
-  let server: ReturnType<typeof createReceiverServer>;
   let baseUrl: string;
   let dir: string;
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'streamcube-bounds-'));
-    const config: ReceiverConfig = {
-      id: 'rs-a-0',
-      replicaSet: 'rs-a',
-      host: '127.0.0.1',
-      port: 0,
-      dataDir: dir,
-      deepStorage: { type: 'filesystem', dir: join(dir, 'deep') },
-      handOffRetryMaxMs: 30_000,
-      adminTokenFile: '',
-      adminTokenGraceMs: 0,
-      flushIntervalMs: 1_000,
-      idleTimeoutMs: 30_000,
-      handedOffRetentionMs: 60_000,
-      secretRefreshMs: 30_000,
-      serverLimits: defaultServerLimits,
-      leaderLease: { namespace: 'ops', name: 'streamcube-operator' },
-    };
-    const logger = createLogger('receiver', 'error');
-    receiver = new Receiver(config, createReceiverMetrics(), logger, reads);
-    await receiver.start();
-    server = createReceiverServer(receiver, logger, { admin: () => [token] });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-
-  afterAll(async () => {
-    server.closeAllConnections();
-    server.close();
-    await receiver.stop();
+  beforeAll(() => {
+    ({ receiver, baseUrl, dataDir: dir } = served);
   });
 
   const put = async (cube: string, source: KafkaSource, term: number) => {
