@@ -223,6 +223,9 @@ export const assignedCubeSchema = cubeSchema
     maxDimensionBytes: cubeSchema.shape.maxDimensionBytes.describe(
       'The longest dimension value, in bytes of UTF-8, before the record is rejected (dimension_too_long); 1 to 1048576, the receivers take 4096 when absent.',
     ),
+    maxRowsPerWindow: cubeSchema.shape.maxRowsPerWindow.describe(
+      "The most distinct rows (combinations of dimension values) one partition may bring into one window under its epoch; a record that would bring one more is rejected (too_many_rows). Counted per partition, from the partition's own records only, so every replica rejects the same records. 1 to 10000000, the receivers take 100000 when absent.",
+    ),
   })
   .describe(
     'What the cube computes: each record value is a JSON object (an event); its event time picks a window, its dimensions group it, and its measures are aggregated per window and group. A record that is not such an event is counted as rejected, by reason, and skipped. Immutable as a whole: it defines the data already stored in segments and hand-offs; create a new CubeAssignment for a new schema.',

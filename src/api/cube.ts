@@ -81,6 +81,12 @@ export const cubeSchema = z
      * (`dimension_too_long`); the receiver's default (4096) when absent.
      */
     maxDimensionBytes: z.number().int().min(1).max(1_048_576).optional(),
+    /**
+     * The most distinct rows (dimension values) one partition may bring into one window under its
+     * epoch before a record bringing another is rejected (`too_many_rows`); the receiver's default
+     * (100,000) when absent.
+     */
+    maxRowsPerWindow: z.number().int().min(1).max(10_000_000).optional(),
   })
   .superRefine((s, ctx) => {
     const names = [...s.dimensions, ...s.measures.map((m) => m.name)];

@@ -127,9 +127,13 @@ async function startStack(teardown: Teardown): Promise<LocalStackInfo> {
         `--read-token-file=${readTokenFile}`,
         '--flush-interval=1s',
         '--idle-timeout=30s',
+        // Leader terms checked against the operator's Lease, as the chart's receivers do.
+        `--leader-lease=${namespace}/streamcube-operator`,
       ],
       `${url}/readyz`,
       logFile,
+      [],
+      { KUBECONFIG: env.kube.kubeconfig },
     );
     await kc
       .makeApiClient(CoreV1Api)

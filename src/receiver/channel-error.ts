@@ -11,7 +11,9 @@ export type ChannelErrorReason =
   /** The request body is larger than the receiver accepts. */
   | 'TooLarge'
   /** The call carries a leader term lower than one already seen for the cube (leader-terms.ts). */
-  | 'StaleLeader';
+  | 'StaleLeader'
+  /** What the call must be checked against (the API server) cannot be read now; retry. */
+  | 'Unavailable';
 
 export class ChannelError extends Error {
   override readonly name = 'ChannelError';

@@ -106,6 +106,7 @@ export class CheckpointWriter {
       const { state, clock } = restoredPartition(p, now);
       partitions.restore(state);
       segments.restoreClock(p.partition, clock);
+      segments.restoreRowKeysEpoch(p.partition, p.epoch);
       metrics.offsetsLost(p.partition, 0n);
     }
     segments.restorePurgedBelow(c.purgedBelow ?? null);

@@ -263,6 +263,8 @@ export function restoredSegment(
 export interface FragmentRow {
   dimensions: string[];
   values: (number | string)[];
+  /** partition → epoch of the partitions that touched the row (row-budget.ts), when known. */
+  touchedBy?: Map<number, number>;
 }
 
 /** The measures whose values are units: a sum with a scale. */
@@ -272,6 +274,7 @@ export const unitMeasures = (schema: Pick<CubeSchema, 'measures'>): boolean[] =>
 export const fragmentRow = (row: Row, units: readonly boolean[]): FragmentRow => ({
   dimensions: row.dimensions,
   values: row.values.map((v, i) => (units[i] ? unitsToText(v) : (v as number))),
+  ...(row.touchedBy ? { touchedBy: row.touchedBy } : {}),
 });
 
 /** Whether a checkpoint's fragments hold a scaled sum's float (written before units were kept). */
@@ -296,5 +299,6 @@ export function rowOfFragment(
       if (version >= unitsSince) return v;
       return unitsFromText(toUnits(v, scale).toString());
     }),
+    ...(row.touchedBy ? { touchedBy: row.touchedBy } : {}),
   };
 }

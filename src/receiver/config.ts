@@ -6,6 +6,7 @@ import { parseDuration } from '../api/duration.ts';
 import { ConfigError } from '../config-error.ts';
 import { type ServerLimits, defaultServerLimits } from '../http/guarded-server.ts';
 import { type DeepStorageLocation, parseDeepStorageUrl } from './deep-storage.ts';
+import { defaultMaxTermJump } from './leader-term-bound.ts';
 
 export interface ReceiverConfig {
   id: string;
@@ -39,6 +40,13 @@ export interface ReceiverConfig {
   serverLimits: ServerLimits;
   /** The most a partition's record set in one fetch may decompress to (absent: 64 MiB). */
   maxDecompressedBytes?: number;
+  /**
+   * The operator's leader Lease: a leader term above its leaseTransitions is refused. Absent: a
+   * term may rise at most `maxLeaderTermJump` above the highest held for the cube.
+   */
+  leaderLease?: { namespace: string; name: string };
+  /** Absent: defaultMaxTermJump. */
+  maxLeaderTermJump?: number;
 }
 
 export const receiverUsage = `Usage: streamcube receiver [options]
@@ -80,6 +88,12 @@ Options (environment variable in brackets):
   --request-timeout DUR    longest wait for a whole request      [STREAMCUBE_REQUEST_TIMEOUT, default: 60s]
   --max-decompressed-mib N what one partition's records of one   [STREAMCUBE_MAX_DECOMPRESSED_MIB, default: 64]
                            fetch may decompress to; a batch past it stops the partition
+  --leader-lease NS/NAME   the operator's leader Lease: a leader  [STREAMCUBE_LEADER_LEASE, optional]
+                           term above its leaseTransitions is
+                           refused (needs \`get\` on that Lease)
+  --max-leader-term-jump N without --leader-lease, how far a call [STREAMCUBE_MAX_LEADER_TERM_JUMP, default: 1000]
+                           may raise a cube's leader term above
+                           the highest held (a cube's first is free)
 
 S3 credentials: the AWS SDK's default chain — AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a web
 identity token (IRSA: AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE), a profile, or the instance role.
@@ -119,6 +133,8 @@ export function parseReceiverConfig(
       'headers-timeout': { type: 'string' },
       'request-timeout': { type: 'string' },
       'max-decompressed-mib': { type: 'string' },
+      'leader-lease': { type: 'string' },
+      'max-leader-term-jump': { type: 'string' },
     },
     strict: true,
   });
@@ -183,6 +199,22 @@ export function parseReceiverConfig(
   const keyFile = pick('tls-key-file', 'STREAMCUBE_TLS_KEY_FILE');
   if ((certFile === undefined) !== (keyFile === undefined))
     throw new ConfigError('--tls-cert-file and --tls-key-file go together: give both or neither');
+  const leaseText = pick('leader-lease', 'STREAMCUBE_LEADER_LEASE');
+  const [leaseNamespace, leaseName, ...rest] = leaseText?.split('/') ?? [];
+  if (
+    leaseText !== undefined &&
+    (rest.length > 0 ||
+      !replicaSetName.safeParse(leaseNamespace).success ||
+      !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(leaseName ?? ''))
+  )
+    throw new ConfigError(
+      `--leader-lease must be <namespace>/<name> of the operator's Lease, got '${leaseText}'`,
+    );
+  const jumpText =
+    pick('max-leader-term-jump', 'STREAMCUBE_MAX_LEADER_TERM_JUMP') ?? String(defaultMaxTermJump);
+  const maxLeaderTermJump = Number(jumpText);
+  if (!/^[0-9]{1,10}$/.test(jumpText) || maxLeaderTermJump < 1)
+    throw new ConfigError(`--max-leader-term-jump must be a whole number ≥ 1, got '${jumpText}'`);
   return {
     id,
     replicaSet,
@@ -211,6 +243,10 @@ export function parseReceiverConfig(
       requestTimeoutMs,
     },
     maxDecompressedBytes: decompressedMib * 2 ** 20,
+    ...(leaseText !== undefined
+      ? { leaderLease: { namespace: leaseNamespace!, name: leaseName! } }
+      : {}),
+    maxLeaderTermJump,
   };
 }
 

@@ -103,7 +103,15 @@ export class CubeStore {
     if (fragments.length > 0) this.fragmentsWritten = true;
     await eachAtOnce(fragments, filesAtOnce, async ({ name, rows }) => {
       const lines: string[] = [];
-      for (const row of rows) lines.push(JSON.stringify([row.dimensions, row.values]));
+      // A third element, when known: [partition, epoch] of the partitions that touched the row.
+      for (const row of rows)
+        lines.push(
+          JSON.stringify(
+            row.touchedBy
+              ? [row.dimensions, row.values, [...row.touchedBy]]
+              : [row.dimensions, row.values],
+          ),
+        );
       await writeFileDurablyAsync(join(this.fragmentDir, name), lines.join('\n'), false);
       faultPoint('after-fragment');
     });
@@ -113,8 +121,14 @@ export class CubeStore {
     const text = readFileSync(join(this.fragmentDir, name), 'utf8');
     if (text === '') return [];
     return text.split('\n').map((line) => {
-      const [dimensions, values] = JSON.parse(line) as [string[], (number | string)[]];
-      return { dimensions, values };
+      const [dimensions, values, touchedBy] = JSON.parse(line) as [
+        string[],
+        (number | string)[],
+        [number, number][]?,
+      ];
+      return touchedBy
+        ? { dimensions, values, touchedBy: new Map(touchedBy) }
+        : { dimensions, values };
     });
   }
 

@@ -17,6 +17,8 @@ export const rejectReasons = [
   'future_timestamp',
   'ancient_timestamp',
   'dimension_too_long',
+  // A row past the partition's bound on distinct rows per window (row-budget.ts).
+  'too_many_rows',
 ] as const;
 export type RejectReason = (typeof rejectReasons)[number];
 

@@ -40,16 +40,36 @@ import {
 } from './cube-directories.ts';
 import { type DeepStorage, openDeepStorage } from './deep-storage.ts';
 import { LeaderTerms } from './leader-terms.ts';
+import {
+  type LeaderTermBound,
+  type LeaseTransitionsReader,
+  defaultMaxTermJump,
+  jumpTermBound,
+  leaseTermBound,
+} from './leader-term-bound.ts';
+import { type AssignedSourceReader, checkAssignedSource } from './assigned-source.ts';
 import type { ReceiverMetrics } from './metrics.ts';
 
 /** Cubes closed at once when the receiver stops. */
 const closeConcurrency = 16;
+
+/** How long a Lease's leaseTransitions read answers terms at or below it. */
+const leaseCacheMs = 5_000;
+
+/** What the receiver reads from the API server to check calls; the real API server by default. */
+export interface ReceiverApiReads {
+  assignedSource?: AssignedSourceReader;
+  leaseTransitions?: LeaseTransitionsReader;
+}
 
 export class Receiver {
   readonly config: ReceiverConfig;
   readonly metrics: ReceiverMetrics;
   /** The highest leader term seen per cube: calls from a deposed operator are refused. */
   readonly leaderTerms: LeaderTerms;
+  /** How far a call may raise a cube's leader term: by the Lease, or by a bounded jump. */
+  readonly leaderTermBound: LeaderTermBound;
+  private readonly readAssignedSource: AssignedSourceReader;
   private readonly logger: Logger;
   /** By cubeKeyString: `<namespace>/<name>`. */
   private readonly cubes = new Map<string, CubeChannel>();
@@ -64,10 +84,43 @@ export class Receiver {
   private ready = false;
   private deepStoragePromise: Promise<DeepStorage> | undefined;
 
-  constructor(config: ReceiverConfig, metrics: ReceiverMetrics, logger: Logger) {
+  constructor(
+    config: ReceiverConfig,
+    metrics: ReceiverMetrics,
+    logger: Logger,
+    apiReads: ReceiverApiReads = {},
+  ) {
     this.config = config;
     this.metrics = metrics;
     this.logger = logger;
+    // The Kubernetes client is loaded on first use only: a receiver without secured sources or a
+    // Lease never needs it.
+    let kubeReadsPromise: Promise<typeof import('../kubernetes/receiver-reads.ts')> | undefined;
+    const kubeReads = () => (kubeReadsPromise ??= import('../kubernetes/receiver-reads.ts'));
+    let sourceReader: AssignedSourceReader | undefined;
+    this.readAssignedSource =
+      apiReads.assignedSource ??
+      (async (cube) => {
+        sourceReader ??= (await kubeReads()).kubeAssignedSourceReader();
+        return sourceReader(cube);
+      });
+    const lease = config.leaderLease;
+    let leaseReader: LeaseTransitionsReader | undefined;
+    this.leaderTermBound = lease
+      ? leaseTermBound({
+          lease: `${lease.namespace}/${lease.name}`,
+          read:
+            apiReads.leaseTransitions ??
+            (async () => {
+              leaseReader ??= (await kubeReads()).kubeLeaseTransitionsReader(
+                lease.namespace,
+                lease.name,
+              );
+              return leaseReader();
+            }),
+          cacheMs: leaseCacheMs,
+        })
+      : jumpTermBound(config.maxLeaderTermJump ?? defaultMaxTermJump);
     this.leaderTerms = new LeaderTerms({
       dataDir: config.dataDir,
       onStale: ({ namespace, name: cube }) => {
@@ -299,11 +352,17 @@ export class Receiver {
     return channel;
   }
 
-  assign(key: CubeKey, body: AssignCubeRequest): Promise<CubeStatus> {
-    return this.exclusively(key.name, () => this.assignNow(key, body));
+  /** `checked`: checkAssign ran for this very request already (the server's, before the term). */
+  assign(key: CubeKey, body: AssignCubeRequest, checked = false): Promise<CubeStatus> {
+    return this.exclusively(key.name, () => this.assignNow(key, body, checked));
   }
 
-  private async assignNow(key: CubeKey, body: AssignCubeRequest): Promise<CubeStatus> {
+  /**
+   * Throws when `key` cannot be assigned here as `body` says (another namespace or replica set, a
+   * source naming Secrets the CubeAssignment does not): checked before the call's leader term is
+   * admitted, and again by the assign itself.
+   */
+  async checkAssign(key: CubeKey, body: AssignCubeRequest): Promise<void> {
     const request = assignCubeRequest.parse(body);
     const { namespace, name: cube } = key;
     if (request.namespace !== undefined && request.namespace !== namespace) {
@@ -320,6 +379,17 @@ export class Receiver {
         'replicaSet',
       );
     }
+    await checkAssignedSource(key, request.source, this.readAssignedSource);
+  }
+
+  private async assignNow(
+    key: CubeKey,
+    body: AssignCubeRequest,
+    checked: boolean,
+  ): Promise<CubeStatus> {
+    if (!checked) await this.checkAssign(key, body);
+    const request = assignCubeRequest.parse(body);
+    const { namespace, name: cube } = key;
     let channel = this.cubes.get(cubeKeyString(key));
     const spec: CubeSpec = { source: request.source, schema: request.schema };
     // A cube restored from a checkpoint of before namespaces waits under `default` for the

@@ -9,6 +9,7 @@ import { type Units, addUnits, exactScaleOf } from '../api/scaled-sum.ts';
 import type { ParsedBatch } from './batch-parser.ts';
 import { type ParsedEvent, type RejectReason, rejectReasons } from './event.ts';
 import { type OffsetRange, addRange } from './offset-ranges.ts';
+import { PartitionRowKeys, maxRowsPerWindowOf } from './row-budget.ts';
 
 export type SegmentState = 'ACTIVE' | 'IMMUTABLE' | 'HANDED_OFF';
 
@@ -20,6 +21,12 @@ export interface Row {
    * measure a Number.
    */
   values: Units[];
+  /**
+   * Delta rows only: partition → epoch of the partitions whose records touched the row in this
+   * delta, kept in fragments so that a restart knows which rows each partition brought
+   * (row-budget.ts).
+   */
+  touchedBy?: Map<number, number>;
 }
 
 export interface Segment {
@@ -86,6 +93,7 @@ export interface IngestResult {
 
 const tooLate = rejectReasons.indexOf('too_late');
 const windowSealed = rejectReasons.indexOf('window_sealed');
+const tooManyRows = rejectReasons.indexOf('too_many_rows');
 
 /** A segment key's generation: 0 for a window's first segment. */
 export const generationOf = (s: Pick<Segment, 'key' | 'windowStart'>): number =>
@@ -106,6 +114,11 @@ export function keyOf(dimensions: readonly string[]): string {
     key = i === 0 ? v : key + NUL + v;
   }
   return key;
+}
+
+/** Records in a delta row that `partition`, at `epoch`, touched it (row-budget.ts). */
+function touched(row: Row, partition: number, epoch: number): void {
+  (row.touchedBy ??= new Map()).set(partition, epoch);
 }
 
 export function combine(fn: MeasureFunction, a: number, b: number): number {
@@ -186,6 +199,9 @@ export class SegmentManager {
   private readonly functions: MeasureFunction[];
   /** Per measure: a sum with a scale, whose values are units. */
   private readonly units: boolean[];
+  /** Per partition, the rows it brought into each open window (row-budget.ts). */
+  private readonly rowKeys = new Map<number, PartitionRowKeys>();
+  private readonly maxRowsPerWindow: number;
 
   constructor(schema: CubeSchema) {
     this.schema = schema;
@@ -193,6 +209,7 @@ export class SegmentManager {
     this.units = schema.measures.map((m) => exactScaleOf(m) !== undefined);
     this.windowMs = parseDuration(schema.window) ?? 0;
     this.latenessMs = parseDuration(schema.allowedLateness) ?? 0;
+    this.maxRowsPerWindow = maxRowsPerWindowOf(schema);
     if (this.windowMs <= 0) throw new Error(`window ${schema.window} must be positive`);
   }
 
@@ -207,6 +224,28 @@ export class SegmentManager {
       this.clocks.set(partition, c);
     }
     return c;
+  }
+
+  private rowKeysOf(partition: number): PartitionRowKeys {
+    let keys = this.rowKeys.get(partition);
+    if (!keys) this.rowKeys.set(partition, (keys = new PartitionRowKeys(this.maxRowsPerWindow)));
+    return keys;
+  }
+
+  /** Distinct rows `partition` brought into the window under its epoch (row-budget.ts). */
+  rowsBroughtBy(partition: number, windowStart: number): number {
+    return this.rowKeys.get(partition)?.count(windowStart) ?? 0;
+  }
+
+  /** The epoch a checkpoint's partition was at: rows restored under another are not counted. */
+  restoreRowKeysEpoch(partition: number, epoch: number): void {
+    this.rowKeysOf(partition).startEpoch(epoch);
+  }
+
+  private forgetClosedRowKeys(partition: number, watermark: number): void {
+    this.rowKeys
+      .get(partition)
+      ?.forgetClosed(watermark, (w) => w + this.windowMs + this.latenessMs);
   }
 
   /** A watermark carried over from a previous owner: raises the partition's, never lowers it. */
@@ -331,6 +370,11 @@ export class SegmentManager {
       this.skip(partition, epoch, offset, offset + 1n, 'too_late');
       return { ok: false, reason: 'too_late' };
     }
+    const rowKey = key ?? keyOf(event.dimensions);
+    if (!this.rowKeysOf(partition).admits(epoch, windowStart, rowKey)) {
+      this.skip(partition, epoch, offset, offset + 1n, 'too_many_rows');
+      return { ok: false, reason: 'too_many_rows' };
+    }
     const segment = this.segmentFor(windowStart);
     if (!segment) {
       this.skip(partition, epoch, offset, offset + 1n, 'window_sealed');
@@ -339,20 +383,27 @@ export class SegmentManager {
     if (clock.pending.length > 0) this.takePending(segment, clock, partition, epoch);
     this.cover(segment, partition, epoch, offset, offset + 1n);
     clock.currentWindow = segment.key;
-    if (clock.watermark === null || event.time > clock.watermark) clock.watermark = event.time;
+    if (clock.watermark === null || event.time > clock.watermark) {
+      clock.watermark = event.time;
+      this.forgetClosedRowKeys(partition, event.time);
+    }
 
-    const rowKey = key ?? keyOf(event.dimensions);
     this.merge(segment.rows, rowKey, event);
-    this.merge(segment.delta, rowKey, event);
+    touched(this.merge(segment.delta, rowKey, event), partition, epoch);
     return { ok: true, windowStart };
   }
 
-  private merge(rows: Map<string, Row>, key: string, event: Row): void {
+  private merge(
+    rows: Map<string, Row>,
+    key: string,
+    event: Pick<Row, 'dimensions' | 'values'>,
+  ): Row {
     const row = rows.get(key);
     if (!row) {
       // Copies: a caller may reuse the event's arrays for the next record.
-      rows.set(key, { dimensions: [...event.dimensions], values: [...event.values] });
-      return;
+      const added = { dimensions: [...event.dimensions], values: [...event.values] };
+      rows.set(key, added);
+      return added;
     }
     const { functions, units } = this;
     const values = row.values;
@@ -360,6 +411,7 @@ export class SegmentManager {
     for (let i = 0; i < functions.length; i++) {
       values[i] = combineValue(functions[i]!, units[i]!, values[i]!, input[i]!);
     }
+    return row;
   }
 
   /**
@@ -396,6 +448,11 @@ export class SegmentManager {
     const d = this.schema.dimensions.length;
     const clock = this.clockOf(partition);
     let watermark = clock.watermark ?? -Infinity;
+    const rowKeys = this.rowKeysOf(partition);
+    // Per row-key code, whether the partition may bring the row into `admittedWindow`: a key
+    // admitted stays so, and a full window stays full within a batch.
+    let admittedWindow = NaN;
+    let admitted: (boolean | undefined)[] = [];
     // Where offsets without an event of their own go (undefined: pending), and the run of offsets
     // [runFrom, pos) accounted to it but not yet added: coverage is contiguous from the position.
     let current = this.currentSegment(clock);
@@ -457,6 +514,19 @@ export class SegmentManager {
         pos = offset + 1;
         continue;
       }
+      const code = keys[i]!;
+      if (windowStart !== admittedWindow) {
+        admittedWindow = windowStart;
+        admitted = [];
+      }
+      let admits = admitted[code];
+      if (admits === undefined)
+        admits = admitted[code] = rowKeys.admits(epoch, windowStart, keyDictionary[code]!);
+      if (!admits) {
+        rejectRecord(tooManyRows);
+        pos = offset + 1;
+        continue;
+      }
       const segment = current?.windowStart === windowStart ? current : this.segmentFor(windowStart);
       if (!segment) {
         rejectRecord(windowSealed);
@@ -477,17 +547,24 @@ export class SegmentManager {
         rowCache = [];
         deltaCache = [];
       }
-      const code = keys[i]!;
       const row = rowCache[code];
       if (row) mergeInto(row, i);
       else rowCache[code] = mergeOrAdd(segment.rows, keyDictionary[code]!, i);
       const delta = deltaCache[code];
       if (delta) mergeInto(delta, i);
-      else deltaCache[code] = mergeOrAdd(segment.delta, keyDictionary[code]!, i);
+      else
+        touched(
+          (deltaCache[code] = mergeOrAdd(segment.delta, keyDictionary[code]!, i)),
+          partition,
+          epoch,
+        );
       ingested += 1;
     }
     flushRun();
-    if (watermark !== -Infinity) clock.watermark = watermark;
+    if (watermark !== -Infinity && watermark !== clock.watermark) {
+      clock.watermark = watermark;
+      this.forgetClosedRowKeys(partition, watermark);
+    }
     return { position: pos === Number(position) ? position : BigInt(pos), ingested, rejected };
   }
 
@@ -512,14 +589,21 @@ export class SegmentManager {
   }
 
   /**
-   * Merges rows read back from a fragment file (recovery) into a segment; `rewrite`: into its
-   * delta too, so that the next checkpoint writes them anew (fragments of an older format).
+   * Merges rows read back from a fragment file (recovery) into a segment, and counts each row for
+   * the partitions that brought it (under the epoch restoreRowKeysEpoch gave them); `rewrite`:
+   * into its delta too, with the partitions that touched it, so that the next checkpoint writes
+   * them anew (fragments of an older format).
    */
   restoreRows(segment: Segment, rows: Row[], rewrite = false): void {
     for (const row of rows) {
       const key = keyOf(row.dimensions);
       this.merge(segment.rows, key, row);
-      if (rewrite) this.merge(segment.delta, key, row);
+      if (rewrite) {
+        const delta = this.merge(segment.delta, key, row);
+        for (const [partition, epoch] of row.touchedBy ?? []) touched(delta, partition, epoch);
+      }
+      for (const [partition, epoch] of row.touchedBy ?? [])
+        this.rowKeysOf(partition).restore(epoch, segment.windowStart, key);
     }
   }
 

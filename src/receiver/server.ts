@@ -44,6 +44,7 @@ const httpOf: Record<ChannelErrorReason, { status: number; error: string }> = {
   Invalid: { status: 400, error: 'invalid request' },
   TooLarge: { status: 413, error: 'invalid request' },
   StaleLeader: { status: 409, error: 'stale leader' },
+  Unavailable: { status: 503, error: 'unavailable' },
 };
 
 /** A route of the receiver as a whole: GET /v1/status, GET /v1/cubes. */
@@ -64,6 +65,11 @@ interface CubeRoute {
    * the call, its leader term included: an invalid call changes nothing.
    */
   parse: (body: unknown) => unknown;
+  /**
+   * What the API server must agree with before the call's leader term is admitted (the assign's
+   * source); throws a ChannelError when it does not.
+   */
+  precheck?: (receiver: Receiver, cube: CubeKey, request: never) => Promise<void>;
   handle: (receiver: Receiver, cube: CubeKey, request: never, url: URL) => unknown;
 }
 
@@ -75,6 +81,7 @@ function cubeRoute<T>(route: {
   action: CubeAction | undefined;
   mutates: boolean;
   parse: (body: unknown) => T;
+  precheck?: (receiver: Receiver, cube: CubeKey, request: T) => Promise<void>;
   handle: (receiver: Receiver, cube: CubeKey, request: T, url: URL) => unknown;
 }): CubeRoute {
   return route;
@@ -91,7 +98,8 @@ const cubeRoutes: CubeRoute[] = [
     action: undefined,
     mutates: true,
     parse: (body) => assignCubeRequest.parse(body),
-    handle: (r, cube, request) => r.assign(cube, request),
+    precheck: (r, cube, request) => r.checkAssign(cube, request),
+    handle: (r, cube, request) => r.assign(cube, request, true),
   }),
   cubeRoute({
     method: 'GET',
@@ -361,6 +369,7 @@ export function createReceiverServer(
       const body =
         req.method === 'GET' || req.method === 'DELETE' ? undefined : await readJson(req);
       const request = route.parse(body);
+      await route.precheck?.(receiver, cube, request as never);
       if (route.mutates) {
         const header = req.headers[leaderTermHeader];
         const term = header === undefined ? 0 : leaderTerm.safeParse(header);
@@ -372,10 +381,14 @@ export function createReceiverServer(
           );
         }
         const at = typeof term === 'number' ? term : term.data;
-        // A term is raised only by a valid call for a cube this receiver holds or is given: any
-        // other call is refused when stale, but leaves the cube's floor where it is.
-        if (route.method === 'PUT' || receiver.holds(cube)) receiver.leaderTerms.admit(cube, at);
-        else receiver.leaderTerms.check(cube, at);
+        // A term is raised only by a valid call for a cube this receiver holds or is given, and
+        // only as far as the bound allows (the Lease): any other call is refused when stale, but
+        // leaves the cube's floor where it is.
+        const highest = receiver.leaderTerms.check(cube, at);
+        if (at > highest && (route.method === 'PUT' || receiver.holds(cube))) {
+          await receiver.leaderTermBound.allowRaise(cube, at, highest);
+          receiver.leaderTerms.admit(cube, at);
+        }
       }
       const result = await route.handle(receiver, cube, request as never, url);
       return send(res, 200, result);

@@ -878,7 +878,7 @@ test('Leases: a Role and RoleBinding in the release namespace, also when the ope
   }
 });
 
-test('least privilege: a ServiceAccount per component, receivers without an API token unless they read source Secrets, scratch volumes bounded, the operator reached on its metrics port only', async () => {
+test("least privilege: a ServiceAccount per component, receivers with an API token only to get the operator's Lease or source Secrets, scratch volumes bounded, the operator reached on its metrics port only", async () => {
   const defaults = await render();
   const [operator, ...receivers] = workloads(defaults);
   // Each component under its own ServiceAccount, the chart's; none under the namespace's default.
@@ -900,14 +900,39 @@ test('least privilege: a ServiceAccount per component, receivers without an API 
       .map((o) => o.metadata?.name)
       .sort(),
   ).toEqual(['t-operator', 't-query', 't-receiver']);
-  for (const r of receivers) expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(false);
+  // By default a receiver may get the one Lease, and checks leader terms against it.
+  for (const r of receivers) {
+    expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(true);
+    expect(podTemplate(r).spec!.serviceAccountName).toBe('t-receiver');
+    expect(podTemplate(r).spec!.containers[0]!.args!.join(' ')).toMatch(
+      /--leader-lease=[a-z0-9-]+\/streamcube-operator( |$)/,
+    );
+  }
+  expect((find(defaults, 'Role', 't-receiver-lease') as { rules: unknown }).rules).toEqual([
+    {
+      apiGroups: ['coordination.k8s.io'],
+      resources: ['leases'],
+      resourceNames: ['streamcube-operator'],
+      verbs: ['get'],
+    },
+  ]);
+  const noLease = await render('receivers.leaderLease=false');
+  for (const r of workloads(noLease).slice(1)) {
+    expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(false);
+    expect(podTemplate(r).spec!.containers[0]!.args!.join(' ')).not.toContain('--leader-lease');
+  }
+  expect(noLease.some((o) => o.metadata?.name === 't-receiver-lease')).toBe(false);
   // The operator talks to the API server.
   expect(podTemplate(operator!).spec!.automountServiceAccountToken).toBeUndefined();
   for (const w of workloads(defaults))
     expect(podTemplate(w).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
       sizeLimit: '256Mi',
     });
-  const withSecrets = await render('sourceSecrets.names[0]=kafka-user', 'scratchSizeLimit=1Gi');
+  const withSecrets = await render(
+    'sourceSecrets.names[0]=kafka-user',
+    'scratchSizeLimit=1Gi',
+    'receivers.leaderLease=false',
+  );
   for (const r of workloads(withSecrets).slice(1)) {
     expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(true);
     expect(podTemplate(r).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
@@ -1091,8 +1116,8 @@ test('the operator and the query servers can run under ServiceAccounts made else
   expect(stdout).toMatch(/subjects:\n\s+- kind: ServiceAccount\n\s+name: queries-elsewhere/);
 });
 
-test('source Secrets: the operator and a receiver ServiceAccount may get exactly those names, in each namespace listed', async () => {
-  const plain = await helm('template', 't', chart);
+test('source Secrets: the operator and a receiver ServiceAccount may get exactly those names, and the receiver the CubeAssignments, in each namespace listed', async () => {
+  const plain = await helm('template', 't', chart, '--set', 'receivers.leaderLease=false');
   expect(plain.stdout).not.toContain('t-source-secrets');
   const objects = await render(
     'sourceSecrets.names={kafka-ca,kafka-user}',
@@ -1112,6 +1137,8 @@ test('source Secrets: the operator and a receiver ServiceAccount may get exactly
         resourceNames: ['kafka-ca', 'kafka-user'],
         verbs: ['get'],
       },
+      // An assign naming Secrets is checked against the cube's CubeAssignment.
+      { apiGroups: ['streamcube.io'], resources: ['cubeassignments'], verbs: ['get'] },
     ]);
     const binding = objects.find(
       (o) =>

@@ -1,15 +1,18 @@
 // Two receivers of one replica set fed the same partitions from the same offsets hold the same
-// segments (windows, offset ranges, rows, late-event decisions, hand-offs), equal to the ground truth.
+// segments (windows, offset ranges, rows, late-event decisions, hand-offs), equal to the ground truth,
+// and cut a burst of distinct rows at the same records, a restarted one included.
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { tempDir } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
+  type TestEvent,
   assignRequest,
   createTopic,
   highWatermarks,
   makeWindowedEvents,
   malformedRecords,
   produceRecords,
+  testSchema,
   windowedSchema,
 } from '../support/events.ts';
 import { modelCube, sealedWindows } from '../support/cube-model.ts';
@@ -133,4 +136,71 @@ test('replicas consuming the same offsets hold identical segments, late events i
     expect(c1.windowStarts.every((w) => w === windowStart)).toBe(true);
     expectRowsEqual(c1.rows, model.windows.get(windowStart)!, schema);
   }
+});
+
+test('a burst of distinct rows is cut at maxRowsPerWindow per partition, alike on both replicas, and alike after a replica restarts from its checkpoint', async () => {
+  const capped = { ...testSchema, maxRowsPerWindow: 20 };
+  const topic = await createTopic(fixture.admin, 2);
+  // Both partitions cycle over the same 40 keys, in opposite orders: each may bring 20 into the
+  // window, so the segment holds all 40 (the bound is the partition's, not the segment's).
+  const keyOf = (p: number, i: number): string => `k${p === 0 ? i % 40 : 39 - (i % 40)}`;
+  const eventsOf = (p: number, from: number, to: number): TestEvent[] =>
+    Array.from({ length: to - from }, (_, j) => ({
+      ts: T0 + (from + j) * 10,
+      country: keyOf(p, from + j),
+      device: 'web',
+      price: 1,
+    }));
+  /** What the rule keeps: a record whose key is among the first 20 distinct keys of its partition. */
+  const expected = (p: number, count: number) => {
+    const admitted = new Set<string>();
+    let rejected = 0;
+    for (let i = 0; i < count; i++) {
+      const key = keyOf(p, i);
+      if (admitted.has(key)) continue;
+      if (admitted.size < 20) admitted.add(key);
+      else rejected += 1;
+    }
+    return rejected;
+  };
+  const request = assignRequest(
+    env.kafka.bootstrap,
+    topic,
+    'rs-a',
+    [0, 1].map((p) => ({ partition: p, position: '0' })),
+    capped,
+  );
+  const capCube = 'capped';
+  await Promise.all(replicas.map((r) => r.client.assign(capCube, request)));
+  const produceHalf = async (from: number, to: number) => {
+    for (let i = from; i < to; i += 25)
+      for (const p of [0, 1])
+        await produceRecords(fixture.producer, topic, p, eventsOf(p, i, Math.min(i + 25, to)), 25);
+  };
+  await produceHalf(0, 100);
+  const half = await highWatermarks(kafka, topic);
+  await Promise.all(
+    replicas.map((r) => waitForPositions(r.client, capCube, Object.fromEntries(half))),
+  );
+  // r1 is killed and resumes from its checkpoint: its row counts come back from its fragments.
+  const [r1] = replicas as [(typeof replicas)[0]];
+  await r1.kill();
+  await r1.start();
+  await produceHalf(100, 200);
+  const end = await highWatermarks(kafka, topic);
+  const statuses = await Promise.all(
+    replicas.map(async (r) => {
+      await waitForPositions(r.client, capCube, Object.fromEntries(end));
+      return r.client.cubeStatus(capCube);
+    }),
+  );
+  const tooMany = expected(0, 200) + expected(1, 200);
+  expect(tooMany).toBeGreaterThan(100);
+  for (const s of statuses) {
+    expect(s.rejected).toEqual({ too_many_rows: tooMany });
+    expect(s.segments.map((g) => g.rowCount)).toEqual([40]);
+  }
+  const q = { groupBy: ['country'] };
+  const [a1, a2] = await Promise.all(replicas.map((r) => r.client.query(capCube, q)));
+  expectRowsEqual(a1!.rows, a2!.rows, capped);
 });

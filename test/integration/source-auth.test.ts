@@ -3,11 +3,10 @@
 // over TLS with SCRAM-SHA-512 or PLAIN, totals exact. A refused password is Degraded
 // SourceAuthFailed with the broker's message, an untrusted CA Degraded SourceTLSFailed; no
 // password appears in a log, the status or an Event.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { CoreV1Api } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
-import { tempDir } from '../support/receiver-process.ts';
+import { receiverKubeconfig, receiverRules } from '../support/receiver-kubeconfig.ts';
 import { createTopic, highWatermarks, makeEvents, produce } from '../support/events.ts';
 import { conditionOf, cubeApi } from '../support/cluster.ts';
 import { waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
@@ -29,7 +28,14 @@ const stack = useOperatorStack({
       password: wrongPassword,
     });
     // Secrets read again every second (30 s by default): the rotation test waits on it.
-    return { KUBECONFIG: await receiverKubeconfig(), STREAMCUBE_SECRET_REFRESH: '1s' };
+    // The receivers may read these Secrets and the CubeAssignments that name them, as the chart's
+    // receiver Role allows, and nothing else.
+    const kubeconfig = await receiverKubeconfig(
+      kc,
+      stack.namespace,
+      receiverRules({ secrets: sourceSecrets, cubeAssignments: securedCubes }),
+    );
+    return { KUBECONFIG: kubeconfig, STREAMCUBE_SECRET_REFRESH: '1s' };
   },
 });
 const { kc, env, kafka } = stack;
@@ -58,52 +64,15 @@ function source(topic: string, tlsSecret: string, mechanism: Mechanism, saslSecr
 }
 
 const sourceSecrets = ['kafka-ca', 'other-ca', 'scram512', 'plain', 'scram256-wrong', 'rotating'];
-
-/**
- * A kubeconfig of a ServiceAccount that may only `get` the named Secrets, as the chart's
- * sourceSecrets Role gives the receivers: the receiver runs with no more than that.
- */
-async function receiverKubeconfig(): Promise<string> {
-  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-  const name = 'receiver';
-  await core.createNamespacedServiceAccount({
-    namespace: stack.namespace,
-    body: { metadata: { name } },
-  });
-  await rbac.createNamespacedRole({
-    namespace: stack.namespace,
-    body: {
-      metadata: { name: 'source-secrets' },
-      rules: [
-        { apiGroups: [''], resources: ['secrets'], resourceNames: sourceSecrets, verbs: ['get'] },
-      ],
-    },
-  });
-  await rbac.createNamespacedRoleBinding({
-    namespace: stack.namespace,
-    body: {
-      metadata: { name: 'source-secrets' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'source-secrets' },
-      subjects: [{ kind: 'ServiceAccount', name, namespace: stack.namespace }],
-    },
-  });
-  const request = await core.createNamespacedServiceAccountToken({
-    name,
-    namespace: stack.namespace,
-    body: { spec: { audiences: [], expirationSeconds: 3600 } },
-  });
-  const cluster = kc.getCurrentCluster()!;
-  const asReceiver = new KubeConfig();
-  asReceiver.loadFromOptions({
-    clusters: [cluster],
-    users: [{ name, token: request.status?.token }],
-    contexts: [{ name, cluster: cluster.name, user: name }],
-    currentContext: name,
-  });
-  const file = join(tempDir('source-auth-kubeconfig'), 'kubeconfig');
-  writeFileSync(file, asReceiver.exportConfig());
-  return file;
-}
+/** The suite's cubes, all secured: the receivers read their CubeAssignments to check an assign. */
+const securedCubes = [
+  'auth-scram-sha-512',
+  'auth-plain',
+  'auth-wrong-password',
+  'auth-wrong-ca',
+  'auth-rotate-before',
+  'auth-rotate-after',
+];
 
 /** Creates a cube over `src` on replica set rs-a. */
 const createCube = (cube: string, src: ReturnType<typeof source>) =>
@@ -236,14 +205,7 @@ test('no password in the logs, the statuses or the Events', async () => {
     ['operator log', readFileSync(stack.operator.logFile, 'utf8')],
     ['receiver log', readFileSync(stack.receivers['rs-a']!.logFile, 'utf8')],
   ];
-  for (const cube of [
-    'auth-scram-sha-512',
-    'auth-plain',
-    'auth-wrong-password',
-    'auth-wrong-ca',
-    'auth-rotate-before',
-    'auth-rotate-after',
-  ]) {
+  for (const cube of securedCubes) {
     const object = await cubeApi(kc).get(stack.namespace, cube);
     texts.push([`${cube} status`, JSON.stringify(object.status)]);
     texts.push([`${cube} Events`, JSON.stringify(await stack.cubeEvents(cube))]);

@@ -3,20 +3,15 @@
 // HTTP server and client: every mutating call carries the term header, reads and queries are not
 // fenced, a refusal is a 409 StaleLeader that the client throws as StaleLeaderError and reports,
 // and the receiver counts it; paths name the cube's namespace.
-import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger } from '../../src/observability/logger.ts';
 import { ChannelError } from '../../src/receiver/channel-error.ts';
 import { LeaderTerms } from '../../src/receiver/leader-terms.ts';
-import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver } from '../../src/receiver/receiver.ts';
-import { defaultServerLimits } from '../../src/http/guarded-server.ts';
-import { createReceiverServer } from '../../src/receiver/server.ts';
 import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/protocol/client.ts';
 import { testSchema } from '../support/events.ts';
+import { useInProcessReceiver } from '../support/in-process-receiver.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 
 const dataDir = (): string => mkdtempSync(join(tmpdir(), 'streamcube-terms-'));
@@ -89,45 +84,12 @@ test('cubes of one name in two namespaces keep their own terms; a term kept befo
 
 describe('the admin API fenced by leader term', () => {
   const token = 'terms-token';
+  const served = useInProcessReceiver({ token });
   let receiver: Receiver;
-  let server: ReturnType<typeof createReceiverServer>;
   let baseUrl: string;
 
-  beforeAll(async () => {
-    const dir = dataDir();
-    receiver = new Receiver(
-      {
-        id: 'rs-a-0',
-        replicaSet: 'rs-a',
-        host: '127.0.0.1',
-        port: 0,
-        dataDir: dir,
-        deepStorage: { type: 'filesystem', dir: join(dir, 'deep') },
-        handOffRetryMaxMs: 30_000,
-        adminTokenFile: '',
-        adminTokenGraceMs: 0,
-        flushIntervalMs: 1_000,
-        idleTimeoutMs: 30_000,
-        handedOffRetentionMs: 60_000,
-        secretRefreshMs: 30_000,
-        serverLimits: defaultServerLimits,
-      },
-      createReceiverMetrics(),
-      createLogger('receiver', 'error'),
-    );
-    await receiver.start();
-    server = createReceiverServer(receiver, createLogger('receiver', 'error'), {
-      admin: () => [token],
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-
-  afterAll(async () => {
-    server.closeAllConnections();
-    server.close();
-    await receiver.stop();
+  beforeAll(() => {
+    ({ receiver, baseUrl } = served);
   });
 
   /** A pause of cube clicks sent by hand, with the term header `term` and the body `partitions`. */

@@ -62,7 +62,8 @@ afterEach(async () => {
 
 test('fragments hold the units as strings; a restart answers the same decimal', async () => {
   expect(readCubeCheckpoint(cubeDir())!.version).toBe(3);
-  expect([...fragments().values()].flat()).toEqual(['[["de"],[100,"3537656460"]]']);
+  // [dimensions, values, [partition, epoch] of the partitions that touched the row]
+  expect([...fragments().values()].flat()).toEqual(['[["de"],[100,"3537656460"],[[0,1]]]']);
   await openChannel();
   expect(revenue()).toBe(exact);
 });

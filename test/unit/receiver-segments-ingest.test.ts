@@ -1,7 +1,8 @@
 // SegmentManager.ingest, the batch path the channel takes, against the record-by-record path it
 // replaces (accept and skip per record): on random logs cut into random batches, some delivered
 // again from before the position, with stop offsets, holes, bad records and windows sealed between
-// batches, both give the same segments, clocks, positions and counts.
+// batches, rows past the bound per window, both give the same segments, clocks, positions and
+// counts.
 import fc from 'fast-check';
 import { cubeSchema, type CubeSchema } from '../../src/api/cube.ts';
 import { consumedRecords } from '../../src/kafka/partition-consumer.ts';
@@ -14,11 +15,13 @@ import { testSchema } from '../support/events.ts';
 const MIN = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 
-// The events of the tests' schema, in windows short enough that a log spans many.
+// The events of the tests' schema, in windows short enough that a log spans many, and fewer
+// rows per window than the six keys it has (too_many_rows decided alike on both paths).
 const schema: CubeSchema = cubeSchema.parse({
   ...testSchema,
   window: '10m',
   allowedLateness: '2m',
+  maxRowsPerWindow: 4,
 });
 
 interface LogRecord {
