@@ -103,8 +103,8 @@ test('hostile records among good ones, from the Java producer: each rejected by 
       ]);
     }),
   );
-  // #31 `too_many_rows` (a burst of distinct keys past the rows-per-window bound) goes here once
-  // the receivers bound rows per window: a burst to one partition, modelled by its reason.
+  // A burst of distinct keys past schema.maxRowsPerWindow (`too_many_rows`) is receiver-replicas'
+  // test: both replicas of a set, and one restarted from its checkpoint, must cut it alike.
   const end = await highWatermarks(stack.kafka, topic);
   const written = writtenRecords(java, bad);
 
