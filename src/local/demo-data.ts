@@ -12,7 +12,8 @@ export const demoSchema = {
   dimensions: ['country', 'device'],
   measures: [
     { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price' },
+    // Exact cents: kept as integer units end to end, answered as a decimal string.
+    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
   ],
   window: '1h',
   allowedLateness: '5m',

@@ -162,9 +162,14 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
   for (const a of answers)
     for (const [country, events, revenue] of a.rows)
       count(String(country), Number(events), Number(revenue));
+  // The revenue of a hand-off is an Int64 column of cents (the demo's scale 2, in its manifest).
   for (const h of handedOff)
     for (const [country, , events, revenue] of h.rows)
-      count(String(country), Number(events), Number(revenue));
+      count(
+        String(country),
+        Number(events),
+        Number(revenue) / 10 ** (h.manifest.scales?.revenue ?? 0),
+      );
 
   // The offsets answered, per partition: the queries' and the hand-offs' ranges must tile
   // [first demo offset, end) with no gap or overlap; the demo wrote events [0, end − first).
