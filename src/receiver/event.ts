@@ -16,6 +16,8 @@ export const rejectReasons = [
   'future_timestamp',
   'ancient_timestamp',
   'dimension_too_long',
+  // A record batch that decompresses past the bound: its records, none of them read.
+  'batch_too_large',
 ] as const;
 export type RejectReason = (typeof rejectReasons)[number];
 
