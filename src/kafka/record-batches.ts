@@ -189,7 +189,8 @@ export async function decodeRecordSet(
 
   /**
    * A batch's records, or undefined when they cannot be read but batches before it can be handed
-   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it.
+   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it
+   * (or skips it, when it is too large).
    */
   const readOrEnd = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
     try {
