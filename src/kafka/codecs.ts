@@ -15,10 +15,10 @@ import { CodecError, DecompressedSizeError, compressLz4, decompressLz4 } from '.
 export { CodecError, DecompressedSizeError };
 
 /**
- * The most bytes the records of one partition's record set in one fetch may decompress to, unless
- * the process sets another bound. Kafka batches are at most `message.max.bytes` (1 MiB by default)
- * compressed; 64 MiB leaves a compression ratio of 64 to one full-size batch and stays far from a
- * receiver's memory.
+ * The most bytes the records of one record batch may decompress to (and a partition's record set
+ * in one fetch, beyond its first batch), unless the process sets another bound. Kafka batches are
+ * at most `message.max.bytes` (1 MiB by default) compressed; 64 MiB leaves a compression ratio of
+ * 64 to one full-size batch and stays far from a receiver's memory.
  */
 export const defaultMaxDecompressedBytes = 64 * 2 ** 20;
 let maxDecompressed = defaultMaxDecompressedBytes;

@@ -581,7 +581,7 @@ export class FetchSession {
       this.failed(readers, new NotImplemented(decoded.message));
       return;
     }
-    const { offsets, values, timestamps, firstOffset, lastOffset } = decoded;
+    const { offsets, values, timestamps, firstOffset, lastOffset, oversized } = decoded;
     if (firstOffset === null || lastOffset === null) return; // nothing new
     const shared = readers.filter((r) => r.position <= lastOffset).length > 1;
     for (const reader of readers) {
@@ -594,8 +594,15 @@ export class FetchSession {
       const hw = fetched.highWatermark;
       if (from === offsets.length) {
         // Nothing from the position to the set's last offset: what is not there was compacted
-        // away or is markers and aborted records, consumed offsets all of it.
-        subscription.sink.onFilteredRange(partition, BigInt(position), BigInt(lastOffset), hw);
+        // away or is markers and aborted records, or a batch too large to read, consumed
+        // offsets all of it.
+        subscription.sink.onFilteredRange(
+          partition,
+          BigInt(position),
+          BigInt(lastOffset),
+          hw,
+          oversized,
+        );
         continue;
       }
       const records: ConsumedRecords = {

@@ -1,10 +1,10 @@
 // Consumption of chosen partitions of one topic from exact offsets, behind a small interface so
 // that another Kafka client could replace kafkajs (session-consumer.ts is the receivers'). The
 // caller owns positions; this layer only delivers records and reports how far the log goes.
-import { OffsetRangeError, isExactOffset } from './record-batches.ts';
+import { type OversizedBatch, OffsetRangeError, isExactOffset } from './record-batches.ts';
 import { type PackedValues, packValues } from './record-values.ts';
 
-export { OffsetRangeError, isExactOffset };
+export { type OversizedBatch, OffsetRangeError, isExactOffset };
 
 /**
  * Records of one fetch of one partition, as columns: no object per record. Offsets are numbers,
@@ -54,9 +54,16 @@ export interface PartitionSink {
   ): void | Promise<void>;
   /**
    * Offsets [first, last] held only records the client filters out (transaction markers, aborted
-   * records): no record to hand over, but the partition has moved past them.
+   * records) or cannot read (`oversized`, a batch whose records decompress past the bound, which
+   * [first, last] is part of): no record to hand over, but the partition has moved past them.
    */
-  onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void;
+  onFilteredRange(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+    oversized?: OversizedBatch,
+  ): void;
   /** Whether records of `partition` are wanted now (not paused, stopped or released). */
   wants(partition: number): boolean;
   /**

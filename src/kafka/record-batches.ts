@@ -1,6 +1,7 @@
 // The record set of one partition in a fetch response (Kafka's RecordBatch v2, magic 2), decoded
 // into offset and value columns with no object per record, and filtered as Kafka's own consumer
 // filters it: records before the fetch offset, control batches and aborted transactions left out.
+import { DecompressedSizeError } from './lz4-frame.ts';
 import type { PackedValues } from './record-values.ts';
 
 /** Offsets a record can have as a number without losing a digit. */
@@ -30,11 +31,23 @@ export interface AbortedTransaction {
 
 /**
  * Decompresses the records of a batch by its attributes (codec in the low 3 bits), refusing (a
- * rejected promise) output past `maxBytes` without allocating it.
+ * rejected promise, DecompressedSizeError) output past `maxBytes` without allocating it.
  */
 export type Decompress = (attributes: number, data: Buffer, maxBytes: number) => Promise<Buffer>;
-/** Decompress within what is left of the record set's bound. */
+/** Decompress within the bound of one batch. */
 type DecompressWithin = (attributes: number, data: Buffer) => Promise<Buffer>;
+
+/**
+ * A data batch whose records decompress past the bound of one batch: none of them is read. Every
+ * reader decides alike, from the batch's bytes alone; its offsets are consumed, its records (as
+ * many as its header says) rejected.
+ */
+export interface OversizedBatch {
+  baseOffset: number;
+  lastOffset: number;
+  /** Its record count, from its header. */
+  records: number;
+}
 
 export interface DecodedRecordSet {
   /** Offsets of the records handed over (at or past the fetch offset, committed data), ascending. */
@@ -55,6 +68,11 @@ export interface DecodedRecordSet {
   lastOffset: number | null;
   /** The last record offset before the fetch offset, when the set holds any; else null. */
   lastOffsetBefore: number | null;
+  /**
+   * A batch too large to decompress, at or past the fetch offset. A set holding one holds nothing
+   * else (a batch before it ends the set there): its first and last offsets are the batch's.
+   */
+  oversized?: OversizedBatch;
 }
 
 // The RecordBatch v2 header: field positions from the batch's start.
@@ -129,10 +147,16 @@ export function isRecordBatchSet(set: Buffer): boolean {
  * limit), keeping what Kafka's Java consumer hands out: records at or past `fetchOffset`, not in a
  * control batch, not in a batch of an aborted transaction. A transaction is aborted from its
  * `firstOffset` in `aborted` up to its producer's ABORT marker (the consumer's READ_COMMITTED
- * rule; a READ_UNCOMMITTED fetch lists no aborted transactions). The records of the whole set
- * decompress to at most `maxDecompressed` bytes. A batch that cannot be decompressed (past the
- * bound, or corrupt) ends the set before it when batches before it are handed over, and refuses
- * the set (the decompressor's error) when it is the first: a reader stops exactly at it.
+ * rule; a READ_UNCOMMITTED fetch lists no aborted transactions).
+ *
+ * The records of one batch decompress to at most `maxDecompressed` bytes. A data batch past that
+ * is `oversized`: the set ends before it when batches before it are covered, and is that batch
+ * alone when it is the first, so its readers skip it whatever the cut of their fetches. The
+ * batches of one set decompress to at most `maxDecompressed` together, beyond its first: a batch
+ * that takes them past it ends the set before it, and the next fetch reads on from it. Either way
+ * what a batch yields depends on its bytes only. A batch that cannot be decompressed otherwise
+ * (corrupt) ends the set before it when batches before it are handed over, and refuses the set
+ * (the decompressor's error) when it is the first: a reader stops exactly at it.
  */
 export async function decodeRecordSet(
   set: Buffer,
@@ -141,12 +165,10 @@ export async function decodeRecordSet(
   decompress: Decompress,
   maxDecompressed = Number.POSITIVE_INFINITY,
 ): Promise<DecodedRecordSet> {
-  let budget = maxDecompressed;
-  const bounded: DecompressWithin = async (attributes, data) => {
-    const out = await decompress(attributes, data, budget);
-    budget -= out.length;
-    return out;
-  };
+  const bounded: DecompressWithin = (attributes, data) =>
+    decompress(attributes, data, maxDecompressed);
+  /** Bytes decompressed for the batches handed over. */
+  let decompressed = 0;
   const pending = [...aborted].sort((a, b) => a.firstOffset - b.firstOffset);
   let nextAborted = 0;
   const abortedProducers = new Set<bigint>();
@@ -167,7 +189,8 @@ export async function decodeRecordSet(
 
   /**
    * A batch's records, or undefined when they cannot be read but batches before it can be handed
-   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it.
+   * over: the set ends before it, as one cut off does, and the next fetch, from it, fails on it
+   * (or skips it, when it is too large).
    */
   const readOrEnd = async <T>(read: () => Promise<T>): Promise<T | undefined> => {
     try {
@@ -224,8 +247,33 @@ export async function decodeRecordSet(
       skipped(baseOffset, lastOffsetOfBatch);
       continue;
     }
-    const records = await readOrEnd(() => recordsOf(set, batch, bounded));
+    if (lastOffsetOfBatch < fetchOffset) {
+      // Wholly before the fetch offset (a fetch from inside the batch before): nothing to read.
+      skipped(baseOffset, lastOffsetOfBatch);
+      continue;
+    }
+    let records: Awaited<ReturnType<typeof recordsOf>> | undefined;
+    try {
+      records = await readOrEnd(() => recordsOf(set, batch, bounded));
+    } catch (error) {
+      if (!(error instanceof DecompressedSizeError)) throw error;
+      // The first batch of the set, too large: the set is it alone.
+      covered(baseOffset, lastOffsetOfBatch);
+      const oversized = { baseOffset, lastOffset: lastOffsetOfBatch, records: count };
+      return {
+        ...columnsOf([], fetchOffset),
+        firstOffset,
+        lastOffset,
+        lastOffsetBefore,
+        oversized,
+      };
+    }
     if (records === undefined) break;
+    if (records.data !== set) {
+      // Memory stays bounded whatever the cut: past it, the batch is read by the next fetch.
+      if (lastOffset !== null && decompressed + records.data.length > maxDecompressed) break;
+      decompressed += records.data.length;
+    }
     const maxTimestamp = Number(set.readBigInt64BE(batch.at + maxTimestampAt));
     delivered.push({ baseOffset, lastOffset: lastOffsetOfBatch, count, maxTimestamp, ...records });
     // Its records at the end may be compacted away: the batch still ends at its last offset.

@@ -38,7 +38,7 @@ export interface ReceiverConfig {
   secretRefreshMs: number;
   /** The HTTP server's timeouts and connection cap. */
   serverLimits: ServerLimits;
-  /** The most a partition's record set in one fetch may decompress to (absent: 64 MiB). */
+  /** The most one record batch may decompress to (absent: 64 MiB); a batch past it is skipped. */
   maxDecompressedBytes?: number;
   /**
    * The operator's leader Lease: a leader term above its leaseTransitions is refused. Absent: a
@@ -86,8 +86,8 @@ Options (environment variable in brackets):
   --max-connections N      HTTP connections served at once       [STREAMCUBE_MAX_CONNECTIONS, default: 512]
   --headers-timeout DUR    longest wait for a request's headers  [STREAMCUBE_HEADERS_TIMEOUT, default: 10s]
   --request-timeout DUR    longest wait for a whole request      [STREAMCUBE_REQUEST_TIMEOUT, default: 60s]
-  --max-decompressed-mib N what one partition's records of one   [STREAMCUBE_MAX_DECOMPRESSED_MIB, default: 64]
-                           fetch may decompress to; a batch past it stops the partition
+  --max-decompressed-mib N what one record batch may decompress  [STREAMCUBE_MAX_DECOMPRESSED_MIB, default: 64]
+                           to; a batch past it is skipped (batch_too_large)
   --leader-lease NS/NAME   the operator's leader Lease: a leader  [STREAMCUBE_LEADER_LEASE, optional]
                            term above its leaseTransitions is
                            refused (needs \`get\` on that Lease)

@@ -69,7 +69,8 @@ export class CubeConsumer {
           // Sealing faster than it hands off, a receiver catching up slows down to its hand-offs.
           handOffs.caughtUp(handOffBackPressureMs),
         ),
-      onFilteredRange: (p, first, last, hw) => ingest.onFilteredRange(p, first, last, hw),
+      onFilteredRange: (p, first, last, hw, oversized) =>
+        ingest.onFilteredRange(p, first, last, hw, oversized),
       wants: (p) => partitions.wants(p),
       onCrash: (error) => this.supervisor.crashed(error),
     };

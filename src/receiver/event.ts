@@ -19,6 +19,8 @@ export const rejectReasons = [
   'dimension_too_long',
   // A row past the partition's bound on distinct rows per window (row-budget.ts).
   'too_many_rows',
+  // A record batch that decompresses past the bound: its records, none of them read.
+  'batch_too_large',
 ] as const;
 export type RejectReason = (typeof rejectReasons)[number];
 

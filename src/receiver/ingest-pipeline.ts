@@ -2,7 +2,11 @@
 // thread, in delivery order) and applied to the segments in offset order, positions advancing with
 // them. Applying is synchronous, so a checkpoint pairs the data with exactly its positions.
 import type { CubeSchema } from '../api/cube.ts';
-import type { ConsumedRecords, PartitionConsumer } from '../kafka/partition-consumer.ts';
+import type {
+  ConsumedRecords,
+  OversizedBatch,
+  PartitionConsumer,
+} from '../kafka/partition-consumer.ts';
 import type { Logger } from '../observability/logger.ts';
 import { BatchParser, InlineBatchParser, type ParsedBatch } from './batch-parser.ts';
 import { markOutOfBoundsTimes, maxEventTimeSkewOf } from './event-bounds.ts';
@@ -302,13 +306,19 @@ export class IngestPipeline {
     this.options.onOffsetsLost(ps, from, to);
   }
 
-  onFilteredRange(partition: number, first: bigint, last: bigint, highWatermark: bigint): void {
+  onFilteredRange(
+    partition: number,
+    first: bigint,
+    last: bigint,
+    highWatermark: bigint,
+    oversized?: OversizedBatch,
+  ): void {
     this.supervisor.delivered();
     if (this.inFlight > 0) {
       // Behind batches still on the worker: the position it must start at is not reached yet.
       this.inFlight += 1;
       this.tail = this.tail
-        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark))
+        .then(() => this.onFilteredRangeNow(partition, first, last, highWatermark, oversized))
         .catch((error: unknown) => {
           this.log.error('applying a filtered range failed', {
             cube: this.cube,
@@ -321,7 +331,7 @@ export class IngestPipeline {
         });
       return;
     }
-    this.onFilteredRangeNow(partition, first, last, highWatermark);
+    this.onFilteredRangeNow(partition, first, last, highWatermark, oversized);
   }
 
   private onFilteredRangeNow(
@@ -329,6 +339,7 @@ export class IngestPipeline {
     first: bigint,
     last: bigint,
     highWatermark: bigint,
+    oversized: OversizedBatch | undefined,
   ): void {
     const ps = this.partitions.get(partition);
     if (!ps || !isLive(ps.state)) return;
@@ -341,11 +352,31 @@ export class IngestPipeline {
     const next = nextElsewhere(ps);
     if (next && next.from < to) to = next.from;
     if (to > ps.position) {
-      this.segments.skip(partition, ps.epoch, ps.position, to);
+      if (oversized) this.skipOversized(ps, to, oversized);
+      else this.segments.skip(partition, ps.epoch, ps.position, to);
       ps.position = to;
       this.dirty = true;
     }
     this.afterProgress(ps);
+  }
+
+  /**
+   * Offsets of a batch too large to read, from the position to `to`, consumed: its records are
+   * rejected, all of its header's count when the whole batch is passed here, else as many as
+   * offsets are passed (the two agree unless compaction left gaps in it).
+   */
+  private skipOversized(ps: PartitionState, to: bigint, batch: OversizedBatch): void {
+    const from = ps.position > BigInt(batch.baseOffset) ? ps.position : BigInt(batch.baseOffset);
+    const records = Math.min(batch.records, Number(to - from));
+    this.segments.skip(ps.partition, ps.epoch, ps.position, to, 'batch_too_large', records);
+    this.reject('batch_too_large', records);
+    this.log.warn('a record batch decompresses past the bound; its records are rejected', {
+      cube: this.cube,
+      partition: ps.partition,
+      baseOffset: batch.baseOffset,
+      lastOffset: batch.lastOffset,
+      records: batch.records,
+    });
   }
 
   private reject(reason: RejectReason, count = 1): void {

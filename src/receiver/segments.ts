@@ -571,14 +571,21 @@ export class SegmentManager {
   /**
    * Accounts offsets that carry no accepted event (rejected records, control records, offsets
    * removed by compaction) to the partition's current segment, or holds them until it has one;
-   * `rejected`: the one record of [from, from + 1) was rejected for this reason.
+   * `rejected`: `records` records of [from, to) were rejected for this reason.
    */
-  skip(partition: number, epoch: number, from: bigint, to: bigint, rejected?: RejectReason): void {
+  skip(
+    partition: number,
+    epoch: number,
+    from: bigint,
+    to: bigint,
+    rejected?: RejectReason,
+    records = 1,
+  ): void {
     if (to <= from) return;
     const clock = this.clockOf(partition);
     const current = this.currentSegment(clock);
     const counts = rejected === undefined ? undefined : noRejections();
-    if (counts) counts[rejectReasons.indexOf(rejected!)] = 1;
+    if (counts) counts[rejectReasons.indexOf(rejected!)] = records;
     if (current) {
       this.cover(current, partition, epoch, from, to);
       if (counts) this.countRejected(current, partition, counts);

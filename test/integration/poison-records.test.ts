@@ -5,7 +5,7 @@
 // every good record after it (no watermark moved, nothing too late), and its segments still tile
 // every offset; the operator says Degraded EventsRejected with the counts by reason, and the cube
 // stays Ready. A decompression bomb (zstd, from the Java producer too) in another cube on the same
-// receiver stops that cube's partition just before it, as docs/limitations.md says, while the
+// receiver is skipped: its record rejected batch_too_large, the records after it read, while the
 // receiver reads its other cube on.
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import {
@@ -23,10 +23,17 @@ import { conditionOf } from '../support/cluster.ts';
 import { type JavaProducer, startJavaProducer } from '../support/java-producer.ts';
 import { eventAt, javaProducedCube } from '../support/loaded-cube.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import { expectCountedAsModeled, waitForPositions } from '../support/receiver-checks.ts';
+import {
+  expectCountedAsModeled,
+  expectTiling,
+  metricValue,
+  rangesOf,
+  totalsFromQuery,
+  waitForPositions,
+} from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 
-/** The decompression bound of every receiver: 1 MiB per partition and fetch (default 64 MiB). */
+/** The decompression bound of every receiver: 1 MiB per record batch (default 64 MiB). */
 const boundMiB = 1;
 const stack = useOperatorStack({
   name: 'poison',
@@ -169,7 +176,7 @@ test('hostile records among good ones, from the Java producer: each rejected by 
   poisoned = { topic, java, owned };
 }, 240_000);
 
-test('a decompression bomb from the Java producer stops its partition just before it (ConsumerFailed, the bound in the message); the receiver stays up and reads its other cube on', async () => {
+test('a decompression bomb from the Java producer is skipped: its record rejected batch_too_large, counted, its offset tiled, every later record kept; Degraded EventsRejected, still Ready, and the receiver reads its other cube on', async () => {
   const cube = 'bombed';
   const topic = await createTopic(stack.admin, 1);
   await stack.createCube(cube, topic, { replicaSets: ['rs-a'] });
@@ -191,25 +198,34 @@ test('a decompression bomb from the Java producer stops its partition just befor
   await java.send(0, good(20, 20));
   expect(bombAt).toBe(20n);
 
-  const failed = await stack.waitForCube(
-    cube,
-    'Degraded ConsumerFailed, not Ready',
-    (c) =>
-      conditionOf(c, 'Degraded')?.reason === 'ConsumerFailed' &&
-      conditionOf(c, 'Ready')?.status === 'False',
-  );
-  const message = conditionOf(failed, 'Degraded')?.message ?? '';
-  expect(message).toContain('receiver rs-a-0 (rs-a)');
-  expect(message).toContain(`decompress past ${boundMiB << 20} bytes`);
   const rsA = stack.receivers['rs-a']!;
-  // Restarted with backoff, it stops at the bomb again: nothing past it read, nothing skipped.
-  const status = await waitFor('two failures at the bomb', async () => {
-    const s = await rsA.client.cubeStatus(cube);
-    return s.consumer.state === 'failed' && s.consumer.failures >= 2 && s;
-  });
-  expect(status.partitions.map((p) => p.position)).toEqual([String(bombAt)]);
-  expect(status.ingested).toBe(20);
-  expect(status.rejected).toEqual({});
+  const end = (await highWatermarks(stack.kafka, topic)).get(0)!;
+  expect(end).toBe(41n);
+  const status = await waitForPositions(rsA.client, cube, { 0: end });
+  expect(status.rejected).toEqual({ batch_too_large: 1 });
+  expect(status.ingested).toBe(40);
+  expect(status.consumer).toMatchObject({ state: 'running', failures: 0 });
+  expectTiling(rangesOf(0, status.segments), 0n, end);
+  const metrics = await fetch(`${rsA.baseUrl}/metrics`).then((r) => r.text());
+  expect(
+    metricValue(metrics, 'streamcube_receiver_events_rejected_total', {
+      cube,
+      reason: 'batch_too_large',
+    }),
+  ).toBe(1);
+  expect(totalsFromQuery(await rsA.client.query(cube, { groupBy: [] })).events).toBe(40);
+
+  const degraded = await stack.waitForCube(
+    cube,
+    'Degraded EventsRejected naming batch_too_large',
+    (c) =>
+      conditionOf(c, 'Degraded')?.reason === 'EventsRejected' &&
+      (conditionOf(c, 'Degraded')?.message ?? '').includes(
+        'receiver rs-a-0 (rs-a) rejected 1 of the 41 records',
+      ),
+  );
+  expect(conditionOf(degraded, 'Degraded')?.message).toContain('(batch_too_large 1)');
+  expect(conditionOf(degraded, 'Ready')?.status).toBe('True');
 
   expect(rsA.child?.exitCode ?? null).toBeNull();
   expect((await fetch(`${rsA.baseUrl}/healthz`)).status).toBe(200);
@@ -217,11 +233,11 @@ test('a decompression bomb from the Java producer stops its partition just befor
   if (!poisoned) throw new Error('the poisoned cube of the first test is not there');
   const { topic: poisonedTopic, java: poisonedJava, owned } = poisoned;
   for (const p of owned['rs-a']!) await poisonedJava.send(p, good(1000, 10));
-  const end = await highWatermarks(stack.kafka, poisonedTopic);
+  const poisonedEnd = await highWatermarks(stack.kafka, poisonedTopic);
   await waitForPositions(
     rsA.client,
     'poisoned',
-    Object.fromEntries(owned['rs-a']!.map((p) => [p, end.get(p)!])),
+    Object.fromEntries(owned['rs-a']!.map((p) => [p, poisonedEnd.get(p)!])),
   );
   expect((await rsA.client.cubeStatus('poisoned')).consumer.state).toBe('running');
 }, 180_000);

@@ -1,6 +1,8 @@
 // Decompression bombs: a small batch whose records decompress to far more than the bound is
-// refused by every codec (DecompressedSizeError) without allocating what it declares, and so is a
-// record set whose batches together pass it; records within the bound decode as before.
+// refused by every codec (DecompressedSizeError) without allocating what it declares; a record set
+// skips such a batch (its offsets and record count reported, none of its records read) and ends
+// before a batch that takes it past the bound together with the ones before, which the next fetch
+// reads: what a reader is handed does not depend on how its fetches are cut.
 import { jest } from '@jest/globals';
 import { gzipSync, zstdCompressSync } from 'node:zlib';
 import kafkajs from 'kafkajs';
@@ -124,46 +126,142 @@ describe('a record set', () => {
       out.push((z % 128) | 0x80);
     }
   };
-  /** One record (offset delta 0, no key, no headers) whose value is `size` spaces. */
-  const record = (size: number): Buffer => {
+  /** One record (no key, no headers) at `delta` from its batch's base whose value is `size` spaces. */
+  const record = (size: number, delta = 0): Buffer => {
     const body = Buffer.concat([
-      Buffer.from([0, ...varint(0), ...varint(0), ...varint(-1), ...varint(size)]),
+      Buffer.from([0, ...varint(0), ...varint(delta), ...varint(-1), ...varint(size)]),
       Buffer.alloc(size, 0x20),
       Buffer.from(varint(0)),
     ]);
     return Buffer.concat([Buffer.from(varint(body.length)), body]);
   };
 
-  /** A RecordBatch v2 header with zstd records `data` (CRC not checked here), offsets from `base`. */
-  function zstdBatch(base: number, data: Buffer): Buffer {
+  const compressors: Record<keyof typeof codec, (data: Buffer) => Promise<Buffer>> = {
+    gzip: (data) => Promise.resolve(gzipSync(data)),
+    snappy: (data) => kafkajsCodec(kafkajs.CompressionTypes.Snappy).compress({ buffer: data }),
+    lz4: (data) => Promise.resolve(compressLz4(data)),
+    zstd: (data) => Promise.resolve(zstdCompressSync(data)),
+  };
+
+  /** A RecordBatch v2 (CRC not checked here) of `count` records of `size` bytes from `base`. */
+  async function batch(name: keyof typeof codec, base: number, count: number, size: number) {
+    const records = Buffer.concat(Array.from({ length: count }, (_, i) => record(size, i)));
+    const data = await compressors[name](records);
     const header = Buffer.alloc(61);
     header.writeBigInt64BE(BigInt(base), 0);
     header.writeInt32BE(61 - 12 + data.length, 8);
     header[16] = 2; // magic
-    header.writeInt16BE(codec.zstd, 21);
+    header.writeInt16BE(codec[name], 21);
+    header.writeInt32BE(count - 1, 23); // last offset delta
     header.writeBigInt64BE(-1n, 43); // producer id: none
-    header.writeInt32BE(1, 57); // one record
+    header.writeInt32BE(count, 57);
     return Buffer.concat([header, data]);
   }
 
-  test('ends before the batch that takes it past the bound; read from that batch, it is refused', async () => {
-    const each = zstdCompressSync(record(600 * KiB));
-    const set = Buffer.concat([zstdBatch(0, each), zstdBatch(1, each)]);
-    const bounds: number[] = [];
-    const decompress = (attributes: number, data: Buffer, maxBytes: number) => {
-      bounds.push(maxBytes);
-      return decompressBatch(attributes & 0x07, data, maxBytes);
-    };
-    // Each batch is within the bound, the two are not: the first is handed over alone.
-    const whole = await decodeRecordSet(set, 0, [], decompress, MiB);
-    expect([...whole.offsets]).toEqual([0]);
-    expect(whole.lastOffset).toBe(0);
-    expect(bounds).toEqual([MiB, MiB - record(600 * KiB).length]);
-    // The next fetch starts at the second, which then passes the bound of a set of its own.
-    const big = zstdBatch(1, zstdCompressSync(record(2 * MiB)));
-    await expect(decodeRecordSet(big, 1, [], decompress, MiB)).rejects.toBeInstanceOf(
-      DecompressedSizeError,
-    );
+  const decompress = (attributes: number, data: Buffer, maxBytes: number) =>
+    decompressBatch(attributes & 0x07, data, maxBytes);
+
+  /**
+   * What a reader of `batches` from offset 0 is handed, fetch by fetch, when a fetch returns the
+   * batches from the one holding its offset on, cut after `cut` bytes (at least one batch whole,
+   * as Kafka answers): the offsets of records read and the batches skipped as too large.
+   */
+  async function readAll(batches: Buffer[], cut: number) {
+    const read: number[] = [];
+    const skipped: { from: number; to: number; records: number }[] = [];
+    let fetches = 0;
+    for (let position = 0; ; fetches++) {
+      const from = batches.findIndex(
+        (b) => Number(b.readBigInt64BE(0)) + b.readInt32BE(23) >= position,
+      );
+      if (from < 0) return { read, skipped, fetches };
+      const rest = Buffer.concat(batches.slice(from));
+      const set = rest.subarray(0, Math.max(cut, batches[from]!.length));
+      const decoded = await decodeRecordSet(set, position, [], decompress, MiB);
+      read.push(...decoded.offsets);
+      if (decoded.oversized) {
+        const { baseOffset, lastOffset, records } = decoded.oversized;
+        expect([decoded.firstOffset, decoded.lastOffset]).toEqual([baseOffset, lastOffset]);
+        expect(decoded.offsets).toHaveLength(0);
+        skipped.push({ from: baseOffset, to: lastOffset, records });
+      }
+      position = decoded.lastOffset! + 1;
+    }
+  }
+
+  describe.each(Object.keys(codec) as (keyof typeof codec)[])('%s', (name) => {
+    /** Offsets 0-9 in two batches, a bomb of 0.7 MiB × 3 at 10-12, and 13-22 in two batches. */
+    const around = async (): Promise<Buffer[]> => [
+      await batch(name, 0, 5, 100),
+      await batch(name, 5, 5, 100),
+      await batch(name, 10, 3, 700 * KiB),
+      await batch(name, 13, 5, 100),
+      await batch(name, 18, 5, 100),
+    ];
+
+    test('a batch past the bound is skipped with its record count; the batches around it are read', async () => {
+      const batches = await around();
+      expect(batches[2]!.length).toBeLessThan(MiB);
+      // Read with the bomb among others: the set ends before it, and is it alone from it.
+      const before = await decodeRecordSet(Buffer.concat(batches), 0, [], decompress, MiB);
+      expect([...before.offsets]).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect([before.lastOffset, before.oversized]).toEqual([9, undefined]);
+      const bomb = await decodeRecordSet(Buffer.concat(batches.slice(2)), 10, [], decompress, MiB);
+      expect(bomb.oversized).toEqual({ baseOffset: 10, lastOffset: 12, records: 3 });
+      expect([bomb.firstOffset, bomb.lastOffset, bomb.offsets.length]).toEqual([10, 12, 0]);
+      // Read from inside it (a stop offset there), the rest of it is skipped alike.
+      const inside = await decodeRecordSet(
+        Buffer.concat(batches.slice(2)),
+        11,
+        [],
+        decompress,
+        MiB,
+      );
+      expect([inside.firstOffset, inside.lastOffset, inside.oversized?.records]).toEqual([
+        11, 12, 3,
+      ]);
+      const after = await decodeRecordSet(Buffer.concat(batches.slice(3)), 13, [], decompress, MiB);
+      expect([...after.offsets]).toEqual(Array.from({ length: 10 }, (_, i) => 13 + i));
+      // Fetched from past it, it is not even decompressed.
+      const past = await decodeRecordSet(Buffer.concat(batches.slice(2)), 13, [], decompress, MiB);
+      expect([past.oversized, past.firstOffset, past.lastOffsetBefore]).toEqual([
+        undefined,
+        13,
+        12,
+      ]);
+    });
+
+    test('fetches cut anywhere decide the same', async () => {
+      const batches = await around();
+      const expected = {
+        read: [
+          ...Array.from({ length: 10 }, (_, i) => i),
+          ...Array.from({ length: 10 }, (_, i) => 13 + i),
+        ],
+        skipped: [{ from: 10, to: 12, records: 3 }],
+      };
+      for (const cut of [1, 150, 400, 1000, 10 * MiB]) {
+        const { read, skipped } = await readAll(batches, cut);
+        expect({ read, skipped }).toEqual(expected);
+      }
+    });
+
+    test('batches each within the bound, past it together, are read over two fetches, none skipped', async () => {
+      const batches = [await batch(name, 0, 1, 600 * KiB), await batch(name, 1, 1, 600 * KiB)];
+      const first = await decodeRecordSet(Buffer.concat(batches), 0, [], decompress, MiB);
+      expect([[...first.offsets], first.lastOffset]).toEqual([[0], 0]);
+      expect(await readAll(batches, 10 * MiB)).toEqual({ read: [0, 1], skipped: [], fetches: 2 });
+    });
+  });
+
+  test('a corrupt batch still stops the reader at it: it is no bomb', async () => {
+    const good = await batch('zstd', 0, 2, 100);
+    const corrupt = await batch('zstd', 2, 2, 100);
+    corrupt.fill(0xff, 61, 70);
+    const set = Buffer.concat([good, corrupt]);
+    const before = await decodeRecordSet(set, 0, [], decompress, MiB);
+    expect([...before.offsets]).toEqual([0, 1]);
+    await expect(decodeRecordSet(corrupt, 2, [], decompress, MiB)).rejects.toThrow();
   });
 });
 
