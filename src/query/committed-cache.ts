@@ -4,9 +4,14 @@
 // same bytes at the same key. So entries are kept by key until the bound evicts the least
 // recently used. The listing of a cube's records is the one thing that goes stale: it is reused
 // while younger than `listMaxAgeMs`, and listed again whenever an answer made from it is not
-// complete (a window committed since is then a gap in the offsets, never a silent miss).
+// complete (a window committed since is then a gap in the offsets, never a silent miss). With a
+// listing it keeps its index (committed-index.ts: the committed pieces, merged once); beside it,
+// rollups of whole blocks of counted pieces, under a quarter of the bound of their own so that a
+// scan of every hand-off (a cold question over the whole cube) does not evict them.
 import type { CubeSchema } from '../api/cube.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
+import type { PieceRow } from './answer.ts';
+import { CommittedIndex } from './committed-index.ts';
 import {
   type CommittedCube,
   type CommittedWindow,
@@ -63,7 +68,7 @@ export class ByteBoundedLru<V> {
   }
 }
 
-export type CacheKind = 'listing' | 'record' | 'rows';
+export type CacheKind = 'listing' | 'record' | 'rows' | 'rollup';
 
 export interface CommittedCacheOptions {
   maxBytes: number;
@@ -80,33 +85,92 @@ export interface CommittedCacheOptions {
 const rowBytes = (row: HandOffRow): number =>
   48 + row.dimensions.reduce((n, d) => n + 16 + 2 * d.length, 0) + 8 * row.values.length;
 
+const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
+
 const windowBytes = (w: CommittedWindow): number =>
   128 + 2 * (w.dir.length + w.handOffKeys.reduce((n, k) => n + k.length, 0));
 
+interface Listing {
+  at: number;
+  windows: CommittedWindow[];
+  /** Built on first use, for the window length it was built with. */
+  index?: { windowMs: number; index: CommittedIndex };
+}
+
+const listingBytes = (windows: CommittedWindow[]): number =>
+  windows.reduce((n, w) => n + windowBytes(w), 64);
+
 export class CommittedViewCache {
   private readonly lru: ByteBoundedLru<unknown>;
+  private readonly rollups: ByteBoundedLru<PieceRow[]>;
   private readonly options: CommittedCacheOptions;
   private readonly now: () => number;
 
   constructor(options: CommittedCacheOptions) {
     this.options = options;
-    this.lru = new ByteBoundedLru(options.maxBytes);
+    const rollupBytes = Math.floor(options.maxBytes / 4);
+    this.rollups = new ByteBoundedLru(rollupBytes);
+    this.lru = new ByteBoundedLru(options.maxBytes - rollupBytes);
     this.now = options.now ?? Date.now;
   }
 
   get bytes(): number {
-    return this.lru.bytes;
+    return this.lru.bytes + this.rollups.bytes;
   }
 
   private lookup<V>(kind: CacheKind, key: string): V | undefined {
-    const value = this.lru.get(`${kind}\u0000${key}`) as V | undefined;
+    const value = (
+      kind === 'rollup' ? this.rollups.get(key) : this.lru.get(`${kind}\u0000${key}`)
+    ) as V | undefined;
     this.options.onLookup?.(kind, value !== undefined);
     return value;
   }
 
   private keep(kind: CacheKind, key: string, value: unknown, bytes: number): void {
-    this.lru.set(`${kind}\u0000${key}`, value, bytes);
-    this.options.onBytes?.(this.lru.bytes);
+    if (kind === 'rollup') this.rollups.set(key, value as PieceRow[], bytes);
+    else this.lru.set(`${kind}\u0000${key}`, value, bytes);
+    this.options.onBytes?.(this.bytes);
+  }
+
+  /**
+   * The cube's committed view as an index (committed-index.ts), kept with its listing: built once
+   * per listing, so an answer from a cached listing parses and merges none of its records again.
+   */
+  async index(
+    storage: DeepStorage,
+    cube: CommittedCube,
+    windowMs: number,
+    o: { relist: boolean; signal?: AbortSignal },
+  ): Promise<{ index: CommittedIndex; cached: boolean }> {
+    const { listing, cached } = await this.listing(storage, cube, o);
+    if (listing.index?.windowMs !== windowMs) {
+      listing.index = { windowMs, index: new CommittedIndex(listing.windows, windowMs) };
+      // Weighed again with its index, which holds a piece per hand-off.
+      this.keep(
+        'listing',
+        listingId(cube),
+        listing,
+        listingBytes(listing.windows) + listing.index.index.bytes,
+      );
+    }
+    return { index: listing.index.index, cached };
+  }
+
+  /** The rows of a rollup at `key` (a block's id and a query's shape), if kept. */
+  rollup(key: string): PieceRow[] | undefined {
+    return this.lookup<PieceRow[]>('rollup', key);
+  }
+
+  keepRollup(key: string, rows: PieceRow[]): void {
+    this.keep(
+      'rollup',
+      key,
+      rows,
+      rows.reduce(
+        (n, r) => n + 48 + r.dims.reduce((m, d) => m + 16 + 2 * d.length, 0) + 16 * r.values.length,
+        64 + 2 * key.length,
+      ),
+    );
   }
 
   /**
@@ -118,11 +182,20 @@ export class CommittedViewCache {
     cube: CommittedCube,
     o: { relist: boolean; signal?: AbortSignal },
   ): Promise<{ windows: CommittedWindow[]; cached: boolean }> {
-    const id = `${cube.namespace ?? ''}/${cube.cube}`;
+    const { listing, cached } = await this.listing(storage, cube, o);
+    return { windows: listing.windows, cached };
+  }
+
+  private async listing(
+    storage: DeepStorage,
+    cube: CommittedCube,
+    o: { relist: boolean; signal?: AbortSignal },
+  ): Promise<{ listing: Listing; cached: boolean }> {
+    const id = listingId(cube);
     if (!o.relist) {
-      const listed = this.lookup<{ at: number; windows: CommittedWindow[] }>('listing', id);
+      const listed = this.lookup<Listing>('listing', id);
       if (listed && this.now() - listed.at < this.options.listMaxAgeMs)
-        return { windows: listed.windows, cached: true };
+        return { listing: listed, cached: true };
     }
     const at = this.now();
     const windows = await readCommittedView(storage, cube, o.signal, async (key, signal) => {
@@ -132,13 +205,9 @@ export class CommittedViewCache {
       if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
       return text;
     });
-    this.keep(
-      'listing',
-      id,
-      { at, windows },
-      windows.reduce((n, w) => n + windowBytes(w), 64),
-    );
-    return { windows, cached: false };
+    const listing: Listing = { at, windows };
+    this.keep('listing', id, listing, listingBytes(windows));
+    return { listing, cached: false };
   }
 
   /** The rows of the hand-off at `key`, decoded in the schema's column order. */
