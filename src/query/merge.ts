@@ -139,7 +139,7 @@ const rangeText = (r: OffsetRange): string => `[${r.from}, ${r.to})`;
  * as one merge of them all.
  */
 export class PieceCount<Rows> {
-  readonly counted: Piece<Rows>[] = [];
+  counted: Piece<Rows>[] = [];
   readonly coverage: Coverage = new Map();
   readonly conflicts: Conflict[] = [];
   /** partition → offsets held only by a conflicting piece, with its reason. */
@@ -155,7 +155,7 @@ export class PieceCount<Rows> {
   /** A copy that further pieces can be offered to without changing this one. */
   fork(): PieceCount<Rows> {
     const f = new PieceCount<Rows>();
-    f.counted.push(...this.counted);
+    f.counted = this.counted.slice();
     for (const [p, r] of this.coverage)
       f.coverage.set(
         p,
