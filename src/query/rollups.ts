@@ -1,7 +1,8 @@
 // Rollups of committed blocks: the rows of every counted piece of a block (an hour of 1-minute
 // windows), grouped as a query asks (the dimensions it fetches, its `in` filters, its measures),
-// in one list. Committed hand-offs never change, and a block's id names the pieces it holds, so a
-// rollup stays right for as long as its key is asked. Pure; the cache keeps them.
+// in one list; a piece outside a whole block is kept grouped the same way on its own. Committed
+// hand-offs never change, and a block's id names the pieces it holds, so what is kept stays right
+// for as long as its key is asked. Pure; the cache keeps them.
 import type { CubeSchema } from '../api/cube.ts';
 import { type PieceRow, combineValues, fetchDimensions } from './answer.ts';
 import type { CommittedBlock, CommittedPiece } from './committed-index.ts';
@@ -39,12 +40,15 @@ export function rollupRuns(
   return runs;
 }
 
-/** What a rollup's rows depend on besides its block: the query's shape, not its time range. */
-export function rollupKey(block: CommittedBlock, q: ResolvedQuery): string {
+/**
+ * What grouped rows depend on besides the block or piece they are of: the query's shape (the
+ * dimensions it fetches, its `in` filters, its measures), not its time range.
+ */
+export function rollupShape(q: ResolvedQuery): string {
   const keep = [...q.keep]
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([d, values]) => [d, [...values].sort()]);
-  return JSON.stringify([block.id, fetchDimensions(q), keep, q.measures]);
+  return JSON.stringify([fetchDimensions(q), keep, q.measures]);
 }
 
 /** The rows of several pieces (each grouped by the fetched dimensions) grouped into one list. */

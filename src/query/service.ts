@@ -29,7 +29,7 @@ import {
   finishMerge,
   piecePreference,
 } from './merge.ts';
-import { rollUp, rollupKey, rollupRuns } from './rollups.ts';
+import { rollUp, rollupRuns, rollupShape } from './rollups.ts';
 import { type PendingRun, countRejected, totalRejected } from './rejected.ts';
 import { QueryError, type ResolvedQuery, resolveQuery } from './request.ts';
 
@@ -350,24 +350,32 @@ export class QueryService {
       const rows: CountedRows[] = new Array<CountedRows>(runs.length);
       const rowsOf = async (piece: Piece<HandOffRef>): Promise<PieceRow[]> =>
         pieceRowsOfHandOff(await this.cache.rows(storage, piece.rows.key, schema), schema, q);
+      // A block's rollup, or a piece's rows grouped as asked, kept under its id and the shape.
+      const shape = rollupShape(q);
+      const grouped = async (id: string, make: () => Promise<PieceRow[]>): Promise<PieceRow[]> => {
+        const key = `${id}\u0000${shape}`;
+        const kept = this.cache.rollup(key);
+        if (kept) return kept;
+        const made = await make();
+        this.cache.keepRollup(key, made);
+        return made;
+      };
       const readsAtOnce = this.options.storageReadsAtOnce ?? 16;
       const read = limiter(readsAtOnce);
       await atMost(readsAtOnce, [...runs.keys()], async (i) => {
         const run = runs[i]!;
         const first = run.pieces[0]!;
         const last = run.pieces.at(-1)!;
-        let runRows: PieceRow[];
-        if (!run.block) runRows = await read(() => rowsOf(first));
-        else {
-          const key = rollupKey(run.block, q);
-          const kept = this.cache.rollup(key);
-          if (kept) runRows = kept;
-          else {
-            const lists = await Promise.all(run.pieces.map((piece) => read(() => rowsOf(piece))));
-            runRows = rollUp(lists, schema, q);
-            this.cache.keepRollup(key, runRows);
-          }
-        }
+        const block = run.block;
+        const runRows = block
+          ? await grouped(block.id, async () =>
+              rollUp(
+                await Promise.all(run.pieces.map((piece) => read(() => rowsOf(piece)))),
+                schema,
+                q,
+              ),
+            )
+          : await grouped(first.rows.key, () => read(() => rowsOf(first)));
         rows[i] = { windowStart: first.windowStart, windowEnd: last.rows.windowEnd, rows: runRows };
       });
       return { index, rows, cached };
