@@ -55,7 +55,7 @@ export async function readCommittedView(
   // Records read a bounded number at once: a month of 1-minute windows is tens of thousands of
   // them, more than a process may hold files or connections open.
   const entries = [...newest];
-  const out: (CommittedWindow | undefined)[] = new Array(entries.length);
+  const out = new Array<CommittedWindow | undefined>(entries.length);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(recordsAtOnce, entries.length) }, async () => {
