@@ -237,7 +237,7 @@ async function main(): Promise<void> {
       `last hour by minute over HTTP, ${clients} clients in this process, ${http.answered} answers: ${http.qps.toFixed(0)} queries/s (goal ≥ 200: ${http.qps >= 200 ? 'yes' : 'NO'}), p50 ${ms(http.p50)} ms, p99 ${ms(http.p99)} ms`,
     );
     say(
-      `cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held, bound ${(cacheBytes / 2 ** 20).toFixed(0)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}`,
+      `cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held by its estimate, bound ${(cacheBytes / 2 ** 20).toFixed(0)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}; the process's heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
     );
 
     if (pyarrowRuns > 0) {

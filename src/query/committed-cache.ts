@@ -5,16 +5,15 @@
 // recently used. The listing of a cube's records is the one thing that goes stale: it is reused
 // while younger than `listMaxAgeMs`, and listed again whenever an answer made from it is not
 // complete (a window committed since is then a gap in the offsets, never a silent miss). With a
-// listing it keeps its index (committed-index.ts: the committed pieces, merged once); beside it,
-// rollups of whole blocks of counted pieces, under a quarter of the bound of their own so that a
-// scan of every hand-off (a cold question over the whole cube) does not evict them.
+// listing it keeps its index (committed-index.ts: the committed pieces, merged once), and
+// rollups of whole blocks of counted pieces; these two under half of the bound of their own, so
+// that a scan of every hand-off (a cold question over the whole cube) does not evict them.
 import type { CubeSchema } from '../api/cube.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
 import type { PieceRow } from './answer.ts';
 import { CommittedIndex } from './committed-index.ts';
 import {
   type CommittedCube,
-  type CommittedWindow,
   type HandOffRow,
   readCommittedView,
   readHandOffRows,
@@ -87,54 +86,51 @@ const rowBytes = (row: HandOffRow): number =>
 
 const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
 
-const windowBytes = (w: CommittedWindow): number =>
-  128 + 2 * (w.dir.length + w.handOffKeys.reduce((n, k) => n + k.length, 0));
-
+/** A cube's listing, kept as its index only (the records' text is kept apart, by key). */
 interface Listing {
   at: number;
-  windows: CommittedWindow[];
-  /** Built on first use, for the window length it was built with. */
-  index?: { windowMs: number; index: CommittedIndex };
+  index: CommittedIndex;
 }
 
-const listingBytes = (windows: CommittedWindow[]): number =>
-  windows.reduce((n, w) => n + windowBytes(w), 64);
-
 export class CommittedViewCache {
+  /** Records and rows: what is read from deep storage. */
   private readonly lru: ByteBoundedLru<unknown>;
-  private readonly rollups: ByteBoundedLru<PieceRow[]>;
+  /** Listings (their indexes) and rollups: what is made of it, small, and dear to make again. */
+  private readonly derived: ByteBoundedLru<unknown>;
   private readonly options: CommittedCacheOptions;
   private readonly now: () => number;
 
   constructor(options: CommittedCacheOptions) {
     this.options = options;
-    const rollupBytes = Math.floor(options.maxBytes / 4);
-    this.rollups = new ByteBoundedLru(rollupBytes);
-    this.lru = new ByteBoundedLru(options.maxBytes - rollupBytes);
+    const derivedBytes = Math.floor(options.maxBytes / 2);
+    this.derived = new ByteBoundedLru(derivedBytes);
+    this.lru = new ByteBoundedLru(options.maxBytes - derivedBytes);
     this.now = options.now ?? Date.now;
   }
 
   get bytes(): number {
-    return this.lru.bytes + this.rollups.bytes;
+    return this.lru.bytes + this.derived.bytes;
   }
 
   private lookup<V>(kind: CacheKind, key: string): V | undefined {
-    const value = (
-      kind === 'rollup' ? this.rollups.get(key) : this.lru.get(`${kind}\u0000${key}`)
-    ) as V | undefined;
+    const value = this.lruOf(kind).get(`${kind}\u0000${key}`) as V | undefined;
     this.options.onLookup?.(kind, value !== undefined);
     return value;
   }
 
   private keep(kind: CacheKind, key: string, value: unknown, bytes: number): void {
-    if (kind === 'rollup') this.rollups.set(key, value as PieceRow[], bytes);
-    else this.lru.set(`${kind}\u0000${key}`, value, bytes);
+    this.lruOf(kind).set(`${kind}\u0000${key}`, value, bytes);
     this.options.onBytes?.(this.bytes);
   }
 
+  private lruOf(kind: CacheKind): ByteBoundedLru<unknown> {
+    return kind === 'listing' || kind === 'rollup' ? this.derived : this.lru;
+  }
+
   /**
-   * The cube's committed view as an index (committed-index.ts), kept with its listing: built once
-   * per listing, so an answer from a cached listing parses and merges none of its records again.
+   * The cube's committed view as an index (committed-index.ts): the cached one while young
+   * enough and `relist` is false, else a new listing (records read only when their key is not
+   * cached), indexed once, so an answer from a cached listing parses and merges no record again.
    */
   async index(
     storage: DeepStorage,
@@ -142,18 +138,27 @@ export class CommittedViewCache {
     windowMs: number,
     o: { relist: boolean; signal?: AbortSignal },
   ): Promise<{ index: CommittedIndex; cached: boolean }> {
-    const { listing, cached } = await this.listing(storage, cube, o);
-    if (listing.index?.windowMs !== windowMs) {
-      listing.index = { windowMs, index: new CommittedIndex(listing.windows, windowMs) };
-      // Weighed again with its index, which holds a piece per hand-off.
-      this.keep(
-        'listing',
-        listingId(cube),
-        listing,
-        listingBytes(listing.windows) + listing.index.index.bytes,
-      );
+    const id = listingId(cube);
+    if (!o.relist) {
+      const listed = this.lookup<Listing>('listing', id);
+      if (
+        listed &&
+        listed.index.windowMs === windowMs &&
+        this.now() - listed.at < this.options.listMaxAgeMs
+      )
+        return { index: listed.index, cached: true };
     }
-    return { index: listing.index.index, cached };
+    const at = this.now();
+    const windows = await readCommittedView(storage, cube, o.signal, async (key, signal) => {
+      const cached = this.lookup<string>('record', key);
+      if (cached !== undefined) return cached;
+      const text = await storage.readObject(key, signal);
+      if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
+      return text;
+    });
+    const index = new CommittedIndex(windows, windowMs);
+    this.keep('listing', id, { at, index } satisfies Listing, index.bytes);
+    return { index, cached: false };
   }
 
   /** The rows of a rollup at `key` (a block's id and a query's shape), if kept. */
@@ -171,43 +176,6 @@ export class CommittedViewCache {
         64 + 2 * key.length,
       ),
     );
-  }
-
-  /**
-   * The cube's committed view: the cached listing while young enough and `relist` is false, else
-   * a new listing whose records are read only when their key is not cached.
-   */
-  async view(
-    storage: DeepStorage,
-    cube: CommittedCube,
-    o: { relist: boolean; signal?: AbortSignal },
-  ): Promise<{ windows: CommittedWindow[]; cached: boolean }> {
-    const { listing, cached } = await this.listing(storage, cube, o);
-    return { windows: listing.windows, cached };
-  }
-
-  private async listing(
-    storage: DeepStorage,
-    cube: CommittedCube,
-    o: { relist: boolean; signal?: AbortSignal },
-  ): Promise<{ listing: Listing; cached: boolean }> {
-    const id = listingId(cube);
-    if (!o.relist) {
-      const listed = this.lookup<Listing>('listing', id);
-      if (listed && this.now() - listed.at < this.options.listMaxAgeMs)
-        return { listing: listed, cached: true };
-    }
-    const at = this.now();
-    const windows = await readCommittedView(storage, cube, o.signal, async (key, signal) => {
-      const cached = this.lookup<string>('record', key);
-      if (cached !== undefined) return cached;
-      const text = await storage.readObject(key, signal);
-      if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
-      return text;
-    });
-    const listing: Listing = { at, windows };
-    this.keep('listing', id, listing, listingBytes(windows));
-    return { listing, cached: false };
   }
 
   /** The rows of the hand-off at `key`, decoded in the schema's column order. */

@@ -15,12 +15,17 @@ export interface HandOffRef {
   windowEnd: number;
 }
 
-export type CommittedPiece = Piece<HandOffRef>;
+/** A counted committed piece as the index keeps it: its window and its hand-off, no offsets. */
+export interface CommittedRef {
+  windowStart: number;
+  windowEnd: number;
+  key: string;
+}
 
 /** Counted pieces of one block of time, in time order; `id` changes when any of them does. */
 export interface CommittedBlock {
   start: number;
-  pieces: CommittedPiece[];
+  pieces: CommittedRef[];
   id: string;
 }
 
@@ -47,16 +52,17 @@ export class CommittedIndex {
   /** Windows of the listing (one per window and replica set) and the hand-offs they list. */
   readonly windows: number;
   readonly handOffs: number;
-  /** The merge of every committed piece: fork it, then offer the live ones. */
-  readonly count: PieceCount<HandOffRef>;
+  /** The merge of every committed piece (their offsets, not the pieces): fork it, then offer the live ones. */
+  readonly count: PieceCount<never>;
   /** The counted pieces, by window start. */
-  readonly counted: CommittedPiece[];
+  readonly counted: CommittedRef[];
   readonly blockMs: number;
+  readonly windowMs: number;
   private readonly blocks = new Map<number, CommittedBlock>();
-  private summary: Pick<Piece<unknown>, 'ranges' | 'rejected'>[] | undefined;
+  private readonly summary: Pick<Piece<unknown>, 'ranges' | 'rejected'>[];
 
   constructor(view: CommittedWindow[], windowMs: number) {
-    const pieces: CommittedPiece[] = [];
+    const pieces: Piece<HandOffRef>[] = [];
     for (const w of view)
       w.record.handOffs.forEach((h, i) => {
         pieces.push({
@@ -72,8 +78,14 @@ export class CommittedIndex {
       });
     this.windows = view.length;
     this.handOffs = pieces.length;
-    this.count = new PieceCount<HandOffRef>().offer(pieces.sort(piecePreference));
-    this.counted = [...this.count.counted].sort((a, b) => a.windowStart - b.windowStart);
+    const count = new PieceCount<HandOffRef>().offer(pieces.sort(piecePreference));
+    this.summary = summarizeRejected(count.counted);
+    // Kept: the offsets counted and the counted pieces' places, not their offset maps.
+    this.count = count.fork<never>();
+    this.counted = count.counted
+      .map((p) => ({ windowStart: p.windowStart, windowEnd: p.rows.windowEnd, key: p.rows.key }))
+      .sort((a, b) => a.windowStart - b.windowStart);
+    this.windowMs = windowMs;
     this.blockMs = blockSpanMs(windowMs);
     for (const piece of this.counted) {
       const start = Math.floor(piece.windowStart / this.blockMs) * this.blockMs;
@@ -83,60 +95,35 @@ export class CommittedIndex {
     }
     for (const block of this.blocks.values()) {
       const hash = createHash('sha256');
-      for (const piece of block.pieces) hash.update(piece.rows.key).update('\u0000');
+      for (const piece of block.pieces) hash.update(piece.key).update('\u0000');
       block.id = `${block.start}.${hash.digest('hex').slice(0, 24)}`;
     }
   }
 
   /** The counted pieces whose window meets [from, to), in time order. */
-  countedIn(from: number | undefined, to: number | undefined): CommittedPiece[] {
-    const first = from === undefined ? 0 : this.firstWhere((p) => p.rows.windowEnd > from);
+  countedIn(from: number | undefined, to: number | undefined): CommittedRef[] {
+    const first = from === undefined ? 0 : this.firstWhere((p) => p.windowEnd > from);
     const end =
       to === undefined ? this.counted.length : this.firstWhere((p) => p.windowStart >= to);
     return this.counted.slice(first, Math.max(first, end));
   }
 
   /** The block `piece` is in. */
-  blockOf(piece: CommittedPiece): CommittedBlock {
+  blockOf(piece: CommittedRef): CommittedBlock {
     return this.blocks.get(Math.floor(piece.windowStart / this.blockMs) * this.blockMs)!;
   }
 
-  /**
-   * What countRejected needs of the counted committed pieces, in two pieces: the offsets of those
-   * that say their rejected records with the sums of them, and the offsets of those that do not.
-   * Its outcome does not depend on how the offsets are split into pieces, only on their union,
-   * the sums, and which partitions some piece does not say for.
-   */
+  /** What countRejected needs of the counted committed pieces (summarizeRejected). */
   rejectedSummary(): Pick<Piece<unknown>, 'ranges' | 'rejected'>[] {
-    if (this.summary) return this.summary;
-    const known = new Map<number, OffsetRange[]>();
-    const unknown = new Map<number, OffsetRange[]>();
-    const sums = new Map<number, Record<string, number>>();
-    for (const piece of this.counted)
-      for (const [p, ranges] of piece.ranges) {
-        const into = piece.rejected ? known : unknown;
-        const acc = into.get(p) ?? [];
-        for (const r of ranges) addRange(acc, r.from, r.to);
-        into.set(p, acc);
-        if (!piece.rejected) continue;
-        const sum = sums.get(p) ?? {};
-        for (const [reason, n] of Object.entries(piece.rejected.get(p) ?? {}))
-          sum[reason] = (sum[reason] ?? 0) + n;
-        sums.set(p, sum);
-      }
-    this.summary = [
-      { ranges: known, rejected: sums },
-      ...(unknown.size > 0 ? [{ ranges: unknown }] : []),
-    ];
     return this.summary;
   }
 
   /** Roughly the bytes the index holds, for the cache's bound. */
   get bytes(): number {
-    return 256 + this.handOffs * 400;
+    return this.counted.reduce((n, p) => n + 96 + 2 * p.key.length, 1024);
   }
 
-  private firstWhere(test: (p: CommittedPiece) => boolean): number {
+  private firstWhere(test: (p: CommittedRef) => boolean): number {
     let lo = 0;
     let hi = this.counted.length;
     while (lo < hi) {
@@ -146,4 +133,31 @@ export class CommittedIndex {
     }
     return lo;
   }
+}
+
+/**
+ * What countRejected needs of counted pieces, in two pieces: the offsets of those that say their
+ * rejected records with the sums of them, and the offsets of those that do not. Its outcome does
+ * not depend on how the offsets are split into pieces, only on their union, the sums, and which
+ * partitions some piece does not say for.
+ */
+function summarizeRejected(
+  counted: Pick<Piece<unknown>, 'ranges' | 'rejected'>[],
+): Pick<Piece<unknown>, 'ranges' | 'rejected'>[] {
+  const known = new Map<number, OffsetRange[]>();
+  const unknown = new Map<number, OffsetRange[]>();
+  const sums = new Map<number, Record<string, number>>();
+  for (const piece of counted)
+    for (const [p, ranges] of piece.ranges) {
+      const into = piece.rejected ? known : unknown;
+      const acc = into.get(p) ?? [];
+      for (const r of ranges) addRange(acc, r.from, r.to);
+      into.set(p, acc);
+      if (!piece.rejected) continue;
+      const sum = sums.get(p) ?? {};
+      for (const [reason, n] of Object.entries(piece.rejected.get(p) ?? {}))
+        sum[reason] = (sum[reason] ?? 0) + n;
+      sums.set(p, sum);
+    }
+  return [{ ranges: known, rejected: sums }, ...(unknown.size > 0 ? [{ ranges: unknown }] : [])];
 }

@@ -139,7 +139,10 @@ const rangeText = (r: OffsetRange): string => `[${r.from}, ${r.to})`;
  * as one merge of them all.
  */
 export class PieceCount<Rows> {
+  /** The pieces counted since this count was forked (or made). */
   counted: Piece<Rows>[] = [];
+  /** How many the count it was forked from had counted: those it no longer holds. */
+  countedBefore = 0;
   readonly coverage: Coverage = new Map();
   readonly conflicts: Conflict[] = [];
   /** partition → offsets held only by a conflicting piece, with its reason. */
@@ -152,10 +155,14 @@ export class PieceCount<Rows> {
     return this;
   }
 
-  /** A copy that further pieces can be offered to without changing this one. */
-  fork(): PieceCount<Rows> {
-    const f = new PieceCount<Rows>();
-    f.counted = this.counted.slice();
+  /**
+   * A copy that further pieces can be offered to without changing this one. It holds the
+   * offsets counted, not the pieces (`countedBefore` says how many): a fork kept with a listing
+   * keeps none of its pieces alive.
+   */
+  fork<Next = Rows>(): PieceCount<Next> {
+    const f = new PieceCount<Next>();
+    f.countedBefore = this.countedBefore + this.counted.length;
     for (const [p, r] of this.coverage)
       f.coverage.set(
         p,

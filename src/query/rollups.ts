@@ -5,7 +5,7 @@
 // for as long as its key is asked. Pure; the cache keeps them.
 import type { CubeSchema } from '../api/cube.ts';
 import { type PieceRow, combineValues, fetchDimensions } from './answer.ts';
-import type { CommittedBlock, CommittedPiece } from './committed-index.ts';
+import type { CommittedBlock, CommittedRef } from './committed-index.ts';
 import type { ResolvedQuery } from './request.ts';
 
 /**
@@ -14,11 +14,11 @@ import type { ResolvedQuery } from './request.ts';
  * one piece at a time.
  */
 export function rollupRuns(
-  pieces: CommittedPiece[],
-  blockOf: (piece: CommittedPiece) => CommittedBlock,
+  pieces: CommittedRef[],
+  blockOf: (piece: CommittedRef) => CommittedBlock,
   granularityMs: number | undefined,
-): { block?: CommittedBlock; pieces: CommittedPiece[] }[] {
-  const runs: { block?: CommittedBlock; pieces: CommittedPiece[] }[] = [];
+): { block?: CommittedBlock; pieces: CommittedRef[] }[] {
+  const runs: { block?: CommittedBlock; pieces: CommittedRef[] }[] = [];
   const bucket = (t: number): number =>
     granularityMs === undefined ? 0 : Math.floor(t / granularityMs);
   for (let i = 0; i < pieces.length;) {

@@ -18,7 +18,7 @@ import {
   pieceRowsOfLive,
 } from './answer.ts';
 import { CommittedViewCache } from './committed-cache.ts';
-import { type CommittedIndex, type HandOffRef, rejectedOf } from './committed-index.ts';
+import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
 import {
   type MergeResult,
   type PartitionBounds,
@@ -254,7 +254,7 @@ export class QueryService {
           pieces: l.answer?.pieces?.length ?? 0,
           ...(l.errors.length > 0 ? { errors: l.errors } : {}),
         })),
-        counted: merged.counted.length,
+        counted: merged.committedCounted + merged.live.length,
         duplicates: merged.duplicates,
         conflicts: merged.conflicts,
       },
@@ -262,7 +262,7 @@ export class QueryService {
     const incomplete = incompleteReasons(answer, merged);
     this.options.observe?.({
       seconds: (performance.now() - started) / 1000,
-      piecesCommitted: merged.counted.length - merged.live.length,
+      piecesCommitted: merged.committedCounted,
       piecesLive: merged.live.length,
       receiverCalls: calls,
       incomplete,
@@ -348,8 +348,8 @@ export class QueryService {
         q.granularityMs,
       );
       const rows: CountedRows[] = new Array<CountedRows>(runs.length);
-      const rowsOf = async (piece: Piece<HandOffRef>): Promise<PieceRow[]> =>
-        pieceRowsOfHandOff(await this.cache.rows(storage, piece.rows.key, schema), schema, q);
+      const rowsOf = async (piece: CommittedRef): Promise<PieceRow[]> =>
+        pieceRowsOfHandOff(await this.cache.rows(storage, piece.key, schema), schema, q);
       // A block's rollup, or a piece's rows grouped as asked, kept under its id and the shape.
       const shape = rollupShape(q);
       const grouped = async (id: string, make: () => Promise<PieceRow[]>): Promise<PieceRow[]> => {
@@ -375,8 +375,8 @@ export class QueryService {
                 q,
               ),
             )
-          : await grouped(first.rows.key, () => read(() => rowsOf(first)));
-        rows[i] = { windowStart: first.windowStart, windowEnd: last.rows.windowEnd, rows: runRows };
+          : await grouped(first.key, () => read(() => rowsOf(first)));
+        rows[i] = { windowStart: first.windowStart, windowEnd: last.windowEnd, rows: runRows };
       });
       return { index, rows, cached };
     } catch (error) {
@@ -393,7 +393,11 @@ export class QueryService {
     q: ResolvedQuery,
     committed: CommittedRead,
     live: Map<string, LiveRead>,
-  ): MergeResult<unknown> & { live: Piece<Rowed>[]; pendingRuns: PendingRun[] } {
+  ): MergeResult<Rowed> & {
+    committedCounted: number;
+    live: Piece<Rowed>[];
+    pendingRuns: PendingRun[];
+  } {
     const pieces: Piece<Rowed>[] = [];
     const pending = new Map<number, OffsetRange[]>();
     const pendingRuns: PendingRun[] = [];
@@ -444,15 +448,15 @@ export class QueryService {
     // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
     if (cube.spec.source.startingOffsets !== 'latest')
       for (const b of bounds.values()) b.start = 0n;
-    const count: PieceCount<unknown> = committed.index
-      ? committed.index.count.fork()
-      : new PieceCount();
-    const before = count.counted.length;
+    const count: PieceCount<Rowed> = committed.index
+      ? committed.index.count.fork<Rowed>()
+      : new PieceCount<Rowed>();
     count.offer(pieces.sort(piecePreference));
     return {
       ...finishMerge(count, { pending, bounds, unavailable }),
-      // Live pieces are offered last: those counted are the tail of the counted list.
-      live: count.counted.slice(before) as Piece<Rowed>[],
+      committedCounted: count.countedBefore,
+      // The fork holds only what it counted itself: the live pieces.
+      live: count.counted,
       pendingRuns,
     };
   }

@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { cubeSchema } from '../../src/api/cube.ts';
 import { CommittedViewCache } from '../../src/query/committed-cache.ts';
-import type { CommittedBlock, CommittedPiece } from '../../src/query/committed-index.ts';
+import type { CommittedBlock, CommittedRef } from '../../src/query/committed-index.ts';
 import {
   type Piece,
   PieceCount,
@@ -49,30 +49,27 @@ test('the committed pieces merged first, then forked and offered the live ones: 
       const committed = pieces.filter((p) => p.kind === 'committed').sort(piecePreference);
       const live = pieces.filter((p) => p.kind === 'live').sort(piecePreference);
       const prefix = new PieceCount<string>().offer(committed);
-      const forked = finishMerge(prefix.fork().offer(live), { bounds });
+      const fork = prefix.fork().offer(live);
+      const forked = finishMerge(fork, { bounds });
       // The prefix is left as it was: another answer forks it again.
       expect(finishMerge(prefix.fork().offer(live), { bounds })).toEqual(forked);
-      expect(forked).toEqual(mergePieces({ pieces, bounds }));
+      // The fork holds only the pieces it counted itself, after those counted before it.
+      expect(fork.countedBefore).toBe(prefix.counted.length);
+      expect({ ...forked, counted: [...prefix.counted, ...forked.counted] }).toEqual(
+        mergePieces({ pieces, bounds }),
+      );
     }),
   );
 });
 
 /** Blocks of an hour holding the given window starts (in minutes). */
 function blocksOf(minutes: number[]): {
-  pieces: CommittedPiece[];
-  blockOf: (p: CommittedPiece) => CommittedBlock;
+  pieces: CommittedRef[];
+  blockOf: (p: CommittedRef) => CommittedBlock;
 } {
   const blocks = new Map<number, CommittedBlock>();
-  const pieces = minutes.map((m): CommittedPiece => {
-    const piece: CommittedPiece = {
-      kind: 'committed',
-      source: `w${m}`,
-      replicaSet: 'rs-a',
-      windowStart: m * M,
-      ranges: new Map(),
-      epochs: new Map(),
-      rows: { key: `w${m}`, windowEnd: (m + 1) * M },
-    };
+  const pieces = minutes.map((m): CommittedRef => {
+    const piece: CommittedRef = { windowStart: m * M, windowEnd: (m + 1) * M, key: `w${m}` };
     const start = Math.floor((m * M) / H) * H;
     const block = blocks.get(start) ?? { start, pieces: [], id: String(start) };
     block.pieces.push(piece);
