@@ -34,6 +34,7 @@ const usage = `Usage: npm run bench:query -- [options]
   --seconds N       how long queries/s is measured             [default 10]
   --pyarrow N       pyarrow runs of the baseline (0: none)     [default 3]
   --cache-bytes N   the cache's bound                          [default 268435456]
+  --writers N       windows handed off and committed at once  [default 8]
   --fresh           write the committed windows again (else reused from the cache directory)
 `;
 
@@ -161,6 +162,7 @@ async function main(): Promise<void> {
     seconds: '10',
     pyarrow: '3',
     'cache-bytes': String(256 * 2 ** 20),
+    writers: '8',
     fresh: undefined,
   });
   if (!flags) return;
@@ -175,7 +177,7 @@ async function main(): Promise<void> {
     liveWindows: positive('live', flags.live),
     countries: positive('countries', flags.countries),
     fresh: flags.fresh !== undefined,
-    writersAtOnce: 8,
+    writersAtOnce: positive('writers', flags.writers),
   });
   try {
     const end = bench.start + (bench.committedWindows + bench.liveWindows) * M;
