@@ -99,6 +99,8 @@ export class CommittedViewCache {
   private readonly derived: ByteBoundedLru<unknown>;
   private readonly options: CommittedCacheOptions;
   private readonly now: () => number;
+  /** Listings under way, by cube and window length. */
+  private readonly listings = new Map<string, Promise<CommittedIndex>>();
 
   constructor(options: CommittedCacheOptions) {
     this.options = options;
@@ -148,17 +150,39 @@ export class CommittedViewCache {
       )
         return { index: listed.index, cached: true };
     }
+    // Answers that find the listing stale at once share one new listing (a month of windows
+    // takes seconds to list); one asking to list again because its answer had a gap makes its own.
+    const inFlight = o.relist ? undefined : this.listings.get(`${id}\u0000${windowMs}`);
+    if (inFlight) return { index: await inFlight, cached: false };
+    const listing = this.list(storage, cube, windowMs, o.signal);
+    if (!o.relist) {
+      const key = `${id}\u0000${windowMs}`;
+      this.listings.set(key, listing);
+      const done = () => {
+        if (this.listings.get(key) === listing) this.listings.delete(key);
+      };
+      listing.then(done, done);
+    }
+    return { index: await listing, cached: false };
+  }
+
+  private async list(
+    storage: DeepStorage,
+    cube: CommittedCube,
+    windowMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<CommittedIndex> {
     const at = this.now();
-    const windows = await readCommittedView(storage, cube, o.signal, async (key, signal) => {
+    const windows = await readCommittedView(storage, cube, signal, async (key, s) => {
       const cached = this.lookup<string>('record', key);
       if (cached !== undefined) return cached;
-      const text = await storage.readObject(key, signal);
+      const text = await storage.readObject(key, s);
       if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
       return text;
     });
     const index = new CommittedIndex(windows, windowMs);
-    this.keep('listing', id, { at, index } satisfies Listing, index.bytes);
-    return { index, cached: false };
+    this.keep('listing', listingId(cube), { at, index } satisfies Listing, index.bytes);
+    return index;
   }
 
   /** The rows of a rollup at `key` (a block's id and a query's shape), if kept. */
