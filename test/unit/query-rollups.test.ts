@@ -16,6 +16,7 @@ import { rollupRuns } from '../../src/query/rollups.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
 import { commitSegments, oneReceiverService, oneSetCube } from '../support/query-fixtures.ts';
+import { schemaOf } from '../support/schemas.ts';
 
 const M = 60_000;
 const H = 60 * M;
@@ -122,15 +123,15 @@ test('a block of one window is read as a piece: there is nothing to roll up', ()
   expect(rollupRuns(pieces, blockOf, undefined).map((r) => r.pieces.length)).toEqual([1, 2]);
 });
 
+const plain = schemaOf(
+  ['country'],
+  { events: 'count', revenue: 'sum(price)', dearest: 'max(price)' },
+  { window: '1m' },
+);
+/** Revenue kept in cents: a scaled sum, added exactly in the rollups too. */
 const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1m',
+  ...plain,
+  measures: plain.measures.map((m) => (m.name === 'revenue' ? { ...m, scale: 2 } : m)),
 });
 const windows = 150;
 /** Window w of partition 0: offsets [10w, 10w + 10); 'de' w + 1 events, 'fr' 2. */
