@@ -22,6 +22,8 @@ export const sets: Record<string, number[]> = {
   'rs-a': [0, 1, 2, 3, 4, 5, 6, 7],
   'rs-b': [8, 9, 10, 11, 12, 13, 14, 15],
 };
+/** Changes when what is written changes, so that a run does not reuse windows of before. */
+const dataVersion = 'v2';
 /** Offsets per partition and window. */
 const perWindow = 100;
 const bucket = 'streamcube-bench';
@@ -73,7 +75,8 @@ function segmentOf(
     for (const device of ['web', 'ios', 'android'])
       rows.set(`c${c}\u0000${device}`, {
         dimensions: [`c${c}`, device],
-        values: [10, 123.45 + c, 99.99],
+        // Integers: a scaled sum held as units (hand-off format 2) or as a float of before alike.
+        values: [10, 12_345 + c, 99.99],
       });
   const owned = sets[set]!;
   return {
@@ -132,7 +135,11 @@ export async function benchCube(o: {
   fresh: boolean;
   writersAtOnce: number;
 }): Promise<BenchCube> {
-  const root = join(settings.cacheDir, 'bench-query', `${o.storage}-${o.windows}w-${o.countries}c`);
+  const root = join(
+    settings.cacheDir,
+    'bench-query',
+    `${o.storage}-${o.windows}w-${o.countries}c-${dataVersion}`,
+  );
   const marker = join(root, 'written.json');
   if (o.fresh || !existsSync(marker)) rmSync(root, { recursive: true, force: true });
   const reused = existsSync(marker);
