@@ -1,164 +1,265 @@
-// The query service over committed windows (issue 27): a cube's windows handed off and committed
-// by the product's own code (handOffSegment, commitWindow) into a directory, 16 partitions on two
-// replica sets, then the same questions asked cold (a new cache each time: every record and
-// hand-off read and decoded) and warm (one cache, kept). The result is the ratio cold / warm of
-// the same run, and whether the cache stayed within its bound.
-import { mkdtempSync, rmSync } from 'node:fs';
+// The query service's speed (issue 27): a cube of committed 1-minute windows (bench/query-cube.ts:
+// written by the product's own hand-off code, in a directory or in S3) plus live windows, asked
+// the last hour (live + committed) and the whole cube grouped by one dimension, cold (a new cache
+// each time) and warm (one cache, kept); the last hour again over HTTP, from concurrent clients,
+// for queries per second; pyarrow scanning the same committed files for the same question as the
+// baseline. Everything is reported as percentiles and ratios of the same run, against the goals.
+import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cubeSchema } from '../src/api/cube.ts';
-import type { CubeAssignment } from '../src/api/cube-assignment.ts';
-import { ReceiverApiError } from '../src/protocol/client.ts';
+import { promisify } from 'node:util';
+import { Registry } from 'prom-client';
+import { createLogger } from '../src/observability/logger.ts';
 import { CommittedViewCache } from '../src/query/committed-cache.ts';
-import { QueryService } from '../src/query/service.ts';
-import { openDeepStorage } from '../src/receiver/deep-storage.ts';
-import type { Row, Segment } from '../src/receiver/segments.ts';
-import { commitSegments } from '../test/support/query-fixtures.ts';
+import { readCommittedView } from '../src/query/committed-view.ts';
+import { createQueryMetrics } from '../src/query/metrics.ts';
+import type { QueryBody } from '../src/query/request.ts';
+import { createQueryServer } from '../src/query/server.ts';
+import { type CubeAnswer, QueryService } from '../src/query/service.ts';
+import { type BenchCube, benchCube, schema } from './query-cube.ts';
 import { benchFlags, median, positive, say } from './environment.ts';
 
 const usage = `Usage: npm run bench:query -- [options]
 
-  --hours N        committed 1-minute windows, in hours      [default 6; the issue's goal: 720]
-  --countries N    values of the grouped dimension           [default 20]
-  --cold N         cold answers of each question             [default 3]
-  --warm N         warm answers of each question             [default 30]
-  --cache-bytes N  the warm cache's bound                    [default 268435456]
+  --hours N         committed 1-minute windows, in hours      [default 6; the issue's goal: 720]
+  --storage KIND    dir | s3 (versitygw, as the tests start it) [default dir]
+  --live N          live windows after the committed ones      [default 5]
+  --countries N     values of the grouped dimension            [default 20]
+  --cold N          cold answers of each question              [default 3]
+  --warm N          warm answers of each question              [default 50]
+  --clients N       concurrent HTTP clients for queries/s      [default 8]
+  --seconds N       how long queries/s is measured             [default 10]
+  --pyarrow N       pyarrow runs of the baseline (0: none)     [default 3]
+  --cache-bytes N   the cache's bound                          [default 268435456]
+  --writers N       windows handed off and committed at once  [default 8]
+  --fresh           write the committed windows again (else reused from the cache directory)
 `;
 
 const M = 60_000;
-const partitions = 16;
-const sets = { 'rs-a': [0, 1, 2, 3, 4, 5, 6, 7], 'rs-b': [8, 9, 10, 11, 12, 13, 14, 15] };
-const schema = cubeSchema.parse({
-  timestampField: 'ts',
-  dimensions: ['country', 'device'],
-  measures: [
-    { name: 'events', function: 'count' },
-    { name: 'revenue', function: 'sum', field: 'price', scale: 2 },
-    { name: 'dearest', function: 'max', field: 'price' },
-  ],
-  window: '1m',
-});
+const run = promisify(execFile);
 
 const percentile = (values: number[], p: number): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 };
+const ms = (n: number): string => (n >= 100 ? n.toFixed(0) : n.toFixed(1));
+
+function serviceOver(bench: BenchCube, cache: CommittedViewCache): QueryService {
+  return new QueryService({
+    receiverTimeoutMs: 1000,
+    maxRows: 100_000,
+    cache,
+    sources: {
+      cube: () => bench.cube,
+      receivers: (_, set) => [{ name: `${set}-0`, baseUrl: 'http://fake' }],
+      query: (receiver, _ns, _cube, request) =>
+        Promise.resolve(bench.query(receiver.name.replace(/-0$/, ''), request)),
+      storage: bench.storage,
+    },
+  });
+}
+
+async function timed(
+  service: QueryService,
+  body: QueryBody,
+): Promise<{ ms: number; answer: CubeAnswer }> {
+  const t = performance.now();
+  const answer = await service.answer('shop', 'orders', body);
+  if (!answer.complete) throw new Error(`the answer to ${JSON.stringify(body)} is not complete`);
+  return { ms: performance.now() - t, answer };
+}
+
+/** The last hour asked over HTTP by `clients` loops for `seconds`: queries/s and latencies. */
+async function queriesPerSecond(
+  service: QueryService,
+  body: QueryBody,
+  clients: number,
+  seconds: number,
+): Promise<{ qps: number; p50: number; p99: number; answered: number }> {
+  const registry = new Registry();
+  const server = createQueryServer({
+    service,
+    tokens: () => ['bench-token'],
+    registry,
+    metrics: createQueryMetrics(registry),
+    logger: createLogger('bench-query', 'warn'),
+    ready: () => true,
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/namespaces/shop/cubes/orders/query`;
+  const latencies: number[] = [];
+  const until = performance.now() + seconds * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (performance.now() < until) {
+        const t = performance.now();
+        const response = await fetch(url, {
+          method: 'POST',
+          headers: { authorization: 'Bearer bench-token', 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        const answer = (await response.json()) as CubeAnswer;
+        if (response.status !== 200 || !answer.complete)
+          throw new Error(`HTTP ${response.status}: ${JSON.stringify(answer).slice(0, 300)}`);
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  server.close();
+  return {
+    qps: latencies.length / elapsed,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    answered: latencies.length,
+  };
+}
+
+/** pyarrow over the committed data files of `bench`, grouped by country: ms per run and rows. */
+async function pyarrowBaseline(
+  bench: BenchCube,
+  runs: number,
+): Promise<{ ms: number[]; rows: (string | number)[][]; files: number }> {
+  const view = await readCommittedView(bench.storage, { namespace: 'shop', cube: 'orders' });
+  const paths = view.flatMap((w) => w.handOffKeys.map((key) => bench.pyarrowPath(key)));
+  const dir = mkdtempSync(join(tmpdir(), 'streamcube-bench-pyarrow-'));
+  try {
+    const spec = join(dir, 'spec.json');
+    writeFileSync(
+      spec,
+      JSON.stringify({
+        storage: bench.s3 ? 's3' : 'dir',
+        s3: bench.s3,
+        paths,
+        groupBy: ['country'],
+        measures: schema.measures,
+        runs,
+      }),
+    );
+    const { stdout } = await run('python3', [join(import.meta.dirname, 'query-pyarrow.py'), spec], {
+      maxBuffer: 64 * 2 ** 20,
+    });
+    return JSON.parse(stdout) as { ms: number[]; rows: (string | number)[][]; files: number };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 async function main(): Promise<void> {
   const flags = benchFlags(usage, {
     hours: '6',
+    storage: 'dir',
+    live: '5',
     countries: '20',
     cold: '3',
-    warm: '30',
+    warm: '50',
+    clients: '8',
+    seconds: '10',
+    pyarrow: '3',
     'cache-bytes': String(256 * 2 ** 20),
+    writers: '8',
+    fresh: undefined,
   });
   if (!flags) return;
-  const windows = positive('hours', flags.hours) * 60;
-  const countries = positive('countries', flags.countries);
-  const coldRuns = positive('cold', flags.cold);
-  const warmRuns = positive('warm', flags.warm);
+  if (flags.storage !== 'dir' && flags.storage !== 's3')
+    throw new Error(`--storage must be dir or s3, got '${flags.storage}'`);
+  const hours = positive('hours', flags.hours);
   const cacheBytes = positive('cache-bytes', flags['cache-bytes']);
-  const dir = mkdtempSync(join(tmpdir(), 'streamcube-bench-query-'));
-  const storage = await openDeepStorage({ type: 'filesystem', dir });
+  const pyarrowRuns = Number(flags.pyarrow);
+  const bench = await benchCube({
+    storage: flags.storage,
+    windows: hours * 60,
+    liveWindows: positive('live', flags.live),
+    countries: positive('countries', flags.countries),
+    fresh: flags.fresh !== undefined,
+    writersAtOnce: positive('writers', flags.writers),
+  });
   try {
-    const start = Math.floor(Date.now() / M) * M - windows * M;
-    const perWindow = 100; // offsets per partition and window
-    const written = performance.now();
-    for (let w = 0; w < windows; w++) {
-      await Promise.all(
-        Object.entries(sets).map(async ([replicaSet, owned]) => {
-          const rows = new Map<string, Row>();
-          for (let c = 0; c < countries; c++)
-            for (const device of ['web', 'ios', 'android'])
-              rows.set(`c${c}\u0000${device}`, {
-                dimensions: [`c${c}`, device],
-                values: [10, 123.45 + c, 99.99],
-              });
-          const segment: Segment = {
-            key: start + w * M,
-            windowStart: start + w * M,
-            windowEnd: start + (w + 1) * M,
-            state: 'IMMUTABLE',
-            rows,
-            delta: new Map(),
-            ranges: new Map(
-              owned.map((p) => [
-                p,
-                [{ from: BigInt(w * perWindow), to: BigInt((w + 1) * perWindow) }],
-              ]),
-            ),
-            epochs: new Map(owned.map((p) => [p, 1])),
-          };
-          await commitSegments(storage, schema, [segment], replicaSet);
-        }),
-      );
-    }
-    say(
-      `wrote ${windows} windows × 2 replica sets (${partitions} partitions, ${countries * 3} rows each) in ${((performance.now() - written) / 1000).toFixed(1)} s to ${dir}`,
-    );
-    const end = String(windows * perWindow);
-    const cube = {
-      metadata: { name: 'orders', namespace: 'shop' },
-      spec: {
-        source: { brokers: ['k:9092'], topic: 'orders', startingOffsets: 'earliest' },
-        replicaSets: Object.keys(sets),
-        schema,
-      },
-      status: {
-        assignment: sets,
-        partitions: Array.from({ length: partitions }, (_, p) => ({ partition: p, position: end })),
-      },
-    } as unknown as CubeAssignment;
-    const serviceWith = (cache: CommittedViewCache) =>
-      new QueryService({
-        receiverTimeoutMs: 1000,
-        maxRows: 100_000,
-        cache,
-        sources: {
-          cube: () => cube,
-          receivers: (_, set) => [{ name: `${set}-0`, baseUrl: 'http://unused' }],
-          // Every window is committed: the receivers hold nothing of the cube any more.
-          query: () => Promise.reject(new ReceiverApiError(404, 'no such cube')),
-          storage,
-        },
-      });
+    const end = bench.start + (bench.committedWindows + bench.liveWindows) * M;
+    const lastHour = { from: end - 60 * M, to: end };
+    const questions: { name: string; body: QueryBody; goalMs: number }[] = [
+      { name: 'last hour by minute', body: { ...lastHour, granularity: '1m' }, goalMs: 50 },
+      { name: 'last hour by country', body: { ...lastHour, groupBy: ['country'] }, goalMs: 50 },
+      { name: `all ${hours} h by country`, body: { groupBy: ['country'] }, goalMs: 500 },
+    ];
     const newCache = () =>
       new CommittedViewCache({ maxBytes: cacheBytes, listMaxAgeMs: 60 * 60_000 });
-    const questions = [
-      { name: 'all windows by country', body: { groupBy: ['country'] } },
-      {
-        name: 'last hour by minute',
-        body: { from: start + (windows - 60) * M, granularity: '1m' },
-      },
-    ];
+
+    // Cold, the listing and its index apart: every record listed, read, parsed and merged once.
+    const listing: number[] = [];
+    for (let i = 0; i < Number(flags.cold); i++) {
+      const t = performance.now();
+      await newCache().index(bench.storage, { namespace: 'shop', cube: 'orders' }, M, {
+        relist: false,
+      });
+      listing.push(performance.now() - t);
+    }
+    say(
+      `\n${flags.storage}: ${bench.committedWindows} committed windows (${bench.committedWindows * 2} hand-offs) + ${bench.liveWindows} live; listing and index, cold: p50 ${ms(median(listing))} ms`,
+    );
+
     const warmCache = newCache();
-    const warm = serviceWith(warmCache);
-    say('');
-    say('| question | cold p50 ms | warm p50 ms | warm p99 ms | cold / warm | complete |');
-    say('| --- | --- | --- | --- | --- | --- |');
-    for (const question of questions) {
-      const time = async (service: QueryService): Promise<number> => {
-        const t = performance.now();
-        const answer = await service.answer('shop', 'orders', question.body);
-        if (!answer.complete) throw new Error(`${question.name}: the answer is not complete`);
-        return performance.now() - t;
-      };
+    const warm = serviceOver(bench, warmCache);
+    const results: string[] = [];
+    const answers = new Map<string, CubeAnswer>();
+    const warmP50 = new Map<string, number>();
+    for (const q of questions) {
       const cold: number[] = [];
-      for (let i = 0; i < coldRuns; i++) cold.push(await time(serviceWith(newCache())));
-      await time(warm); // fills the cache
-      const warmTimes: number[] = [];
-      for (let i = 0; i < warmRuns; i++) warmTimes.push(await time(warm));
-      say(
-        `| ${question.name} | ${median(cold).toFixed(1)} | ${median(warmTimes).toFixed(1)} | ${percentile(warmTimes, 99).toFixed(1)} | ${(median(cold) / median(warmTimes)).toFixed(1)} | yes |`,
+      for (let i = 0; i < Number(flags.cold); i++)
+        cold.push((await timed(serviceOver(bench, newCache()), q.body)).ms);
+      answers.set(q.name, (await timed(warm, q.body)).answer); // fills the cache
+      const times: number[] = [];
+      for (let i = 0; i < positive('warm', flags.warm); i++)
+        times.push((await timed(warm, q.body)).ms);
+      const p99 = percentile(times, 99);
+      warmP50.set(q.name, median(times));
+      results.push(
+        `| ${q.name} | ${ms(median(cold))} | ${ms(median(times))} | ${ms(p99)} | ${(median(cold) / median(times)).toFixed(0)} | ≤ ${q.goalMs} | ${p99 <= q.goalMs ? 'yes' : 'NO'} |`,
       );
     }
     say('');
-    say(
-      `warm cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held, bound ${(cacheBytes / 2 ** 20).toFixed(1)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}`,
+    say('| question | cold p50 ms | warm p50 ms | warm p99 ms | cold / warm | goal p99 ms | met |');
+    say('| --- | --- | --- | --- | --- | --- | --- |');
+    for (const line of results) say(line);
+
+    const clients = positive('clients', flags.clients);
+    const http = await queriesPerSecond(
+      warm,
+      questions[0]!.body,
+      clients,
+      positive('seconds', flags.seconds),
     );
+    say('');
+    say(
+      `last hour by minute over HTTP, ${clients} clients in this process, ${http.answered} answers: ${http.qps.toFixed(0)} queries/s (goal ≥ 200: ${http.qps >= 200 ? 'yes' : 'NO'}), p50 ${ms(http.p50)} ms, p99 ${ms(http.p99)} ms`,
+    );
+    say(
+      `cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held by its estimate, bound ${(cacheBytes / 2 ** 20).toFixed(0)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}; the process's heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
+    );
+
+    if (pyarrowRuns > 0) {
+      const baseline = await pyarrowBaseline(bench, pyarrowRuns);
+      const ours = answers.get(questions[2]!.name)!;
+      // The same question of the committed files only: the service's answer holds the live windows too.
+      const committedOnly = (
+        await timed(warm, { groupBy: ['country'], to: bench.start + bench.committedWindows * M })
+      ).answer;
+      const same =
+        JSON.stringify(
+          committedOnly.rows.map((r) => [r[0], r[1], Number(r[2]).toFixed(2), r[3]]),
+        ) === JSON.stringify(baseline.rows.map((r) => [r[0], r[1], Number(r[2]).toFixed(2), r[3]]));
+      const warmAll = warmP50.get(questions[2]!.name)!;
+      say(
+        `pyarrow over the same ${baseline.files} committed files, grouped by country: p50 ${ms(median(baseline.ms))} ms (runs ${baseline.ms.map(ms).join(', ')}); the service warm ${ms(warmAll)} ms: ×${(median(baseline.ms) / warmAll).toFixed(0)}; committed totals equal: ${same ? 'yes' : 'NO'} (the service's answer has ${ours.rows.length} rows)`,
+      );
+    }
   } finally {
-    storage.close();
-    rmSync(dir, { recursive: true, force: true });
+    await bench.close();
   }
 }
 

@@ -4,12 +4,16 @@
 // same bytes at the same key. So entries are kept by key until the bound evicts the least
 // recently used. The listing of a cube's records is the one thing that goes stale: it is reused
 // while younger than `listMaxAgeMs`, and listed again whenever an answer made from it is not
-// complete (a window committed since is then a gap in the offsets, never a silent miss).
+// complete (a window committed since is then a gap in the offsets, never a silent miss). With a
+// listing it keeps its index (committed-index.ts: the committed pieces, merged once), and
+// rollups of whole blocks of counted pieces; these two under half of the bound of their own, so
+// that a scan of every hand-off (a cold question over the whole cube) does not evict them.
 import type { CubeSchema } from '../api/cube.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
+import type { PieceRow } from './answer.ts';
+import { CommittedIndex } from './committed-index.ts';
 import {
   type CommittedCube,
-  type CommittedWindow,
   type HandOffRow,
   readCommittedView,
   readHandOffRows,
@@ -63,7 +67,7 @@ export class ByteBoundedLru<V> {
   }
 }
 
-export type CacheKind = 'listing' | 'record' | 'rows';
+export type CacheKind = 'listing' | 'record' | 'rows' | 'rollup';
 
 export interface CommittedCacheOptions {
   maxBytes: number;
@@ -80,65 +84,122 @@ export interface CommittedCacheOptions {
 const rowBytes = (row: HandOffRow): number =>
   48 + row.dimensions.reduce((n, d) => n + 16 + 2 * d.length, 0) + 8 * row.values.length;
 
-const windowBytes = (w: CommittedWindow): number =>
-  128 + 2 * (w.dir.length + w.handOffKeys.reduce((n, k) => n + k.length, 0));
+const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
+
+/** A cube's listing, kept as its index only (the records' text is kept apart, by key). */
+interface Listing {
+  at: number;
+  index: CommittedIndex;
+}
 
 export class CommittedViewCache {
+  /** Records and rows: what is read from deep storage. */
   private readonly lru: ByteBoundedLru<unknown>;
+  /** Listings (their indexes) and rollups: what is made of it, small, and dear to make again. */
+  private readonly derived: ByteBoundedLru<unknown>;
   private readonly options: CommittedCacheOptions;
   private readonly now: () => number;
+  /** Listings under way, by cube and window length. */
+  private readonly listings = new Map<string, Promise<CommittedIndex>>();
 
   constructor(options: CommittedCacheOptions) {
     this.options = options;
-    this.lru = new ByteBoundedLru(options.maxBytes);
+    const derivedBytes = Math.floor(options.maxBytes / 2);
+    this.derived = new ByteBoundedLru(derivedBytes);
+    this.lru = new ByteBoundedLru(options.maxBytes - derivedBytes);
     this.now = options.now ?? Date.now;
   }
 
   get bytes(): number {
-    return this.lru.bytes;
+    return this.lru.bytes + this.derived.bytes;
   }
 
   private lookup<V>(kind: CacheKind, key: string): V | undefined {
-    const value = this.lru.get(`${kind}\u0000${key}`) as V | undefined;
+    const value = this.lruOf(kind).get(`${kind}\u0000${key}`) as V | undefined;
     this.options.onLookup?.(kind, value !== undefined);
     return value;
   }
 
   private keep(kind: CacheKind, key: string, value: unknown, bytes: number): void {
-    this.lru.set(`${kind}\u0000${key}`, value, bytes);
-    this.options.onBytes?.(this.lru.bytes);
+    this.lruOf(kind).set(`${kind}\u0000${key}`, value, bytes);
+    this.options.onBytes?.(this.bytes);
+  }
+
+  private lruOf(kind: CacheKind): ByteBoundedLru<unknown> {
+    return kind === 'listing' || kind === 'rollup' ? this.derived : this.lru;
   }
 
   /**
-   * The cube's committed view: the cached listing while young enough and `relist` is false, else
-   * a new listing whose records are read only when their key is not cached.
+   * The cube's committed view as an index (committed-index.ts): the cached one while young
+   * enough and `relist` is false, else a new listing (records read only when their key is not
+   * cached), indexed once, so an answer from a cached listing parses and merges no record again.
    */
-  async view(
+  async index(
     storage: DeepStorage,
     cube: CommittedCube,
+    windowMs: number,
     o: { relist: boolean; signal?: AbortSignal },
-  ): Promise<{ windows: CommittedWindow[]; cached: boolean }> {
-    const id = `${cube.namespace ?? ''}/${cube.cube}`;
+  ): Promise<{ index: CommittedIndex; cached: boolean }> {
+    const id = listingId(cube);
     if (!o.relist) {
-      const listed = this.lookup<{ at: number; windows: CommittedWindow[] }>('listing', id);
-      if (listed && this.now() - listed.at < this.options.listMaxAgeMs)
-        return { windows: listed.windows, cached: true };
+      const listed = this.lookup<Listing>('listing', id);
+      if (
+        listed &&
+        listed.index.windowMs === windowMs &&
+        this.now() - listed.at < this.options.listMaxAgeMs
+      )
+        return { index: listed.index, cached: true };
     }
+    // Answers that find the listing stale at once share one new listing (a month of windows
+    // takes seconds to list); one asking to list again because its answer had a gap makes its own.
+    const inFlight = o.relist ? undefined : this.listings.get(`${id}\u0000${windowMs}`);
+    if (inFlight) return { index: await inFlight, cached: false };
+    const listing = this.list(storage, cube, windowMs, o.signal);
+    if (!o.relist) {
+      const key = `${id}\u0000${windowMs}`;
+      this.listings.set(key, listing);
+      const done = () => {
+        if (this.listings.get(key) === listing) this.listings.delete(key);
+      };
+      listing.then(done, done);
+    }
+    return { index: await listing, cached: false };
+  }
+
+  private async list(
+    storage: DeepStorage,
+    cube: CommittedCube,
+    windowMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<CommittedIndex> {
     const at = this.now();
-    const windows = await readCommittedView(storage, cube, o.signal, async (key, signal) => {
+    const windows = await readCommittedView(storage, cube, signal, async (key, s) => {
       const cached = this.lookup<string>('record', key);
       if (cached !== undefined) return cached;
-      const text = await storage.readObject(key, signal);
+      const text = await storage.readObject(key, s);
       if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
       return text;
     });
+    const index = new CommittedIndex(windows, windowMs);
+    this.keep('listing', listingId(cube), { at, index } satisfies Listing, index.bytes);
+    return index;
+  }
+
+  /** The rows of a rollup at `key` (a block's id and a query's shape), if kept. */
+  rollup(key: string): PieceRow[] | undefined {
+    return this.lookup<PieceRow[]>('rollup', key);
+  }
+
+  keepRollup(key: string, rows: PieceRow[]): void {
     this.keep(
-      'listing',
-      id,
-      { at, windows },
-      windows.reduce((n, w) => n + windowBytes(w), 64),
+      'rollup',
+      key,
+      rows,
+      rows.reduce(
+        (n, r) => n + 48 + r.dims.reduce((m, d) => m + 16 + 2 * d.length, 0) + 16 * r.values.length,
+        64 + 2 * key.length,
+      ),
     );
-    return { windows, cached: false };
   }
 
   /** The rows of the hand-off at `key`, decoded in the schema's column order. */

@@ -25,6 +25,9 @@ export interface CommittedWindow {
   handOffKeys: string[];
 }
 
+/** Commit records read at once. */
+const recordsAtOnce = 32;
+
 const recordKey = /^window=(-?\d+)\/replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
 
 /** Reads the text of a commit record: storage itself, or a cache in front of it (records never change). */
@@ -50,19 +53,28 @@ export async function readCommittedView(
     if ((newest.get(at)?.version ?? 0) < Number(version))
       newest.set(at, { windowStart: Number(start), replicaSet, version: Number(version) });
   }
-  const out = await Promise.all(
-    [...newest].map(async ([at, n]): Promise<CommittedWindow | undefined> => {
-      const dir = `${root}/${at}`;
-      const text = await readRecord(`${dir}/${commitRecordName(n.version)}`, signal);
-      if (text === undefined) return undefined;
-      const record = JSON.parse(text) as CommitRecord;
-      return {
-        windowStart: n.windowStart,
-        replicaSet: n.replicaSet,
-        dir,
-        record,
-        handOffKeys: record.handOffs.map((h) => `${dir}/${h.dir}`),
-      };
+  // Records read a bounded number at once: a month of 1-minute windows is tens of thousands of
+  // them, more than a process may hold files or connections open.
+  const entries = [...newest];
+  const out = new Array<CommittedWindow | undefined>(entries.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(recordsAtOnce, entries.length) }, async () => {
+      while (next < entries.length) {
+        const i = next++;
+        const [at, n] = entries[i]!;
+        const dir = `${root}/${at}`;
+        const text = await readRecord(`${dir}/${commitRecordName(n.version)}`, signal);
+        if (text === undefined) continue;
+        const record = JSON.parse(text) as CommitRecord;
+        out[i] = {
+          windowStart: n.windowStart,
+          replicaSet: n.replicaSet,
+          dir,
+          record,
+          handOffKeys: record.handOffs.map((h) => `${dir}/${h.dir}`),
+        };
+      }
     }),
   );
   return out

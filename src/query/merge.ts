@@ -132,28 +132,54 @@ export function subtractRanges(ranges: OffsetRange[], minus: OffsetRange[]): Off
 const rangeText = (r: OffsetRange): string => `[${r.from}, ${r.to})`;
 
 /**
- * Merges `pieces` so that every offset counts once, and says per partition which offsets the
- * answer covers and whether they run without a gap from where the cube began reading to the live
- * position. `pending`: offsets receivers consumed that carry no event and sit in no segment yet
- * (accounted, nothing to count). `partitions`: every partition the answer must account for.
+ * The counting half of the merge, offered pieces in preference order: each counts whole, is a
+ * duplicate, or is a conflict. Committed pieces always come before live ones (piecePreference),
+ * so what the committed view counts does not depend on the live pieces: a merge of the committed
+ * view can be kept (per listing) and forked for each answer's live pieces, with the same outcome
+ * as one merge of them all.
  */
-export function mergePieces<Rows>(o: {
-  pieces: Piece<Rows>[];
-  pending?: Coverage;
-  bounds: Map<number, PartitionBounds>;
-  unavailable?: Unavailable[];
-}): MergeResult<Rows> {
-  const counted: Piece<Rows>[] = [];
-  const coverage: Coverage = new Map();
-  const conflicts: Conflict[] = [];
+export class PieceCount<Rows> {
+  /** The pieces counted since this count was forked (or made). */
+  counted: Piece<Rows>[] = [];
+  /** How many the count it was forked from had counted: those it no longer holds. */
+  countedBefore = 0;
+  readonly coverage: Coverage = new Map();
+  readonly conflicts: Conflict[] = [];
   /** partition → offsets held only by a conflicting piece, with its reason. */
-  const refused = new Map<number, { ranges: OffsetRange[]; reason: string }[]>();
-  let duplicates = 0;
-  for (const piece of [...o.pieces].sort(piecePreference)) {
+  readonly refused = new Map<number, { ranges: OffsetRange[]; reason: string }[]>();
+  duplicates = 0;
+
+  /** Offers `pieces`, in preference order; each must sort after every piece offered before. */
+  offer(pieces: Iterable<Piece<Rows>>): this {
+    for (const piece of pieces) this.offerOne(piece);
+    return this;
+  }
+
+  /**
+   * A copy that further pieces can be offered to without changing this one. It holds the
+   * offsets counted, not the pieces (`countedBefore` says how many): a fork kept with a listing
+   * keeps none of its pieces alive.
+   */
+  fork<Next = Rows>(): PieceCount<Next> {
+    const f = new PieceCount<Next>();
+    f.countedBefore = this.countedBefore + this.counted.length;
+    for (const [p, r] of this.coverage)
+      f.coverage.set(
+        p,
+        r.map((x) => ({ ...x })),
+      );
+    f.conflicts.push(...this.conflicts);
+    for (const [p, r] of this.refused) f.refused.set(p, [...r]);
+    f.duplicates = this.duplicates;
+    return f;
+  }
+
+  private offerOne(piece: Piece<Rows>): void {
+    const coverage = this.coverage;
     const how = meet(coverage, piece.ranges);
     if (how === 'inside') {
-      duplicates += 1;
-      continue;
+      this.duplicates += 1;
+      return;
     }
     if (how === 'partial') {
       const shared = [...piece.ranges].flatMap(([p, ranges]) =>
@@ -167,21 +193,48 @@ export function mergePieces<Rows>(o: {
         ),
       );
       const reason = `${piece.source} shares only some of its offsets with pieces counted already (${shared.slice(0, 3).join(', ')}): its rows cannot be split by offset`;
-      conflicts.push({ source: piece.source, reason });
+      this.conflicts.push({ source: piece.source, reason });
       for (const [p, ranges] of piece.ranges) {
         const alone = subtractRanges(ranges, coverage.get(p) ?? []);
         if (alone.length > 0)
-          refused.set(p, [...(refused.get(p) ?? []), { ranges: alone, reason }]);
+          this.refused.set(p, [...(this.refused.get(p) ?? []), { ranges: alone, reason }]);
       }
-      continue;
+      return;
     }
-    counted.push(piece);
+    this.counted.push(piece);
     for (const [p, ranges] of piece.ranges) {
       const acc = coverage.get(p) ?? [];
       for (const r of ranges) addRange(acc, r.from, r.to);
       coverage.set(p, acc);
     }
   }
+}
+
+/**
+ * Merges `pieces` so that every offset counts once, and says per partition which offsets the
+ * answer covers and whether they run without a gap from where the cube began reading to the live
+ * position. `pending`: offsets receivers consumed that carry no event and sit in no segment yet
+ * (accounted, nothing to count). `partitions`: every partition the answer must account for.
+ */
+export function mergePieces<Rows>(o: {
+  pieces: Piece<Rows>[];
+  pending?: Coverage;
+  bounds: Map<number, PartitionBounds>;
+  unavailable?: Unavailable[];
+}): MergeResult<Rows> {
+  return finishMerge(new PieceCount<Rows>().offer([...o.pieces].sort(piecePreference)), o);
+}
+
+/** The merge's result from what `count` counted: every partition's coverage and gaps. */
+export function finishMerge<Rows>(
+  count: PieceCount<Rows>,
+  o: {
+    pending?: Coverage;
+    bounds: Map<number, PartitionBounds>;
+    unavailable?: Unavailable[];
+  },
+): MergeResult<Rows> {
+  const { counted, coverage, conflicts, refused, duplicates } = count;
   const accounted: Coverage = new Map([...coverage].map(([p, r]) => [p, r.map((x) => ({ ...x }))]));
   for (const [p, ranges] of o.pending ?? []) {
     const acc = accounted.get(p) ?? [];

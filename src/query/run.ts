@@ -52,7 +52,7 @@ export async function runQueryServer(argv: string[]): Promise<number> {
   const transport = config.receiverCaFile
     ? tlsReceiverTransport(config.receiverCaFile, config.receiverServerName)
     : undefined;
-  for (const kind of ['listing', 'record', 'rows'])
+  for (const kind of ['listing', 'record', 'rows', 'rollup'])
     for (const result of ['hit', 'miss']) metrics.cacheLookups.inc({ kind, result }, 0);
   const cache = new CommittedViewCache({
     maxBytes: config.cacheBytes,

@@ -18,14 +18,18 @@ import {
   pieceRowsOfLive,
 } from './answer.ts';
 import { CommittedViewCache } from './committed-cache.ts';
+import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
 import {
   type MergeResult,
   type PartitionBounds,
   type PartitionCoverage,
   type Piece,
+  PieceCount,
   type Unavailable,
-  mergePieces,
+  finishMerge,
+  piecePreference,
 } from './merge.ts';
+import { rollUp, rollupRuns, rollupShape } from './rollups.ts';
 import { type PendingRun, countRejected, totalRejected } from './rejected.ts';
 import { QueryError, type ResolvedQuery, resolveQuery } from './request.ts';
 
@@ -134,6 +138,23 @@ async function atMost<T>(n: number, items: T[], work: (item: T) => Promise<void>
   );
 }
 
+/** Runs the functions given to it at most `n` at once, in the order given. */
+function limiter(n: number): <T>(work: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (work) => {
+    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running += 1;
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running -= 1;
+    }
+  };
+}
+
 const errorText = (error: unknown): string => (error as Error).message ?? String(error);
 
 export class QueryService {
@@ -200,12 +221,15 @@ export class QueryService {
       merged = this.merge(cube, q, committed, live);
     }
 
-    const counted = merged.counted.map((p): CountedRows => ({
-      windowStart: p.windowStart,
-      ...p.rows,
-    }));
+    const counted: CountedRows[] = [
+      ...committed.rows,
+      ...merged.live.map((p): CountedRows => ({ windowStart: p.windowStart, ...p.rows })),
+    ];
     const rows = buildAnswer(counted, cube.spec.schema, q, this.options.maxRows);
-    const rejected = countRejected(merged.counted, merged.pendingRuns);
+    const rejected = countRejected(
+      [...(committed.index?.rejectedSummary() ?? []), ...merged.live],
+      merged.pendingRuns,
+    );
     const partitions = merged.partitions.map((p): PartitionAnswer => {
       const r = rejected.get(p.partition);
       return { ...p, rejected: r?.byReason ?? {}, rejectedKnown: r?.known ?? true };
@@ -220,8 +244,8 @@ export class QueryService {
       partitions,
       sources: {
         committed: {
-          windows: committed.windows,
-          handOffs: committed.pieces.length,
+          windows: committed.index?.windows ?? 0,
+          handOffs: committed.index?.handOffs ?? 0,
           ...(committed.error ? { error: committed.error } : {}),
         },
         live: [...live.values()].map((l) => ({
@@ -230,7 +254,7 @@ export class QueryService {
           pieces: l.answer?.pieces?.length ?? 0,
           ...(l.errors.length > 0 ? { errors: l.errors } : {}),
         })),
-        counted: merged.counted.length,
+        counted: merged.committedCounted + merged.live.length,
         duplicates: merged.duplicates,
         conflicts: merged.conflicts,
       },
@@ -238,8 +262,8 @@ export class QueryService {
     const incomplete = incompleteReasons(answer, merged);
     this.options.observe?.({
       seconds: (performance.now() - started) / 1000,
-      piecesCommitted: merged.counted.filter((p) => p.kind === 'committed').length,
-      piecesLive: merged.counted.filter((p) => p.kind === 'live').length,
+      piecesCommitted: merged.committedCounted,
+      piecesLive: merged.live.length,
       receiverCalls: calls,
       incomplete,
     });
@@ -299,7 +323,11 @@ export class QueryService {
     return { set, errors, next: receivers.length };
   }
 
-  /** Every window's newest commit record, and the rows of the listed hand-offs in the time range. */
+  /**
+   * The committed view as an index (every window's newest commit record, merged once per
+   * listing), and the rows of the counted hand-offs in the time range: a whole block's from its
+   * rollup, the others piece by piece.
+   */
   private async readCommitted(
     namespace: string,
     cube: string,
@@ -311,53 +339,66 @@ export class QueryService {
     const { storage } = this.options.sources;
     const schema = spec.spec.schema;
     try {
-      const { windows: view, cached } = await this.cache.view(
-        storage,
-        { namespace, cube },
-        { relist },
-      );
-      const pieces: Piece<Rowed>[] = [];
-      const toRead: { piece: Piece<Rowed>; key: string }[] = [];
-      for (const w of view) {
-        const windowEnd = w.windowStart + windowMs;
-        const inRange =
-          !(q.from !== undefined && windowEnd <= q.from) &&
-          !(q.to !== undefined && w.windowStart >= q.to);
-        w.record.handOffs.forEach((h, i) => {
-          const piece: Piece<Rowed> = {
-            kind: 'committed',
-            source: `committed ${w.handOffKeys[i]}`,
-            replicaSet: w.replicaSet,
-            windowStart: w.windowStart,
-            ranges: rangeMapFromJson(h.offsetRanges),
-            epochs: new Map(Object.entries(h.epochs).map(([p, e]) => [Number(p), e])),
-            ...rejectedOf(h.rejected),
-            rows: { windowEnd, rows: [] },
-          };
-          pieces.push(piece);
-          if (inRange) toRead.push({ piece, key: w.handOffKeys[i]! });
-        });
-      }
-      await atMost(this.options.storageReadsAtOnce ?? 16, toRead, async ({ piece, key }) => {
-        piece.rows.rows = pieceRowsOfHandOff(
-          await this.cache.rows(storage, key, schema),
-          schema,
-          q,
-        );
+      const { index, cached } = await this.cache.index(storage, { namespace, cube }, windowMs, {
+        relist,
       });
-      return { pieces, windows: view.length, cached };
+      const runs = rollupRuns(
+        index.countedIn(q.from, q.to),
+        (piece) => index.blockOf(piece),
+        q.granularityMs,
+      );
+      const rows: CountedRows[] = new Array<CountedRows>(runs.length);
+      const rowsOf = async (piece: CommittedRef): Promise<PieceRow[]> =>
+        pieceRowsOfHandOff(await this.cache.rows(storage, piece.key, schema), schema, q);
+      // A block's rollup, or a piece's rows grouped as asked, kept under its id and the shape.
+      const shape = rollupShape(q);
+      const grouped = async (id: string, make: () => Promise<PieceRow[]>): Promise<PieceRow[]> => {
+        const key = `${id}\u0000${shape}`;
+        const kept = this.cache.rollup(key);
+        if (kept) return kept;
+        const made = await make();
+        this.cache.keepRollup(key, made);
+        return made;
+      };
+      const readsAtOnce = this.options.storageReadsAtOnce ?? 16;
+      const read = limiter(readsAtOnce);
+      await atMost(readsAtOnce, [...runs.keys()], async (i) => {
+        const run = runs[i]!;
+        const first = run.pieces[0]!;
+        const last = run.pieces.at(-1)!;
+        const block = run.block;
+        const runRows = block
+          ? await grouped(block.id, async () =>
+              rollUp(
+                await Promise.all(run.pieces.map((piece) => read(() => rowsOf(piece)))),
+                schema,
+                q,
+              ),
+            )
+          : await grouped(first.key, () => read(() => rowsOf(first)));
+        rows[i] = { windowStart: first.windowStart, windowEnd: last.windowEnd, rows: runRows };
+      });
+      return { index, rows, cached };
     } catch (error) {
-      return { pieces: [], windows: 0, cached: false, error: `deep storage: ${errorText(error)}` };
+      return { rows: [], cached: false, error: `deep storage: ${errorText(error)}` };
     }
   }
 
+  /**
+   * The committed index's merge, forked, offered the live pieces: the same outcome as one merge of
+   * every piece, since committed pieces are always offered first.
+   */
   private merge(
     cube: CubeAssignment,
     q: ResolvedQuery,
     committed: CommittedRead,
     live: Map<string, LiveRead>,
-  ): MergeResult<Rowed> & { pendingRuns: PendingRun[] } {
-    const pieces: Piece<Rowed>[] = [...committed.pieces];
+  ): MergeResult<Rowed> & {
+    committedCounted: number;
+    live: Piece<Rowed>[];
+    pendingRuns: PendingRun[];
+  } {
+    const pieces: Piece<Rowed>[] = [];
     const pending = new Map<number, OffsetRange[]>();
     const pendingRuns: PendingRun[] = [];
     const bounds = new Map<number, PartitionBounds>();
@@ -407,7 +448,17 @@ export class QueryService {
     // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
     if (cube.spec.source.startingOffsets !== 'latest')
       for (const b of bounds.values()) b.start = 0n;
-    return { ...mergePieces({ pieces, pending, bounds, unavailable }), pendingRuns };
+    const count: PieceCount<Rowed> = committed.index
+      ? committed.index.count.fork<Rowed>()
+      : new PieceCount<Rowed>();
+    count.offer(pieces.sort(piecePreference));
+    return {
+      ...finishMerge(count, { pending, bounds, unavailable }),
+      committedCounted: count.countedBefore,
+      // The fork holds only what it counted itself: the live pieces.
+      live: count.counted,
+      pendingRuns,
+    };
   }
 }
 
@@ -421,8 +472,10 @@ interface LiveRead {
 }
 
 interface CommittedRead {
-  pieces: Piece<Rowed>[];
-  windows: number;
+  /** Absent when deep storage could not be read. */
+  index?: CommittedIndex;
+  /** The counted committed rows of the time range, by piece or by block. */
+  rows: CountedRows[];
   /** The listing came from the cache (it may miss windows committed since). */
   cached: boolean;
   error?: string;
@@ -449,12 +502,6 @@ function livePiece(
     },
   };
 }
-
-/** A piece's rejected records from JSON (partition → reason → count); nothing when it does not say. */
-const rejectedOf = (
-  json: Record<string, Record<string, number>> | undefined,
-): Pick<Piece<unknown>, 'rejected'> =>
-  json ? { rejected: new Map(Object.entries(json).map(([p, c]) => [Number(p), c])) } : {};
 
 /** Every replica set that may hold data of the cube: serving it, assigned, or keeping some. */
 export function replicaSetsOf(cube: CubeAssignment): string[] {

@@ -137,6 +137,18 @@ test('warm: no read at all; a window committed since: listed again, only the new
   expect(t.storage.calls).toEqual({ list: 1, record: 0, manifest: 0, data: 0 });
 });
 
+test('answers that find the listing stale at once share one new listing', async () => {
+  const t = setup();
+  for (let w = 0; w < 3; w++) await commit(t.storage, w);
+  t.live(liveAnswer([], 30));
+  await t.ask();
+  t.advance(5000);
+  t.storage.reset();
+  const answers = await Promise.all([t.ask(), t.ask(), t.ask()]);
+  expect(answers.map((a) => [a.complete, a.rows])).toEqual(Array(3).fill([true, [[30]]]));
+  expect(t.storage.calls.list).toBe(1);
+});
+
 test('a cache smaller than the rows: within its bound, answers still right, rows read again', async () => {
   const t = setup(400);
   for (let w = 0; w < 6; w++) await commit(t.storage, w);
