@@ -80,14 +80,6 @@ if [[ ! -x $kubeadm ]]; then
   (cd "$mod" && gobuild -ldflags "$ld" -o "$kubeadm.tmp" k8s.io/kubernetes/cmd/kubeadm)
   mv "$kubeadm.tmp" "$kubeadm" && rm -rf "$mod"
 fi
-corednsbin=$kindcache/bin/coredns-$coredns
-if [[ ! -x $corednsbin ]]; then
-  say "building CoreDNS $coredns (Go module proxy)"
-  gobin=$(mktemp -d)
-  CGO_ENABLED=0 GOBIN=$gobin nice go install -p 1 -trimpath -ldflags='-s -w' "github.com/coredns/coredns@$coredns"
-  mv "$gobin/coredns" "$corednsbin" && rm -rf "$gobin"
-fi
-
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 
@@ -114,6 +106,13 @@ for pair in kube-apiserver:$k8s kube-controller-manager:$k8s kube-scheduler:$k8s
   build "localhost/kind/$pair" "$here/binary.Containerfile" "$ctx/bin" --build-arg "NAME=$name"
 done
 if ! has "localhost/kind/coredns:$coredns"; then
+  corednsbin=$kindcache/bin/coredns-$coredns
+  if [[ ! -x $corednsbin ]]; then
+    say "building CoreDNS $coredns (Go module proxy)"
+    gobin=$(mktemp -d)
+    CGO_ENABLED=0 GOBIN=$gobin nice go install -p 1 -trimpath -ldflags='-s -w' "github.com/coredns/coredns@$coredns"
+    mv "$gobin/coredns" "$corednsbin" && rm -rf "$gobin"
+  fi
   cp "$corednsbin" "$ctx/bin/coredns"
   build "localhost/kind/coredns:$coredns" "$here/coredns.Containerfile" "$ctx/bin"
 fi
@@ -179,9 +178,9 @@ EOF
   for image in "localhost/kind/kube-apiserver:$k8s" "localhost/kind/kube-controller-manager:$k8s" \
     "localhost/kind/kube-scheduler:$k8s" "localhost/kind/kube-proxy:$k8s" "localhost/kind/etcd:${etcd#v}-0" \
     "localhost/kind/coredns:$coredns" localhost/kind/pause:3.10; do
-    $ENGINE save "$image" | $ENGINE exec -i "$builder" ctr -n k8s.io images import --no-unpack --digests - > /dev/null
+    $ENGINE save "$image" | $ENGINE exec -i "$builder" ctr -n k8s.io images import --no-unpack - > /dev/null
   done
-  $ENGINE exec "$builder" ctr -n k8s.io images ls -q
+  $ENGINE exec "$builder" ctr -n k8s.io images ls -q | grep -v "^sha256:" | sed "s/^/  imported: /" >&2
   $ENGINE exec "$builder" sh -c 'pkill containerd; sleep 1; rm -rf /var/lib/containerd/io.containerd.snapshotter.* /run/containerd'
   $ENGINE commit -q --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' "$builder" "$node" > /dev/null
   $ENGINE rm -f "$builder" > /dev/null
