@@ -130,7 +130,7 @@ step "images into the node"
 load() {
   local archive
   archive=$(mktemp -t kind-image.XXXXXX)
-  $ENGINE save -o "$archive" "$1" 2> /dev/null || { rm -f "$archive" && $ENGINE save -o "$archive" "$1"; }
+  $ENGINE save -o "$archive" "$1" > /dev/null 2>&1 || { rm -f "$archive" && $ENGINE save -o "$archive" "$1"; }
   "$kind" load image-archive "$archive" --name "$cluster"
   rm -f "$archive"
 }
