@@ -182,7 +182,8 @@ EOF
   done
   $ENGINE exec "$builder" ctr -n k8s.io images ls -q | grep -v "^sha256:" | sed "s/^/  imported: /" >&2
   $ENGINE exec "$builder" sh -c 'pkill containerd; sleep 1; rm -rf /var/lib/containerd/io.containerd.snapshotter.* /run/containerd'
-  $ENGINE commit -q --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' "$builder" "$node" > /dev/null
+  $ENGINE kill "$builder" > /dev/null
+  $ENGINE commit --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' "$builder" "$node" > /dev/null
   $ENGINE rm -f "$builder" > /dev/null
   $ENGINE rmi "$node-stage1" > /dev/null
 fi
