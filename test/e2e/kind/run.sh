@@ -76,6 +76,7 @@ export KUBECONFIG=$kubeconfig
 # Cleanup, also on failure or interrupt: the cluster (its containers and volumes), kind's network
 # when nothing else uses it, the path created for kind's /lib/modules mount. Images are kept.
 made_modules=
+archive=
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
@@ -91,7 +92,7 @@ cleanup() {
     $ENGINE network rm kind > /dev/null 2>&1 || true
   fi
   [[ -n $made_modules ]] && rmdir /lib/modules 2> /dev/null || true
-  rm -f "$kubeconfig"
+  rm -f "$kubeconfig" ${archive:+"$archive"}
   step "done (exit $status)"
   exit "$status"
 }
@@ -128,7 +129,6 @@ node=$cluster-control-plane
 
 step "images into the node"
 load() {
-  local archive
   archive=$(mktemp -t kind-image.XXXXXX)
   $ENGINE save -o "$archive" "$1" > /dev/null 2>&1 || { rm -f "$archive" && $ENGINE save -o "$archive" "$1"; }
   "$kind" load image-archive "$archive" --name "$cluster"
