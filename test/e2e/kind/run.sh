@@ -77,9 +77,26 @@ export KUBECONFIG=$kubeconfig
 # when nothing else uses it, the path created for kind's /lib/modules mount. Images are kept.
 made_modules=
 archive=
+child=
+# Long steps run through `run`: in the background, waited for. bash acts on a Ctrl-C only once the
+# foreground command ends, and not at all when that command caught it and exited normally (as
+# `kind create cluster` does); `wait` returns at once instead. The step is then stopped here.
+run() {
+  "$@" &
+  child=$!
+  local status=0
+  wait "$child" || status=$?
+  child=
+  return "$status"
+}
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  if [[ -n $child ]]; then
+    pkill -TERM -P "$child" 2> /dev/null || true
+    kill "$child" 2> /dev/null || true
+    wait "$child" 2> /dev/null || true
+  fi
   if [[ -n ${KEEP_CLUSTER:-} ]]; then
     echo "KEEP_CLUSTER: cluster $cluster kept (KUBECONFIG=$kubeconfig); '$kind delete cluster --name $cluster' removes it"
     exit "$status"
@@ -109,7 +126,7 @@ create_args=(--name "$cluster" --wait 180s --kubeconfig "$kubeconfig")
 image=streamcube:e2e
 if [[ -n $local_images ]]; then
   step 'no registry: building the images here (images/build.sh)'
-  bash "$here/images/build.sh"
+  run bash "$here/images/build.sh"
   kafka_image=localhost/streamcube-kafka:3.9.2
   create_args+=(--config "$here/kind-config.yaml" --image "localhost/streamcube-kind-node:$(basename "$k8sbin" | cut -d- -f2)")
   # `npm run env:install -- --node` built the streamcube image from the Dockerfile, on a Node.js
@@ -124,14 +141,14 @@ fi
 
 step "kind cluster $cluster"
 "$kind" delete cluster --name "$cluster" > /dev/null 2>&1 || true
-"$kind" create cluster "${create_args[@]}"
+run "$kind" create cluster "${create_args[@]}"
 node=$cluster-control-plane
 
 step "images into the node"
 load() {
   archive=$(mktemp -t kind-image.XXXXXX)
   $ENGINE save -o "$archive" "$1" > /dev/null 2>&1 || { rm -f "$archive" && $ENGINE save -o "$archive" "$1"; }
-  "$kind" load image-archive "$archive" --name "$cluster"
+  run "$kind" load image-archive "$archive" --name "$cluster"
   rm -f "$archive"
 }
 load "$image"
@@ -139,7 +156,7 @@ load "$image"
 
 step 'Kafka (namespace default)'
 sed "s#image: apache/kafka:3.9.2#image: $kafka_image#" "$here/kafka.yaml" | "$kubectl" -n default apply -f -
-"$kubectl" -n default rollout status statefulset/kafka --timeout=300s
+run "$kubectl" -n default rollout status statefulset/kafka --timeout=300s
 
 step "deep storage in namespace $namespace"
 # A hostPath volume gets no fsGroup ownership: let the receivers (uid 1000) write to it.
@@ -159,4 +176,4 @@ STREAMCUBE_E2E_NAMESPACE="$namespace" \
   STREAMCUBE_E2E_BROKERS=kafka-0.kafka.default.svc.cluster.local:9092 \
   STREAMCUBE_E2E_IMAGE="$image" \
   STREAMCUBE_E2E_HELM_ARGS="--set deepStorage.existingClaim=streamcube-deep-storage $kind_helm_args" \
-  node test/e2e/scenario.ts
+  run node test/e2e/scenario.ts
