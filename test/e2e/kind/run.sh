@@ -30,6 +30,12 @@ if [[ -z ${ENGINE:-} ]]; then
     ENGINE=docker
   elif command -v podman > /dev/null; then
     ENGINE=podman
+  elif [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
+    # Its own set-up on a fresh Debian machine, as .ci/run does it: podman (rootful, runc).
+    echo 'neither a Docker daemon nor podman: installing podman and runc from Debian' >&2
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman runc
+    ENGINE=podman
   else
     echo 'neither a Docker daemon nor podman: install one (Debian: apt-get install podman runc)' >&2
     exit 1
