@@ -53,17 +53,30 @@ export async function benchEnvironment(): Promise<{
   return { env, stop: () => (own ? stopEnvironment(started, true) : Promise.resolve()) };
 }
 
-/** The flags (all strings with defaults), or undefined after printing `usage` for --help. */
-export function benchFlags<D extends Record<string, string | undefined>>(
+/**
+ * The flags (strings, with their defaults; a default of `false` makes a switch such as --fresh),
+ * or undefined after printing `usage` for --help.
+ */
+export function benchFlags<D extends Record<string, string | boolean | undefined>>(
   usage: string,
   defaults: D,
-): { [K in keyof D]: D[K] extends string ? string : string | undefined } | undefined {
+):
+  | {
+      [K in keyof D]: D[K] extends boolean
+        ? boolean
+        : D[K] extends string
+          ? string
+          : string | undefined;
+    }
+  | undefined {
   const options = Object.fromEntries(
-    Object.entries<string | undefined>(defaults).map(([name, value]) => [
+    Object.entries<string | boolean | undefined>(defaults).map(([name, value]) => [
       name,
-      value === undefined
-        ? { type: 'string' as const }
-        : { type: 'string' as const, default: value },
+      typeof value === 'boolean'
+        ? { type: 'boolean' as const, default: value }
+        : value === undefined
+          ? { type: 'string' as const }
+          : { type: 'string' as const, default: value },
     ]),
   );
   const { values } = parseArgs({
@@ -74,5 +87,11 @@ export function benchFlags<D extends Record<string, string | undefined>>(
     say(usage);
     return undefined;
   }
-  return values as { [K in keyof D]: D[K] extends string ? string : string | undefined };
+  return values as {
+    [K in keyof D]: D[K] extends boolean
+      ? boolean
+      : D[K] extends string
+        ? string
+        : string | undefined;
+  };
 }

@@ -163,7 +163,7 @@ async function main(): Promise<void> {
     pyarrow: '3',
     'cache-bytes': String(256 * 2 ** 20),
     writers: '8',
-    fresh: undefined,
+    fresh: false,
   });
   if (!flags) return;
   if (flags.storage !== 'dir' && flags.storage !== 's3')
@@ -176,7 +176,7 @@ async function main(): Promise<void> {
     windows: hours * 60,
     liveWindows: positive('live', flags.live),
     countries: positive('countries', flags.countries),
-    fresh: flags.fresh !== undefined,
+    fresh: flags.fresh,
     writersAtOnce: positive('writers', flags.writers),
   });
   try {
