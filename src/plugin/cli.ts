@@ -17,9 +17,10 @@ import {
   type CubeAssignment,
 } from '../api/cube-assignment.ts';
 import { cubeApi, type CubeApi } from '../kubernetes/cube-api.ts';
-import { receiverLabelSelector } from '../operator/discovery.ts';
+import { isPodReady, receiverLabelSelector, replicaSetLabel } from '../operator/discovery.ts';
+import { parseDuration } from '../api/duration.ts';
 import { version } from '../version.ts';
-import { approveCommand, renderStatus } from './status-view.ts';
+import { renderStatus } from './status-view.ts';
 import { parseManifestSpec, previewPlan, renderPlan } from './plan-preview.ts';
 
 export const pluginUsage = `Usage: kubectl streamcube <command> [options]
@@ -89,9 +90,10 @@ const contextNamespace = (kc: KubeConfig): string | undefined =>
   kc.getContextObject(kc.getCurrentContext())?.namespace;
 
 function durationMs(text: string): number {
-  const m = /^([0-9]+)(ms|s|m|h)$/.exec(text);
-  if (!m) throw new PluginError(`--timeout must be a duration such as 90s or 10m, got '${text}'`);
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms'];
+  const ms = parseDuration(text);
+  if (ms === undefined)
+    throw new PluginError(`--timeout must be a duration such as 90s or 10m, got '${text}'`);
+  return ms;
 }
 
 /** The cube, or a PluginError naming it when it does not exist. */
@@ -191,11 +193,15 @@ async function waitUntil(
   });
 }
 
-/** Applied and at rest: no move in flight or waiting, the spec's generation acted on. */
+/** The spec's generation acted on by the operator. */
+const applied = (c: CubeAssignment): boolean =>
+  (c.status?.observedGeneration ?? -1) >= (c.metadata.generation ?? 0);
+
+/** Applied and at rest: no move in flight or waiting. */
 const atRest = (c: CubeAssignment): boolean =>
   c.status?.reassign === undefined &&
   c.status?.proposal === undefined &&
-  (c.status?.observedGeneration ?? -1) >= (c.metadata.generation ?? 0) &&
+  applied(c) &&
   c.status?.conditions?.find((x) => x.type === 'Progressing')?.status === 'False';
 
 async function readyReplicaSets(
@@ -208,13 +214,8 @@ async function readyReplicaSets(
     .listNamespacedPod({ namespace, labelSelector: receiverLabelSelector(selector) });
   const ready = new Set<string>();
   for (const pod of pods.items) {
-    const rs = pod.metadata?.labels?.['streamcube.io/replica-set'];
-    if (
-      rs &&
-      !pod.metadata?.deletionTimestamp &&
-      pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')
-    )
-      ready.add(rs);
+    const rs = pod.metadata?.labels?.[replicaSetLabel];
+    if (rs && isPodReady(pod)) ready.add(rs);
   }
   return ready;
 }
@@ -371,7 +372,7 @@ export async function runPlugin(argv: string[], io: PluginIo): Promise<number> {
         name,
         suspend ? 'the suspension' : 'the resumption',
         (c) =>
-          (c.status?.observedGeneration ?? -1) >= (c.metadata.generation ?? 0) &&
+          applied(c) &&
           c.status?.conditions?.find((x) => x.type === 'Ready')?.status ===
             (suspend ? 'False' : 'True'),
         timeoutMs,
@@ -403,8 +404,6 @@ export async function runPlugin(argv: string[], io: PluginIo): Promise<number> {
     return 1;
   }
 }
-
-export { approveCommand };
 
 const isMain =
   process.argv[1] !== undefined &&

@@ -39,7 +39,7 @@ export function ownersOf(cube: CubeAssignment): Map<number, string | undefined> 
   return new Map([...owners].sort(([a], [b]) => a - b));
 }
 
-export const approveCommand = (cube: CubeAssignment, id: string): string =>
+const approveCommand = (cube: CubeAssignment, id: string): string =>
   `kubectl streamcube approve ${cube.metadata.name} -n ${cube.metadata.namespace} --id ${id}`;
 
 export function renderStatus(cube: CubeAssignment, now: Date): string {
