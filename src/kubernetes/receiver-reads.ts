@@ -1,10 +1,10 @@
 // What a receiver reads from the API server to check an admin call against it: the
 // CubeAssignment's spec.source (the Secrets an assign may name) and the leader Lease's
 // leaseTransitions (the highest leader term any operator has had). Loaded on first use only.
-import { ApiException, CoordinationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { group, plural, version } from '../api/cube-assignment.ts';
+import { ApiException, CoordinationV1Api } from '@kubernetes/client-node';
 import type { AssignedSourceReader } from '../receiver/assigned-source.ts';
 import type { LeaseTransitionsReader } from '../receiver/leader-term-bound.ts';
+import { cubeApi } from './cube-api.ts';
 import { loadKubeConfig } from './kube-config.ts';
 
 /** undefined for a 404; any other API error with its code only (a Status body stays out). */
@@ -21,12 +21,12 @@ async function orUndefinedWhenMissing<T>(read: () => Promise<T>): Promise<T | un
 
 /** CubeAssignments' spec.source, with KUBECONFIG when it is set, else the pod's ServiceAccount. */
 export function kubeAssignedSourceReader(): AssignedSourceReader {
-  const api = loadKubeConfig(process.env.KUBECONFIG).makeApiClient(CustomObjectsApi);
+  const cubes = cubeApi(loadKubeConfig(process.env.KUBECONFIG));
   return async ({ namespace, name }) => {
-    const object = (await orUndefinedWhenMissing(() =>
-      api.getNamespacedCustomObject({ group, version, namespace, plural, name }),
-    )) as { spec?: { source?: unknown } } | undefined;
-    return object === undefined ? undefined : (object.spec?.source ?? null);
+    const object = await orUndefinedWhenMissing(() => cubes.get(namespace, name));
+    return object === undefined
+      ? undefined
+      : ((object.spec as { source?: unknown } | undefined)?.source ?? null);
   };
 }
 
