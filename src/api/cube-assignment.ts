@@ -531,6 +531,12 @@ export const reassignProposal = z
       .describe(
         "Partition → records its owner had not consumed yet when the proposal was made (status.partitions' lag), where known: the new owner reads them after the move.",
       ),
+    uncommitted: z
+      .record(partitionKey, offset)
+      .optional()
+      .describe(
+        "Partition → offsets its owner had read but not committed to deep storage when the proposal was made (status.partitions' position minus handedOffTo), where known. Should the owner's replica set be lost during the move, a failover restarts the partition where its committed data ends and reads these offsets again; once the move is done the new owner commits them.",
+      ),
     createdAt: timestamp.describe('When the proposal was first written.'),
   })
   .describe(

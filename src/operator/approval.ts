@@ -31,10 +31,18 @@ export function newProposal(
   now: Date,
 ): ReassignProposal {
   const sorted = [...moves].sort((a, b) => a.partition - b.partition);
+  const owner = (m: Move): ObservedPartition | undefined =>
+    observed?.find((p) => p.partition === m.partition && p.replicaSet === m.from);
   const lag = Object.fromEntries(
     sorted.flatMap((m) => {
-      const row = observed?.find((p) => p.partition === m.partition && p.replicaSet === m.from);
+      const row = owner(m);
       return row?.lag === undefined ? [] : [[String(m.partition), row.lag] as const];
+    }),
+  );
+  const uncommitted = Object.fromEntries(
+    sorted.flatMap((m) => {
+      const read = uncommittedOffsets(owner(m));
+      return read === undefined ? [] : [[String(m.partition), read] as const];
     }),
   );
   return {
@@ -47,8 +55,22 @@ export function newProposal(
     })),
     replicaSets: sortedNames(new Set(sorted.flatMap((m) => (m.from ? [m.from, m.to] : [m.to])))),
     ...(Object.keys(lag).length > 0 ? { lag } : {}),
+    ...(Object.keys(uncommitted).length > 0 ? { uncommitted } : {}),
     createdAt: now.toISOString(),
   };
+}
+
+/**
+ * Offsets the owner read but has not committed (position minus handedOffTo): what a failover of
+ * its set would read again. Unknown without both figures; none before anything was handed off
+ * counts from the first offset kept, which status does not carry, so it is left unknown too.
+ */
+export function uncommittedOffsets(
+  row: Pick<ObservedPartition, 'position' | 'handedOffTo'> | undefined,
+): string | undefined {
+  if (row?.position === undefined || row.handedOffTo === undefined) return undefined;
+  const read = BigInt(row.position) - BigInt(row.handedOffTo);
+  return (read > 0n ? read : 0n).toString();
 }
 
 export interface ApprovalInput {
@@ -93,17 +115,24 @@ export function decideApproval(input: ApprovalInput): ApprovalDecision {
 }
 
 /**
- * status.proposal as a merge patch: `next` in place of `previous` (its lag map replaced, not
- * merged key by key), null to remove it, undefined when there is nothing either way.
+ * status.proposal as a merge patch: `next` in place of `previous` (its lag and uncommitted maps
+ * replaced, not merged key by key), null to remove it, undefined when there is nothing either way.
  */
 export function proposalPatch(
   previous: ReassignProposal | undefined,
   next: ReassignProposal | undefined,
 ): MergePatch<ReassignProposal> | null | undefined {
   if (!next) return previous ? null : undefined;
-  const { lag, ...rest } = next;
-  if (lag) return { ...rest, lag: mapReplacement(previous?.lag, lag) };
-  return previous?.lag ? { ...rest, lag: null } : rest;
+  const { lag, uncommitted, ...rest } = next;
+  return {
+    ...rest,
+    ...(lag ? { lag: mapReplacement(previous?.lag, lag) } : previous?.lag ? { lag: null } : {}),
+    ...(uncommitted
+      ? { uncommitted: mapReplacement(previous?.uncommitted, uncommitted) }
+      : previous?.uncommitted
+        ? { uncommitted: null }
+        : {}),
+  };
 }
 
 /** The Progressing condition's message while `proposal` waits. */

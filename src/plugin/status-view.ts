@@ -88,14 +88,18 @@ export function renderStatus(cube: CubeAssignment, now: Date): string {
     );
     lines.push(
       table([
-        ['PARTITION', 'FROM', 'TO', 'LAG'],
+        ['PARTITION', 'FROM', 'TO', 'LAG', 'UNCOMMITTED'],
         ...proposal.moves.map((m) => [
           String(m.partition),
           m.from ?? '-',
           m.to,
           proposal.lag?.[String(m.partition)] ?? '-',
+          proposal.uncommitted?.[String(m.partition)] ?? '-',
         ]),
       ]),
+    );
+    lines.push(
+      'UNCOMMITTED: offsets read but not in deep storage yet; a failover of the source set during the move would read them again.',
     );
     lines.push(`Approve it with: ${approveCommand(cube, proposal.id)}`);
   }

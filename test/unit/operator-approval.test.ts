@@ -10,6 +10,7 @@ import {
   proposalId,
   proposalPatch,
   staleApprovalMessage,
+  uncommittedOffsets,
   type ApprovalInput,
 } from '../../src/operator/approval.ts';
 
@@ -18,7 +19,14 @@ const later = new Date('2026-03-01T11:00:00.000Z');
 const move2: Move = { partition: 2, from: 'rs-b', to: 'rs-a' };
 const move3: Move = { partition: 3, from: 'rs-b', to: 'rs-c' };
 const observed: ObservedPartition[] = [
-  { partition: 2, replicaSet: 'rs-b', position: '90', highWatermark: '100', lag: '10' },
+  {
+    partition: 2,
+    replicaSet: 'rs-b',
+    position: '90',
+    highWatermark: '100',
+    lag: '10',
+    handedOffTo: '60',
+  },
   { partition: 3, replicaSet: 'rs-b', position: '100', highWatermark: '100', lag: '0' },
 ];
 
@@ -45,12 +53,26 @@ test('a proposal: moves by partition, every set touched, the owners lag where kn
     moves: [move2, move3],
     replicaSets: ['rs-a', 'rs-b', 'rs-c'],
     lag: { '2': '10', '3': '0' },
+    // What a failover of rs-b would read again: partition 3 has handed nothing off, unknown.
+    uncommitted: { '2': '30' },
     createdAt: now.toISOString(),
   });
   // A row of another owner (the partition moved meanwhile) says nothing of this move.
   expect(newProposal(4, [move2], [{ ...observed[0]!, replicaSet: 'rs-a' }], now).lag).toBe(
     undefined,
   );
+});
+
+test.each<[string, Partial<ObservedPartition> | undefined, string | undefined]>([
+  ['read past the committed offset', { position: '90', handedOffTo: '60' }, '30'],
+  ['everything read is committed', { position: '90', handedOffTo: '90' }, '0'],
+  // A hand-off committed a window ending past a position reported a moment earlier.
+  ['committed ahead of a stale position', { position: '90', handedOffTo: '95' }, '0'],
+  ['nothing handed off yet: unknown', { position: '90' }, undefined],
+  ['no position yet: unknown', { handedOffTo: '10' }, undefined],
+  ['no row of this owner', undefined, undefined],
+])('a failover would re-read: %s', (_, row, expected) => {
+  expect(uncommittedOffsets(row)).toBe(expected);
 });
 
 describe('decideApproval', () => {
@@ -135,13 +157,19 @@ describe('proposalPatch', () => {
       'replaced by one without lag: the lag removed',
       withLag,
       withoutLag,
-      { ...withoutLag, lag: null },
+      { ...withoutLag, lag: null, uncommitted: null },
     ],
     [
       'replaced: lag keys it no longer has removed',
       withLag,
-      { ...withoutLag, lag: { '2': '5' } },
-      { ...withoutLag, lag: { '2': '5', '3': null } },
+      { ...withoutLag, lag: { '2': '5' }, uncommitted: { '2': '40' } },
+      { ...withoutLag, lag: { '2': '5', '3': null }, uncommitted: { '2': '40' } },
+    ],
+    [
+      'replaced: uncommitted keys it no longer has removed',
+      { ...withLag, uncommitted: { '2': '30', '3': '7' } },
+      { ...withoutLag, uncommitted: { '3': '8' } },
+      { ...withoutLag, lag: null, uncommitted: { '2': null, '3': '8' } },
     ],
   ])('%s', (_, previous, next, expected) => {
     expect(proposalPatch(previous, next)).toEqual(expected);

@@ -66,6 +66,7 @@ test('status shows a proposal waiting for approval with the command that approve
       moves: [{ partition: 1, from: 'rs-a', to: 'rs-b' }],
       replicaSets: ['rs-a', 'rs-b'],
       lag: { '1': '12' },
+      uncommitted: { '1': '340' },
       createdAt: '2026-11-30T10:00:00Z',
     },
   });
@@ -73,7 +74,8 @@ test('status shows a proposal waiting for approval with the command that approve
   expect(text).toContain(
     'Proposal p-4-0123456789 waits for approval (for generation 4, made 1m ago): 1 partition would move, touching rs-a, rs-b.',
   );
-  expect(text).toContain('1          rs-a  rs-b  12');
+  expect(text).toContain('1          rs-a  rs-b  12   340');
+  expect(text).toContain('a failover of the source set during the move would read them again');
   expect(text).toContain('kubectl streamcube approve orders -n shop --id p-4-0123456789');
 });
 
