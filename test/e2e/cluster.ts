@@ -8,6 +8,9 @@
 //   STREAMCUBE_E2E_KUBECTL / _HELM    the tools (default: kubectl, helm on PATH)
 //   STREAMCUBE_E2E_NAMESPACE          where to install (default: streamcube-e2e)
 //   STREAMCUBE_E2E_HELM_ARGS          more `helm install` arguments, split at spaces
+//   STREAMCUBE_E2E_PREVIOUS_IMAGE     the previous release's image, present on the node: the
+//                                     scenario installs that release and upgrades it to this one
+//   STREAMCUBE_E2E_PROMETHEUS_IMAGE   an image with /bin/prometheus and node: the monitoring step
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { waitFor } from '../support/wait.ts';
@@ -21,6 +24,8 @@ export const config = {
   brokers: required('STREAMCUBE_E2E_BROKERS'),
   image: required('STREAMCUBE_E2E_IMAGE'),
   helmArgs: (process.env.STREAMCUBE_E2E_HELM_ARGS ?? '').split(' ').filter((a) => a !== ''),
+  previousImage: process.env.STREAMCUBE_E2E_PREVIOUS_IMAGE || undefined,
+  prometheusImage: process.env.STREAMCUBE_E2E_PROMETHEUS_IMAGE || undefined,
   release: 'sc',
   cube: 'orders',
 };

@@ -11,15 +11,23 @@ import {
   startEnvironment,
   stopEnvironment,
 } from '../../src/local/environment.ts';
-import { binDir, ensureHelm } from '../../src/local/controlplane.ts';
-import { ensureNodeImages, streamcubeImage } from '../../src/local/node/images.ts';
+import { binDir, ensureHelm, ensurePrometheus } from '../../src/local/controlplane.ts';
+import {
+  buildStreamcubeImageFrom,
+  ensureNodeImages,
+  ensurePrometheusImage,
+  prometheusImage,
+  streamcubeImage,
+} from '../../src/local/node/images.ts';
 import { importImages } from '../../src/local/node/node.ts';
 import { say, step } from '../../src/local/progress.ts';
 import { runCommand } from '../../src/local/processes.ts';
 import { recycleReleasedVolumes } from '../../src/local/node/storage.ts';
 import { runLocalDemoOnNode } from './local-demo-node.ts';
+import { previousSources } from './previous-release.ts';
 
 const namespace = process.env.STREAMCUBE_E2E_NAMESPACE || 'streamcube-e2e';
+const previousImageName = `${streamcubeImage.repository}:previous`;
 
 async function main(): Promise<number> {
   const t0 = Date.now();
@@ -50,7 +58,27 @@ async function main(): Promise<number> {
     owned = true;
   }
   say(`environment ready after ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+  // The previous release's image, which the scenario installs and upgrades from, and a Prometheus
+  // for its monitoring step (./monitoring.ts), on the node beside streamcube's image.
+  const previous = previousSources([
+    'Dockerfile',
+    'package.json',
+    'package-lock.json',
+    'tsconfig.json',
+    'tsconfig.build.json',
+    'src',
+  ]);
+  try {
+    await importImages(env.node!, [
+      await buildStreamcubeImageFrom(previous.dir, previousImageName, 'streamcube-previous.tar'),
+      await ensurePrometheusImage((await ensurePrometheus()).prometheus),
+    ]);
+  } finally {
+    previous.remove();
+  }
   Object.assign(process.env, {
+    STREAMCUBE_E2E_PREVIOUS_IMAGE: previousImageName,
+    STREAMCUBE_E2E_PROMETHEUS_IMAGE: prometheusImage,
     KUBECONFIG: env.kube.kubeconfig,
     STREAMCUBE_E2E_KUBECTL: join(binDir(), 'kubectl'),
     STREAMCUBE_E2E_HELM: await ensureHelm(),

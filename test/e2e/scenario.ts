@@ -19,8 +19,20 @@ import {
   receiverSelector,
   waitUntil,
 } from './cluster.ts';
-import { chart, cubeManifest, expected, helmValues, producerPod, workload } from './workload.ts';
+import {
+  chart,
+  cubeManifest,
+  expected,
+  helmValues,
+  imageValues,
+  producerPod,
+  workload,
+} from './workload.ts';
 import { copyDeepStorage, expectExactAndTiled, readHighWatermarks } from './audit.ts';
+import { applyMonitoringCrds, scrapeEveryPod } from './monitoring.ts';
+import { previousCommit, previousSources } from './previous-release.ts';
+
+const { previousImage, prometheusImage } = config;
 
 interface Step {
   name: string;
@@ -35,6 +47,26 @@ const settledOnBothSets = (what: string) =>
       ? true
       : undefined;
   });
+
+/** Monitoring as a user of the Prometheus Operator gets it (./monitoring.ts); needs its image. */
+const monitoringStep = (image: string): Step => ({
+  name: "metrics.serviceMonitor on: a Prometheus in the namespace scrapes every operator, receiver and query server pod through the chart's ServiceMonitors, past its NetworkPolicy",
+  run: async () => {
+    await applyMonitoringCrds();
+    await helm([
+      'upgrade',
+      config.release,
+      chart,
+      '--reuse-values',
+      '--set',
+      'metrics.serviceMonitor.enabled=true',
+      '--wait',
+      '--timeout',
+      '5m',
+    ]);
+    console.log(`[e2e]      ${await scrapeEveryPod(image)}`);
+  },
+});
 
 const steps: Step[] = [
   {
@@ -53,37 +85,38 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm install: two operator pods and two replica sets of two receivers, Ready',
+    name: previousImage
+      ? `helm install the previous release (${previousCommit.slice(0, 7)}: its image; its chart with the CRD in crds/, the admin API without TLS): two operator pods and two replica sets of two receivers, Ready`
+      : 'helm install: two operator pods and two replica sets of two receivers, Ready',
     run: async () => {
-      await helm(['install', config.release, chart, '--wait', '--timeout', '5m', ...helmValues()]);
+      if (previousImage) {
+        const previous = previousSources(['deploy/helm/streamcube']);
+        try {
+          await helm([
+            'install',
+            config.release,
+            join(previous.dir, 'deploy', 'helm', 'streamcube'),
+            '--wait',
+            '--timeout',
+            '5m',
+            ...helmValues(imageValues(previousImage)),
+          ]);
+        } finally {
+          previous.remove();
+        }
+      } else
+        await helm([
+          'install',
+          config.release,
+          chart,
+          '--wait',
+          '--timeout',
+          '5m',
+          ...helmValues(),
+        ]);
       await waitUntil('2 operator pods Ready', () => allReady(operatorSelector, 2));
       await waitUntil('4 receiver pods Ready', () => allReady(receiverSelector, 4));
       await readAdminToken();
-    },
-  },
-  {
-    name: "every component under its own ServiceAccount, never the namespace's default",
-    run: async () => {
-      const release = `app.kubernetes.io/instance=${config.release}`;
-      const list = JSON.parse(await kubectl(['get', 'pods', '-l', release, '-o', 'json'])) as {
-        items: {
-          metadata: { name: string; labels: Record<string, string> };
-          spec: { serviceAccountName?: string };
-        }[];
-      };
-      const accountOf: Record<string, string> = {
-        operator: 'operator',
-        receiver: 'receiver',
-        'query-server': 'query',
-      };
-      const wrong = list.items.filter((p) => {
-        const account = accountOf[p.metadata.labels['app.kubernetes.io/component'] ?? ''];
-        return !account || p.spec.serviceAccountName !== `${config.release}-${account}`;
-      });
-      if (wrong.length > 0)
-        throw new Error(
-          `pods not under their component's ServiceAccount: ${wrong.map((p) => `${p.metadata.name} (${p.spec.serviceAccountName})`).join(', ')}`,
-        );
     },
   },
   {
@@ -182,9 +215,19 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm upgrade with a changed value: receivers roll, nothing lost',
+    name: 'helm upgrade to this chart, as its README says (the CRD adopted once), with a changed value: the CRD updated, the admin API on TLS, receivers roll, nothing lost',
     run: async () => {
       const before = new Map((await pods(receiverSelector)).map((p) => [p.name, p.uid]));
+      // The README's one-time adoption of a CRD an earlier chart installed from crds/.
+      const crd = 'crd/cubeassignments.streamcube.io';
+      await kubectl([
+        'annotate',
+        crd,
+        `meta.helm.sh/release-name=${config.release}`,
+        `meta.helm.sh/release-namespace=${config.namespace}`,
+        '--overwrite',
+      ]);
+      await kubectl(['label', crd, 'app.kubernetes.io/managed-by=Helm', '--overwrite']);
       await helm([
         'upgrade',
         config.release,
@@ -198,12 +241,66 @@ const steps: Step[] = [
         const now = await allReady(receiverSelector, 4);
         return now?.every((p) => before.get(p.name) !== p.uid) ? true : undefined;
       });
+      // The CRD is this chart's (a field the previous one does not have), and Helm's now.
+      const served = await kubectl([
+        'get',
+        crd,
+        '-o',
+        'jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.status.properties.proposal.properties.uncommitted.type}',
+      ]);
+      if (served !== 'object')
+        throw new Error(
+          `the CRD was not updated by helm upgrade (proposal.uncommitted: '${served}')`,
+        );
+      // The admin API on TLS now (the previous chart served it in plain HTTP): each receiver has
+      // the chart's certificate, which receiverApi then trusts and checks the name of.
+      for (const p of await pods(receiverSelector)) {
+        const volumes = await kubectl([
+          'get',
+          'pod',
+          p.name,
+          '-o',
+          'jsonpath={.spec.volumes[*].name}',
+        ]);
+        if (!volumes.split(' ').includes('tls'))
+          throw new Error(
+            `${p.name} has no TLS certificate after the upgrade (volumes: ${volumes})`,
+          );
+      }
+      await readAdminToken();
       await waitUntil('exact totals and tiling after the roll', async () => {
         await expectExactAndTiled();
         return true;
       });
+      await settledOnBothSets('the cube Ready over both sets after the upgrade');
     },
   },
+  {
+    name: "every component under its own ServiceAccount, never the namespace's default",
+    run: async () => {
+      const release = `app.kubernetes.io/instance=${config.release}`;
+      const list = JSON.parse(await kubectl(['get', 'pods', '-l', release, '-o', 'json'])) as {
+        items: {
+          metadata: { name: string; labels: Record<string, string> };
+          spec: { serviceAccountName?: string };
+        }[];
+      };
+      const accountOf: Record<string, string> = {
+        operator: 'operator',
+        receiver: 'receiver',
+        'query-server': 'query',
+      };
+      const wrong = list.items.filter((p) => {
+        const account = accountOf[p.metadata.labels['app.kubernetes.io/component'] ?? ''];
+        return !account || p.spec.serviceAccountName !== `${config.release}-${account}`;
+      });
+      if (wrong.length > 0)
+        throw new Error(
+          `pods not under their component's ServiceAccount: ${wrong.map((p) => `${p.metadata.name} (${p.spec.serviceAccountName})`).join(', ')}`,
+        );
+    },
+  },
+  ...(prometheusImage ? [monitoringStep(prometheusImage)] : []),
   {
     name: 'kubectl delete the cube: the finalizer hands everything off; pyarrow reads the files',
     run: async () => {

@@ -16,8 +16,6 @@ export const workload = {
   perSecond: 50,
 };
 
-const [imageRepository, imageTag] = config.image.split(/:(?=[^:/]+$)/) as [string, string];
-
 /**
  * Event i of the producer. One event-time window holds them all: nothing seals by time. Written
  * without types or outside names: the producer pod runs this very function's source.
@@ -119,12 +117,15 @@ export function cubeManifest(replicaSets: string[]): string {
   });
 }
 
+/** The chart's values that run `image` (repository:tag). */
+export function imageValues(image: string): string[] {
+  const [repository, tag] = image.split(/:(?=[^:/]+$)/) as [string, string];
+  return ['--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`];
+}
+
 /** The chart's values for the run (`extra` last, to change one). */
 export const helmValues = (extra: string[] = []): string[] => [
-  '--set',
-  `image.repository=${imageRepository}`,
-  '--set',
-  `image.tag=${imageTag}`,
+  ...imageValues(config.image),
   '--set',
   'image.pullPolicy=IfNotPresent',
   '--set',

@@ -156,16 +156,52 @@ async function ensureBaseImage(): Promise<void> {
 
 /** Builds the streamcube image from the Dockerfile (layers cached: fast when nothing changed). */
 async function buildStreamcubeImage(): Promise<string> {
+  return buildStreamcubeImageFrom(
+    repositoryRoot,
+    `${streamcubeImage.repository}:${streamcubeImage.tag}`,
+    'streamcube.tar',
+  );
+}
+
+/**
+ * The streamcube image of the sources in `context` (a checkout of any commit, its own
+ * Dockerfile), as `image`: the e2e's previous release. An archive to import.
+ */
+export async function buildStreamcubeImageFrom(
+  context: string,
+  image: string,
+  archive: string,
+): Promise<string> {
   await ensureBaseImage();
-  const image = `${streamcubeImage.repository}:${streamcubeImage.tag}`;
   await buildImage(
     `building ${image} from the Dockerfile`,
     image,
-    join(repositoryRoot, 'Dockerfile'),
-    repositoryRoot,
+    join(context, 'Dockerfile'),
+    context,
     [`--build-arg=BASE_IMAGE=${baseImage}`],
   );
-  return saveImage(image, 'streamcube.tar');
+  return saveImage(image, archive);
+}
+
+export const prometheusImage = 'localhost/prometheus:e2e';
+
+/**
+ * Prometheus (the static binary `ensurePrometheus` built) on the base image, whose node lets a
+ * test call its API from inside the pod: the e2e's Prometheus in the cluster. An archive to import.
+ */
+export async function ensurePrometheusImage(prometheusBinary: string): Promise<string> {
+  await ensureBaseImage();
+  const context = join(imagesDir(), 'prometheus-context');
+  mkdirSync(context, { recursive: true });
+  copyFileSync(prometheusBinary, join(context, 'prometheus'));
+  await buildImage(
+    `building ${prometheusImage}`,
+    prometheusImage,
+    join(containerfiles, 'prometheus.Containerfile'),
+    context,
+    [`--build-arg=BASE_IMAGE=${baseImage}`],
+  );
+  return saveImage(prometheusImage, 'prometheus.tar');
 }
 
 /** The images the node needs, as archives to import into containerd. */
