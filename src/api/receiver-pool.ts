@@ -117,6 +117,10 @@ export const deepStorage = z
       ),
     s3: s3DeepStorage.optional(),
   })
+  .refine(
+    (d) => (d.claimName === undefined) !== (d.s3 === undefined),
+    'spec.deepStorage needs exactly one of claimName and s3',
+  )
   .describe(
     'Where the receivers hand sealed segments off to: a shared claim (claimName) or an S3-compatible bucket (s3), exactly one. The query service and every other pool of the same cubes must use the same.',
   )
@@ -305,6 +309,10 @@ export const poolDisruptionBudget = z
         'Receivers of one set a voluntary disruption must leave running instead; below spec.replicas, else no drain could ever evict one.',
       ),
   })
+  .refine(
+    (b) => b.maxUnavailable === undefined || b.minAvailable === undefined,
+    'spec.podDisruptionBudget takes one of maxUnavailable and minAvailable, not both',
+  )
   .describe("Each set's PodDisruptionBudget: one of maxUnavailable and minAvailable.")
   .meta(
     kubernetes({
@@ -375,6 +383,23 @@ export const receiverPoolSpec = z
       .describe('More annotations of the receiver pods.'),
     podDisruptionBudget: poolDisruptionBudget.optional(),
     scheduling: poolScheduling.optional(),
+  })
+  .superRefine((spec, ctx) => {
+    const minAvailable = spec.podDisruptionBudget?.minAvailable;
+    if (minAvailable !== undefined && minAvailable >= spec.replicas)
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'spec.podDisruptionBudget.minAvailable must be below spec.replicas: otherwise no receiver could ever be evicted and a node drain would wait forever',
+        path: ['podDisruptionBudget', 'minAvailable'],
+      });
+    if (spec.receiver.leaderLease !== undefined && spec.receiver.serviceAccountName === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'spec.receiver.leaderLease needs spec.receiver.serviceAccountName: the receivers read the Lease with that account',
+        path: ['receiver', 'leaderLease'],
+      });
   })
   .describe(
     'The replica sets of receivers the operator runs: how many, how large, and how each receiver runs. Written by the user (or kubectl scale); the operator applies each set and heals any edit of them.',

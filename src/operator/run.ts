@@ -1,10 +1,14 @@
-// `streamcube operator`: informers on CubeAssignments and receiver pods, a controller that runs
-// only while this process holds the leader Lease, and /healthz, /readyz, /metrics.
+// `streamcube operator`: informers on CubeAssignments, receiver pods and ReceiverPools, the cube and
+// pool controllers that run only while this process holds the leader Lease, and /healthz, /readyz,
+// /metrics.
 import { once } from 'node:events';
 import {
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  PolicyV1Api,
+  type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
@@ -28,6 +32,13 @@ import { createCubeReconciler } from './cube/index.ts';
 import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { secretReaderOf } from '../kubernetes/secrets.ts';
 import { TopicMetadata } from './topic-metadata.ts';
+import {
+  createPoolInformers,
+  createPoolReconciler,
+  eachPoolInformer,
+  poolOf,
+  SetWorkloads,
+} from './pool/index.ts';
 
 export async function runOperator(argv: string[]): Promise<number> {
   const config = parseOperatorConfig(argv);
@@ -57,6 +68,15 @@ export async function runOperator(argv: string[]): Promise<number> {
   });
   cubes.start();
   pods.start();
+  // ReceiverPools live beside the receivers.
+  const poolNs = config.receiverNamespace ?? ns;
+  const poolInformers = createPoolInformers({
+    kubeConfig: kc,
+    namespace: poolNs,
+    registry,
+    logger,
+  });
+  for (const informer of eachPoolInformer(poolInformers)) informer.start();
 
   /** The leader term of this process (leaseTransitions when it took the Lease); set while leading. */
   let term: number | undefined;
@@ -67,6 +87,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     secretReaderOf(core),
   );
   const ownWrites = new OwnWrites<CubeAssignment>();
+  const events = new EventRecorder(core, 'streamcube-operator', logger);
   const reconcile = createCubeReconciler({
     ownWrites,
     custom,
@@ -76,7 +97,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     receiverPort: config.receiverPort,
     ...(receiverTransport ? { receiverTransport } : {}),
     topics,
-    events: new EventRecorder(core, 'streamcube-operator', logger),
+    events,
     metrics,
     logger,
     leaderTerm: () => term,
@@ -100,9 +121,81 @@ export async function runOperator(argv: string[]): Promise<number> {
     receiverTimeoutMs: config.drainTimeoutMs + 30_000,
   });
 
+  const reconcilePool = createPoolReconciler({
+    getPool: (poolNamespace, name) => poolInformers.pools.get(name, poolNamespace),
+    statefulSets: (poolNamespace) => poolInformers.statefulSets.list(poolNamespace),
+    services: (poolNamespace) => poolInformers.services.list(poolNamespace),
+    budgets: (poolNamespace) => poolInformers.budgets.list(poolNamespace),
+    // With a namespace of their own, the receivers serve the cubes of every namespace watched.
+    cubesUsing: (poolNamespace) =>
+      config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace),
+    workloads: new SetWorkloads({
+      apps: kc.makeApiClient(AppsV1Api),
+      core,
+      policy: kc.makeApiClient(PolicyV1Api),
+    }),
+    statusApi: custom,
+    events,
+    resyncMs: config.resyncMs,
+    logger,
+  });
+
+  /**
+   * The pool controller of one leadership term, beside the cube controller: it starts once its
+   * caches are synced (never, when the ReceiverPool CRD is not installed), and a cube's change
+   * requeues the pools whose Draining sets wait for cubes to leave them.
+   */
+  const leadPools = async (signal: AbortSignal): Promise<void> => {
+    const name = 'receiverpool';
+    const queue = new WorkQueue({ name, controller: name, registry });
+    const controller = new Controller({ name, queue, reconcile: reconcilePool, registry, logger });
+    const enqueueOwner = (o: KubernetesObject): void => {
+      const pool = poolOf(o.metadata?.labels);
+      if (pool && o.metadata?.namespace) queue.add(`${o.metadata.namespace}/${pool}`);
+    };
+    const handlers = { add: enqueueOwner, update: enqueueOwner, delete: enqueueOwner };
+    const removers = [
+      poolInformers.pools.addEventHandler({
+        add: (o) => queue.add(objectKey(o)),
+        update: (o) => queue.add(objectKey(o)),
+      }),
+      poolInformers.statefulSets.addEventHandler(handlers),
+      poolInformers.services.addEventHandler(handlers),
+      poolInformers.budgets.addEventHandler(handlers),
+      cubes.addEventHandler({
+        add: (cube) => enqueueDraining(cube.metadata?.namespace),
+        update: (cube) => enqueueDraining(cube.metadata?.namespace),
+        delete: (cube) => enqueueDraining(cube.metadata?.namespace),
+      }),
+    ];
+    function enqueueDraining(cubeNamespace: string | undefined): void {
+      const pools = config.receiverNamespace
+        ? poolInformers.pools.list()
+        : poolInformers.pools.list(cubeNamespace);
+      for (const pool of pools) {
+        if (pool.status?.sets?.some((s) => s.state === 'Draining')) queue.add(objectKey(pool));
+      }
+    }
+    signal.addEventListener('abort', () => removers.forEach((remove) => remove()), { once: true });
+    try {
+      await Promise.all(eachPoolInformer(poolInformers).map((i) => i.waitForSync(signal)));
+      await cubes.waitForSync(signal);
+    } catch {
+      return; // leadership ended before the caches synced
+    }
+    for (const pool of poolInformers.pools.list()) queue.add(objectKey(pool));
+    controller.start();
+    logger.info('leading: reconciling receiver pools');
+    await new Promise<void>((resolve) =>
+      signal.addEventListener('abort', () => resolve(), { once: true }),
+    );
+    await controller.stop();
+  };
+
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
   const lead = async (signal: AbortSignal, leaderTerm: number): Promise<void> => {
     term = leaderTerm;
+    const pools = leadPools(signal);
     const controllerName = 'cubeassignment';
     const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({
@@ -157,7 +250,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     await new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );
-    await controller.stop();
+    await Promise.all([controller.stop(), pools]);
   };
   const elector = new LeaderElector({
     api: kc.makeApiClient(CoordinationV1Api),
@@ -211,7 +304,12 @@ export async function runOperator(argv: string[]): Promise<number> {
   server.close();
   receiverToken.close();
   receiverTransport?.close();
-  await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
+  await Promise.all([
+    cubes.stop(),
+    pods.stop(),
+    ...eachPoolInformer(poolInformers).map((i) => i.stop()),
+    topics.close(),
+  ]);
   // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
   return signal === 'lost leadership' ? 1 : 0;
 }

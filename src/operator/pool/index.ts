@@ -1,0 +1,5 @@
+// The ReceiverPool controller (reconciler.ts) and what the operator wires of it.
+export { createPoolReconciler, type PoolReconcilerDeps } from './reconciler.ts';
+export { createPoolInformers, eachPoolInformer, type PoolInformers } from './informers.ts';
+export { SetWorkloads, fieldManager } from './workloads.ts';
+export { poolOf } from './set-names.ts';
