@@ -21,6 +21,7 @@ import {
 } from '@kubernetes/client-node';
 import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, crdName, cubeAssignmentCrdHelmTemplate, helmCrdFile } from '../../src/api/crd.ts';
+import { operatorPoolRules } from '../support/operator-rules.ts';
 import {
   poolCrdFile,
   poolCrdName,
@@ -977,24 +978,7 @@ test('receivers: the operator finds them in the release namespace (--receiver-na
     expectOperatorRoleInRelease(objects, 't-operator-receivers', [
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
     ]);
-    const write = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
-    expectOperatorRoleInRelease(objects, 't-operator-pools', [
-      {
-        apiGroups: ['streamcube.io'],
-        resources: ['receiverpools'],
-        verbs: ['get', 'list', 'watch'],
-      },
-      {
-        apiGroups: ['streamcube.io'],
-        resources: ['receiverpools/status'],
-        verbs: ['get', 'update', 'patch'],
-      },
-      { apiGroups: ['apps'], resources: ['statefulsets'], verbs: write },
-      { apiGroups: [''], resources: ['services'], verbs: write },
-      { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: write },
-      { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-    ]);
+    expectOperatorRoleInRelease(objects, 't-operator-pools', operatorPoolRules);
   }
 });
 

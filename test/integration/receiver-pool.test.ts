@@ -1,8 +1,9 @@
 // ReceiverPool against the real API server: the operator renders each set (StatefulSet, headless
 // Service, PDB) owned by the pool, `kubectl scale` sets the number of sets, edits and deletions of
 // a set are healed, a scale-in waits until no cube uses the Draining set, and bad pools are
-// refused by the API server with the field named. No kubelet runs: pods never exist, and the
-// StatefulSets' Ready replicas are written through their status subresource.
+// refused by the API server with the field named. The operator has the chart's rights, no more.
+// No kubelet runs: pods never exist, and the StatefulSets' Ready replicas are written through
+// their status subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ApiException,
@@ -22,14 +23,21 @@ import {
 import { mergePatch } from '../../src/kubernetes/cube-api.ts';
 import { kubectl } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
+import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The operator's --resync: how often a stable pool is looked at again (and its sets applied). */
 const resyncMs = 1_000;
-const stack = useOperatorStack({
-  name: 'receiver-pool',
-  replicaSets: [],
-  operatorArgs: [`--resync=${resyncMs}ms`],
+const stack = useOperatorStack({ name: 'receiver-pool', replicaSets: [], operator: false });
+
+// The operator runs with the chart's rights and no others.
+beforeAll(async () => {
+  const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
+    ...operatorCubeRules,
+    ...operatorPoolRules,
+  ]);
+  await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
 });
 
 const spec = (sets: number, more: Partial<ReceiverPoolSpecInput> = {}): ReceiverPoolSpecInput => ({
