@@ -364,6 +364,14 @@ test.each<[string, string, ReceiverPoolSpecInput, RegExp]>([
   expect(JSON.stringify((error as ApiException<unknown>).body)).toMatch(message);
 });
 
+test('kubectl explain describes the fields from the CRD', async () => {
+  const explained = await kubectl('explain', 'receiverpool.spec.storage.retainOnScaleIn');
+  expect(explained.replace(/\s+/g, ' ')).toContain(
+    "What becomes of a set's data claims when the set is removed",
+  );
+  expect(await kubectl('explain', 'rpool.status.sets.state')).toMatch(/Active .*Draining/s);
+});
+
 test('zero sets is a valid pool: nothing rendered, Ready', async () => {
   await createPool('empty', spec(0));
   const empty = await waitForPool(
