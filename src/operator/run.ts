@@ -12,6 +12,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
+import type { ReceiverPool } from '../api/receiver-pool.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
 import { tlsReceiverTransport } from '../http/tls.ts';
@@ -35,6 +36,7 @@ import { TopicMetadata } from './topic-metadata.ts';
 import {
   createPoolInformers,
   createPoolReconciler,
+  activeSets,
   eachPoolInformer,
   poolOf,
   SetWorkloads,
@@ -119,6 +121,11 @@ export async function runOperator(argv: string[]): Promise<number> {
     resyncMs: config.resyncMs,
     rejectedEventsWindowMs: config.rejectedEventsWindowMs,
     receiverTimeoutMs: config.drainTimeoutMs + 30_000,
+    poolSets: (poolNamespace, name) => {
+      const pool = poolInformers.pools.get(name, poolNamespace);
+      return pool && activeSets(pool);
+    },
+    receiverNamespace: config.receiverNamespace,
   });
 
   const reconcilePool = createPoolReconciler({
@@ -226,6 +233,21 @@ export async function runOperator(argv: string[]): Promise<number> {
       update: enqueueNamespace,
       delete: enqueueNamespace,
     });
+    // A cube on a pool follows its Active sets: it runs again when they change.
+    const enqueuePoolCubes = (pool: ReceiverPool): void => {
+      const poolNamespace = pool.metadata.namespace;
+      const served = config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace);
+      for (const cube of served)
+        if (cube.spec.pool === pool.metadata.name) queue.add(objectKey(cube));
+    };
+    const removePoolHandler = poolInformers.pools.addEventHandler({
+      add: enqueuePoolCubes,
+      update: (pool, old) => {
+        if (pool.spec.sets !== old.spec.sets) enqueuePoolCubes(pool);
+      },
+      delete: enqueuePoolCubes,
+    });
+    signal.addEventListener('abort', removePoolHandler, { once: true });
     await Promise.all([cubes.waitForSync(signal), pods.waitForSync(signal)]);
     for (const cube of cubes.list()) queue.add(objectKey(cube));
     controller.start();

@@ -1,7 +1,7 @@
 // ReceiverPool against the real API server: the operator renders each set (StatefulSet, headless
 // Service, PDB) owned by the pool, `kubectl scale` sets the number of sets, edits and deletions of
-// a set are healed, a scale-in waits until no cube uses the Draining set, and bad pools are
-// refused by the API server with the field named. The operator has the chart's rights, no more.
+// a set are healed, a scale-in waits until no cube uses the Draining set, a cube on a pool
+// follows it, and bad pools and cubes are refused by the API server with the field named. The operator has the chart's rights, no more.
 // No kubelet runs: pods never exist, and the StatefulSets' Ready replicas are written through
 // their status subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -29,7 +29,13 @@ import { waitFor } from '../support/wait.ts';
 
 /** The operator's --resync: how often a stable pool is looked at again (and its sets applied). */
 const resyncMs = 1_000;
-const stack = useOperatorStack({ name: 'receiver-pool', replicaSets: [], operator: false });
+// Receivers of pool `follow`'s two sets (no kubelet: processes and Ready pods standing for the
+// StatefulSets' pods), for a cube on the pool.
+const stack = useOperatorStack({
+  name: 'receiver-pool',
+  replicaSets: ['follow-0', 'follow-1'],
+  operator: false,
+});
 
 // The operator runs with the chart's rights and no others.
 beforeAll(async () => {
@@ -387,4 +393,84 @@ test('zero sets is a valid pool: nothing rendered, Ready', async () => {
     })
   ).items;
   expect(sets).toEqual([]);
+});
+
+test('a cube on a pool (spec.pool) is placed on its Active sets and moves off a set the pool scales in, which then goes', async () => {
+  await createPool('follow', spec(2));
+  const topic = `receiver-pool-follow-${Date.now()}`;
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 4 }] });
+  await stack.createCube('on-pool', topic, { pool: 'follow' });
+  const sets = (c: { status?: { assignment?: Record<string, number[]> } }): string[] =>
+    Object.entries(c.status?.assignment ?? {})
+      .filter(([, partitions]) => partitions.length > 0)
+      .map(([rs]) => rs)
+      .sort();
+  await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0,follow-1');
+  await kubectl('scale', 'receiverpool/follow', '--replicas=1', '-n', stack.namespace);
+  const moved = await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0');
+  expect(moved.status?.assignment?.['follow-0']).toEqual([0, 1, 2, 3]);
+  await waitFor(
+    'StatefulSet follow-1 deleted',
+    async () => (await statefulSet('follow-1')) === undefined,
+  );
+  const pool = await waitForPool('follow', 'one set', (p) => p.status?.replicas === 1);
+  expect(pool.status?.sets?.map((s) => s.name)).toEqual(['follow-0']);
+});
+
+test('a cube naming a pool that does not exist keeps its partitions: Degraded PoolNotFound, naming the field', async () => {
+  const topic = `receiver-pool-nowhere-${Date.now()}`;
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 1 }] });
+  await stack.createCube('on-no-pool', topic, { pool: 'nowhere' });
+  const cube = await stack.waitForCube(
+    'on-no-pool',
+    'Degraded PoolNotFound',
+    (c) => c.status?.conditions?.find((x) => x.type === 'Degraded')?.reason === 'PoolNotFound',
+  );
+  expect(cube.status?.conditions?.find((x) => x.type === 'Degraded')?.message).toContain(
+    `spec.pool names ReceiverPool ${stack.namespace}/nowhere, which does not exist`,
+  );
+  expect(cube.status?.assignment ?? {}).toEqual({});
+});
+
+test.each<[string, object, RegExp]>([
+  [
+    'both replicaSets and pool',
+    { replicaSets: ['a'], pool: 'p' },
+    /spec needs exactly one of replicaSets and pool/,
+  ],
+  ['neither replicaSets nor pool', {}, /spec needs exactly one of replicaSets and pool/],
+  [
+    'pins with a pool',
+    { pool: 'p', pins: { 'p-0': [0] } },
+    /spec\.pins: Invalid value.*a cube on a pool has no pins/,
+  ],
+])('a cube with %s is refused by the API server', async (_, sets, message) => {
+  const error = await apis()
+    .custom.createNamespacedCustomObject({
+      group,
+      version,
+      plural: 'cubeassignments',
+      namespace: stack.namespace,
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'CubeAssignment',
+        metadata: { name: 'refused' },
+        spec: {
+          source: { brokers: ['k:9092'], topic: 't' },
+          schema: {
+            timestampField: 'ts',
+            dimensions: [],
+            measures: [{ name: 'n', function: 'count' }],
+            window: '1m',
+          },
+          ...sets,
+        },
+      },
+    })
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  expect((error as ApiException<unknown>).code).toBe(422);
+  expect(JSON.stringify((error as ApiException<unknown>).body)).toMatch(message);
 });

@@ -212,6 +212,7 @@ function rules(node: StructuralSchema, path = ''): { path: string; fieldPath?: s
 test('every CEL rule has a message and its fieldPath names a field that exists', () => {
   const all = rules(root);
   expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
+    '.spec', // exactly one of replicaSets and pool
     '.spec.pins',
     '.spec.pins',
     '.spec.schema', // immutable (transition rule)

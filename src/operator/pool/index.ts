@@ -2,4 +2,4 @@
 export { createPoolReconciler, type PoolReconcilerDeps } from './reconciler.ts';
 export { createPoolInformers, eachPoolInformer, type PoolInformers } from './informers.ts';
 export { SetWorkloads, fieldManager } from './workloads.ts';
-export { poolOf } from './set-names.ts';
+export { activeSets, poolOf } from './set-names.ts';

@@ -20,7 +20,7 @@ export function usesOfSet(cube: CubeAssignment, set: string): SetUseKind[] {
     (f) => f?.replicaSets ?? [],
   );
   const found: [SetUseKind, boolean][] = [
-    ['listed', spec.replicaSets.includes(set)],
+    ['listed', (spec.replicaSets ?? []).includes(set)],
     ['assigned', (status?.assignment?.[set]?.length ?? 0) > 0],
     [
       'moving',

@@ -30,3 +30,12 @@ export function poolSelector(pool: string): string {
 export function poolOf(labels: Record<string, string> | undefined): string | undefined {
   return labels?.[poolLabel];
 }
+
+/** The names of the pool's Active sets: `<pool>-0` to `<pool>-<spec.sets - 1>`. */
+export function activeSets(pool: {
+  metadata: { name?: string };
+  spec: { sets: number };
+}): string[] {
+  const name = pool.metadata.name ?? '';
+  return Array.from({ length: pool.spec.sets }, (_, index) => setName(name, index));
+}
