@@ -37,6 +37,7 @@ import {
   createPoolInformers,
   createPoolReconciler,
   activeSets,
+  createPoolMetrics,
   eachPoolInformer,
   poolOf,
   SetWorkloads,
@@ -144,6 +145,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     statusApi: custom,
     events,
     resyncMs: config.resyncMs,
+    metrics: createPoolMetrics(registry),
     logger,
   });
 

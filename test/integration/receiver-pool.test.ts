@@ -21,7 +21,7 @@ import {
   type ReceiverPoolSpecInput,
 } from '../../src/api/receiver-pool.ts';
 import { mergePatch } from '../../src/kubernetes/cube-api.ts';
-import { kubectl } from '../support/cluster.ts';
+import { kubectl, type OperatorProcess } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
 import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
@@ -43,8 +43,9 @@ beforeAll(async () => {
     ...operatorCubeRules,
     ...operatorPoolRules,
   ]);
-  await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
+  operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
 });
+let operator: OperatorProcess;
 
 const spec = (sets: number, more: Partial<ReceiverPoolSpecInput> = {}): ReceiverPoolSpecInput => ({
   sets,
@@ -415,6 +416,16 @@ test('a cube on a pool (spec.pool) is placed on its Active sets and moves off a 
   );
   const pool = await waitForPool('follow', 'one set', (p) => p.status?.replicas === 1);
   expect(pool.status?.sets?.map((s) => s.name)).toEqual(['follow-0']);
+  const metrics = await (await fetch(`http://127.0.0.1:${operator.port}/metrics`)).text();
+  const series = (name: string): string[] =>
+    metrics.split('\n').filter((l) => l.startsWith(name) && l.includes('pool="follow"'));
+  expect(series('streamcube_pool_sets{')).toEqual([
+    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Active"} 1`,
+    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Draining"} 0`,
+  ]);
+  expect(series('streamcube_pool_sets_removed_total{')).toEqual([
+    `streamcube_pool_sets_removed_total{namespace="${stack.namespace}",pool="follow"} 1`,
+  ]);
 });
 
 test('a cube naming a pool that does not exist keeps its partitions: Degraded PoolNotFound, naming the field', async () => {

@@ -21,6 +21,7 @@ export function desiredDigest(objects: SetObjects): string {
   return createHash('sha256').update(JSON.stringify(objects)).digest('hex');
 }
 
+/** Keyed by `namespace/set`: pools of the same name in two namespaces have sets of the same names. */
 export class AppliedSets {
   private readonly bySet = new Map<string, { digest: string; fingerprint: string; at: number }>();
 

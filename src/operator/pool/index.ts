@@ -3,3 +3,4 @@ export { createPoolReconciler, type PoolReconcilerDeps } from './reconciler.ts';
 export { createPoolInformers, eachPoolInformer, type PoolInformers } from './informers.ts';
 export { SetWorkloads, fieldManager } from './workloads.ts';
 export { activeSets, poolOf } from './set-names.ts';
+export { createPoolMetrics } from './metrics.ts';

@@ -28,6 +28,7 @@ import { poolStatus, type ObservedSet, type PoolFindings } from './pool-status.t
 import { renderSet } from './render.ts';
 import { decideScaleIn } from './scale-in.ts';
 import { poolOf, setIndexOf, setName } from './set-names.ts';
+import type { PoolMetrics } from './metrics.ts';
 import type { SetWorkloads } from './workloads.ts';
 import { apiErrorMessage } from './workloads.ts';
 
@@ -43,6 +44,7 @@ export interface PoolReconcilerDeps {
   statusApi: Pick<CustomObjectsApi, 'patchNamespacedCustomObjectStatus'>;
   events: EventRecorder;
   resyncMs: number;
+  metrics?: PoolMetrics;
   logger: Logger;
   now?: () => Date;
 }
@@ -56,7 +58,10 @@ export function createPoolReconciler(
     const { namespace = 'default', name } = splitObjectKey(key);
     const pool = deps.getPool(namespace, name);
     // Gone or going: the garbage collector deletes the sets by their owner references.
-    if (!pool || pool.metadata.deletionTimestamp) return {};
+    if (!pool || pool.metadata.deletionTimestamp) {
+      deps.metrics?.forget(namespace, name);
+      return {};
+    }
     const uid = pool.metadata.uid;
     const owned = <T extends KubernetesObject>(objects: T[]): Map<string, T> =>
       new Map(
@@ -89,16 +94,17 @@ export function createPoolReconciler(
         podDisruptionBudget: budgets.get(set),
       };
       const at = Date.now();
-      if (applied.fresh(set, digest, setFingerprint(live), at, deps.resyncMs)) {
+      const appliedKey = `${namespace}/${set}`;
+      if (applied.fresh(appliedKey, digest, setFingerprint(live), at, deps.resyncMs)) {
         findings.sets.push(observe(set, index, live.statefulSet));
         continue;
       }
       try {
         const stored = await deps.workloads.apply(desired);
-        applied.applied(set, digest, setFingerprint(stored), at);
+        applied.applied(appliedKey, digest, setFingerprint(stored), at);
         findings.sets.push(observe(set, index, stored.statefulSet));
       } catch (error) {
-        applied.forget(set);
+        applied.forget(appliedKey);
         const message = apiErrorMessage(error);
         deps.logger.warn('cannot apply a set of a receiver pool', {
           pool: key,
@@ -133,7 +139,8 @@ export function createPoolReconciler(
           set,
           deleteClaims,
         });
-        applied.forget(set);
+        applied.forget(`${namespace}/${set}`);
+        deps.metrics?.removed(namespace, name);
         deps.events.record(
           pool,
           'Normal',
@@ -149,6 +156,7 @@ export function createPoolReconciler(
     }
 
     const status = poolStatus(pool, findings, now());
+    deps.metrics?.publish(namespace, name, status);
     recordDegradedEvent(deps.events, pool, status);
     if (mergePatchChanges(pool.status, status)) {
       await deps.statusApi.patchNamespacedCustomObjectStatus(
