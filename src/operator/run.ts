@@ -8,7 +8,6 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   PolicyV1Api,
-  type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
@@ -39,7 +38,7 @@ import {
   activeSets,
   createPoolMetrics,
   eachPoolInformer,
-  poolOf,
+  leadPools,
   SetWorkloads,
 } from './pool/index.ts';
 
@@ -149,62 +148,18 @@ export async function runOperator(argv: string[]): Promise<number> {
     logger,
   });
 
-  /**
-   * The pool controller of one leadership term, beside the cube controller: it starts once its
-   * caches are synced (never, when the ReceiverPool CRD is not installed), and a cube's change
-   * requeues the pools whose Draining sets wait for cubes to leave them.
-   */
-  const leadPools = async (signal: AbortSignal): Promise<void> => {
-    const name = 'receiverpool';
-    const queue = new WorkQueue({ name, controller: name, registry });
-    const controller = new Controller({ name, queue, reconcile: reconcilePool, registry, logger });
-    const enqueueOwner = (o: KubernetesObject): void => {
-      const pool = poolOf(o.metadata?.labels);
-      if (pool && o.metadata?.namespace) queue.add(`${o.metadata.namespace}/${pool}`);
-    };
-    const handlers = { add: enqueueOwner, update: enqueueOwner, delete: enqueueOwner };
-    const removers = [
-      poolInformers.pools.addEventHandler({
-        add: (o) => queue.add(objectKey(o)),
-        update: (o) => queue.add(objectKey(o)),
-      }),
-      poolInformers.statefulSets.addEventHandler(handlers),
-      poolInformers.services.addEventHandler(handlers),
-      poolInformers.budgets.addEventHandler(handlers),
-      cubes.addEventHandler({
-        add: (cube) => enqueueDraining(cube.metadata?.namespace),
-        update: (cube) => enqueueDraining(cube.metadata?.namespace),
-        delete: (cube) => enqueueDraining(cube.metadata?.namespace),
-      }),
-    ];
-    function enqueueDraining(cubeNamespace: string | undefined): void {
-      const pools = config.receiverNamespace
-        ? poolInformers.pools.list()
-        : poolInformers.pools.list(cubeNamespace);
-      for (const pool of pools) {
-        if (pool.status?.sets?.some((s) => s.state === 'Draining')) queue.add(objectKey(pool));
-      }
-    }
-    signal.addEventListener('abort', () => removers.forEach((remove) => remove()), { once: true });
-    try {
-      await Promise.all(eachPoolInformer(poolInformers).map((i) => i.waitForSync(signal)));
-      await cubes.waitForSync(signal);
-    } catch {
-      return; // leadership ended before the caches synced
-    }
-    for (const pool of poolInformers.pools.list()) queue.add(objectKey(pool));
-    controller.start();
-    logger.info('leading: reconciling receiver pools');
-    await new Promise<void>((resolve) =>
-      signal.addEventListener('abort', () => resolve(), { once: true }),
-    );
-    await controller.stop();
-  };
-
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
   const lead = async (signal: AbortSignal, leaderTerm: number): Promise<void> => {
     term = leaderTerm;
-    const pools = leadPools(signal);
+    const pools = leadPools({
+      signal,
+      informers: poolInformers,
+      cubes,
+      reconcile: reconcilePool,
+      receiverNamespace: config.receiverNamespace,
+      registry,
+      logger,
+    });
     const controllerName = 'cubeassignment';
     const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({

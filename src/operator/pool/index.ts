@@ -4,3 +4,4 @@ export { createPoolInformers, eachPoolInformer, type PoolInformers } from './inf
 export { SetWorkloads, fieldManager } from './workloads.ts';
 export { activeSets, poolOf } from './set-names.ts';
 export { createPoolMetrics } from './metrics.ts';
+export { leadPools } from './lead.ts';
