@@ -295,8 +295,17 @@ export const cubeAssignmentSpec = z
       .max(maxReplicaSets)
       .refine(uniqueItems, 'replica sets must be unique')
       .meta(kubernetes({ listType: 'set' }))
+      .optional()
       .describe(
-        "Names of the replica sets serving the cube, 1 to 32 unique DNS labels. A replica set is the receiver pods labelled streamcube.io/replica-set=<name> (the chart's StatefulSets), in the cube's namespace or the operator's --receiver-namespace; its replicas consume the same partitions from the same offsets. Partitions are placed only on sets with a Ready receiver. An edit moves only the partitions whose owner changes.",
+        "Names of the replica sets serving the cube, 1 to 32 unique DNS labels. A replica set is the receiver pods labelled streamcube.io/replica-set=<name> (the chart's StatefulSets), in the cube's namespace or the operator's --receiver-namespace; its replicas consume the same partitions from the same offsets. Partitions are placed only on sets with a Ready receiver. An edit moves only the partitions whose owner changes. Exactly one of replicaSets and pool.",
+      ),
+    pool: z
+      .string()
+      .max(49)
+      .regex(/^[a-z]([-a-z0-9]*[a-z0-9])?$/, 'must be the name of a ReceiverPool')
+      .optional()
+      .describe(
+        "Name of a ReceiverPool (in the receivers' namespace: the cube's, or the operator's --receiver-namespace) whose Active sets serve the cube, instead of listing replicaSets: the cube follows the pool as it grows (partitions move onto new sets by the strategy) and shrinks (partitions move off Draining sets, which the pool removes once no cube uses them). A pool that does not exist keeps the partitions where they are (Degraded, reason PoolNotFound). Exactly one of replicaSets and pool; pins need replicaSets.",
       ),
     strategy: z
       .enum(assignmentStrategies)
@@ -347,9 +356,15 @@ export const cubeAssignmentSpec = z
     const plaintext = plaintextSaslProblem(spec.source);
     if (plaintext !== undefined)
       ctx.addIssue({ code: 'custom', message: plaintext, path: ['source', 'sasl'] });
+    if ((spec.replicaSets === undefined) === (spec.pool === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'spec needs exactly one of replicaSets and pool',
+        path: spec.replicaSets === undefined ? ['replicaSets'] : ['pool'],
+      });
     const pinned = new Map<number, string>();
     for (const [replicaSet, partitions] of Object.entries(spec.pins ?? {})) {
-      if (!spec.replicaSets.includes(replicaSet)) {
+      if (!(spec.replicaSets ?? []).includes(replicaSet)) {
         ctx.addIssue({
           code: 'custom',
           message: `replica set '${replicaSet}' is pinned but not listed in replicaSets`,
@@ -376,9 +391,14 @@ export const cubeAssignmentSpec = z
     kubernetes({
       validations: [
         {
-          rule: '!has(self.pins) || self.pins.all(rs, rs in self.replicaSets)',
-          message: 'every replica set in pins must be listed in replicaSets',
+          rule: '!has(self.pins) || (has(self.replicaSets) && self.pins.all(rs, rs in self.replicaSets))',
+          message:
+            'every replica set in pins must be listed in replicaSets (a cube on a pool has no pins)',
           fieldPath: '.pins',
+        },
+        {
+          rule: 'has(self.replicaSets) != has(self.pool)',
+          message: 'spec needs exactly one of replicaSets and pool',
         },
       ],
     }),

@@ -1,5 +1,5 @@
-// `npm run crds`: writes the CubeAssignment CRD generated from src/api to deploy/crds (for kubectl)
-// and as a template of the Helm chart (so `helm upgrade` updates it).
+// `npm run crds`: writes the CRDs generated from src/api to deploy/crds (for kubectl) and as
+// templates of the Helm chart (so `helm upgrade` updates them).
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
@@ -8,10 +8,18 @@ import {
   cubeAssignmentCrdYaml,
   helmCrdFile,
 } from './crd.ts';
+import {
+  poolCrdFile,
+  poolHelmCrdFile,
+  receiverPoolCrdHelmTemplate,
+  receiverPoolCrdYaml,
+} from './receiver-pool-crd.ts';
 
 for (const [file, text] of [
   [crdFile, cubeAssignmentCrdYaml()],
   [helmCrdFile, cubeAssignmentCrdHelmTemplate()],
+  [poolCrdFile, receiverPoolCrdYaml()],
+  [poolHelmCrdFile, receiverPoolCrdHelmTemplate()],
 ] as const) {
   writeFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), text);
   console.log(`wrote ${file}`);

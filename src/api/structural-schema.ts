@@ -57,6 +57,11 @@ export interface KubernetesExtensions {
   mapType?: 'atomic' | 'granular';
   /** zod records have no size check of their own: pair this with a refinement. */
   maxProperties?: number;
+  /**
+   * Kept as written, unchecked by this schema: a Kubernetes type embedded whole (a pod's
+   * affinity), which the API server validates where it lands. Use on a z.looseObject({}).
+   */
+  preserveUnknownFields?: true;
 }
 
 export function kubernetes(ext: KubernetesExtensions): Record<string, unknown> {
@@ -66,6 +71,7 @@ export function kubernetes(ext: KubernetesExtensions): Record<string, unknown> {
   if (ext.listMapKeys) meta['x-kubernetes-list-map-keys'] = ext.listMapKeys;
   if (ext.mapType) meta['x-kubernetes-map-type'] = ext.mapType;
   if (ext.maxProperties !== undefined) meta.maxProperties = ext.maxProperties;
+  if (ext.preserveUnknownFields) meta['x-kubernetes-preserve-unknown-fields'] = true;
   return meta;
 }
 
@@ -123,7 +129,11 @@ export function toStructuralSchema(schema: z.ZodType): StructuralSchema {
 function structural(node: Record<string, unknown>, path: string): StructuralSchema {
   const out: Record<string, unknown> = {};
   const where = path || '<root>';
+  const preserved = node['x-kubernetes-preserve-unknown-fields'] === true;
   for (const [key, value] of Object.entries(node)) {
+    // A z.looseObject's "any other key" and its empty properties: what preserving unknown fields says.
+    if (preserved && (key === 'additionalProperties' || key === 'properties') && isEmpty(value))
+      continue;
     if (key === '$schema') continue;
     if (key === 'properties') {
       out.properties = Object.fromEntries(
@@ -169,6 +179,10 @@ function structural(node: Record<string, unknown>, path: string): StructuralSche
   return Object.fromEntries(
     Object.entries(out).sort(([a], [b]) => keywordOrder.indexOf(a) - keywordOrder.indexOf(b)),
   );
+}
+
+function isEmpty(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
 }
 
 function isSafeIntegerBound(value: unknown): boolean {

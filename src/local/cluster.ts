@@ -1,4 +1,4 @@
-// The Kubernetes side of a local stack: the CRD applied with kubectl, receiver processes made
+// The Kubernetes side of a local stack: the CRDs applied with kubectl, receiver processes made
 // visible as Ready pods (no kubelet runs: their status is written directly), and the typed
 // client for CubeAssignment objects (src/kubernetes/cube-api.ts).
 import { execFile } from 'node:child_process';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { group, plural } from '../api/cube-assignment.ts';
 import { crdFile } from '../api/crd.ts';
+import { poolCrdFile, poolCrdName } from '../api/receiver-pool-crd.ts';
 import { replicaSetLabel } from '../operator/discovery.ts';
 import { binDir } from './controlplane.ts';
 import { mergePatch } from '../kubernetes/cube-api.ts';
@@ -23,11 +24,18 @@ export async function kubectlWith(kubeconfig: string, ...args: string[]): Promis
   return stdout;
 }
 
-/** Applies the committed CubeAssignment CRD and waits until the API server serves it. */
+/** Applies the committed CRDs (CubeAssignment, ReceiverPool) and waits until the API server serves them. */
 export async function applyCrdWith(kubeconfig: string): Promise<void> {
   const kubectl = (...args: string[]): Promise<string> => kubectlWith(kubeconfig, ...args);
-  await kubectl('apply', '--server-side', '--force-conflicts', '-f', join(repoRoot, crdFile));
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s', `crd/${plural}.${group}`);
+  const files = [crdFile, poolCrdFile].flatMap((file) => ['-f', join(repoRoot, file)]);
+  await kubectl('apply', '--server-side', '--force-conflicts', ...files);
+  await kubectl(
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    `crd/${plural}.${group}`,
+    `crd/${poolCrdName}`,
+  );
 }
 
 /** A Pod object standing for a receiver process at `ip`, Ready or not. */

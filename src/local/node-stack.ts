@@ -93,7 +93,7 @@ export async function startNodeStack(teardown: Teardown): Promise<NodeStackInfo>
   await recycleReleasedVolumes(kubeconfig, kubectlPath);
   // The CRD outlives releases (crds.keep) and may belong to another release on this cluster (the
   // e2e's): applied here, not owned by this release.
-  await step('applying the CubeAssignment CRD', () => applyCrdWith(kubeconfig));
+  await step('applying the CRDs', () => applyCrdWith(kubeconfig));
 
   await step(`helm install ${release} (namespace ${namespace})`, () =>
     helm(

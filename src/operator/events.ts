@@ -1,4 +1,4 @@
-// Kubernetes Events about a CubeAssignment, for `kubectl describe`: core/v1 Events with the
+// Kubernetes Events about a CubeAssignment or a ReceiverPool, for `kubectl describe`: core/v1 Events with the
 // object as involvedObject, correlated as client-go's EventCorrelator does: an Event of the same
 // object, type and reason as one recorded before is that Event again, its count bumped and its
 // lastTimestamp moved (and its message the latest), not a new object. Messages should carry no
@@ -9,9 +9,16 @@ import {
   setHeaderOptions,
   type CoreV1Api,
   type CoreV1Event,
+  type V1ObjectMeta,
 } from '@kubernetes/client-node';
-import type { CubeAssignment } from '../api/cube-assignment.ts';
 import type { Logger } from '../observability/logger.ts';
+
+/** The object an Event is about: a CubeAssignment, a ReceiverPool. */
+export interface EventSubject {
+  apiVersion: string;
+  kind: string;
+  metadata: V1ObjectMeta;
+}
 
 export type EventsApi = Pick<CoreV1Api, 'createNamespacedEvent' | 'patchNamespacedEvent'>;
 
@@ -41,12 +48,7 @@ export class EventRecorder {
   }
 
   /** Records the Event in the background; a failure is logged, never thrown. */
-  record(
-    object: CubeAssignment,
-    type: 'Normal' | 'Warning',
-    reason: string,
-    message: string,
-  ): void {
+  record(object: EventSubject, type: 'Normal' | 'Warning', reason: string, message: string): void {
     const key = `${object.metadata?.uid ?? ''}/${type}/${reason}`;
     const previous = this.writing.get(key) ?? Promise.resolve();
     const next = previous
@@ -67,7 +69,7 @@ export class EventRecorder {
 
   private async emit(
     key: string,
-    object: CubeAssignment,
+    object: EventSubject,
     type: 'Normal' | 'Warning',
     reason: string,
     message: string,

@@ -1,13 +1,17 @@
-// `streamcube operator`: informers on CubeAssignments and receiver pods, a controller that runs
-// only while this process holds the leader Lease, and /healthz, /readyz, /metrics.
+// `streamcube operator`: informers on CubeAssignments, receiver pods and ReceiverPools, the cube and
+// pool controllers that run only while this process holds the leader Lease, and /healthz, /readyz,
+// /metrics.
 import { once } from 'node:events';
 import {
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  PolicyV1Api,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
+import type { ReceiverPool } from '../api/receiver-pool.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createProcessRegistry, registerBuildInfo } from '../observability/metrics.ts';
 import { tlsReceiverTransport } from '../http/tls.ts';
@@ -28,6 +32,15 @@ import { createCubeReconciler } from './cube/index.ts';
 import { loadKubeConfig } from '../kubernetes/kube-config.ts';
 import { secretReaderOf } from '../kubernetes/secrets.ts';
 import { TopicMetadata } from './topic-metadata.ts';
+import {
+  createPoolInformers,
+  createPoolReconciler,
+  activeSets,
+  createPoolMetrics,
+  eachPoolInformer,
+  leadPools,
+  SetWorkloads,
+} from './pool/index.ts';
 
 export async function runOperator(argv: string[]): Promise<number> {
   const config = parseOperatorConfig(argv);
@@ -57,6 +70,15 @@ export async function runOperator(argv: string[]): Promise<number> {
   });
   cubes.start();
   pods.start();
+  // ReceiverPools live beside the receivers.
+  const poolNs = config.receiverNamespace ?? ns;
+  const poolInformers = createPoolInformers({
+    kubeConfig: kc,
+    namespace: poolNs,
+    registry,
+    logger,
+  });
+  for (const informer of eachPoolInformer(poolInformers)) informer.start();
 
   /** The leader term of this process (leaseTransitions when it took the Lease); set while leading. */
   let term: number | undefined;
@@ -67,6 +89,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     secretReaderOf(core),
   );
   const ownWrites = new OwnWrites<CubeAssignment>();
+  const events = new EventRecorder(core, 'streamcube-operator', logger);
   const reconcile = createCubeReconciler({
     ownWrites,
     custom,
@@ -76,7 +99,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     receiverPort: config.receiverPort,
     ...(receiverTransport ? { receiverTransport } : {}),
     topics,
-    events: new EventRecorder(core, 'streamcube-operator', logger),
+    events,
     metrics,
     logger,
     leaderTerm: () => term,
@@ -98,11 +121,45 @@ export async function runOperator(argv: string[]): Promise<number> {
     resyncMs: config.resyncMs,
     rejectedEventsWindowMs: config.rejectedEventsWindowMs,
     receiverTimeoutMs: config.drainTimeoutMs + 30_000,
+    poolSets: (poolNamespace, name) => {
+      const pool = poolInformers.pools.get(name, poolNamespace);
+      return pool && activeSets(pool);
+    },
+    receiverNamespace: config.receiverNamespace,
+  });
+
+  const reconcilePool = createPoolReconciler({
+    getPool: (poolNamespace, name) => poolInformers.pools.get(name, poolNamespace),
+    statefulSets: (poolNamespace) => poolInformers.statefulSets.list(poolNamespace),
+    services: (poolNamespace) => poolInformers.services.list(poolNamespace),
+    budgets: (poolNamespace) => poolInformers.budgets.list(poolNamespace),
+    // With a namespace of their own, the receivers serve the cubes of every namespace watched.
+    cubesUsing: (poolNamespace) =>
+      config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace),
+    workloads: new SetWorkloads({
+      apps: kc.makeApiClient(AppsV1Api),
+      core,
+      policy: kc.makeApiClient(PolicyV1Api),
+    }),
+    statusApi: custom,
+    events,
+    resyncMs: config.resyncMs,
+    metrics: createPoolMetrics(registry),
+    logger,
   });
 
   // One queue and controller per leadership term: a lost lease stops them before anyone else leads.
   const lead = async (signal: AbortSignal, leaderTerm: number): Promise<void> => {
     term = leaderTerm;
+    const pools = leadPools({
+      signal,
+      informers: poolInformers,
+      cubes,
+      reconcile: reconcilePool,
+      receiverNamespace: config.receiverNamespace,
+      registry,
+      logger,
+    });
     const controllerName = 'cubeassignment';
     const queue = new WorkQueue({ name: controllerName, controller: controllerName, registry });
     const controller = new Controller({
@@ -133,6 +190,21 @@ export async function runOperator(argv: string[]): Promise<number> {
       update: enqueueNamespace,
       delete: enqueueNamespace,
     });
+    // A cube on a pool follows its Active sets: it runs again when they change.
+    const enqueuePoolCubes = (pool: ReceiverPool): void => {
+      const poolNamespace = pool.metadata.namespace;
+      const served = config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace);
+      for (const cube of served)
+        if (cube.spec.pool === pool.metadata.name) queue.add(objectKey(cube));
+    };
+    const removePoolHandler = poolInformers.pools.addEventHandler({
+      add: enqueuePoolCubes,
+      update: (pool, old) => {
+        if (pool.spec.sets !== old.spec.sets) enqueuePoolCubes(pool);
+      },
+      delete: enqueuePoolCubes,
+    });
+    signal.addEventListener('abort', removePoolHandler, { once: true });
     await Promise.all([cubes.waitForSync(signal), pods.waitForSync(signal)]);
     for (const cube of cubes.list()) queue.add(objectKey(cube));
     controller.start();
@@ -157,7 +229,7 @@ export async function runOperator(argv: string[]): Promise<number> {
     await new Promise<void>((resolve) =>
       signal.addEventListener('abort', () => resolve(), { once: true }),
     );
-    await controller.stop();
+    await Promise.all([controller.stop(), pools]);
   };
   const elector = new LeaderElector({
     api: kc.makeApiClient(CoordinationV1Api),
@@ -211,7 +283,12 @@ export async function runOperator(argv: string[]): Promise<number> {
   server.close();
   receiverToken.close();
   receiverTransport?.close();
-  await Promise.all([cubes.stop(), pods.stop(), topics.close()]);
+  await Promise.all([
+    cubes.stop(),
+    pods.stop(),
+    ...eachPoolInformer(poolInformers).map((i) => i.stop()),
+    topics.close(),
+  ]);
   // Losing the lease ends the process (as controller-runtime does), so a supervisor restarts it clean.
   return signal === 'lost leadership' ? 1 : 0;
 }

@@ -49,7 +49,7 @@ export function previewPlan(
     notes.push(
       'The cube does not exist: applying the manifest creates it. Its first placement needs no approval; the operator reads the topic for its partitions and places them over the replica sets with a Ready receiver.',
     );
-    const missing = spec.replicaSets.filter((rs) => !readyReplicaSets.has(rs));
+    const missing = (spec.replicaSets ?? []).filter((rs) => !readyReplicaSets.has(rs));
     if (missing.length > 0)
       notes.push(`No Ready receiver pod now in replica set(s) ${missing.join(', ')}.`);
     return { changes: [], moves: [], problems: [], notes };
@@ -75,7 +75,8 @@ export function previewPlan(
   }
   const plan = planAssignment({
     strategy: spec.strategy,
-    replicaSets: spec.replicaSets,
+    // A cube on a pool (spec.pool) is previewed over no sets: the plugin does not read pools.
+    replicaSets: spec.replicaSets ?? [],
     pins: spec.pins,
     current,
     partitions: [...owners.keys()],

@@ -48,7 +48,7 @@ export function renderStatus(cube: CubeAssignment, now: Date): string {
   const generation = metadata.generation ?? 0;
   const observed = status?.observedGeneration;
   lines.push(
-    `CubeAssignment ${metadata.namespace}/${metadata.name}: topic ${spec.source.topic}, replica sets ${spec.replicaSets.join(', ')}, approval ${spec.approval ?? 'auto'}${spec.suspend ? ', SUSPENDED' : ''}`,
+    `CubeAssignment ${metadata.namespace}/${metadata.name}: topic ${spec.source.topic}, ${spec.pool === undefined ? `replica sets ${(spec.replicaSets ?? []).join(', ')}` : `pool ${spec.pool}`}, approval ${spec.approval ?? 'auto'}${spec.suspend ? ', SUSPENDED' : ''}`,
   );
   lines.push(
     observed === undefined

@@ -507,7 +507,7 @@ function livePiece(
 export function replicaSetsOf(cube: CubeAssignment): string[] {
   return [
     ...new Set([
-      ...cube.spec.replicaSets,
+      ...(cube.spec.replicaSets ?? []),
       ...Object.keys(cube.status?.assignment ?? {}),
       ...Object.keys(cube.status?.releasedUncommitted ?? {}),
     ]),

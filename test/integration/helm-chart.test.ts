@@ -21,6 +21,13 @@ import {
 } from '@kubernetes/client-node';
 import { dump, load, loadAll } from 'js-yaml';
 import { crdFile, crdName, cubeAssignmentCrdHelmTemplate, helmCrdFile } from '../../src/api/crd.ts';
+import { operatorPoolRules } from '../support/operator-rules.ts';
+import {
+  poolCrdFile,
+  poolCrdName,
+  poolHelmCrdFile,
+  receiverPoolCrdHelmTemplate,
+} from '../../src/api/receiver-pool-crd.ts';
 import { binDir, buildFromWrapperModule } from '../../src/local/controlplane.ts';
 import { settings } from '../../src/local/settings.ts';
 import { parseOperatorConfig } from '../../src/operator/config.ts';
@@ -94,20 +101,23 @@ const workloads = (objects: Rendered[]): Rendered[] => [
   find(objects, 'StatefulSet', 't-rs-b'),
 ];
 
-test('the chart renders the CRD generated from src/api, kept on uninstall unless crds.keep is false; none without crds.enabled', async () => {
+test('the chart renders the CRDs generated from src/api, kept on uninstall unless crds.keep is false; none without crds.enabled', async () => {
   expect(readFileSync(helmCrdFile, 'utf8')).toBe(cubeAssignmentCrdHelmTemplate());
-  const generated = load(readFileSync(crdFile, 'utf8')) as Rendered;
+  expect(readFileSync(poolHelmCrdFile, 'utf8')).toBe(receiverPoolCrdHelmTemplate());
+  const generated = [crdFile, poolCrdFile].map((f) => load(readFileSync(f, 'utf8')) as Rendered);
   const crdOf = (objects: Rendered[]): Rendered[] =>
-    objects.filter((o) => o.kind === 'CustomResourceDefinition');
-  expect(crdOf(await render())).toEqual([
-    {
-      ...generated,
-      metadata: { ...generated.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } },
-    },
-  ]);
-  expect(crdOf(await render('crds.keep=false'))).toEqual([generated]);
+    objects
+      .filter((o) => o.kind === 'CustomResourceDefinition')
+      .sort((a, b) => (a.metadata!.name! < b.metadata!.name! ? -1 : 1));
+  expect(crdOf(await render())).toEqual(
+    generated.map((crd) => ({
+      ...crd,
+      metadata: { ...crd.metadata, annotations: { 'helm.sh/resource-policy': 'keep' } },
+    })),
+  );
+  expect(crdOf(await render('crds.keep=false'))).toEqual(generated);
   expect(crdOf(await render('crds.enabled=false'))).toEqual([]);
-  expect(crdName).toBe(generated.metadata?.name);
+  expect([crdName, poolCrdName]).toEqual(generated.map((crd) => crd.metadata?.name));
 });
 
 test('helm lint passes and a misspelt value is refused by values.schema.json', async () => {
@@ -955,7 +965,7 @@ test("least privilege: a ServiceAccount per component, receivers with an API tok
   expect(off.filter((o) => o.kind === 'NetworkPolicy')).toEqual([]);
 });
 
-test('receivers: the operator finds them in the release namespace (--receiver-namespace) and reads pods there only, also when it watches every namespace', async () => {
+test('receivers: the operator finds them in the release namespace (--receiver-namespace) and reads pods there only, also when it watches every namespace; ReceiverPools and their workloads there too', async () => {
   for (const watchReleaseNamespace of [true, false]) {
     const objects = await render(`operator.watchReleaseNamespace=${watchReleaseNamespace}`);
     expect(container(find(objects, 'Deployment', 't-operator')).args).toContain(
@@ -968,6 +978,7 @@ test('receivers: the operator finds them in the release namespace (--receiver-na
     expectOperatorRoleInRelease(objects, 't-operator-receivers', [
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
     ]);
+    expectOperatorRoleInRelease(objects, 't-operator-pools', operatorPoolRules);
   }
 });
 

@@ -377,7 +377,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
           const c = await viaApi(() => api.get(namespace, cube.name));
           if (
             (c.status?.assignment?.[rs] ?? []).length > 0 &&
-            c.spec.replicaSets.some((other) => other !== rs)
+            (c.spec.replicaSets ?? []).some((other) => other !== rs)
           )
             held.push(cube.name);
           const released = c.status?.releasedUncommitted?.[rs] ?? [];

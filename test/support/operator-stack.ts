@@ -80,6 +80,8 @@ export interface OperatorStack {
     env?: NodeJS.ProcessEnv,
     cubesIn?: string,
     args?: string[],
+    /** Its kubeconfig: the environment's admin unless given (one of a ServiceAccount, say). */
+    kubeconfig?: string,
   ): Promise<OperatorProcess>;
   /**
    * Starts one more receiver in `replicaSet`, `<rs>-<n>` after the last, with its Ready pod: the
@@ -172,7 +174,8 @@ export function useOperatorStack(options: {
     await operator.start(env);
     return operator;
   };
-  stack.startOperator = (env, cubesIn, args) => startOperator(env, cubesIn, args);
+  stack.startOperator = (env, cubesIn, args, kubeconfig) =>
+    startOperator(env, cubesIn, args, kubeconfig);
 
   stack.addReplica = async (rs) => {
     const replicas = (stack.replicas[rs] ??= []);

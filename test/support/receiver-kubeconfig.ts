@@ -1,6 +1,7 @@
 // A kubeconfig for receiver processes with no more API rights than the chart's receiver Role
 // gives: a ServiceAccount of the suite's namespace, bound to a Role of the given rules, and a
-// token of it. The receivers read Secrets, CubeAssignments and the leader Lease through it.
+// token of it. The receivers read Secrets, CubeAssignments and the leader Lease through it; the
+// operator of the receiver-pool suite runs with the chart's operator rules the same way.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
@@ -45,14 +46,26 @@ export function receiverRules(o: {
 }
 
 /** Writes the kubeconfig of ServiceAccount `receiver` of `namespace`, allowed `rules` there. */
-export async function receiverKubeconfig(
+export function receiverKubeconfig(
   kc: KubeConfig,
   namespace: string,
   rules: V1PolicyRule[],
 ): Promise<string> {
+  return serviceAccountKubeconfig(kc, namespace, 'receiver', rules);
+}
+
+/**
+ * Writes the kubeconfig of a new ServiceAccount `name` of `namespace`, bound to a Role `name` of
+ * `rules` there: a process run with it has those rights and no others.
+ */
+export async function serviceAccountKubeconfig(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  rules: V1PolicyRule[],
+): Promise<string> {
   const core = kc.makeApiClient(CoreV1Api);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-  const name = 'receiver';
   await core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } });
   await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
   await rbac.createNamespacedRoleBinding({
@@ -69,14 +82,14 @@ export async function receiverKubeconfig(
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
   const cluster = kc.getCurrentCluster()!;
-  const asReceiver = new KubeConfig();
-  asReceiver.loadFromOptions({
+  const asAccount = new KubeConfig();
+  asAccount.loadFromOptions({
     clusters: [cluster],
     users: [{ name, token: request.status?.token }],
     contexts: [{ name, cluster: cluster.name, user: name }],
     currentContext: name,
   });
-  const file = join(tempDir(`${namespace}-receiver-kubeconfig`), 'kubeconfig');
-  writeFileSync(file, asReceiver.exportConfig());
+  const file = join(tempDir(`${namespace}-${name}-kubeconfig`), 'kubeconfig');
+  writeFileSync(file, asAccount.exportConfig());
   return file;
 }

@@ -1,4 +1,4 @@
-// The generated CRD: structural (checked here independently of the converter), current with the
+// The generated CRDs (CubeAssignment, ReceiverPool): structural (checked here independently of the converter), current with the
 // committed deploy/crds file, and its printer columns and CEL field paths point at real fields.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,16 @@ import {
   printerColumns,
 } from '../../src/api/crd.ts';
 import { toStructuralSchema, type StructuralSchema } from '../../src/api/structural-schema.ts';
+import { maxPoolNameLength, maxSets } from '../../src/api/receiver-pool.ts';
+import {
+  poolCrdFile,
+  poolCrdName,
+  poolHelmCrdFile,
+  poolPrinterColumns,
+  receiverPoolCrd,
+  receiverPoolCrdHelmTemplate,
+  receiverPoolCrdYaml,
+} from '../../src/api/receiver-pool-crd.ts';
 
 const crd = cubeAssignmentCrd();
 const [served] = crd.spec.versions;
@@ -55,8 +65,8 @@ function structuralViolations(node: unknown, path = ''): string[] {
 }
 
 /** The schema node at a dotted path of property names; `[]` steps into items, `*` into maps. */
-function nodeAt(path: string): StructuralSchema | undefined {
-  let node: StructuralSchema | undefined = root;
+function nodeAt(path: string, from: StructuralSchema = root): StructuralSchema | undefined {
+  let node: StructuralSchema | undefined = from;
   for (const step of path.replace(/^\./, '').split('.')) {
     const [name = '', ...rest] = step.split('[');
     node = name === '*' ? node?.additionalProperties : node?.properties?.[name];
@@ -202,6 +212,7 @@ function rules(node: StructuralSchema, path = ''): { path: string; fieldPath?: s
 test('every CEL rule has a message and its fieldPath names a field that exists', () => {
   const all = rules(root);
   expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
+    '.spec', // exactly one of replicaSets and pool
     '.spec.pins',
     '.spec.pins',
     '.spec.schema', // immutable (transition rule)
@@ -252,5 +263,79 @@ describe('the converter refuses what a structural schema cannot say', () => {
       type: 'object',
       additionalProperties: { type: 'integer', minimum: 0 },
     });
+  });
+});
+
+describe('the ReceiverPool CRD', () => {
+  const poolCrd = receiverPoolCrd();
+  const [poolVersion] = poolCrd.spec.versions;
+  if (!poolVersion) throw new Error('the pool CRD has no version');
+  const poolRoot = poolVersion.schema.openAPIV3Schema;
+  const at = (path: string): StructuralSchema | undefined => nodeAt(path, poolRoot);
+
+  test('is structural, and every property has a description (kubectl explain)', () => {
+    expect(structuralViolations(poolRoot)).toEqual([]);
+    expect(undescribed(poolRoot)).toEqual(['.metadata']);
+  });
+
+  test(`the committed ${poolCrdFile} and ${poolHelmCrdFile} are current (run \`npm run crds\` when this fails)`, () => {
+    const read = (file: string): string =>
+      readFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), 'utf8');
+    expect(read(poolCrdFile)).toBe(receiverPoolCrdYaml());
+    expect(read(poolHelmCrdFile)).toBe(receiverPoolCrdHelmTemplate());
+  });
+
+  test('names, scope, and a scale subresource over spec.sets', () => {
+    expect(poolCrd.metadata.name).toBe(poolCrdName);
+    expect(poolCrdName).toBe('receiverpools.streamcube.io');
+    expect(poolCrd.spec.scope).toBe('Namespaced');
+    expect(poolCrd.spec.names).toMatchObject({ kind: 'ReceiverPool', shortNames: ['rpool'] });
+    expect(poolVersion.subresources).toEqual({
+      status: {},
+      scale: {
+        specReplicasPath: '.spec.sets',
+        statusReplicasPath: '.status.replicas',
+        labelSelectorPath: '.status.selector',
+      },
+    });
+    expect(at('spec.sets')).toMatchObject({ type: 'integer', minimum: 0, maximum: 100 });
+    expect(at('status.replicas')?.type).toBe('integer');
+    expect(at('status.selector')?.type).toBe('string');
+    expect(at('spec.scheduling.affinity')).toMatchObject({
+      type: 'object',
+      'x-kubernetes-preserve-unknown-fields': true,
+    });
+    expect(at('spec.scheduling.affinity')?.properties).toBeUndefined();
+  });
+
+  test('every CEL rule has a message, its fieldPath exists; the name rule is on the root', () => {
+    const all = rules(poolRoot);
+    expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
+      '', // metadata.name fits <pool>-<index>
+      '.spec.deepStorage',
+      '.spec.podDisruptionBudget',
+      '.spec.podDisruptionBudget.minAvailable',
+      '.spec.receiver.leaderLease',
+    ]);
+    for (const r of all.filter((r) => r.path !== ''))
+      expect(at(`${r.path}${r.fieldPath ?? ''}`)).toBeDefined();
+  });
+
+  test('printer columns read fields the schema has', () => {
+    for (const column of poolPrinterColumns) {
+      if (column.jsonPath.startsWith('.metadata.')) continue;
+      const path = column.jsonPath.replace(/\[\?\(.*\)\]/, '[]');
+      expect({ column: column.name, found: at(path) !== undefined }).toEqual({
+        column: column.name,
+        found: true,
+      });
+    }
+  });
+
+  test('a longest pool name leaves its sets valid StatefulSet and Service names', () => {
+    const name = 'p'.repeat(maxPoolNameLength);
+    const set = `${name}-${maxSets - 1}`;
+    // controller-revision-hash: <set>-<10 characters>, a label value of at most 63.
+    expect(`${set}-0123456789`.length).toBeLessThanOrEqual(63);
   });
 });

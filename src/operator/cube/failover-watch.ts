@@ -67,7 +67,7 @@ export class FailoverWatch {
     // Read from the pods only when a set is unavailable: most reconciles find every set available.
     let podsNotReadySince: Map<string, number> | undefined;
     const sets = new Set([
-      ...object.spec.replicaSets,
+      ...(object.spec.replicaSets ?? []),
       ...Object.keys(object.status?.assignment ?? {}),
     ]);
     for (const rs of sets) {

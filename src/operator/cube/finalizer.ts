@@ -49,7 +49,11 @@ export async function finalize(edges: CubeEdges, pass: CubePass): Promise<Reconc
   }
   // Each receiver says what it holds: a reassign cut short leaves partitions on a target that
   // status.assignment does not name yet.
-  const replicaSets = new Set([...Object.keys(assignment), ...object.spec.replicaSets, ...targets]);
+  const replicaSets = new Set([
+    ...Object.keys(assignment),
+    ...(object.spec.replicaSets ?? []),
+    ...targets,
+  ]);
   // The seal waits briefly for the hand-off; a receiver whose hand-off is still pending is asked
   // again on the next reconcile instead of holding a worker until it is done.
   let handOffPending = false;

@@ -8,6 +8,7 @@ import type { Logger } from '../../observability/logger.ts';
 import type { ReceiverEndpoint } from '../discovery.ts';
 import type { EventRecorder } from '../events.ts';
 import type { CubeLabels, OperatorMetrics } from '../metrics.ts';
+import type { Problem } from '../planner.ts';
 import type { DegradedConditions } from './degraded-condition.ts';
 import type { ReceiverAccess } from './receiver-access.ts';
 import type { StatusWriter } from './status-writer.ts';
@@ -23,6 +24,8 @@ export interface CubePass {
   log: Logger;
   /** Aborts when the lease is lost or the process shuts down: no receiver call starts after. */
   signal: AbortSignal;
+  /** Problems found before the pass ran (a spec.pool that does not exist), for Degraded. */
+  problems?: Problem[];
 }
 
 export interface CubeEdges {

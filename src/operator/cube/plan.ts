@@ -78,7 +78,8 @@ export async function plan(
   const converging = await convergingReplicaSets(edges, pass, options.watch);
   const planned = planAssignment({
     strategy: object.spec.strategy,
-    replicaSets: object.spec.replicaSets,
+    // Resolved from spec.pool when the cube names one (pool-sets.ts).
+    replicaSets: object.spec.replicaSets ?? [],
     pins: object.spec.pins,
     current: object.status?.assignment,
     partitions,

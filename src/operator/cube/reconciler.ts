@@ -37,6 +37,7 @@ import { ensureFinalizer, finalize, finalizer } from './finalizer.ts';
 import { JournalRunner } from './journal-runner.ts';
 import { observe } from './observe.ts';
 import type { CubeEdges, CubePass } from './pass.ts';
+import { resolvePoolSets, type PoolSets } from './pool-sets.ts';
 import { plan } from './plan.ts';
 import { ReceiverAccess, type ReceiverClientFactory } from './receiver-access.ts';
 import { convergeReplicas } from './replica-repair.ts';
@@ -75,6 +76,10 @@ export interface ReconcilerDeps {
   onStaleLeader?: (error: StaleLeaderError) => void;
   /** Makes receivers' clients; by default the HTTP admin client with the token and term above. */
   receiverClient?: ReceiverClientFactory;
+  /** The Active sets of a ReceiverPool, for cubes naming one (spec.pool); none found without it. */
+  poolSets?: PoolSets;
+  /** Where the receivers and their pools are (--receiver-namespace); else each cube's namespace. */
+  receiverNamespace?: string | undefined;
 }
 
 export function createCubeReconciler(deps: ReconcilerDeps) {
@@ -144,6 +149,12 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       log: deps.logger.child({ cube: name, namespace }),
       signal,
     };
+    const poolProblem = resolvePoolSets(
+      pass.object,
+      deps.poolSets ?? (() => undefined),
+      deps.receiverNamespace ?? namespace,
+    );
+    if (poolProblem) pass.problems = [poolProblem];
 
     if (pass.object.metadata?.deletionTimestamp) {
       if (pass.object.metadata.finalizers?.includes(finalizer)) return finalize(edges, pass);

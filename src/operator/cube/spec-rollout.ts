@@ -57,7 +57,7 @@ async function receiversNotRunning(
   const { object, receivers, signal, key } = pass;
   const replicaSets = new Set([
     ...Object.keys(object.status?.assignment ?? {}),
-    ...object.spec.replicaSets,
+    ...(object.spec.replicaSets ?? []),
   ]);
   const problems: Problem[] = [];
   for (const rs of replicaSets) {

@@ -65,7 +65,7 @@ export class StatusWriter {
       { group, version, namespace, plural, name, body: { metadata: { resourceVersion }, status } },
       mergePatch(signal),
     )) as CubeAssignment;
-    return this.ownWrites.wrote(object, updated);
+    return keepResolvedSpec(object, this.ownWrites.wrote(object, updated));
   }
 
   /** Sets annotations of the object, or removes those given as null. */
@@ -102,8 +102,17 @@ export class StatusWriter {
       },
       mergePatch(signal),
     )) as CubeAssignment;
-    return this.ownWrites.wrote(object, updated);
+    return keepResolvedSpec(object, this.ownWrites.wrote(object, updated));
   }
+}
+
+/**
+ * The written object with the pass's spec: a cube on a pool keeps its resolved replicaSets
+ * (pool-sets.ts) for the rest of the pass. The write carried the resourceVersion it was computed
+ * from, so the spec cannot have changed in between.
+ */
+function keepResolvedSpec(before: CubeAssignment, written: CubeAssignment): CubeAssignment {
+  return before.spec.pool === undefined ? written : { ...written, spec: before.spec };
 }
 
 /** The object's conditions with `updates` set, each at the object's generation. */

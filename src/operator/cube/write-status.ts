@@ -63,6 +63,7 @@ export async function writeStatusAtRest(
   // A receiver that cannot read (ConsumerFailed) names the cube's Degraded reason before the
   // operator's own view of the same outage (SourceUnavailable when the brokers are gone).
   const problems: Problem[] = [
+    ...(pass.problems ?? []),
     ...observed.failed,
     ...plan.problems,
     ...observed.problems,
@@ -99,7 +100,7 @@ export async function writeStatusAtRest(
     positions.due(key, resyncMs) ||
     partitionRowsMoved(object.status?.partitions, rows);
   const sets = new Set([
-    ...object.spec.replicaSets,
+    ...(object.spec.replicaSets ?? []),
     ...Object.keys(object.status?.assignment ?? {}),
   ]);
   const released = releasedUncommittedPatch(

@@ -18,7 +18,7 @@ export function finalAssignment(
   }
   for (const m of journal.moves) owners.set(m.partition, m.to);
   const out: Record<string, number[]> = {};
-  for (const rs of object.spec.replicaSets) out[rs] = [];
+  for (const rs of object.spec.replicaSets ?? []) out[rs] = [];
   for (const [p, rs] of owners) (out[rs] ??= []).push(p);
   for (const list of Object.values(out)) list.sort((a, b) => a - b);
   return out;

@@ -37,7 +37,7 @@ export async function fenceLostSets(
   const targets = byTarget(journal);
   const lost = [...new Set([...sources.keys(), ...targets.keys()])].filter(isLost).sort();
   if (lost.length === 0) return undefined;
-  const live = ctx.object.spec.replicaSets.filter(
+  const live = (ctx.object.spec.replicaSets ?? []).filter(
     (rs) => !isLost(rs) && (ctx.receivers.get(rs) ?? []).length > 0,
   );
   const moves = journal.moves.map((m) => {

@@ -1,0 +1,187 @@
+// The ReceiverPool reconciler: applies sets 0 to spec.sets - 1 (StatefulSet, headless Service,
+// PDB, owned by the pool), removes the sets past it once no cube uses them, and writes the
+// pool's status when it changed. Reads the informer caches, never the event that woke it.
+import type {
+  CustomObjectsApi,
+  KubernetesObject,
+  V1PodDisruptionBudget,
+  V1Service,
+  V1StatefulSet,
+} from '@kubernetes/client-node';
+import type { CubeAssignment } from '../../api/cube-assignment.ts';
+import {
+  group,
+  plural,
+  version,
+  type ReceiverPool,
+  type ReceiverPoolStatus,
+} from '../../api/receiver-pool.ts';
+import { getCondition } from '../../api/conditions.ts';
+import type { Logger } from '../../observability/logger.ts';
+import type { EventRecorder } from '../events.ts';
+import type { ReconcileResult } from '../runtime/controller.ts';
+import { splitObjectKey } from '../runtime/informer.ts';
+import { mergePatchChanges } from '../status-changes.ts';
+import { mergePatch } from '../../kubernetes/cube-api.ts';
+import { AppliedSets, desiredDigest, setFingerprint } from './applied-sets.ts';
+import { poolStatus, type ObservedSet, type PoolFindings } from './pool-status.ts';
+import { renderSet } from './render.ts';
+import { decideScaleIn } from './scale-in.ts';
+import { poolOf, setIndexOf, setName } from './set-names.ts';
+import type { PoolMetrics } from './metrics.ts';
+import type { SetWorkloads } from './workloads.ts';
+import { apiErrorMessage } from './workloads.ts';
+
+export interface PoolReconcilerDeps {
+  getPool(namespace: string, name: string): ReceiverPool | undefined;
+  /** Cached objects of a namespace labelled with a pool. */
+  statefulSets(namespace: string): V1StatefulSet[];
+  services(namespace: string): V1Service[];
+  budgets(namespace: string): V1PodDisruptionBudget[];
+  /** The cubes that may use the receivers of `namespace` (theirs, or every cube with --receiver-namespace). */
+  cubesUsing(namespace: string): CubeAssignment[];
+  workloads: SetWorkloads;
+  statusApi: Pick<CustomObjectsApi, 'patchNamespacedCustomObjectStatus'>;
+  events: EventRecorder;
+  resyncMs: number;
+  metrics?: PoolMetrics;
+  logger: Logger;
+  now?: () => Date;
+}
+
+export function createPoolReconciler(
+  deps: PoolReconcilerDeps,
+): (key: string) => Promise<ReconcileResult> {
+  const applied = new AppliedSets();
+  const now = deps.now ?? (() => new Date());
+  return async (key) => {
+    const { namespace = 'default', name } = splitObjectKey(key);
+    const pool = deps.getPool(namespace, name);
+    // Gone or going: the garbage collector deletes the sets by their owner references.
+    if (!pool || pool.metadata.deletionTimestamp) {
+      deps.metrics?.forget(namespace, name);
+      return {};
+    }
+    const uid = pool.metadata.uid;
+    const owned = <T extends KubernetesObject>(objects: T[]): Map<string, T> =>
+      new Map(
+        objects
+          .filter(
+            (o) =>
+              poolOf(o.metadata?.labels) === name &&
+              (o.metadata?.ownerReferences ?? []).some((r) => r.uid === uid && r.controller),
+          )
+          .map((o) => [o.metadata?.name ?? '', o]),
+      );
+    const statefulSets = owned(deps.statefulSets(namespace));
+    const services = owned(deps.services(namespace));
+    const budgets = owned(deps.budgets(namespace));
+
+    const findings: PoolFindings = { sets: [], held: [], applyFailures: [] };
+    const observe = (set: string, index: number, sts: V1StatefulSet | undefined): ObservedSet => ({
+      name: set,
+      index,
+      replicas: sts?.status?.replicas ?? 0,
+      readyReplicas: sts?.status?.readyReplicas ?? 0,
+    });
+    for (let index = 0; index < pool.spec.sets; index++) {
+      const set = setName(name, index);
+      const desired = renderSet(pool, index);
+      const digest = desiredDigest(desired);
+      const live = {
+        statefulSet: statefulSets.get(set),
+        service: services.get(set),
+        podDisruptionBudget: budgets.get(set),
+      };
+      const at = Date.now();
+      const appliedKey = `${namespace}/${set}`;
+      if (applied.fresh(appliedKey, digest, setFingerprint(live), at, deps.resyncMs)) {
+        findings.sets.push(observe(set, index, live.statefulSet));
+        continue;
+      }
+      try {
+        const stored = await deps.workloads.apply(desired);
+        applied.applied(appliedKey, digest, setFingerprint(stored), at);
+        findings.sets.push(observe(set, index, stored.statefulSet));
+      } catch (error) {
+        applied.forget(appliedKey);
+        const message = apiErrorMessage(error);
+        deps.logger.warn('cannot apply a set of a receiver pool', {
+          pool: key,
+          set,
+          error: message,
+        });
+        findings.applyFailures.push({ set, message });
+        if (live.statefulSet) findings.sets.push(observe(set, index, live.statefulSet));
+      }
+    }
+
+    const draining = [...statefulSets.keys()]
+      .map((set) => ({ set, index: setIndexOf(name, set) }))
+      .filter((s): s is { set: string; index: number } => s.index !== undefined)
+      .filter((s) => s.index >= pool.spec.sets)
+      .sort((a, b) => a.index - b.index);
+    const decision = decideScaleIn(
+      draining.map((s) => s.set),
+      deps.cubesUsing(namespace),
+    );
+    findings.held = decision.held;
+    for (const { set, index } of draining) {
+      if (!decision.remove.includes(set)) {
+        findings.sets.push(observe(set, index, statefulSets.get(set)));
+        continue;
+      }
+      const deleteClaims = pool.spec.storage.retainOnScaleIn === 'Delete';
+      try {
+        const { claimsDeleted } = await deps.workloads.delete({
+          namespace,
+          pool: name,
+          set,
+          deleteClaims,
+        });
+        applied.forget(`${namespace}/${set}`);
+        deps.metrics?.removed(namespace, name);
+        deps.events.record(
+          pool,
+          'Normal',
+          'SetRemoved',
+          `set ${set} removed: no CubeAssignment uses it; its data claims were ${deleteClaims ? `deleted (${claimsDeleted.length})` : 'retained'} (spec.storage.retainOnScaleIn: ${pool.spec.storage.retainOnScaleIn})`,
+        );
+        deps.logger.info('removed a set of a receiver pool', { pool: key, set, claimsDeleted });
+      } catch (error) {
+        const message = apiErrorMessage(error);
+        findings.applyFailures.push({ set, message: `cannot remove it: ${message}` });
+        findings.sets.push(observe(set, index, statefulSets.get(set)));
+      }
+    }
+
+    const status = poolStatus(pool, findings, now());
+    deps.metrics?.publish(namespace, name, status);
+    recordDegradedEvent(deps.events, pool, status);
+    if (mergePatchChanges(pool.status, status)) {
+      await deps.statusApi.patchNamespacedCustomObjectStatus(
+        { group, version, namespace, plural, name, body: { status } },
+        mergePatch,
+      );
+    }
+    return { requeueAfterMs: deps.resyncMs };
+  };
+}
+
+/** A Warning Event when Degraded turns True or its reason or message changes. */
+function recordDegradedEvent(
+  events: EventRecorder,
+  pool: ReceiverPool,
+  status: ReceiverPoolStatus,
+): void {
+  const next = getCondition(status.conditions, 'Degraded');
+  if (next?.status !== 'True') return;
+  const previous = getCondition(pool.status?.conditions, 'Degraded');
+  if (
+    previous?.status === 'True' &&
+    previous.reason === next.reason &&
+    previous.message === next.message
+  )
+    return;
+  events.record(pool, 'Warning', next.reason, next.message);
+}

@@ -1,0 +1,487 @@
+// ReceiverPool against the real API server: the operator renders each set (StatefulSet, headless
+// Service, PDB) owned by the pool, `kubectl scale` sets the number of sets, edits and deletions of
+// a set are healed, a scale-in waits until no cube uses the Draining set, a cube on a pool
+// follows it, and bad pools and cubes are refused by the API server with the field named. The operator has the chart's rights, no more.
+// No kubelet runs: pods never exist, and the StatefulSets' Ready replicas are written through
+// their status subresource.
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PolicyV1Api,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
+import {
+  group,
+  plural,
+  version,
+  type ReceiverPool,
+  type ReceiverPoolSpecInput,
+} from '../../src/api/receiver-pool.ts';
+import { mergePatch } from '../../src/kubernetes/cube-api.ts';
+import { kubectl, type OperatorProcess } from '../support/cluster.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
+import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
+import { waitFor } from '../support/wait.ts';
+
+/** The operator's --resync: how often a stable pool is looked at again (and its sets applied). */
+const resyncMs = 1_000;
+// Receivers of pool `follow`'s two sets (no kubelet: processes and Ready pods standing for the
+// StatefulSets' pods), for a cube on the pool.
+const stack = useOperatorStack({
+  name: 'receiver-pool',
+  replicaSets: ['follow-0', 'follow-1'],
+  operator: false,
+});
+
+// The operator runs with the chart's rights and no others.
+beforeAll(async () => {
+  const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
+    ...operatorCubeRules,
+    ...operatorPoolRules,
+  ]);
+  operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
+});
+let operator: OperatorProcess;
+
+const spec = (sets: number, more: Partial<ReceiverPoolSpecInput> = {}): ReceiverPoolSpecInput => ({
+  sets,
+  replicas: 2,
+  image: 'streamcube:test',
+  storage: { size: '1Gi', retainOnScaleIn: 'Delete' },
+  deepStorage: { claimName: 'deep-storage' },
+  receiver: { adminToken: { name: 'admin-token' }, readToken: { name: 'read-token' } },
+  ...more,
+});
+
+const apis = () => ({
+  custom: stack.kc.makeApiClient(CustomObjectsApi),
+  apps: stack.kc.makeApiClient(AppsV1Api),
+  core: stack.kc.makeApiClient(CoreV1Api),
+  policy: stack.kc.makeApiClient(PolicyV1Api),
+});
+
+function createPool(name: string, poolSpec: ReceiverPoolSpecInput): Promise<unknown> {
+  return apis().custom.createNamespacedCustomObject({
+    group,
+    version,
+    plural,
+    namespace: stack.namespace,
+    body: {
+      apiVersion: `${group}/${version}`,
+      kind: 'ReceiverPool',
+      metadata: { name },
+      spec: poolSpec,
+    },
+  });
+}
+
+function getPool(name: string): Promise<ReceiverPool> {
+  return apis().custom.getNamespacedCustomObject({
+    group,
+    version,
+    plural,
+    namespace: stack.namespace,
+    name,
+  }) as Promise<ReceiverPool>;
+}
+
+async function orUndefined<T>(call: Promise<T>): Promise<T | undefined> {
+  try {
+    return await call;
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return undefined;
+    throw error;
+  }
+}
+
+const statefulSet = (name: string) =>
+  orUndefined(apis().apps.readNamespacedStatefulSet({ name, namespace: stack.namespace }));
+
+function waitForPool(name: string, what: string, check: (p: ReceiverPool) => boolean) {
+  return waitFor(`pool ${name}: ${what}`, async () => {
+    const pool = await getPool(name);
+    return check(pool) ? pool : undefined;
+  });
+}
+
+const condition = (pool: ReceiverPool, type: string) =>
+  pool.status?.conditions?.find((c) => c.type === type);
+
+/** What the StatefulSet controller would write once its pods are Ready. */
+async function setReadyReplicas(name: string, ready: number): Promise<void> {
+  await apis().apps.patchNamespacedStatefulSetStatus(
+    {
+      name,
+      namespace: stack.namespace,
+      body: { status: { replicas: 2, readyReplicas: ready, availableReplicas: ready } },
+    },
+    mergePatch,
+  );
+}
+
+const pool = 'pool';
+
+test('each set is a StatefulSet, headless Service and PDB <pool>-<i>, owned by the pool and labelled with its set', async () => {
+  await createPool(pool, spec(2));
+  const created = await getPool(pool);
+  for (const name of ['pool-0', 'pool-1']) {
+    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(name));
+    const service = await apis().core.readNamespacedService({ name, namespace: stack.namespace });
+    const budget = await apis().policy.readNamespacedPodDisruptionBudget({
+      name,
+      namespace: stack.namespace,
+    });
+    const labels = { 'streamcube.io/pool': pool, 'streamcube.io/replica-set': name };
+    for (const o of [sts, service, budget]) {
+      expect(o.metadata?.labels).toMatchObject(labels);
+      expect(o.metadata?.ownerReferences).toEqual([
+        {
+          apiVersion: `${group}/${version}`,
+          kind: 'ReceiverPool',
+          name: pool,
+          uid: created.metadata.uid,
+          controller: true,
+        },
+      ]);
+      // Applied server-side, under the operator's field manager.
+      expect(o.metadata?.managedFields?.map((f) => [f.manager, f.operation])).toContainEqual([
+        'streamcube-operator',
+        'Apply',
+      ]);
+    }
+    expect(sts.spec?.template.metadata?.labels).toMatchObject(labels);
+    expect(sts.spec?.replicas).toBe(2);
+    expect(sts.spec?.template.spec?.containers[0]?.args).toContain(`--replica-set=${name}`);
+    expect(service.spec?.clusterIP).toBe('None');
+    expect(budget.spec?.maxUnavailable).toBe(1);
+  }
+  const notReady = await waitForPool(pool, 'both sets, not Ready', (p) => p.status?.replicas === 2);
+  expect(notReady.status?.sets?.map((s) => [s.name, s.state, s.readyReplicas])).toEqual([
+    ['pool-0', 'Active', 0],
+    ['pool-1', 'Active', 0],
+  ]);
+  expect(condition(notReady, 'Ready')).toMatchObject({
+    status: 'False',
+    reason: 'ReceiversNotReady',
+  });
+  await setReadyReplicas('pool-0', 2);
+  await setReadyReplicas('pool-1', 2);
+  const ready = await waitForPool(pool, 'Ready', (p) => condition(p, 'Ready')?.status === 'True');
+  expect(ready.status).toMatchObject({ readySets: 2, observedGeneration: 1 });
+  expect(condition(ready, 'Degraded')).toMatchObject({ status: 'False' });
+  // Stable: no status write, and no object of a set changed, over three resyncs.
+  const versions = async (): Promise<(string | undefined)[]> => [
+    (await getPool(pool)).metadata.resourceVersion,
+    (await statefulSet('pool-0'))?.metadata?.resourceVersion,
+    (await statefulSet('pool-1'))?.metadata?.resourceVersion,
+  ];
+  const settled = await versions();
+  await sleep(3 * resyncMs);
+  expect(await versions()).toEqual(settled);
+  // The printer columns read these.
+  const row = await kubectl('get', 'receiverpool', pool, '-n', stack.namespace, '--no-headers');
+  expect(row.trim().split(/\s+/).slice(0, 5)).toEqual([pool, '2', '2', '2', 'True']);
+});
+
+test('kubectl scale receiverpool/<pool> --replicas=3 adds set <pool>-2 (the scale subresource)', async () => {
+  await kubectl('scale', `receiverpool/${pool}`, '--replicas=3', '-n', stack.namespace);
+  expect((await getPool(pool)).spec.sets).toBe(3);
+  await waitFor('StatefulSet pool-2', () => statefulSet('pool-2'));
+  await waitForPool(pool, 'three sets', (p) => p.status?.replicas === 3);
+  const scale = JSON.parse(
+    await kubectl(
+      'get',
+      `receiverpool/${pool}`,
+      '-n',
+      stack.namespace,
+      '--subresource=scale',
+      '-o',
+      'json',
+    ),
+  ) as { spec: { replicas: number }; status: { replicas: number; selector: string } };
+  expect(scale.spec.replicas).toBe(3);
+  expect(scale.status).toEqual({ replicas: 3, selector: `streamcube.io/pool=${pool}` });
+});
+
+test('drift is healed: a deleted StatefulSet or Service comes back, an edited replica count is set back', async () => {
+  const before = await statefulSet('pool-0');
+  await apis().apps.deleteNamespacedStatefulSet({ name: 'pool-0', namespace: stack.namespace });
+  await apis().core.deleteNamespacedService({ name: 'pool-1', namespace: stack.namespace });
+  await apis().apps.patchNamespacedStatefulSet(
+    { name: 'pool-2', namespace: stack.namespace, body: { spec: { replicas: 5 } } },
+    mergePatch,
+  );
+  await waitFor('StatefulSet pool-0 made again', async () => {
+    const sts = await statefulSet('pool-0');
+    return sts !== undefined && sts.metadata?.uid !== before?.metadata?.uid;
+  });
+  await waitFor('Service pool-1 made again', () =>
+    orUndefined(apis().core.readNamespacedService({ name: 'pool-1', namespace: stack.namespace })),
+  );
+  await waitFor(
+    'pool-2 back at 2 replicas',
+    async () => (await statefulSet('pool-2'))?.spec?.replicas === 2,
+  );
+});
+
+test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, an Event), and goes with its claims once the cube leaves it', async () => {
+  await stack.createCube('uses-pool-2', 'receiver-pool-topic', {
+    replicaSets: ['pool-0', 'pool-2'],
+  });
+  // A claim as the StatefulSet controller would make it (labelled with the set's selector).
+  await apis().core.createNamespacedPersistentVolumeClaim({
+    namespace: stack.namespace,
+    body: {
+      metadata: {
+        name: 'data-pool-2-0',
+        labels: { 'streamcube.io/pool': pool, 'streamcube.io/replica-set': 'pool-2' },
+      },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    },
+  });
+  await kubectl('scale', `receiverpool/${pool}`, '--replicas=2', '-n', stack.namespace);
+  const held = await waitForPool(
+    pool,
+    'Degraded SetsInUse',
+    (p) => condition(p, 'Degraded')?.reason === 'SetsInUse',
+  );
+  expect(condition(held, 'Degraded')?.message).toBe(
+    `set pool-2 is Draining but used by ${stack.namespace}/uses-pool-2 (listed)`,
+  );
+  expect(held.status?.sets?.map((s) => [s.name, s.state])).toEqual([
+    ['pool-0', 'Active'],
+    ['pool-1', 'Active'],
+    ['pool-2', 'Draining'],
+  ]);
+  expect(held.status?.replicas).toBe(3);
+  expect(await statefulSet('pool-2')).toBeDefined();
+  const events = await waitFor('a SetsInUse Event', async () => {
+    const list = await apis().core.listNamespacedEvent({
+      namespace: stack.namespace,
+      fieldSelector: `involvedObject.name=${pool}`,
+    });
+    return list.items.some((e) => e.reason === 'SetsInUse') ? list.items : undefined;
+  });
+  expect(events.find((e) => e.reason === 'SetsInUse')?.type).toBe('Warning');
+
+  await apis().custom.patchNamespacedCustomObject(
+    {
+      group,
+      version,
+      plural: 'cubeassignments',
+      namespace: stack.namespace,
+      name: 'uses-pool-2',
+      body: { spec: { replicaSets: ['pool-0'] } },
+    },
+    mergePatch,
+  );
+  await waitFor(
+    'StatefulSet pool-2 deleted',
+    async () => (await statefulSet('pool-2')) === undefined,
+  );
+  const after = await waitForPool(
+    pool,
+    'two sets, not Degraded',
+    (p) => p.status?.replicas === 2 && condition(p, 'Degraded')?.status === 'False',
+  );
+  expect(after.status?.sets?.map((s) => s.name)).toEqual(['pool-0', 'pool-1']);
+  expect(
+    await orUndefined(
+      apis().core.readNamespacedService({ name: 'pool-2', namespace: stack.namespace }),
+    ),
+  ).toBeUndefined();
+  expect(
+    await orUndefined(
+      apis().policy.readNamespacedPodDisruptionBudget({
+        name: 'pool-2',
+        namespace: stack.namespace,
+      }),
+    ),
+  ).toBeUndefined();
+  // retainOnScaleIn: Delete. The claim protection finalizer keeps a deleted claim until no pod uses
+  // it, which only the controller manager (not running here) notices: deleted means Terminating.
+  const claim = await orUndefined(
+    apis().core.readNamespacedPersistentVolumeClaim({
+      name: 'data-pool-2-0',
+      namespace: stack.namespace,
+    }),
+  );
+  expect(claim === undefined || claim.metadata?.deletionTimestamp !== undefined).toBe(true);
+  const removed = await apis().core.listNamespacedEvent({
+    namespace: stack.namespace,
+    fieldSelector: `involvedObject.name=${pool}`,
+  });
+  expect(removed.items.find((e) => e.reason === 'SetRemoved')?.message).toBe(
+    'set pool-2 removed: no CubeAssignment uses it; its data claims were deleted (1) (spec.storage.retainOnScaleIn: Delete)',
+  );
+});
+
+test.each<[string, string, ReceiverPoolSpecInput, RegExp]>([
+  [
+    'a name too long for <pool>-<index>',
+    'p'.repeat(50),
+    spec(1),
+    /metadata\.name of a ReceiverPool must be at most 49 characters/,
+  ],
+  ['a name with a dot (no Service name)', 'a.b', spec(1), /metadata\.name of a ReceiverPool/],
+  [
+    'more sets than 100',
+    'too-many',
+    spec(101),
+    /spec\.sets: Invalid value: 101: spec\.sets in body should be less than or equal to 100/,
+  ],
+  ['a negative number of sets', 'negative', spec(-1), /spec\.sets/],
+  [
+    'a PDB that never lets a pod go (maxUnavailable 0)',
+    'pdb-zero',
+    spec(1, { replicas: 1, podDisruptionBudget: { maxUnavailable: 0 } }),
+    /spec\.podDisruptionBudget\.maxUnavailable: Invalid value: 0/,
+  ],
+  [
+    'a PDB that never lets a pod go (minAvailable = replicas)',
+    'pdb-min',
+    spec(1, { replicas: 2, podDisruptionBudget: { minAvailable: 2 } }),
+    /spec\.podDisruptionBudget\.minAvailable: Invalid value: .*must be below spec\.replicas/,
+  ],
+  [
+    'both kinds of deep storage',
+    'two-stores',
+    spec(1, { deepStorage: { claimName: 'x', s3: { bucket: 'bkt' } } }),
+    /spec\.deepStorage needs exactly one of claimName and s3/,
+  ],
+  [
+    'a leader Lease without a ServiceAccount',
+    'lease',
+    spec(1, {
+      receiver: { adminToken: { name: 'a' }, readToken: { name: 'r' }, leaderLease: 'l' },
+    }),
+    /spec\.receiver\.leaderLease: Required value: spec\.receiver\.leaderLease needs spec\.receiver\.serviceAccountName/,
+  ],
+])('refused by the API server: %s', async (_, name, poolSpec, message) => {
+  const error = await createPool(name, poolSpec).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ApiException);
+  expect((error as ApiException<string>).code).toBe(422);
+  expect(JSON.stringify((error as ApiException<unknown>).body)).toMatch(message);
+});
+
+test('kubectl explain describes the fields from the CRD', async () => {
+  const explained = await kubectl('explain', 'receiverpool.spec.storage.retainOnScaleIn');
+  expect(explained.replace(/\s+/g, ' ')).toContain(
+    "What becomes of a set's data claims when the set is removed",
+  );
+  expect(await kubectl('explain', 'rpool.status.sets.state')).toMatch(/Active .*Draining/s);
+});
+
+test('zero sets is a valid pool: nothing rendered, Ready', async () => {
+  await createPool('empty', spec(0));
+  const empty = await waitForPool(
+    'empty',
+    'Ready',
+    (p) => condition(p, 'Ready')?.status === 'True',
+  );
+  expect(empty.status).toMatchObject({ replicas: 0, readySets: 0, sets: [] });
+  const sets: V1StatefulSet[] = (
+    await apis().apps.listNamespacedStatefulSet({
+      namespace: stack.namespace,
+      labelSelector: 'streamcube.io/pool=empty',
+    })
+  ).items;
+  expect(sets).toEqual([]);
+});
+
+test('a cube on a pool (spec.pool) is placed on its Active sets and moves off a set the pool scales in, which then goes', async () => {
+  await createPool('follow', spec(2));
+  const topic = `receiver-pool-follow-${Date.now()}`;
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 4 }] });
+  await stack.createCube('on-pool', topic, { pool: 'follow' });
+  const sets = (c: { status?: { assignment?: Record<string, number[]> } }): string[] =>
+    Object.entries(c.status?.assignment ?? {})
+      .filter(([, partitions]) => partitions.length > 0)
+      .map(([rs]) => rs)
+      .sort();
+  await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0,follow-1');
+  await kubectl('scale', 'receiverpool/follow', '--replicas=1', '-n', stack.namespace);
+  const moved = await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0');
+  expect(moved.status?.assignment?.['follow-0']).toEqual([0, 1, 2, 3]);
+  await waitFor(
+    'StatefulSet follow-1 deleted',
+    async () => (await statefulSet('follow-1')) === undefined,
+  );
+  const pool = await waitForPool('follow', 'one set', (p) => p.status?.replicas === 1);
+  expect(pool.status?.sets?.map((s) => s.name)).toEqual(['follow-0']);
+  const metrics = await (await fetch(`http://127.0.0.1:${operator.port}/metrics`)).text();
+  const series = (name: string): string[] =>
+    metrics.split('\n').filter((l) => l.startsWith(name) && l.includes('pool="follow"'));
+  expect(series('streamcube_pool_sets{')).toEqual([
+    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Active"} 1`,
+    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Draining"} 0`,
+  ]);
+  expect(series('streamcube_pool_sets_removed_total{')).toEqual([
+    `streamcube_pool_sets_removed_total{namespace="${stack.namespace}",pool="follow"} 1`,
+  ]);
+});
+
+test('a cube naming a pool that does not exist keeps its partitions: Degraded PoolNotFound, naming the field', async () => {
+  const topic = `receiver-pool-nowhere-${Date.now()}`;
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 1 }] });
+  await stack.createCube('on-no-pool', topic, { pool: 'nowhere' });
+  const cube = await stack.waitForCube(
+    'on-no-pool',
+    'Degraded PoolNotFound',
+    (c) => c.status?.conditions?.find((x) => x.type === 'Degraded')?.reason === 'PoolNotFound',
+  );
+  expect(cube.status?.conditions?.find((x) => x.type === 'Degraded')?.message).toContain(
+    `spec.pool names ReceiverPool ${stack.namespace}/nowhere, which does not exist`,
+  );
+  expect(cube.status?.assignment ?? {}).toEqual({});
+});
+
+test.each<[string, object, RegExp]>([
+  [
+    'both replicaSets and pool',
+    { replicaSets: ['a'], pool: 'p' },
+    /spec needs exactly one of replicaSets and pool/,
+  ],
+  ['neither replicaSets nor pool', {}, /spec needs exactly one of replicaSets and pool/],
+  [
+    'pins with a pool',
+    { pool: 'p', pins: { 'p-0': [0] } },
+    /spec\.pins: Invalid value.*a cube on a pool has no pins/,
+  ],
+])('a cube with %s is refused by the API server', async (_, sets, message) => {
+  const error = await apis()
+    .custom.createNamespacedCustomObject({
+      group,
+      version,
+      plural: 'cubeassignments',
+      namespace: stack.namespace,
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'CubeAssignment',
+        metadata: { name: 'refused' },
+        spec: {
+          source: { brokers: ['k:9092'], topic: 't' },
+          schema: {
+            timestampField: 'ts',
+            dimensions: [],
+            measures: [{ name: 'n', function: 'count' }],
+            window: '1m',
+          },
+          ...sets,
+        },
+      },
+    })
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  expect((error as ApiException<unknown>).code).toBe(422);
+  expect(JSON.stringify((error as ApiException<unknown>).body)).toMatch(message);
+});
