@@ -58,6 +58,8 @@ export class CommittedIndex {
   readonly counted: CommittedRef[];
   readonly blockMs: number;
   readonly windowMs: number;
+  /** partition → offsets Kafka deleted before they were read, as the records' hand-offs say. */
+  readonly lost = new Map<number, OffsetRange[]>();
   private readonly blocks = new Map<number, CommittedBlock>();
   private readonly summary: Pick<Piece<unknown>, 'ranges' | 'rejected'>[];
 
@@ -75,6 +77,11 @@ export class CommittedIndex {
           ...rejectedOf(h.rejected),
           rows: { key: w.handOffKeys[i]!, windowEnd: w.windowStart + windowMs },
         });
+        for (const [p, ranges] of rangeMapFromJson(h.lostRanges ?? {})) {
+          const acc = this.lost.get(p) ?? [];
+          for (const r of ranges) addRange(acc, r.from, r.to);
+          this.lost.set(p, acc);
+        }
       });
     this.windows = view.length;
     this.handOffs = pieces.length;

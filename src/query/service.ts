@@ -17,6 +17,7 @@ import {
   pieceRowsOfHandOff,
   pieceRowsOfLive,
 } from './answer.ts';
+import { type AccountedRanges, addAccounted, lostInStatus } from './accounted-ranges.ts';
 import { CommittedViewCache } from './committed-cache.ts';
 import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
 import {
@@ -452,8 +453,13 @@ export class QueryService {
       ? committed.index.count.fork<Rowed>()
       : new PieceCount<Rowed>();
     count.offer(pieces.sort(piecePreference));
+    // Offsets Kafka deleted before any replica read them: the receivers' reports in the cube's
+    // status (the latest ranges), and the committed hand-offs' (every one handed off).
+    const accounted: AccountedRanges = new Map();
+    addAccounted(accounted, 'retention', lostInStatus(cube));
+    addAccounted(accounted, 'retention', committed.index?.lost);
     return {
-      ...finishMerge(count, { pending, bounds, unavailable }),
+      ...finishMerge(count, { pending, bounds, unavailable, accounted }),
       committedCounted: count.countedBefore,
       // The fork holds only what it counted itself: the live pieces.
       live: count.counted,
