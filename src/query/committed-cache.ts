@@ -224,27 +224,36 @@ export class CommittedViewCache {
         ? previous.resumeAfter
         : undefined;
     let versions: RecordVersions;
-    let changed = true;
+    let index: CommittedIndex | undefined;
     if (previous && resume !== undefined) {
       versions = new Map(previous.versions);
       const keys = await storage.listKeys(cubeDir(cube), signal, resume);
-      changed =
-        addRecordKeys(
-          versions,
-          keys.filter((k) => k > resume),
-        ).length > 0;
+      const changed = addRecordKeys(
+        versions,
+        keys.filter((k) => k > resume),
+      );
       this.options.onListing?.('resumed');
+      if (changed.length === 0) index = previous.index;
+      else if (changed.every((w) => !previous.versions.has(w))) {
+        // Only new windows: their records alone are read and merged into the index, unless
+        // their offsets meet some it holds (then the index of everything is made again).
+        const added = await readRecords(
+          cube,
+          new Map(changed.map((w) => [w, versions.get(w)!])),
+          this.readRecord(storage),
+          signal,
+        );
+        const extended = new CommittedIndex(added, windowMs, previous.index);
+        if (extended.extendsCleanly) index = extended;
+      }
     } else {
       versions = await listRecordVersions(storage, cube, signal);
       this.options.onListing?.('full');
     }
-    const index =
-      previous && !changed
-        ? previous.index
-        : new CommittedIndex(
-            await readRecords(cube, versions, this.readRecord(storage), signal),
-            windowMs,
-          );
+    index ??= new CommittedIndex(
+      await readRecords(cube, versions, this.readRecord(storage), signal),
+      windowMs,
+    );
     const listing: Listing = {
       at,
       index,
