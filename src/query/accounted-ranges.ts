@@ -46,6 +46,32 @@ export function lostInStatus(cube: Pick<CubeAssignment, 'status'>): Map<number, 
 }
 
 /**
+ * The offsets before where a cube reading from the earliest offset began each partition: Kafka
+ * had deleted them when the cube was first placed (its log start was past 0). Where it began is
+ * `status.firstOffsets`; for a cube written before that field, `epochStarts` while the partition
+ * is still in its first epoch. A cube reading from the latest offset never had them to read.
+ */
+export function deletedBeforeTheCube(
+  cube: Pick<CubeAssignment, 'spec' | 'status'>,
+): Map<number, OffsetRange[]> {
+  const out = new Map<number, OffsetRange[]>();
+  if (cube.spec.source.startingOffsets === 'latest') return out;
+  const status = cube.status;
+  const partitions = new Set([
+    ...Object.keys(status?.firstOffsets ?? {}),
+    ...Object.keys(status?.epochStarts ?? {}),
+  ]);
+  for (const p of partitions) {
+    const first =
+      status?.firstOffsets?.[p] ??
+      (status?.epochs?.[p] === 1 ? status.epochStarts?.[p] : undefined);
+    if (first !== undefined && BigInt(first) > 0n)
+      out.set(Number(p), [{ from: 0n, to: BigInt(first) }]);
+  }
+  return out;
+}
+
+/**
  * What of `gaps` (a partition's offsets no piece holds, merged and sorted) the accounted ranges
  * explain, with their reasons, and the gaps left: those stay missing.
  */

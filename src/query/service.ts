@@ -17,7 +17,12 @@ import {
   pieceRowsOfHandOff,
   pieceRowsOfLive,
 } from './answer.ts';
-import { type AccountedRanges, addAccounted, lostInStatus } from './accounted-ranges.ts';
+import {
+  type AccountedRanges,
+  addAccounted,
+  deletedBeforeTheCube,
+  lostInStatus,
+} from './accounted-ranges.ts';
 import { CommittedViewCache } from './committed-cache.ts';
 import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
 import {
@@ -453,9 +458,10 @@ export class QueryService {
       ? committed.index.count.fork<Rowed>()
       : new PieceCount<Rowed>();
     count.offer(pieces.sort(piecePreference));
-    // Offsets Kafka deleted before any replica read them: the receivers' reports in the cube's
-    // status (the latest ranges), and the committed hand-offs' (every one handed off).
+    // Offsets Kafka deleted before any replica read them: before the cube began, the receivers'
+    // reports in the cube's status (the latest ranges), and the committed hand-offs' (every one).
     const accounted: AccountedRanges = new Map();
+    addAccounted(accounted, 'retention', deletedBeforeTheCube(cube));
     addAccounted(accounted, 'retention', lostInStatus(cube));
     addAccounted(accounted, 'retention', committed.index?.lost);
     return {

@@ -5,8 +5,9 @@
 // malformed records among the offsets, per partition — equal the producer's ledger; its
 // answers while windows were being committed count exactly the offsets they say they cover; and
 // over the committed windows it equals an independent reader (pyarrow over the committed files),
-// revenue to the cent. Offsets Kafka deletes before any replica reads them are said lost to
-// retention, live and once committed, and the answer is complete otherwise.
+// revenue to the cent. Offsets Kafka deletes before any replica reads them (while the cube reads,
+// and before it began) are said lost to retention, live and once committed, and the answer is
+// complete otherwise.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatUnits } from '../../src/api/scaled-sum.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
@@ -326,7 +327,8 @@ test('answers over live receivers and committed deep storage equal the ledger, e
 
 test('offsets Kafka deleted before any replica read them: lost to retention, and the answer complete otherwise', async () => {
   const t0 = Date.now();
-  if (server.port === 0) await Promise.all([applyCrd(), server.start()]);
+  // This checkout's CRD (status.firstOffsets) again, right before the cube.
+  await Promise.all([applyCrd(), server.port === 0 ? server.start() : undefined]);
   const { admin, kc, namespace } = stack;
   const api = cubeApi(kc);
   const name = 'retained';
@@ -343,6 +345,9 @@ test('offsets Kafka deleted before any replica read them: lost to retention, and
     produced.get(p)!.push(...list);
   };
   for (const p of [0, 1]) await write(p, 100);
+  // Partition 1's log starts at 20 before the cube begins (from the earliest offset): Kafka
+  // deleted [0, 20) before any replica could read them.
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 1, offset: '20' }] });
   await stack.createCube(name, topic, {
     schema,
     replicaSets: ['rs-a', 'rs-b'],
@@ -374,11 +379,12 @@ test('offsets Kafka deleted before any replica read them: lost to retention, and
   await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '250' }] });
   await api.patchSpec(namespace, name, { suspend: false });
   await positions(300n);
-  const lost = produced.get(0)!.slice(100, 250);
+  const lost = [...produced.get(0)!.slice(100, 250), ...produced.get(1)!.slice(0, 20)];
   const kept = () => [...produced.values()].flat().filter((e) => !lost.includes(e));
 
   // Live: the cube's status names the range; the answer counts every other offset once.
   const lostRange = [{ from: '100', to: '250', reason: 'retention' }];
+  const beforeTheCube = [{ from: '0', to: '20', reason: 'retention' }];
   const live = await waitFor('the lost range in an answer', async () => {
     const a = await server.query(name, {});
     return a.partitions[0]?.lost.length ? a : undefined;
@@ -394,7 +400,7 @@ test('offsets Kafka deleted before any replica read them: lost to retention, and
       lostRange,
       [],
     ],
-    [1, [['0', '300']], [], []],
+    [1, [['20', '300']], beforeTheCube, []],
   ]);
   expect(totalsRow(live).events).toBe(kept().length);
 
@@ -415,12 +421,12 @@ test('offsets Kafka deleted before any replica read them: lost to retention, and
   expect(answer.sources.committed.handOffs).toBeGreaterThan(0);
   expect(answer.partitions.map((p) => [p.partition, p.lost, p.missing])).toEqual([
     [0, lostRange, []],
-    [1, [], []],
+    [1, beforeTheCube, []],
   ]);
   expect(totalsRow(answer)).toMatchObject({ events: kept().length, revenue: revenueOf(kept()) });
   const table = await server.cli([name]);
   expect(table.stdout).toContain(
-    'complete: every offset of 2 partitions accounted for once; 150 of them lost to retention, in no row (partition 0 [100, 250))',
+    'complete: every offset of 2 partitions accounted for once; 170 of them lost to retention, in no row (partition 0 [100, 250), partition 1 [0, 20))',
   );
   console.log(
     `query-service, lost to retention: ${kept().length} events kept of ${kept().length + lost.length}, ${answer.sources.committed.handOffs} committed hand-offs; ${Math.round((Date.now() - t0) / 1000)} s`,

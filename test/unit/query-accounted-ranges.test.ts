@@ -1,9 +1,11 @@
 // Offsets an answer accounts for without counting them: a lost range explains only the part of a
 // partition's gaps it names; a gap no source names stays missing, and a range that counted pieces
-// hold is no gap at all.
+// hold is no gap at all. A cube reading from the earliest offset of a log that started past 0
+// never had the offsets before it.
 import {
   type AccountedRanges,
   addAccounted,
+  deletedBeforeTheCube,
   explainGaps,
   lostInStatus,
 } from '../../src/query/accounted-ranges.ts';
@@ -111,4 +113,30 @@ test("the cube's status: each partition's lost ranges, rows without them skipped
   } as unknown as CubeAssignment;
   expect(lostInStatus(cube)).toEqual(new Map([[0, [r(100, 250)]]]));
   expect(lostInStatus({ status: undefined })).toEqual(new Map());
+});
+
+test.each<[string, 'earliest' | 'latest', object, Record<number, [number, number]>]>([
+  [
+    'earliest: before where each partition was first placed',
+    'earliest',
+    {
+      firstOffsets: { '0': '40', '1': '0' },
+      epochs: { '0': 3, '1': 1 },
+      epochStarts: { '0': '900' },
+    },
+    { 0: [0, 40] },
+  ],
+  [
+    'a cube of before firstOffsets: epochStarts while in its first epoch, nothing after a move',
+    'earliest',
+    { epochs: { '0': 1, '1': 2 }, epochStarts: { '0': '40', '1': '900' } },
+    { 0: [0, 40] },
+  ],
+  ["latest: never the cube's to read", 'latest', { firstOffsets: { '0': '40' } }, {}],
+  ['no status yet', 'earliest', {}, {}],
+])('%s', (_, startingOffsets, status, expected) => {
+  const cube = { spec: { source: { startingOffsets } }, status } as unknown as CubeAssignment;
+  expect(deletedBeforeTheCube(cube)).toEqual(
+    new Map(Object.entries(expected).map(([p, [a, b]]) => [Number(p), [r(a, b)]])),
+  );
 });
