@@ -268,6 +268,15 @@ async function main(): Promise<void> {
       `when a window was committed since: the index of every record made again (from cached records) p50 ${ms(median(rebuilds))} ms, the index extended by the new window's records p50 ${ms(median(extensions))} ms: ×${(median(rebuilds) / median(extensions)).toFixed(0)}`,
     );
 
+    // With node --expose-gc: the heap after a collection before the warm cache fills and after,
+    // against the cache's estimate of what it holds.
+    const gc = (globalThis as { gc?: () => void }).gc;
+    const heapAfterGc = (): number | undefined => {
+      if (!gc) return undefined;
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const heapBefore = heapAfterGc();
     const warmCache = newCache();
     const warm = serviceOver(bench, warmCache);
     const results: string[] = [];
@@ -306,6 +315,11 @@ async function main(): Promise<void> {
     say(
       `cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held by its estimate, bound ${(cacheBytes / 2 ** 20).toFixed(0)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}; the process's heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
     );
+    const heapAfter = heapAfterGc();
+    if (heapBefore !== undefined && heapAfter !== undefined)
+      say(
+        `after a GC the heap grew by ${((heapAfter - heapBefore) / 2 ** 20).toFixed(1)} MiB while the warm cache filled: ×${((heapAfter - heapBefore) / warmCache.bytes).toFixed(2)} its estimate`,
+      );
 
     if (pyarrowRuns > 0) {
       const baseline = await pyarrowBaseline(bench, pyarrowRuns);

@@ -95,9 +95,24 @@ export interface CommittedCacheOptions {
   onListing?: (kind: 'full' | 'resumed') => void;
 }
 
-/** Roughly what a value holds in memory: strings two bytes a character, numbers eight. */
-const rowBytes = (row: HandOffRow): number =>
-  48 + row.dimensions.reduce((n, d) => n + 16 + 2 * d.length, 0) + 8 * row.values.length;
+/**
+ * What V8 (64-bit, no pointer compression) holds for values the cache keeps, measured against the
+ * heap (bench/README.md): a string 16 bytes of header and its characters, one byte each when
+ * they are Latin-1 (JSON and Arrow's ASCII), rounded up to 8; a row an object of two fields (40),
+ * two arrays (32 each, and a backing store of 16 and 8 a slot), a slot in its hand-off's array (8,
+ * and as much again of spare capacity); each value a boxed number (16) or a bigint (24).
+ */
+const stringBytes = (s: string): number => 16 + 8 * Math.ceil(Math.max(1, s.length) / 8);
+const rowBytes = (dimensions: readonly string[], values: number): number =>
+  144 + dimensions.reduce((n, d) => n + 8 + stringBytes(d), 0) + 32 * values;
+/** A commit record's text, and the entry around it. */
+export const recordBytes = (text: string): number => 64 + stringBytes(text);
+/** A hand-off's rows as `rows` decoded them. */
+export const handOffRowsBytes = (rows: readonly HandOffRow[]): number =>
+  rows.reduce((n, r) => n + rowBytes(r.dimensions, r.values.length), 64);
+/** A rollup's rows, and its key. */
+export const rollupBytes = (key: string, rows: readonly PieceRow[]): number =>
+  rows.reduce((n, r) => n + rowBytes(r.dims, r.values.length), 64 + stringBytes(key));
 
 const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
 
@@ -166,7 +181,9 @@ export class CommittedViewCache {
   }
 
   private keep(kind: CacheKind, key: string, value: unknown, bytes: number): void {
-    this.lruOf(kind).set(`${kind}\u0000${key}`, value, bytes);
+    const id = `${kind}\u0000${key}`;
+    // The entry itself: its key, a slot of the map and the object holding value and size.
+    this.lruOf(kind).set(id, value, bytes + 96 + stringBytes(id));
     this.options.onBytes?.(this.bytes);
   }
 
@@ -272,7 +289,7 @@ export class CommittedViewCache {
       const cached = this.lookup<string>('record', key);
       if (cached !== undefined) return cached;
       const text = await storage.readObject(key, s);
-      if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
+      if (text !== undefined) this.keep('record', key, text, recordBytes(text));
       return text;
     };
   }
@@ -283,15 +300,7 @@ export class CommittedViewCache {
   }
 
   keepRollup(key: string, rows: PieceRow[]): void {
-    this.keep(
-      'rollup',
-      key,
-      rows,
-      rows.reduce(
-        (n, r) => n + 48 + r.dims.reduce((m, d) => m + 16 + 2 * d.length, 0) + 16 * r.values.length,
-        64 + 2 * key.length,
-      ),
-    );
+    this.keep('rollup', key, rows, rollupBytes(key, rows));
   }
 
   /** The rows of the hand-off at `key`, decoded in the schema's column order. */
@@ -306,12 +315,7 @@ export class CommittedViewCache {
     const cached = this.lookup<HandOffRow[]>('rows', id);
     if (cached) return cached;
     const rows = await readHandOffRows(storage, key, schema, undefined, signal);
-    this.keep(
-      'rows',
-      id,
-      rows,
-      rows.reduce((n, r) => n + rowBytes(r), 64),
-    );
+    this.keep('rows', id, rows, handOffRowsBytes(rows));
     return rows;
   }
 }
