@@ -419,6 +419,7 @@ export class QueryService {
     for (const [p, start] of Object.entries(status?.epochStarts ?? {}))
       boundOf(Number(p)).start = BigInt(start);
     for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
+    const accounted: AccountedRanges = new Map();
     const unavailable: Unavailable[] = [];
     if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
     for (const l of live.values()) {
@@ -431,7 +432,10 @@ export class QueryService {
           });
         continue;
       }
-      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, cube, q));
+      for (const piece of l.answer.pieces ?? []) {
+        pieces.push(livePiece(l, piece, cube, q));
+        addAccounted(accounted, 'retention', piece.lostRanges);
+      }
       for (const [p, held] of Object.entries(l.answer.held ?? {})) {
         const b = boundOf(Number(p));
         const to = BigInt(held.to);
@@ -459,8 +463,8 @@ export class QueryService {
       : new PieceCount<Rowed>();
     count.offer(pieces.sort(piecePreference));
     // Offsets Kafka deleted before any replica read them: before the cube began, the receivers'
-    // reports in the cube's status (the latest ranges), and the committed hand-offs' (every one).
-    const accounted: AccountedRanges = new Map();
+    // reports in the cube's status (the latest ranges), their live segments' and the committed
+    // hand-offs' (each names those right before its offsets).
     addAccounted(accounted, 'retention', deletedBeforeTheCube(cube));
     addAccounted(accounted, 'retention', lostInStatus(cube));
     addAccounted(accounted, 'retention', committed.index?.lost);

@@ -294,6 +294,23 @@ describe('offsets lost to retention', () => {
     expect(answer.partitions[0]).toMatchObject({ covered: [['0', '115']], lost: [] });
   });
 
+  test('named only by the live segment after it (past the ranges a status lists): complete, lost said', async () => {
+    const withLost = live(0, 100, 115, 5);
+    withLost.pieces![0]!.lostRanges = { '0': [['10', '100']] };
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready,
+      answers: { ...answers, 'rs-a-0': withLost },
+      cube: lostCube([]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(true);
+    expect(answer.partitions[0]).toMatchObject({
+      lost: [{ from: '10', to: '100', reason: 'retention' }],
+      missing: [],
+    });
+  });
+
   test('named only by a commit record (the status no longer lists it): complete, lost said', async () => {
     const storage = await storageWithWindow0();
     await commitWindow1(storage, 100, 110, [10, 100]);
