@@ -14,7 +14,8 @@ import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
 import { createLogger } from '../src/observability/logger.ts';
 import { CommittedViewCache } from '../src/query/committed-cache.ts';
-import { readCommittedView } from '../src/query/committed-view.ts';
+import { CommittedIndex } from '../src/query/committed-index.ts';
+import { listRecordVersions, readCommittedView, readRecords } from '../src/query/committed-view.ts';
 import { createQueryMetrics } from '../src/query/metrics.ts';
 import type { QueryBody } from '../src/query/request.ts';
 import { createQueryServer } from '../src/query/server.ts';
@@ -35,6 +36,7 @@ const usage = `Usage: npm run bench:query -- [options]
   --pyarrow N       pyarrow runs of the baseline (0: none)     [default 3]
   --cache-bytes N   the cache's bound                          [default 268435456]
   --writers N       windows handed off and committed at once  [default 8]
+  --refreshes N     refreshes of a warm listing, of each kind  [default 5]
   --fresh           write the committed windows again (else reused from the cache directory)
 `;
 
@@ -163,6 +165,7 @@ async function main(): Promise<void> {
     pyarrow: '3',
     'cache-bytes': String(256 * 2 ** 20),
     writers: '8',
+    refreshes: '5',
     fresh: false,
   });
   if (!flags) return;
@@ -203,6 +206,77 @@ async function main(): Promise<void> {
       `\n${flags.storage}: ${bench.committedWindows} committed windows (${bench.committedWindows * 2} hand-offs) + ${bench.liveWindows} live; listing and index, cold: p50 ${ms(median(listing))} ms`,
     );
 
+    // A warm listing past its age refreshed: every key listed again, or resumed from the newest
+    // windows (nothing new committed meanwhile), alternating; and the index made again from
+    // cached records, which a resumed listing adds when it finds something new.
+    const cubeId = { namespace: 'shop', cube: 'orders' };
+    const refreshing = (full: boolean) => {
+      const cache = new CommittedViewCache({
+        maxBytes: cacheBytes,
+        listMaxAgeMs: 0,
+        fullListMaxAgeMs: full ? 0 : 24 * 60 * 60_000,
+      });
+      return async () => {
+        const t = performance.now();
+        await cache.index(bench.storage, cubeId, M, { relist: false });
+        return performance.now() - t;
+      };
+    };
+    const fullRefresh = refreshing(true);
+    const resumedRefresh = refreshing(false);
+    await fullRefresh();
+    await resumedRefresh();
+    const refreshes = { full: [] as number[], resumed: [] as number[] };
+    for (let i = 0; i < Number(flags.refreshes); i++) {
+      refreshes.full.push(await fullRefresh());
+      refreshes.resumed.push(await resumedRefresh());
+    }
+    const versions = await listRecordVersions(bench.storage, cubeId);
+    const texts = new Map<string, string | undefined>();
+    await readRecords(cubeId, versions, async (key) => {
+      texts.set(key, await bench.storage.readObject(key));
+      return texts.get(key);
+    });
+    const rebuilds: number[] = [];
+    const extensions: number[] = [];
+    const view = await readRecords(cubeId, versions, (key) => Promise.resolve(texts.get(key)));
+    const lastStart = view.at(-1)!.windowStart;
+    const allButLast = new CommittedIndex(
+      view.filter((w) => w.windowStart < lastStart),
+      M,
+    );
+    for (let i = 0; i < Number(flags.refreshes); i++) {
+      let t = performance.now();
+      new CommittedIndex(
+        await readRecords(cubeId, versions, (key) => Promise.resolve(texts.get(key))),
+        M,
+      );
+      rebuilds.push(performance.now() - t);
+      t = performance.now();
+      const extended = new CommittedIndex(
+        view.filter((w) => w.windowStart === lastStart),
+        M,
+        allButLast,
+      );
+      extensions.push(performance.now() - t);
+      if (!extended.extendsCleanly) throw new Error('the last window did not extend the index');
+    }
+    say(
+      `a warm listing refreshed (${refreshes.full.length} of each, alternating): listing every key p50 ${ms(median(refreshes.full))} ms, resumed from the newest windows p50 ${ms(median(refreshes.resumed))} ms: ×${(median(refreshes.full) / median(refreshes.resumed)).toFixed(1)}`,
+    );
+    say(
+      `when a window was committed since: the index of every record made again (from cached records) p50 ${ms(median(rebuilds))} ms, the index extended by the new window's records p50 ${ms(median(extensions))} ms: ×${(median(rebuilds) / median(extensions)).toFixed(0)}`,
+    );
+
+    // With node --expose-gc: the heap after a collection before the warm cache fills and after,
+    // against the cache's estimate of what it holds.
+    const gc = (globalThis as { gc?: () => void }).gc;
+    const heapAfterGc = (): number | undefined => {
+      if (!gc) return undefined;
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const heapBefore = heapAfterGc();
     const warmCache = newCache();
     const warm = serviceOver(bench, warmCache);
     const results: string[] = [];
@@ -241,6 +315,11 @@ async function main(): Promise<void> {
     say(
       `cache: ${(warmCache.bytes / 2 ** 20).toFixed(1)} MiB held by its estimate, bound ${(cacheBytes / 2 ** 20).toFixed(0)} MiB: ${warmCache.bytes <= cacheBytes ? 'within' : 'OVER'}; the process's heap ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB`,
     );
+    const heapAfter = heapAfterGc();
+    if (heapBefore !== undefined && heapAfter !== undefined)
+      say(
+        `after a GC the heap grew by ${((heapAfter - heapBefore) / 2 ** 20).toFixed(1)} MiB while the warm cache filled: ×${((heapAfter - heapBefore) / warmCache.bytes).toFixed(2)} its estimate`,
+      );
 
     if (pyarrowRuns > 0) {
       const baseline = await pyarrowBaseline(bench, pyarrowRuns);

@@ -652,6 +652,12 @@ export const cubeAssignmentStatus = z
       .describe(
         "Partition → the offset its current epoch began at: the stop offset of the move that gave it to its owner, or where its first placement started. The operator's tiling check and replica repair count from here; a replica that missed that move, still holding the partition under the epoch before, hands it over there.",
       ),
+    firstOffsets: z
+      .record(partitionKey, offset)
+      .optional()
+      .describe(
+        "Partition → the offset the cube began reading it at: where its first placement started (the log start for startingOffsets earliest, the end for latest), written once. Offsets before it were never the cube's to read; from earliest, Kafka had deleted them (retention) before the cube began, and query answers count them lost to retention.",
+      ),
     reassign: reassignJournal.optional(),
     proposal: reassignProposal.optional(),
     releasedUncommitted: partitionsByReplicaSet()

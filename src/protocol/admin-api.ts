@@ -371,6 +371,8 @@ export const queryPiece = z.object({
    * absent when the receiver does not know (a segment restored from a checkpoint of before).
    */
   rejected: z.record(partitionKey, reasonCounts).optional(),
+  /** As in segmentStatus: offsets Kafka deleted right before the segment's ranges. Absent: none. */
+  lostRanges: offsetRanges.optional(),
   /** The segment's rows, filtered and grouped as the answer's `rows` are. */
   rows: queryRows,
 });

@@ -3,8 +3,9 @@
 // compare-and-set; a hand-off's manifest is written after its data file and a rewrite writes the
 // same bytes at the same key. So entries are kept by key until the bound evicts the least
 // recently used. The listing of a cube's records is the one thing that goes stale: it is reused
-// while younger than `listMaxAgeMs`, and listed again whenever an answer made from it is not
-// complete (a window committed since is then a gap in the offsets, never a silent miss). With a
+// while younger than `listMaxAgeMs`, then listed again from its newest windows on (resumed), and
+// in whole whenever an answer made from it is not complete (a window committed since is then a
+// gap in the offsets, never a silent miss) or the last full listing is old enough. With a
 // listing it keeps its index (committed-index.ts: the committed pieces, merged once), and
 // rollups of whole blocks of counted pieces; these two under half of the bound of their own, so
 // that a scan of every hand-off (a cold question over the whole cube) does not evict them.
@@ -12,11 +13,16 @@ import type { CubeSchema } from '../api/cube.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
 import type { PieceRow } from './answer.ts';
 import { CommittedIndex } from './committed-index.ts';
+import { cubeDir } from '../receiver/hand-off-commit.ts';
 import {
   type CommittedCube,
   type HandOffRow,
-  readCommittedView,
+  type RecordReader,
+  type RecordVersions,
+  addRecordKeys,
+  listRecordVersions,
   readHandOffRows,
+  readRecords,
 } from './committed-view.ts';
 
 /** A map whose entries weigh bytes, the least recently used dropped past `maxBytes`. */
@@ -73,24 +79,78 @@ export interface CommittedCacheOptions {
   maxBytes: number;
   /** A cube's listing is reused this long (unless an answer from it was incomplete). */
   listMaxAgeMs: number;
+  /**
+   * A listing past its age lists only the newest windows again (resumed, see `resumeAfter`) while
+   * the last full listing is younger than this; absent: 10 minutes.
+   */
+  fullListMaxAgeMs?: number;
+  /** Window directories a listing that resumes lists again (resumeAfter); absent: 60. */
+  relistedWindows?: number;
   now?: () => number;
   /** Told of each look-up, for metrics. */
   onLookup?: (kind: CacheKind, hit: boolean) => void;
   /** Told of the bytes held after each change. */
   onBytes?: (bytes: number) => void;
+  /** Told of each listing: of every key, or resumed from the last one's newest windows. */
+  onListing?: (kind: 'full' | 'resumed') => void;
 }
 
-/** Roughly what a value holds in memory: strings two bytes a character, numbers eight. */
-const rowBytes = (row: HandOffRow): number =>
-  48 + row.dimensions.reduce((n, d) => n + 16 + 2 * d.length, 0) + 8 * row.values.length;
+/**
+ * What V8 (64-bit, no pointer compression) holds for values the cache keeps, measured against the
+ * heap (bench/README.md): a string 16 bytes of header and its characters, one byte each when
+ * they are Latin-1 (JSON and Arrow's ASCII), rounded up to 8; a row an object of two fields (40),
+ * two arrays (32 each, and a backing store of 16 and 8 a slot), a slot in its hand-off's array (8,
+ * and as much again of spare capacity); each value a boxed number (16) or a bigint (24).
+ */
+const stringBytes = (s: string): number => 16 + 8 * Math.ceil(Math.max(1, s.length) / 8);
+const rowBytes = (dimensions: readonly string[], values: number): number =>
+  144 + dimensions.reduce((n, d) => n + 8 + stringBytes(d), 0) + 32 * values;
+/** A commit record's text, and the entry around it. */
+export const recordBytes = (text: string): number => 64 + stringBytes(text);
+/** A hand-off's rows as `rows` decoded them. */
+export const handOffRowsBytes = (rows: readonly HandOffRow[]): number =>
+  rows.reduce((n, r) => n + rowBytes(r.dimensions, r.values.length), 64);
+/** A rollup's rows, and its key. */
+export const rollupBytes = (key: string, rows: readonly PieceRow[]): number =>
+  rows.reduce((n, r) => n + rowBytes(r.dims, r.values.length), 64 + stringBytes(key));
 
 const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
 
-/** A cube's listing, kept as its index only (the records' text is kept apart, by key). */
+/**
+ * A cube's listing, kept as its index and the versions of the records it read (the records' text
+ * is kept apart, by key), and where a listing that resumes from it starts.
+ */
 interface Listing {
   at: number;
   index: CommittedIndex;
+  versions: RecordVersions;
+  /** When the listing of every key this one stems from ran. */
+  fullAt: number;
+  /** Keys after this one are listed again by a listing that resumes; undefined: list them all. */
+  resumeAfter: string | undefined;
 }
+
+/** Window directories listed again by a listing that resumes: an hour of 1-minute windows. */
+const defaultRelistedWindows = 60;
+
+/**
+ * Where a listing resumes: at the `relistedWindows`-th last window directory in key order, so
+ * that those (where new record versions come: later generations, a sibling replica covering
+ * more) are listed again, and every key after them (new windows) is listed. A record written
+ * into an older window is not seen until the next full listing; until then its offsets, held by
+ * no receiver once committed, are a gap, and an answer with a gap lists everything again.
+ */
+export function resumeAfter(
+  versions: RecordVersions,
+  relistedWindows = defaultRelistedWindows,
+): string | undefined {
+  const windows = [...new Set([...versions.keys()].map((at) => at.slice(0, at.indexOf('/'))))];
+  if (windows.length === 0) return undefined;
+  windows.sort();
+  return windows[Math.max(0, windows.length - relistedWindows)];
+}
+
+const defaultFullListMaxAgeMs = 10 * 60_000;
 
 export class CommittedViewCache {
   /** Records and rows: what is read from deep storage. */
@@ -121,7 +181,9 @@ export class CommittedViewCache {
   }
 
   private keep(kind: CacheKind, key: string, value: unknown, bytes: number): void {
-    this.lruOf(kind).set(`${kind}\u0000${key}`, value, bytes);
+    const id = `${kind}\u0000${key}`;
+    // The entry itself: its key, a slot of the map and the object holding value and size.
+    this.lruOf(kind).set(id, value, bytes + 96 + stringBytes(id));
     this.options.onBytes?.(this.bytes);
   }
 
@@ -141,20 +203,19 @@ export class CommittedViewCache {
     o: { relist: boolean; signal?: AbortSignal },
   ): Promise<{ index: CommittedIndex; cached: boolean }> {
     const id = listingId(cube);
-    if (!o.relist) {
-      const listed = this.lookup<Listing>('listing', id);
-      if (
-        listed &&
-        listed.index.windowMs === windowMs &&
-        this.now() - listed.at < this.options.listMaxAgeMs
-      )
-        return { index: listed.index, cached: true };
-    }
+    const listed = o.relist ? undefined : this.lookup<Listing>('listing', id);
+    if (
+      listed &&
+      listed.index.windowMs === windowMs &&
+      this.now() - listed.at < this.options.listMaxAgeMs
+    )
+      return { index: listed.index, cached: true };
     // Answers that find the listing stale at once share one new listing (a month of windows
     // takes seconds to list); one asking to list again because its answer had a gap makes its own.
     const inFlight = o.relist ? undefined : this.listings.get(`${id}\u0000${windowMs}`);
     if (inFlight) return { index: await inFlight, cached: false };
-    const listing = this.list(storage, cube, windowMs, o.signal);
+    // A listing asked for because an answer had a gap lists everything; one past its age resumes.
+    const listing = this.list(storage, cube, windowMs, o.signal, listed);
     if (!o.relist) {
       const key = `${id}\u0000${windowMs}`;
       this.listings.set(key, listing);
@@ -171,18 +232,66 @@ export class CommittedViewCache {
     cube: CommittedCube,
     windowMs: number,
     signal: AbortSignal | undefined,
+    previous: Listing | undefined,
   ): Promise<CommittedIndex> {
     const at = this.now();
-    const windows = await readCommittedView(storage, cube, signal, async (key, s) => {
+    const fullMaxAge = this.options.fullListMaxAgeMs ?? defaultFullListMaxAgeMs;
+    const resume =
+      previous && previous.index.windowMs === windowMs && at - previous.fullAt < fullMaxAge
+        ? previous.resumeAfter
+        : undefined;
+    let versions: RecordVersions;
+    let index: CommittedIndex | undefined;
+    if (previous && resume !== undefined) {
+      versions = new Map(previous.versions);
+      const keys = await storage.listKeys(cubeDir(cube), signal, resume);
+      const changed = addRecordKeys(
+        versions,
+        keys.filter((k) => k > resume),
+      );
+      this.options.onListing?.('resumed');
+      if (changed.length === 0) index = previous.index;
+      else if (changed.every((w) => !previous.versions.has(w))) {
+        // Only new windows: their records alone are read and merged into the index, unless
+        // their offsets meet some it holds (then the index of everything is made again).
+        const added = await readRecords(
+          cube,
+          new Map(changed.map((w) => [w, versions.get(w)!])),
+          this.readRecord(storage),
+          signal,
+        );
+        const extended = new CommittedIndex(added, windowMs, previous.index);
+        if (extended.extendsCleanly) index = extended;
+      }
+    } else {
+      versions = await listRecordVersions(storage, cube, signal);
+      this.options.onListing?.('full');
+    }
+    index ??= new CommittedIndex(
+      await readRecords(cube, versions, this.readRecord(storage), signal),
+      windowMs,
+    );
+    const listing: Listing = {
+      at,
+      index,
+      versions,
+      fullAt: previous && resume !== undefined ? previous.fullAt : at,
+      resumeAfter: resumeAfter(versions, this.options.relistedWindows),
+    };
+    // The versions weigh about as much as the index's references (a key, a few numbers each).
+    this.keep('listing', listingId(cube), listing, index.bytes + 160 * versions.size);
+    return index;
+  }
+
+  /** Commit records by key, through the cache: a record never changes once written. */
+  private readRecord(storage: DeepStorage): RecordReader {
+    return async (key, s) => {
       const cached = this.lookup<string>('record', key);
       if (cached !== undefined) return cached;
       const text = await storage.readObject(key, s);
-      if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
+      if (text !== undefined) this.keep('record', key, text, recordBytes(text));
       return text;
-    });
-    const index = new CommittedIndex(windows, windowMs);
-    this.keep('listing', listingId(cube), { at, index } satisfies Listing, index.bytes);
-    return index;
+    };
   }
 
   /** The rows of a rollup at `key` (a block's id and a query's shape), if kept. */
@@ -191,15 +300,7 @@ export class CommittedViewCache {
   }
 
   keepRollup(key: string, rows: PieceRow[]): void {
-    this.keep(
-      'rollup',
-      key,
-      rows,
-      rows.reduce(
-        (n, r) => n + 48 + r.dims.reduce((m, d) => m + 16 + 2 * d.length, 0) + 16 * r.values.length,
-        64 + 2 * key.length,
-      ),
-    );
+    this.keep('rollup', key, rows, rollupBytes(key, rows));
   }
 
   /** The rows of the hand-off at `key`, decoded in the schema's column order. */
@@ -214,12 +315,7 @@ export class CommittedViewCache {
     const cached = this.lookup<HandOffRow[]>('rows', id);
     if (cached) return cached;
     const rows = await readHandOffRows(storage, key, schema, undefined, signal);
-    this.keep(
-      'rows',
-      id,
-      rows,
-      rows.reduce((n, r) => n + rowBytes(r), 64),
-    );
+    this.keep('rows', id, rows, handOffRowsBytes(rows));
     return rows;
   }
 }

@@ -58,11 +58,30 @@ export class CommittedIndex {
   readonly counted: CommittedRef[];
   readonly blockMs: number;
   readonly windowMs: number;
+  /** partition → offsets Kafka deleted before they were read, as the records' hand-offs say. */
+  readonly lost = new Map<number, OffsetRange[]>();
   private readonly blocks = new Map<number, CommittedBlock>();
   private readonly summary: Pick<Piece<unknown>, 'ranges' | 'rejected'>[];
 
-  constructor(view: CommittedWindow[], windowMs: number) {
+  /**
+   * False when this index extends `base` (below) but a new piece met offsets `base` holds or
+   * refused, or another new piece's: which piece counts then depends on the preference order
+   * among all of them, and only an index of the whole view says it.
+   */
+  readonly extendsCleanly: boolean;
+
+  /**
+   * The index of `view`; with `base`, of `base`'s view and `view` (windows none of whose records
+   * `base` indexed): only `view`'s records are parsed and merged. The outcome is that of one merge
+   * of both when `extendsCleanly`: every new piece's offsets are new.
+   */
+  constructor(view: CommittedWindow[], windowMs: number, base?: CommittedIndex) {
     const pieces: Piece<HandOffRef>[] = [];
+    for (const [p, ranges] of base?.lost ?? [])
+      this.lost.set(
+        p,
+        ranges.map((r) => ({ ...r })),
+      );
     for (const w of view)
       w.record.handOffs.forEach((h, i) => {
         pieces.push({
@@ -75,25 +94,45 @@ export class CommittedIndex {
           ...rejectedOf(h.rejected),
           rows: { key: w.handOffKeys[i]!, windowEnd: w.windowStart + windowMs },
         });
+        for (const [p, ranges] of rangeMapFromJson(h.lostRanges ?? {})) {
+          const acc = this.lost.get(p) ?? [];
+          for (const r of ranges) addRange(acc, r.from, r.to);
+          this.lost.set(p, acc);
+        }
       });
-    this.windows = view.length;
-    this.handOffs = pieces.length;
-    const count = new PieceCount<HandOffRef>().offer(pieces.sort(piecePreference));
-    this.summary = summarizeRejected(count.counted);
+    this.windows = (base?.windows ?? 0) + view.length;
+    this.handOffs = (base?.handOffs ?? 0) + pieces.length;
+    const count = (base ? base.count.fork<HandOffRef>() : new PieceCount<HandOffRef>()).offer(
+      pieces.sort(piecePreference),
+    );
+    this.extendsCleanly =
+      !base ||
+      (count.counted.length === pieces.length &&
+        !pieces.some((piece) => meetsAny(base.count.refused, piece.ranges)));
+    this.summary = summarizeRejected([...(base?.summary ?? []), ...count.counted]);
     // Kept: the offsets counted and the counted pieces' places, not their offset maps.
     this.count = count.fork<never>();
-    this.counted = count.counted
+    const added = count.counted
       .map((p) => ({ windowStart: p.windowStart, windowEnd: p.rows.windowEnd, key: p.rows.key }))
       .sort((a, b) => a.windowStart - b.windowStart);
+    this.counted = base ? mergeByWindow(base.counted, added) : added;
     this.windowMs = windowMs;
     this.blockMs = blockSpanMs(windowMs);
-    for (const piece of this.counted) {
+    // A block of `base` that gets no new piece is kept as it is (its id, and so its rollups).
+    const touched = new Set<CommittedBlock>();
+    for (const [start, block] of base?.blocks ?? []) this.blocks.set(start, block);
+    for (const piece of added) {
       const start = Math.floor(piece.windowStart / this.blockMs) * this.blockMs;
       let block = this.blocks.get(start);
-      if (!block) this.blocks.set(start, (block = { start, pieces: [], id: '' }));
+      if (!block || !touched.has(block)) {
+        block = { start, pieces: [...(block?.pieces ?? [])], id: '' };
+        this.blocks.set(start, block);
+        touched.add(block);
+      }
       block.pieces.push(piece);
     }
-    for (const block of this.blocks.values()) {
+    for (const block of touched) {
+      block.pieces.sort((a, b) => a.windowStart - b.windowStart);
       const hash = createHash('sha256');
       for (const piece of block.pieces) hash.update(piece.key).update('\u0000');
       block.id = `${block.start}.${hash.digest('hex').slice(0, 24)}`;
@@ -133,6 +172,25 @@ export class CommittedIndex {
     }
     return lo;
   }
+}
+
+/** Whether any offset of `ranges` is in `refused` (PieceCount's offsets of conflicting pieces). */
+function meetsAny(
+  refused: PieceCount<never>['refused'],
+  ranges: Map<number, OffsetRange[]>,
+): boolean {
+  for (const [p, list] of ranges)
+    for (const r of list)
+      for (const x of refused.get(p) ?? [])
+        if (x.ranges.some((h) => h.from < r.to && r.from < h.to)) return true;
+  return false;
+}
+
+/** Two lists of refs, each sorted by window start, as one (new windows mostly come last). */
+function mergeByWindow(a: CommittedRef[], b: CommittedRef[]): CommittedRef[] {
+  if (b.length === 0) return a;
+  if (a.length === 0 || a.at(-1)!.windowStart <= b[0]!.windowStart) return [...a, ...b];
+  return [...a, ...b].sort((x, y) => x.windowStart - y.windowStart);
 }
 
 /**

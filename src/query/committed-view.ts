@@ -33,6 +33,42 @@ const recordKey = /^window=(-?\d+)\/replicaSet=([^/]+)\/commit\.(\d+)\.json$/;
 /** Reads the text of a commit record: storage itself, or a cache in front of it (records never change). */
 export type RecordReader = (key: string, signal?: AbortSignal) => Promise<string | undefined>;
 
+/** Per window and replica set (`window=…/replicaSet=…`), the newest record version listed. */
+export type RecordVersions = Map<
+  string,
+  { windowStart: number; replicaSet: string; version: number }
+>;
+
+/**
+ * Adds the commit records among `keys` (relative to the cube's directory) to `versions`, keeping
+ * the newest of each window and replica set; returns those that were new or newer.
+ */
+export function addRecordKeys(versions: RecordVersions, keys: Iterable<string>): string[] {
+  const changed = new Set<string>();
+  for (const key of keys) {
+    const m = recordKey.exec(key);
+    if (!m) continue;
+    const [, start, replicaSet, version] = m as unknown as [string, string, string, string];
+    const at = `window=${start}/replicaSet=${replicaSet}`;
+    if ((versions.get(at)?.version ?? 0) < Number(version)) {
+      versions.set(at, { windowStart: Number(start), replicaSet, version: Number(version) });
+      changed.add(at);
+    }
+  }
+  return [...changed];
+}
+
+/** The newest commit record of every window and replica set of the cube: one listing of it all. */
+export async function listRecordVersions(
+  storage: DeepStorage,
+  cube: CommittedCube,
+  signal?: AbortSignal,
+): Promise<RecordVersions> {
+  const versions: RecordVersions = new Map();
+  addRecordKeys(versions, await storage.listKeys(cubeDir(cube), signal));
+  return versions;
+}
+
 /**
  * Every window's newest commit record of each replica set of the cube. A record that is a fence's
  * barrier with no hand-offs stays in the list (it says the set committed nothing of the window).
@@ -43,19 +79,20 @@ export async function readCommittedView(
   signal?: AbortSignal,
   readRecord: RecordReader = (key, s) => storage.readObject(key, s),
 ): Promise<CommittedWindow[]> {
+  return readRecords(cube, await listRecordVersions(storage, cube, signal), readRecord, signal);
+}
+
+/** The records `versions` names, read (`readRecord`) and sorted by window and replica set. */
+export async function readRecords(
+  cube: CommittedCube,
+  versions: RecordVersions,
+  readRecord: RecordReader,
+  signal?: AbortSignal,
+): Promise<CommittedWindow[]> {
   const root = cubeDir(cube);
-  const newest = new Map<string, { windowStart: number; replicaSet: string; version: number }>();
-  for (const key of await storage.listKeys(root, signal)) {
-    const m = recordKey.exec(key);
-    if (!m) continue;
-    const [, start, replicaSet, version] = m as unknown as [string, string, string, string];
-    const at = `window=${start}/replicaSet=${replicaSet}`;
-    if ((newest.get(at)?.version ?? 0) < Number(version))
-      newest.set(at, { windowStart: Number(start), replicaSet, version: Number(version) });
-  }
   // Records read a bounded number at once: a month of 1-minute windows is tens of thousands of
   // them, more than a process may hold files or connections open.
-  const entries = [...newest];
+  const entries = [...versions];
   const out = new Array<CommittedWindow | undefined>(entries.length);
   let next = 0;
   await Promise.all(

@@ -33,6 +33,8 @@ export interface QueryServerConfig {
   cacheBytes: number;
   /** A cube's listing of commit records is reused this long; 0: listed for every answer. */
   cacheListingMaxAgeMs: number;
+  /** Past its age a listing resumes from the newest windows; every key is listed this often. */
+  cacheFullListingMaxAgeMs: number;
 }
 
 export const queryServerUsage = `Usage: streamcube query-server [options]
@@ -62,6 +64,8 @@ Options (environment variable in brackets):
   --max-rows N                 rows an answer may hold (400 past it)                        [10000]
   --cache-bytes N              commit records and hand-off rows kept, in bytes (Ki, Mi, Gi)  [256Mi]
   --cache-listing-max-age DUR  a cube's listing of commit records is reused this long         [5s]
+  --cache-full-listing-max-age DUR  past it, a listing resumes from the newest windows;
+                               every record is listed again this often (and after a gap)    [10m]
   --host ADDR / --port N       the query API, /healthz /readyz /metrics  [default: 0.0.0.0:8082]
 
 Logging: STREAMCUBE_LOG_LEVEL=error|warn|info|debug (default: info).
@@ -96,6 +100,7 @@ export function parseQueryServerConfig(
           'max-rows',
           'cache-bytes',
           'cache-listing-max-age',
+          'cache-full-listing-max-age',
           'host',
           'port',
         ].map((k) => [k, { type: 'string' as const }]),
@@ -172,5 +177,6 @@ export function parseQueryServerConfig(
     maxRows: integer('max-rows', flag('max-rows') ?? '10000', 1, 1_000_000),
     cacheBytes: bytes('cache-bytes', flag('cache-bytes') ?? '256Mi'),
     cacheListingMaxAgeMs: duration('cache-listing-max-age', '5s', 0),
+    cacheFullListingMaxAgeMs: duration('cache-full-listing-max-age', '10m', 0),
   };
 }

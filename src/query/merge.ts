@@ -12,6 +12,7 @@ import {
   addRange,
   rangesToJson,
 } from '../receiver/offset-ranges.ts';
+import { type AccountedRangeJson, type AccountedRanges, explainGaps } from './accounted-ranges.ts';
 
 export type PieceKind = 'committed' | 'live';
 
@@ -57,6 +58,8 @@ export interface PartitionCoverage {
   from: string;
   to: string;
   covered: RangeJson[];
+  /** Offsets accounted for but not counted, each with why (accounted-ranges.ts): not a gap. */
+  lost: AccountedRangeJson[];
   complete: boolean;
   missing: MissingRange[];
 }
@@ -221,6 +224,7 @@ export function mergePieces<Rows>(o: {
   pending?: Coverage;
   bounds: Map<number, PartitionBounds>;
   unavailable?: Unavailable[];
+  accounted?: AccountedRanges;
 }): MergeResult<Rows> {
   return finishMerge(new PieceCount<Rows>().offer([...o.pieces].sort(piecePreference)), o);
 }
@@ -232,6 +236,8 @@ export function finishMerge<Rows>(
     pending?: Coverage;
     bounds: Map<number, PartitionBounds>;
     unavailable?: Unavailable[];
+    /** Offsets known gone (accounted-ranges.ts): they explain a gap, never fill counted offsets. */
+    accounted?: AccountedRanges;
   },
 ): MergeResult<Rows> {
   const { counted, coverage, conflicts, refused, duplicates } = count;
@@ -253,7 +259,10 @@ export function finishMerge<Rows>(
     let to = bounds.end ?? last ?? from;
     if (last !== undefined && last > to) to = last;
     const lowest = first !== undefined && first < from ? first : from;
-    const gaps = subtractRanges([{ from: lowest, to }], ranges);
+    const { explained, left: gaps } = explainGaps(
+      subtractRanges([{ from: lowest, to }], ranges),
+      o.accounted?.get(p),
+    );
     const unavailable = (o.unavailable ?? []).filter(
       (u) => u.partitions === 'all' || u.partitions.includes(p),
     );
@@ -277,6 +286,7 @@ export function finishMerge<Rows>(
       from: lowest.toString(),
       to: to.toString(),
       covered: rangesToJson(ranges),
+      lost: explained,
       complete: missing.length === 0,
       missing,
     });

@@ -20,6 +20,7 @@ export interface QueryMetrics {
   incomplete: Counter<'reason'>;
   cacheLookups: Counter<'kind' | 'result'>;
   cacheBytes: Gauge;
+  listings: Counter<'kind'>;
 }
 
 export function createQueryMetrics(registry: Registry): QueryMetrics {
@@ -70,6 +71,12 @@ export function createQueryMetrics(registry: Registry): QueryMetrics {
     cacheBytes: new Gauge({
       name: 'streamcube_query_cache_bytes',
       help: 'Bytes held by the committed view cache (estimated size of decoded rows and records)',
+      registers,
+    }),
+    listings: new Counter({
+      name: 'streamcube_query_listings_total',
+      help: "Listings of a cube's commit records: kind full (every key) or resumed (the newest windows, and any after)",
+      labelNames: ['kind'],
       registers,
     }),
   };

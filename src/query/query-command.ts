@@ -174,10 +174,34 @@ export function formatCsv(columns: string[], rows: Cell[][]): string {
   return [columns, ...rows].map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
 }
 
-/** What an answer says of completeness and of the rejected records among its offsets. */
+/**
+ * What an answer says of completeness, of the rejected records among its offsets and of those
+ * lost; `lost` optional: a query server of before does not say.
+ */
 type Completeness = Pick<CubeAnswer, 'complete'> & {
-  partitions: (PartitionCoverage & Partial<Pick<PartitionAnswer, 'rejected' | 'rejectedKnown'>>)[];
+  partitions: (Omit<PartitionCoverage, 'lost'> &
+    Partial<Pick<PartitionCoverage, 'lost'>> &
+    Partial<Pick<PartitionAnswer, 'rejected' | 'rejectedKnown'>>)[];
 };
+
+/** The footer's word on offsets accounted for but not counted: how many, why, and where. */
+export function lostNote(answer: Completeness): string {
+  const byReason = new Map<string, { count: bigint; where: string[] }>();
+  for (const p of answer.partitions)
+    for (const r of p.lost ?? []) {
+      const entry = byReason.get(r.reason) ?? { count: 0n, where: [] };
+      entry.count += BigInt(r.to) - BigInt(r.from);
+      entry.where.push(`partition ${p.partition} [${r.from}, ${r.to})`);
+      byReason.set(r.reason, entry);
+    }
+  const shown = 3;
+  return [...byReason]
+    .map(
+      ([reason, { count, where }]) =>
+        `; ${count} of them lost to ${reason}, in no row (${where.slice(0, shown).join(', ')}${where.length > shown ? `, and ${where.length - shown} more ranges` : ''})`,
+    )
+    .join('');
+}
 
 /** The footer's word on rejected records: how many of the offsets counted no row holds, and why. */
 export function rejectedNote(answer: Completeness): string {
@@ -204,8 +228,9 @@ export function rejectedNote(answer: Completeness): string {
 
 /** What the table's footer says of completeness. */
 export function completenessNote(answer: Completeness): string {
+  const lost = lostNote(answer);
   if (answer.complete)
-    return `complete: every offset of ${answer.partitions.length} partitions counted once${rejectedNote(answer)}\n`;
+    return `complete: every offset of ${answer.partitions.length} partitions ${lost ? 'accounted for' : 'counted'} once${lost}${rejectedNote(answer)}\n`;
   const lines = answer.partitions
     .filter((p) => !p.complete)
     .flatMap((p) =>
@@ -214,7 +239,7 @@ export function completenessNote(answer: Completeness): string {
           `  partition ${p.partition}: offsets from ${m.from}${m.to === undefined ? '' : ` to ${m.to}`}: ${m.reason}`,
       ),
     );
-  return `INCOMPLETE: some offsets are not counted${rejectedNote(answer)}\n${lines.join('\n')}\n`;
+  return `INCOMPLETE: some offsets are not counted${lost}${rejectedNote(answer)}\n${lines.join('\n')}\n`;
 }
 
 /** Runs the command; answers the exit code (0 answered, 1 refused or unreachable). */

@@ -52,11 +52,14 @@ export async function runQueryServer(argv: string[]): Promise<number> {
   const transport = config.receiverCaFile
     ? tlsReceiverTransport(config.receiverCaFile, config.receiverServerName)
     : undefined;
+  for (const kind of ['full', 'resumed']) metrics.listings.inc({ kind }, 0);
   for (const kind of ['listing', 'record', 'rows', 'rollup'])
     for (const result of ['hit', 'miss']) metrics.cacheLookups.inc({ kind, result }, 0);
   const cache = new CommittedViewCache({
     maxBytes: config.cacheBytes,
     listMaxAgeMs: config.cacheListingMaxAgeMs,
+    fullListMaxAgeMs: config.cacheFullListingMaxAgeMs,
+    onListing: (kind) => metrics.listings.inc({ kind }),
     onLookup: (kind, hit) => metrics.cacheLookups.inc({ kind, result: hit ? 'hit' : 'miss' }),
     onBytes: (bytes) => metrics.cacheBytes.set(bytes),
   });

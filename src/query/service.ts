@@ -17,6 +17,12 @@ import {
   pieceRowsOfHandOff,
   pieceRowsOfLive,
 } from './answer.ts';
+import {
+  type AccountedRanges,
+  addAccounted,
+  deletedBeforeTheCube,
+  lostInStatus,
+} from './accounted-ranges.ts';
 import { CommittedViewCache } from './committed-cache.ts';
 import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
 import {
@@ -413,6 +419,7 @@ export class QueryService {
     for (const [p, start] of Object.entries(status?.epochStarts ?? {}))
       boundOf(Number(p)).start = BigInt(start);
     for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
+    const accounted: AccountedRanges = new Map();
     const unavailable: Unavailable[] = [];
     if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
     for (const l of live.values()) {
@@ -425,7 +432,10 @@ export class QueryService {
           });
         continue;
       }
-      for (const piece of l.answer.pieces ?? []) pieces.push(livePiece(l, piece, cube, q));
+      for (const piece of l.answer.pieces ?? []) {
+        pieces.push(livePiece(l, piece, cube, q));
+        addAccounted(accounted, 'retention', piece.lostRanges);
+      }
       for (const [p, held] of Object.entries(l.answer.held ?? {})) {
         const b = boundOf(Number(p));
         const to = BigInt(held.to);
@@ -452,8 +462,14 @@ export class QueryService {
       ? committed.index.count.fork<Rowed>()
       : new PieceCount<Rowed>();
     count.offer(pieces.sort(piecePreference));
+    // Offsets Kafka deleted before any replica read them: before the cube began, the receivers'
+    // reports in the cube's status (the latest ranges), their live segments' and the committed
+    // hand-offs' (each names those right before its offsets).
+    addAccounted(accounted, 'retention', deletedBeforeTheCube(cube));
+    addAccounted(accounted, 'retention', lostInStatus(cube));
+    addAccounted(accounted, 'retention', committed.index?.lost);
     return {
-      ...finishMerge(count, { pending, bounds, unavailable }),
+      ...finishMerge(count, { pending, bounds, unavailable, accounted }),
       committedCounted: count.countedBefore,
       // The fork holds only what it counted itself: the live pieces.
       live: count.counted,

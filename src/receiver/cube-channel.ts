@@ -567,6 +567,7 @@ export class CubeChannel {
       this.segments.segments.values(),
       q,
       this.segments.partitions,
+      (segment) => this.lost.before(segment.ranges),
     );
   }
 }

@@ -11,6 +11,32 @@ import { fsyncDirectoryAsync, writeFileDurablyAsync } from './durable-files.ts';
 /** Listings of a tree whose directories keep going while it is walked, before the error stands. */
 const listAttempts = 10;
 
+/**
+ * The files under `root` whose keys (relative, `/`-separated) sort after `startAfter`: a directory
+ * all of whose keys sort before it is not read at all. Keys under `dir/` all sort after
+ * `startAfter` when `dir/` does and is not a prefix of it, and all before when `dir/` sorts before
+ * it and is not a prefix of it; only a directory that is a prefix of `startAfter` holds both.
+ */
+async function keysAfter(root: string, startAfter: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    const entries = await readdir(dir === '' ? root : join(root, ...dir.split('/')), {
+      withFileTypes: true,
+    });
+    for (const e of entries) {
+      const key = dir === '' ? e.name : `${dir}/${e.name}`;
+      if (!e.isDirectory()) {
+        if (e.isFile() && key > startAfter) out.push(key);
+        continue;
+      }
+      const under = `${key}/`;
+      if (under > startAfter || startAfter.startsWith(under)) await walk(key);
+    }
+  };
+  await walk('');
+  return out;
+}
+
 export class FilesystemDeepStorage implements DeepStorage {
   readonly type = 'filesystem';
   private readonly dir: string;
@@ -50,10 +76,11 @@ export class FilesystemDeepStorage implements DeepStorage {
    * hand-off's `<key>.tmp` renamed to `<key>`): that is listed again, and only a missing root is
    * an empty listing — taken for one, every commit record of the cube would read as absent.
    */
-  async listKeys(prefix: string): Promise<string[]> {
+  async listKeys(prefix: string, _signal?: AbortSignal, startAfter?: string): Promise<string[]> {
     const root = this.locationOf(prefix);
     for (let attempt = 1; ; attempt++) {
       try {
+        if (startAfter !== undefined) return await keysAfter(root, startAfter);
         const entries = await readdir(root, { recursive: true, withFileTypes: true });
         return entries
           .filter((e) => e.isFile())

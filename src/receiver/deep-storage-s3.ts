@@ -91,7 +91,7 @@ export class S3DeepStorage implements DeepStorage {
     }
   }
 
-  async listKeys(prefix: string, signal?: AbortSignal): Promise<string[]> {
+  async listKeys(prefix: string, signal?: AbortSignal, startAfter?: string): Promise<string[]> {
     const base = `${this.objectKey(prefix, '')}/`;
     const keys: string[] = [];
     let token: string | undefined;
@@ -102,6 +102,7 @@ export class S3DeepStorage implements DeepStorage {
             Bucket: this.location.bucket,
             Prefix: base,
             ...(token ? { ContinuationToken: token } : {}),
+            ...(startAfter !== undefined && !token ? { StartAfter: `${base}${startAfter}` } : {}),
           }),
           signal ? { abortSignal: signal } : {},
         );

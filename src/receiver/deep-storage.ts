@@ -42,9 +42,11 @@ export interface DeepStorage {
   ): Promise<void>;
   /**
    * Keys of every object under `prefix` (a hand-off key's leading parts), relative to it, in no
-   * particular order. Hand-offs being written may show their files, not only whole ones.
+   * particular order. Hand-offs being written may show their files, not only whole ones. With
+   * `startAfter` (relative to `prefix`), only the keys that sort after it (by their characters'
+   * codes, as S3 lists ASCII keys) need be listed: a listing that resumes. It may hold more.
    */
-  listKeys(prefix: string, signal?: AbortSignal): Promise<string[]>;
+  listKeys(prefix: string, signal?: AbortSignal, startAfter?: string): Promise<string[]>;
   /** The text of the object at `key`, if there is one. */
   readObject(key: string, signal?: AbortSignal): Promise<string | undefined>;
   /** The bytes of the object at `key` (a hand-off's data file), if there is one. */

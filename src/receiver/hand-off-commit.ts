@@ -37,6 +37,11 @@ export interface CommitRecord {
     epochs: Record<string, number>;
     /** As the hand-off's manifest says: partition → reason → records rejected; absent: not known. */
     rejected?: Record<string, Record<string, number>>;
+    /**
+     * As the hand-off's manifest says: partition → offsets Kafka deleted before they were read,
+     * right before a range of this hand-off. Absent: none (and in records written before it was kept).
+     */
+    lostRanges?: Record<string, RangeJson[]>;
   }[];
   /** partition → the offsets the listed hand-offs cover together. */
   offsetRanges: Record<string, RangeJson[]>;
@@ -250,12 +255,14 @@ function epochIn(
 export function recordedHandOff(
   target: HandOffTarget,
   segment: Pick<Segment, 'windowStart' | 'epochs' | 'ranges' | 'rejected'>,
+  lost: ReadonlyMap<number, OffsetRange[]> = new Map(),
 ): CommitRecord['handOffs'][number] {
   return {
     dir: handOffKey(target, segment).split('/').at(-1)!,
     offsetRanges: rangeMapToJson(segment.ranges),
     epochs: epochsToJson(segment.epochs),
     ...(segment.rejected ? { rejected: rejectedToJson(segment.rejected) } : {}),
+    ...(lost.size > 0 ? { lostRanges: rangeMapToJson(new Map(lost)) } : {}),
   };
 }
 

@@ -355,7 +355,9 @@ export class HandOffScheduler {
           if (s.windowStart === windowStart && s.state === 'HANDED_OFF') ofWindow.set(s.key, s);
         for (const s of this.written.values())
           if (s.windowStart === windowStart) ofWindow.set(s.key, s);
-        const mine = [...ofWindow.values()].map((s) => recordedHandOff(this.options.target, s));
+        const mine = [...ofWindow.values()].map((s) =>
+          recordedHandOff(this.options.target, s, this.options.lostBefore(s)),
+        );
         const outcome = await commitWindow({
           storage: this.options.storage,
           target: this.options.target,

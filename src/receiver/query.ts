@@ -39,6 +39,8 @@ export function querySegments(
     number,
     Readonly<Pick<PartitionClock, 'pending'> & Partial<Pick<PartitionClock, 'pendingRejected'>>>
   >,
+  /** The offsets Kafka deleted right before a segment's ranges (LostOffsets.before). */
+  lostBefore?: (segment: Segment) => Map<number, OffsetRange[]>,
 ): QueryResponse {
   const dimIndex = (name: string, field: string): number => {
     const i = schema.dimensions.indexOf(name);
@@ -109,6 +111,7 @@ export function querySegments(
       const own: Groups = new Map();
       if (inRange) addRows(own, s);
       const generation = generationOf(s);
+      const lost = lostBefore?.(s);
       pieces.push({
         windowStart: s.windowStart,
         windowEnd: s.windowEnd,
@@ -118,6 +121,7 @@ export function querySegments(
         inRange,
         rows: rowsOf(own),
         ...(s.rejected ? { rejected: rejectedToJson(s.rejected) } : {}),
+        ...(lost && lost.size > 0 ? { lostRanges: rangeMapToJson(lost) } : {}),
       });
     }
     if (!inRange) continue;

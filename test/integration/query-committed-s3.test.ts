@@ -1,10 +1,12 @@
 // The committed view in a real S3-compatible bucket (versitygw): windows handed off and committed
 // by the product's own code, read back by the query service's reader (listing, records, Arrow
-// files as bytes) to the same view and rows as from a directory, and answered by the service.
+// files as bytes) to the same view and rows as from a directory, and answered by the service; a
+// listing that resumes from the newest windows picks up a window committed since, in both.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { CommittedViewCache } from '../../src/query/committed-cache.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
 import { QueryService, nothingHeld } from '../../src/query/service.ts';
 import type { DeepStorage } from '../../src/receiver/deep-storage.ts';
@@ -57,24 +59,32 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** Windows 0..n-1 of partition p (rs-a: 0, rs-b: 1), 10 offsets and 10 events each. */
-async function writeWindows(to: DeepStorage, windows: number): Promise<void> {
+/**
+ * Windows `from`..n-1 of partition p (rs-a: 0, rs-b: 1), 10 offsets and 10 events each, of the
+ * cube `cube` with windows from `base` on.
+ */
+async function writeWindows(
+  to: DeepStorage,
+  windows: number,
+  o: { cube?: string; base?: number; from?: number } = {},
+): Promise<void> {
+  const base = o.base ?? 0;
   for (const [set, p] of [
     ['rs-a', 0],
     ['rs-b', 1],
   ] as const)
-    for (let w = 0; w < windows; w++) {
+    for (let w = o.from ?? 0; w < windows; w++) {
       const target: HandOffTarget = {
         namespace: 'shop',
-        cube: 'orders',
+        cube: o.cube ?? 'orders',
         replicaSet: set,
         receiver: `${set}-0`,
         schema,
       };
       const segment: Segment = {
-        key: w * M,
-        windowStart: w * M,
-        windowEnd: (w + 1) * M,
+        key: base + w * M,
+        windowStart: base + w * M,
+        windowEnd: base + (w + 1) * M,
         state: 'IMMUTABLE',
         rows: new Map([
           ['de', { dimensions: ['de'], values: [6, 660] }],
@@ -88,7 +98,7 @@ async function writeWindows(to: DeepStorage, windows: number): Promise<void> {
       const outcome = await commitWindow({
         storage: to,
         target,
-        windowStart: w * M,
+        windowStart: base + w * M,
         mine: [recordedHandOff(target, segment)],
       });
       expect(outcome.kind).toBe('committed');
@@ -141,3 +151,54 @@ test('a bucket and a directory give the same committed view, and the service ans
     [1, [['0', '50']]],
   ]);
 });
+
+/** `storage` whose listings are counted: how many keys each returned. */
+function countingListings(storage: DeepStorage): { storage: DeepStorage; listed: number[] } {
+  const listed: number[] = [];
+  const counting = Object.create(storage) as DeepStorage;
+  counting.listKeys = async (prefix, signal, startAfter) => {
+    const keys = await storage.listKeys(prefix, signal, startAfter);
+    listed.push(keys.length);
+    return keys;
+  };
+  return { storage: counting, listed };
+}
+
+test.each(['bucket', 'directory'])(
+  'a listing that resumes picks up a window committed since the last, in a %s',
+  async (where) => {
+    const to =
+      where === 'bucket'
+        ? storage
+        : new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'streamcube-query-dir-')));
+    // Windows of 2026: their keys sort as their times do.
+    const cube = { namespace: 'shop', cube: 'resumed', base: Date.UTC(2026, 0, 1) };
+    await writeWindows(to, 6, cube);
+    const listings: string[] = [];
+    const cache = new CommittedViewCache({
+      maxBytes: 1 << 24,
+      listMaxAgeMs: 0,
+      relistedWindows: 2,
+      onListing: (kind) => listings.push(kind),
+    });
+    const counting = countingListings(to);
+    const index = async () =>
+      (await cache.index(counting.storage, cube, M, { relist: false })).index;
+    const first = await index();
+    expect(first.handOffs).toBe(12);
+
+    await writeWindows(to, 7, { ...cube, from: 6 });
+    const second = await index();
+    expect(listings).toEqual(['full', 'resumed']);
+    expect(second.handOffs).toBe(14);
+    expect(second.count.coverage).toEqual(
+      new Map([
+        [0, [{ from: 0n, to: 70n }]],
+        [1, [{ from: 0n, to: 70n }]],
+      ]),
+    );
+    // Listed again: windows 4, 5 and 6 only (each a record and a hand-off's two files per set).
+    const [all, resumed] = counting.listed;
+    expect([all, resumed]).toEqual([36, 18]);
+  },
+);

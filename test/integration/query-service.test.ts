@@ -5,14 +5,19 @@
 // malformed records among the offsets, per partition — equal the producer's ledger; its
 // answers while windows were being committed count exactly the offsets they say they cover; and
 // over the committed windows it equals an independent reader (pyarrow over the committed files),
-// revenue to the cent.
+// revenue to the cent. Offsets Kafka deletes before any replica reads them (while the cube reads,
+// and before it began) are said lost to retention, live and once committed, and the answer is
+// complete otherwise.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { formatUnits } from '../../src/api/scaled-sum.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
 import {
   type TestEvent,
   byCountry,
+  createTopic,
   highWatermarks,
+  makeEvents,
+  produce,
   totalsOf,
   windowedSchema,
 } from '../support/events.ts';
@@ -319,3 +324,111 @@ test('answers over live receivers and committed deep storage equal the ledger, e
     `query-service: ${events.length} events in the ledger (${visible.length} visible records, ${plain.records.length + tx.records.length} written); final answer: ${totalsRow(total).events} events, revenue ${totalsRow(total).revenue}, complete, ${total.sources.committed.handOffs} committed hand-offs in ${total.sources.committed.windows} records, ${total.sources.counted} pieces counted, ${total.sources.duplicates} duplicates; during the run: ${JSON.stringify(exactDuring)}; committed windows before ${new Date(cut).toISOString()}: ${pyarrowEvents} events by pyarrow and by the query server; ${Math.round((Date.now() - t0) / 1000)} s`,
   );
 });
+
+test('offsets Kafka deleted before any replica read them: lost to retention, and the answer complete otherwise', async () => {
+  const t0 = Date.now();
+  // This checkout's CRD (status.firstOffsets) again, right before the cube.
+  await Promise.all([applyCrd(), server.port === 0 ? server.start() : undefined]);
+  const { admin, kc, namespace } = stack;
+  const api = cubeApi(kc);
+  const name = 'retained';
+  const topic = await createTopic(admin, 2);
+  const base = Date.UTC(2026, 0, 1);
+  const produced = new Map<number, TestEvent[]>([
+    [0, []],
+    [1, []],
+  ]);
+  // Events one second apart in event time, from `atS` seconds on.
+  const write = async (p: number, count: number, atS = produced.get(p)!.length): Promise<void> => {
+    const list = makeEvents(p, count, base + atS * 1000, 1000, produced.get(p)!.length + 1);
+    await produce(stack.producer, topic, p, list);
+    produced.get(p)!.push(...list);
+  };
+  for (const p of [0, 1]) await write(p, 100);
+  // Partition 1's log starts at 20 before the cube begins (from the earliest offset): Kafka
+  // deleted [0, 20) before any replica could read them.
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 1, offset: '20' }] });
+  await stack.createCube(name, topic, {
+    schema,
+    replicaSets: ['rs-a', 'rs-b'],
+    strategy: 'sticky',
+  });
+  await stack.waitForSettled(name);
+  const owners = async () => {
+    const status = (await api.get(namespace, name)).status!;
+    return Object.entries(status.assignment ?? {}).flatMap(([set, ps]) =>
+      stack.replicas[set]!.map((r) => ({ client: r.client.inNamespace(namespace), ps })),
+    );
+  };
+  const positions = async (to: bigint) => {
+    for (const { client, ps } of await owners())
+      await waitForPositions(client, name, Object.fromEntries(ps.map((p) => [p, to])));
+  };
+  await positions(100n);
+
+  // Suspended (every replica's consumer pauses the partitions), 200 more events each, and
+  // partition 0 loses [100, 250) as retention would delete it; resumed, the replicas jump.
+  await api.patchSpec(namespace, name, { suspend: true });
+  await waitFor('partitions paused', async () => {
+    for (const { client } of await owners())
+      if (!(await client.cubeStatus(name)).partitions.every((p) => p.state === 'paused'))
+        return false;
+    return true;
+  });
+  for (const p of [0, 1]) await write(p, 200);
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '250' }] });
+  await api.patchSpec(namespace, name, { suspend: false });
+  await positions(300n);
+  const lost = [...produced.get(0)!.slice(100, 250), ...produced.get(1)!.slice(0, 20)];
+  const kept = () => [...produced.values()].flat().filter((e) => !lost.includes(e));
+
+  // Live: the cube's status names the range; the answer counts every other offset once.
+  const lostRange = [{ from: '100', to: '250', reason: 'retention' }];
+  const beforeTheCube = [{ from: '0', to: '20', reason: 'retention' }];
+  const live = await waitFor('the lost range in an answer', async () => {
+    const a = await server.query(name, {});
+    return a.partitions[0]?.lost.length ? a : undefined;
+  });
+  expect(live.complete).toBe(true);
+  expect(live.partitions.map((p) => [p.partition, p.covered, p.lost, p.missing])).toEqual([
+    [
+      0,
+      [
+        ['0', '100'],
+        ['250', '300'],
+      ],
+      lostRange,
+      [],
+    ],
+    [1, [['20', '300']], beforeTheCube, []],
+  ]);
+  expect(totalsRow(live).events).toBe(kept().length);
+
+  // An hour later in event time, every window before is sealed, handed off and committed: the
+  // commit record of the window holding offset 250 names the range too.
+  for (const p of [0, 1]) await write(p, 10, 3600);
+  await positions(310n);
+  await waitFor(
+    'a commit record naming the lost range',
+    async () =>
+      (await committed(stack.deepStorageDir, name, namespace)).some((c) =>
+        c.record.handOffs.some((h) => h.lostRanges?.['0']?.length),
+      ),
+    60_000,
+    500,
+  );
+  const answer = await server.query(name, { requireComplete: true });
+  expect(answer.sources.committed.handOffs).toBeGreaterThan(0);
+  expect(answer.partitions.map((p) => [p.partition, p.lost, p.missing])).toEqual([
+    [0, lostRange, []],
+    [1, beforeTheCube, []],
+  ]);
+  expect(totalsRow(answer)).toMatchObject({ events: kept().length, revenue: revenueOf(kept()) });
+  const table = await server.cli([name]);
+  expect(table.stdout).toContain(
+    'complete: every offset of 2 partitions accounted for once; 170 of them lost to retention, in no row (partition 0 [100, 250), partition 1 [0, 20))',
+  );
+  console.log(
+    `query-service, lost to retention: ${kept().length} events kept of ${kept().length + lost.length}, ${answer.sources.committed.handOffs} committed hand-offs; ${Math.round((Date.now() - t0) / 1000)} s`,
+  );
+}, 180_000);

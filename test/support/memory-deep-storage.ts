@@ -33,11 +33,12 @@ export class MemoryDeepStorage implements DeepStorage {
     this.objects.set(`${key}/manifest.json`, manifest);
   }
 
-  async listKeys(prefix: string): Promise<string[]> {
+  async listKeys(prefix: string, _signal?: AbortSignal, startAfter?: string): Promise<string[]> {
     await this.check();
     return [...this.objects.keys()]
       .filter((k) => k.startsWith(`${prefix}/`))
-      .map((k) => k.slice(prefix.length + 1));
+      .map((k) => k.slice(prefix.length + 1))
+      .filter((k) => startAfter === undefined || k > startAfter);
   }
 
   async readObject(key: string): Promise<string | undefined> {

@@ -14,6 +14,7 @@ import {
 } from '../../src/operator/discovery.ts';
 import {
   assignRequest,
+  completionStatus,
   describeMoves,
   finalAssignment,
   mapReplacement,
@@ -100,6 +101,51 @@ describe('finalAssignment', () => {
     ],
   ])('%s', (_, object, moves, expected) => {
     expect(finalAssignment(object, journal(moves))).toEqual(expected);
+  });
+});
+
+describe('completionStatus: where the cube began reading a partition', () => {
+  test.each<[string, CubeAssignment, ReassignJournal['moves'], Record<string, string> | undefined]>(
+    [
+      [
+        'a first placement: where it started, for good',
+        cube(['rs-a', 'rs-b']),
+        [
+          { partition: 0, to: 'rs-a' },
+          { partition: 1, to: 'rs-b' },
+        ],
+        { '0': '40', '1': '7' },
+      ],
+      [
+        'a move of a placed partition: not written again',
+        cube(['rs-a', 'rs-b'], { assignment: { 'rs-a': [0] }, epochs: { '0': 1 } }),
+        [{ partition: 0, from: 'rs-a', to: 'rs-b' }],
+        undefined,
+      ],
+      [
+        'a partition added to the topic later: its own first placement',
+        cube(['rs-a'], {
+          assignment: { 'rs-a': [0] },
+          epochs: { '0': 3 },
+          firstOffsets: { '0': '40' },
+        }),
+        [{ partition: 1, to: 'rs-a' }],
+        { '1': '7' },
+      ],
+    ],
+  )('%s', (_, object, moves, expected) => {
+    const patch = completionStatus(object, {
+      ...journal(moves),
+      stopOffsets: { '0': '40', '1': '7' },
+    });
+    expect(patch.firstOffsets).toEqual(expected);
+    expect(
+      (applyMergePatch(object.status ?? {}, patch) as CubeAssignment['status'])?.firstOffsets,
+    ).toEqual(
+      object.status?.firstOffsets || expected
+        ? { ...object.status?.firstOffsets, ...expected }
+        : undefined,
+    );
   });
 });
 

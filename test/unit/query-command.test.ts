@@ -113,3 +113,23 @@ test('a table, CSV, and what is missing', () => {
     'INCOMPLETE: some offsets are not counted\n  partition 2: offsets from 40 to 90: replica set rs-b has no ready receiver\n',
   );
 });
+
+test('the footer counts offsets lost to retention apart: complete, in no row, and where', () => {
+  const p = (partition: number, lost: [string, string][]) => ({
+    partition,
+    from: '0',
+    to: '400',
+    covered: [],
+    lost: lost.map(([from, to]) => ({ from, to, reason: 'retention' as const })),
+    complete: true,
+    missing: [],
+  });
+  expect(
+    completenessNote({ complete: true, partitions: [p(0, [['100', '250']]), p(1, [['5', '6']])] }),
+  ).toBe(
+    'complete: every offset of 2 partitions accounted for once; 151 of them lost to retention, in no row (partition 0 [100, 250), partition 1 [5, 6))\n',
+  );
+  expect(completenessNote({ complete: true, partitions: [p(0, [])] })).toBe(
+    'complete: every offset of 1 partitions counted once\n',
+  );
+});

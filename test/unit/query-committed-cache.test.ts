@@ -1,6 +1,7 @@
 // The committed view's cache: bounded in bytes (least recently used out first); a warm answer
 // reads nothing from deep storage; a window committed since the cached listing shows as a gap in
-// the offsets, so the answer lists again and reads only the new record and hand-off.
+// the offsets, so the answer lists again and reads only the new record and hand-off. A listing
+// past its age resumes from the newest windows, and lists every key again now and then.
 import type { QueryResponse } from '../../src/protocol/admin-api.ts';
 import { ByteBoundedLru, CommittedViewCache } from '../../src/query/committed-cache.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
@@ -32,9 +33,12 @@ test('the LRU keeps within its bound, drops the least recently used, refuses one
 /** Deep storage in memory that counts every call. */
 class CountingStorage extends MemoryDeepStorage {
   readonly calls = { list: 0, record: 0, manifest: 0, data: 0 };
-  override listKeys(prefix: string): Promise<string[]> {
+  /** Where each listing started after (undefined: every key). */
+  readonly listedAfter: (string | undefined)[] = [];
+  override listKeys(prefix: string, signal?: AbortSignal, startAfter?: string): Promise<string[]> {
     this.calls.list += 1;
-    return super.listKeys(prefix);
+    this.listedAfter.push(startAfter);
+    return super.listKeys(prefix, signal, startAfter);
   }
   override readObject(key: string): Promise<string | undefined> {
     this.calls.record += 1;
@@ -173,4 +177,64 @@ test('deep storage down with a cached listing: answers from the cache, a new lis
   const stale = await t.ask();
   expect(stale.complete).toBe(false);
   expect(stale.sources.committed.error).toMatch(/deep storage/);
+});
+
+test('a listing past its age resumes from the newest windows; every key is listed again now and then, or after a gap', async () => {
+  const storage = new CountingStorage();
+  let now = 0;
+  const listings: string[] = [];
+  const cache = new CommittedViewCache({
+    maxBytes: 1 << 20,
+    listMaxAgeMs: 5000,
+    fullListMaxAgeMs: 60_000,
+    relistedWindows: 2,
+    now: () => now,
+    onListing: (kind) => listings.push(kind),
+    onLookup: (kind) => kind === 'record' && (recordLookups += 1),
+  });
+  let recordLookups = 0;
+  // Windows of 2026 (keys of 13 digits sort as their times do), partition 0, 10 offsets each.
+  const base = Date.UTC(2026, 0, 1);
+  const commitAt = (w: number) =>
+    commitSegments(storage, schema, [
+      {
+        ...windowSegment(w),
+        key: base + w * M,
+        windowStart: base + w * M,
+        windowEnd: base + (w + 1) * M,
+      },
+    ]);
+  const index = (relist = false) =>
+    cache.index(storage, { namespace: 'shop', cube: 'orders' }, M, { relist });
+  for (let w = 0; w < 5; w++) await commitAt(w);
+  expect((await index()).index.handOffs).toBe(5);
+
+  // Window 5 committed; the listing's age runs out: only windows 3 on are listed again, and
+  // only the new record is read (merged into the index, not the index made again).
+  await commitAt(5);
+  now += 5000;
+  storage.reset();
+  recordLookups = 0;
+  const resumed = (await index()).index;
+  expect(resumed.handOffs).toBe(6);
+  expect(storage.listedAfter.at(-1)).toBe(`window=${base + 3 * M}`);
+  expect([storage.calls.record, recordLookups]).toEqual([1, 1]);
+
+  // Nothing new: the same index, no record read.
+  now += 5000;
+  storage.reset();
+  expect((await index()).index).toBe(resumed);
+  expect(storage.calls).toMatchObject({ list: 1, record: 0 });
+
+  // A record of a window before those listed again is not seen by a listing that resumes...
+  await commitAt(-10);
+  now += 5000;
+  expect((await index()).index.handOffs).toBe(6);
+  // ...but by a listing of every key: once the last is old enough, or when an answer had a gap.
+  expect((await index(true)).index.handOffs).toBe(7);
+  await commitAt(-20);
+  now += 60_000;
+  expect((await index()).index.handOffs).toBe(8);
+  expect(storage.listedAfter.at(-1)).toBeUndefined();
+  expect(listings).toEqual(['full', 'resumed', 'resumed', 'resumed', 'full', 'full']);
 });

@@ -35,3 +35,14 @@ test('--cache-listing-max-age=0s lists for every answer; a bad duration is refus
     /--cache-listing-max-age/,
   );
 });
+
+test('--cache-full-listing-max-age: every record listed again this often, 10 minutes by default', () => {
+  expect(parseQueryServerConfig(base, {}).cacheFullListingMaxAgeMs).toBe(600_000);
+  expect(
+    parseQueryServerConfig([...base, '--cache-full-listing-max-age=1h'], {})
+      .cacheFullListingMaxAgeMs,
+  ).toBe(3_600_000);
+  expect(() => parseQueryServerConfig([...base, '--cache-full-listing-max-age=never'], {})).toThrow(
+    /--cache-full-listing-max-age/,
+  );
+});

@@ -1,6 +1,7 @@
 // The query service with its edges faked: which receivers it asks (one Ready replica per set, a
 // sibling when that one fails), what an answer says when a set or deep storage cannot be read,
-// and requireComplete's 503.
+// requireComplete's 503, and offsets Kafka deleted before any replica read them (lost, not missing).
+import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { QueryRequest, QueryResponse } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { QueryError } from '../../src/query/request.ts';
@@ -64,13 +65,15 @@ function service(o: {
   storage: MemoryDeepStorage;
   ready: Record<string, string[]>;
   answers: Record<string, QueryResponse | Error>;
+  cube?: CubeAssignment;
 }) {
+  const served = o.cube ?? cube;
   const asked: string[] = [];
   const s = new QueryService({
     receiverTimeoutMs: 1000,
     maxRows: 100,
     sources: {
-      cube: (ns, name) => (ns === 'shop' && name === 'orders' ? cube : undefined),
+      cube: (ns, name) => (ns === 'shop' && name === 'orders' ? served : undefined),
       receivers: (_, set) =>
         (o.ready[set] ?? []).map((name) => ({ name, baseUrl: `http://${name}` })),
       query: (r: ReceiverRef, _ns: string, _cube: string, _q: QueryRequest) => {
@@ -194,4 +197,154 @@ test('an unknown cube: 404; an unknown measure: 400 naming it', async () => {
   await expect(s.answer('shop', 'orders', { measures: ['profit'] })).rejects.toBeInstanceOf(
     QueryError,
   );
+});
+
+/** Window 1 of partition 0 committed: offsets [from, to), `lost` right before them, 5 events. */
+async function commitWindow1(
+  storage: MemoryDeepStorage,
+  from: number,
+  to: number,
+  lost?: [number, number],
+) {
+  const target = {
+    namespace: 'shop',
+    cube: 'orders',
+    replicaSet: 'rs-a',
+    receiver: 'rs-a-0',
+    schema,
+  };
+  const segment: Segment = {
+    key: M,
+    windowStart: M,
+    windowEnd: 2 * M,
+    state: 'IMMUTABLE',
+    rows: new Map([['de', { dimensions: ['de'], values: [5] }]]),
+    delta: new Map(),
+    ranges: new Map([[0, [{ from: BigInt(from), to: BigInt(to) }]]]),
+    epochs: new Map([[0, 1]]),
+  };
+  const lostBefore = new Map(lost ? [[0, [{ from: BigInt(lost[0]), to: BigInt(lost[1]) }]]] : []);
+  await handOffSegment(storage, target, segment, lostBefore);
+  await commitWindow({
+    storage,
+    target,
+    windowStart: M,
+    mine: [recordedHandOff(target, segment, lostBefore)],
+  });
+}
+
+describe('offsets lost to retention', () => {
+  // Partition 0: window 0 committed [0, 10), Kafka deleted [10, 100), live [100, 115).
+  const lostCube = (lostRanges: { from: string; to: string }[]) => {
+    const c = queriedOrdersCube(schema, ['115', '4'], { epochs: { '0': 1, '1': 1 } });
+    c.status!.partitions![0]!.lostRanges = lostRanges;
+    c.status!.partitions![0]!.lostOffsets = '90';
+    return c;
+  };
+  const answers = { 'rs-a-0': live(0, 100, 115, 5), 'rs-b-0': live(1, 0, 4, 4) };
+  const ready = { 'rs-a': ['rs-a-0'], 'rs-b': ['rs-b-0'] };
+
+  test("named in the cube's status: the answer is complete, and says which offsets were lost", async () => {
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready,
+      answers,
+      cube: lostCube([{ from: '10', to: '100' }]),
+    });
+    const answer = await s.answer('shop', 'orders', { requireComplete: true });
+    expect(answer.complete).toBe(true);
+    expect(answer.rows).toEqual([[19]]);
+    expect(answer.partitions.map((p) => [p.partition, p.covered, p.lost, p.missing])).toEqual([
+      [
+        0,
+        [
+          ['0', '10'],
+          ['100', '115'],
+        ],
+        [{ from: '10', to: '100', reason: 'retention' }],
+        [],
+      ],
+      [1, [['0', '4']], [], []],
+    ]);
+  });
+
+  test('a gap the lost range does not name stays missing: lost is never a guess', async () => {
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready,
+      answers,
+      cube: lostCube([{ from: '10', to: '60' }]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(false);
+    const p0 = answer.partitions.find((p) => p.partition === 0)!;
+    expect(p0.lost).toEqual([{ from: '10', to: '60', reason: 'retention' }]);
+    expect(p0.missing).toEqual([{ from: '60', to: '100', reason: expect.any(String) as string }]);
+  });
+
+  test('a lost range pieces hold after all (a sibling read it) is counted, not lost', async () => {
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready,
+      answers: { ...answers, 'rs-a-0': live(0, 10, 115, 95) },
+      cube: lostCube([{ from: '10', to: '100' }]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(true);
+    expect(answer.partitions[0]).toMatchObject({ covered: [['0', '115']], lost: [] });
+  });
+
+  test('named only by the live segment after it (past the ranges a status lists): complete, lost said', async () => {
+    const withLost = live(0, 100, 115, 5);
+    withLost.pieces![0]!.lostRanges = { '0': [['10', '100']] };
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready,
+      answers: { ...answers, 'rs-a-0': withLost },
+      cube: lostCube([]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(true);
+    expect(answer.partitions[0]).toMatchObject({
+      lost: [{ from: '10', to: '100', reason: 'retention' }],
+      missing: [],
+    });
+  });
+
+  test('named only by a commit record (the status no longer lists it): complete, lost said', async () => {
+    const storage = await storageWithWindow0();
+    await commitWindow1(storage, 100, 110, [10, 100]);
+    const { s } = service({
+      storage,
+      ready,
+      answers: { ...answers, 'rs-a-0': live(0, 110, 115, 5) },
+      cube: lostCube([]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(true);
+    expect(answer.rows).toEqual([[24]]);
+    expect(answer.partitions[0]).toMatchObject({
+      covered: [
+        ['0', '10'],
+        ['100', '115'],
+      ],
+      lost: [{ from: '10', to: '100', reason: 'retention' }],
+      missing: [],
+    });
+  });
+
+  test('a commit record of before (no lostRanges) still reads: the gap is missing, as it was', async () => {
+    const storage = await storageWithWindow0();
+    await commitWindow1(storage, 100, 110);
+    const { s } = service({
+      storage,
+      ready,
+      answers: { ...answers, 'rs-a-0': live(0, 110, 115, 5) },
+      cube: lostCube([]),
+    });
+    const answer = await s.answer('shop', 'orders', {});
+    expect(answer.complete).toBe(false);
+    expect(answer.rows).toEqual([[24]]);
+    expect(answer.partitions[0]).toMatchObject({ lost: [], missing: [{ from: '10', to: '100' }] });
+  });
 });

@@ -1,6 +1,8 @@
 // A directory's listing while receivers hand off into it: a hand-off directory renamed from its
 // `.tmp` name while the walk runs never costs the listing the commit records beside it (the query
 // server once read a cube's whole committed view as empty, every partition a gap from offset 0).
+// A listing that resumes after a key lists exactly the keys after it, reading no directory whose
+// keys all sort before it.
 import { mkdtempSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,4 +44,25 @@ test('a listing taken while hand-off directories are renamed holds every commit 
 test('a prefix with nothing under it lists nothing', async () => {
   const storage = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'deep-listing-')));
   expect(await storage.listKeys('orders')).toEqual([]);
+});
+
+test.each([
+  ['', 'every key'],
+  ['window=1', 'a window directory itself: it and all after'],
+  ['window=1/replicaSet=rs-a/commit.1.json', 'a key: those after it, in its directory too'],
+  ['window=1/replicaSet=rs-a/h', 'inside a directory name'],
+  ['window=3', 'past the last: nothing'],
+  ['a', 'before every key'],
+])('listing after %j (%s): exactly the keys after it', async (startAfter) => {
+  const storage = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'deep-listing-')));
+  for (const w of [0, 1, 2, 10, 12])
+    for (const set of ['rs-a', 'rs-b']) {
+      await storage.createObject(`orders/window=${w}/replicaSet=${set}/commit.1.json`, '{}');
+      await storage.createObject(`orders/window=${w}/replicaSet=${set}/h-1/data.arrow`, '{}');
+    }
+  const all = await storage.listKeys('orders');
+  expect(all).toHaveLength(20);
+  expect((await storage.listKeys('orders', undefined, startAfter)).sort()).toEqual(
+    all.filter((k) => k > startAfter).sort(),
+  );
 });

@@ -1,5 +1,6 @@
 // The receiver's query: without bySegment its answer is what it always was; with it, each live
-// segment comes apart with its offsets and epochs, and `held` says how far each partition goes.
+// segment comes apart with its offsets and epochs (and the offsets lost right before them), and
+// `held` says how far each partition goes.
 import { querySegments } from '../../src/receiver/query.ts';
 import type { Segment, SegmentState } from '../../src/receiver/segments.ts';
 import { schemaOf } from '../support/schemas.ts';
@@ -79,4 +80,20 @@ test('bySegment: each live segment apart, out-of-range ones with their offsets o
     },
   ]);
   expect(answer.held).toEqual({ '0': { to: '19', pending: [['18', '19']] } });
+});
+
+test('bySegment: a segment names the offsets Kafka deleted right before its ranges', () => {
+  const lost = new Map([[0, [{ from: 12n, to: 15n }]]]);
+  const answer = querySegments(
+    'orders',
+    schema,
+    segments,
+    { filters: {}, groupBy: [], bySegment: true },
+    undefined,
+    (s) => (s.windowStart === 2 * M ? lost : new Map()),
+  );
+  expect(answer.pieces?.map((p) => [p.windowStart, p.lostRanges])).toEqual([
+    [M, undefined],
+    [2 * M, { '0': [['12', '15']] }],
+  ]);
 });

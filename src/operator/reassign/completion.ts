@@ -64,7 +64,7 @@ export function releasedByMoves(
   return Object.keys(out).length > 0 ? out : undefined;
 }
 
-/** The status a move's end writes: assignment, epochs bumped, where they began. */
+/** The status a move's end writes: assignment, epochs bumped, where they began (and the cube). */
 export function completionStatus(
   object: CubeAssignment,
   journal: ReassignJournal,
@@ -72,16 +72,22 @@ export function completionStatus(
   const assignment = finalAssignment(object, journal);
   const epochs = { ...(object.status?.epochs ?? {}) };
   const epochStarts: Record<string, string> = {};
+  const firstOffsets: Record<string, string> = {};
   for (const m of journal.moves) {
-    epochs[String(m.partition)] = (epochs[String(m.partition)] ?? 0) + 1;
+    const p = String(m.partition);
+    // A partition's first placement: where the cube began reading it, kept for good.
+    if (epochs[p] === undefined && object.status?.firstOffsets?.[p] === undefined)
+      firstOffsets[p] = journal.stopOffsets?.[p] ?? '0';
+    epochs[p] = (epochs[p] ?? 0) + 1;
     // Where Starting started the targets (a merge patch: the other partitions' stay).
-    epochStarts[String(m.partition)] = journal.stopOffsets?.[String(m.partition)] ?? '0';
+    epochStarts[p] = journal.stopOffsets?.[p] ?? '0';
   }
   const released = releasedByMoves(object.status?.releasedUncommitted, journal, assignment);
   return {
     assignment: mapReplacement(object.status?.assignment, assignment),
     epochs,
     epochStarts,
+    ...(Object.keys(firstOffsets).length > 0 ? { firstOffsets } : {}),
     ...(released ? { releasedUncommitted: released } : {}),
   };
 }
