@@ -1,22 +1,28 @@
-// Reassign latency (issue 4): a 32-partition cube under steady load moved back and forth between
-// two replica sets by the real operator; per move the time from the spec change to Done, and per
-// moved partition the hand-off gap measured from what the receivers report.
+// Reassign latency (issues 4 and 28): a cube under steady load moved back and forth between two
+// halves of its replica sets by the real operator; per move the time from the spec change to Done,
+// and per moved partition the hand-off gap measured from what the receivers report.
 //
-// Hand-off gap of partition p in one move, source S, target T, stop offset stop[p] (the journal's):
-//   t_last_old  = the first poll of S at which its position of p equals stop[p], i.e. when S had
-//                 consumed the last event it will consume (its position then stays put);
-//   t_first_new = the first poll of T, after the spec change, at which its position of p is past
-//                 stop[p], i.e. when T had consumed its first event;
+// Hand-off gap of partition p in one move, source set S, target set T, stop offset stop[p] (the
+// journal's):
+//   t_last_old  = the first poll of a replica of S at which its position of p equals stop[p], i.e.
+//                 when it had consumed the last event it will consume (its position then stays
+//                 put); the latest over S's replicas that reached it;
+//   t_first_new = the first poll of a replica of T, after the spec change, at which its position of
+//                 p is past stop[p], i.e. when it had consumed its first event; the latest over T's
+//                 replicas (every replica serves queries);
 //   gap         = t_first_new − t_last_old.
-// Both sides are polled the same way (every --poll-ms), so each end is late by at most one poll;
-// under steady load T's first event also waits for the next produced batch (one --tick-ms at most).
+// Every receiver is polled the same way (every --poll-ms, each on its own), and a poll counts at
+// the time its answer arrived, so each end is late by at most one poll and its round trip (both
+// printed); under steady load T's first event also waits for the next produced batch (one
+// --tick-ms at most).
 // The operator's phase timestamps (JSON log lines) tell where the time goes.
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { type KubeConfig, Watch } from '@kubernetes/client-node';
-import { type Admin, type Producer, logLevel } from 'kafkajs';
+import { type Admin, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
 import { createKafka } from '../src/kafka/client.ts';
 import type { CubeStatus } from '../src/protocol/admin-api.ts';
@@ -40,19 +46,25 @@ import { waitFor } from '../test/support/wait.ts';
 const usage = `Usage: npm run bench:reassign -- [options]
 
   --moves N        moves to time                                   [BENCH_MOVES, default 10]
-  --mode M         all: every partition rs-a → rs-b and back (spec.replicaSets);
-                   half: 16 of the 32 partitions swap sides (spec.pins)      [default all]
+  --mode M         all: every partition from the first half of the sets to the second and
+                   back (spec.replicaSets: rs-a → rs-b with two sets);
+                   half: half the partitions swap sides (spec.pins; two sets only) [default all]
   --partitions N   partitions of the topic                          [default 32]
+  --replica-sets N the cube moves between the first and the second half of N sets [default 2]
+  --replicas R     receivers (replicas) in each replica set         [default 1]
   --rate N         events/s produced, spread over the partitions    [default 3200]
   --tick-ms N      the producer sends one batch to every partition this often [default 50]
   --poll-ms N      how often the receivers' positions are read      [default 50]
   --settle-ms N    steady consumption between two moves             [default 1000]
+  --keep-logs      keep the operator's and the receivers' logs (and say where)
 `;
 
 const cube = 'bench';
-const replicaSets = ['rs-a', 'rs-b'] as const;
-type ReplicaSet = (typeof replicaSets)[number];
-const hosts: Record<ReplicaSet, string> = { 'rs-a': '127.0.0.41', 'rs-b': '127.0.0.42' };
+type ReplicaSet = string;
+/** rs-a, rs-b, …: the sets' names. */
+const setName = (i: number): ReplicaSet => `rs-${String.fromCharCode(97 + i)}`;
+/** Every receiver its own loopback address from 127.0.0.41 on, as in a cluster. */
+const hostOf = (n: number): string => `127.0.0.${41 + n}`;
 const goals = { doneP99Ms: 5_000, gapP99Ms: 1_000 };
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
@@ -66,155 +78,241 @@ function percentile(values: number[], q: number): number {
 
 // ---- steady load ----------------------------------------------------------------------------
 
-/** Every tick one batch to every partition; event time = produce time, so data shows it too. */
-class TimedLoad {
-  private running = false;
-  private loop: Promise<void> | undefined;
-  produced = 0;
-  private readonly producer: Producer;
-  private readonly topic: string;
-  private readonly partitions: number;
-  private readonly perTick: number;
-  private readonly tickMs: number;
+interface LoadSettings {
+  brokers: string[];
+  topic: string;
+  partitions: number;
+  perTick: number;
+  tickMs: number;
+}
 
-  constructor(
-    producer: Producer,
-    topic: string,
-    partitions: number,
-    perTick: number,
-    tickMs: number,
-  ) {
-    this.producer = producer;
-    this.topic = topic;
-    this.partitions = partitions;
-    this.perTick = perTick;
-    this.tickMs = tickMs;
+/**
+ * Every tick one batch to every partition; event time = produce time, so data shows it too. Runs
+ * in a worker thread of its own: on the main thread, parsing the status polls of hundreds of
+ * partitions held its sends back for seconds, and a target had nothing to consume past its stop.
+ */
+async function produceInWorker(settings: LoadSettings): Promise<void> {
+  const kafka = createKafka({
+    clientId: 'bench-reassign-load',
+    brokers: settings.brokers,
+    logLevel: logLevel.NOTHING,
+  });
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  let running = true;
+  parentPort!.on('message', () => {
+    running = false;
+  });
+  for (let round = 0; running; round++) {
+    const began = Date.now();
+    const messages: { partition: number; value: string }[] = [];
+    for (let p = 0; p < settings.partitions; p++) {
+      for (const e of makeEvents(p, settings.perTick, began, 1, round)) {
+        messages.push({ partition: p, value: JSON.stringify(e) });
+      }
+    }
+    await producer.send({ topic: settings.topic, acks: -1, messages });
+    parentPort!.postMessage({ at: Date.now(), count: messages.length });
+    await sleep(Math.max(0, settings.tickMs - (Date.now() - began)));
+  }
+  await producer.disconnect();
+  parentPort!.postMessage({ stopped: true });
+}
+
+class TimedLoad {
+  produced = 0;
+  /** When each batch was acknowledged. */
+  readonly sends: number[] = [];
+  private readonly worker: Worker;
+  private readonly stopped: Promise<void>;
+
+  constructor(settings: LoadSettings) {
+    this.worker = new Worker(new URL(import.meta.url), { workerData: settings });
+    const { promise, resolve, reject } = Promise.withResolvers<void>();
+    this.stopped = promise;
+    this.worker.on('message', (m: { at?: number; count?: number; stopped?: boolean }) => {
+      if (m.stopped) resolve();
+      else {
+        this.produced += m.count!;
+        this.sends.push(m.at!);
+      }
+    });
+    this.worker.on('error', reject);
+    this.worker.on('exit', () => resolve());
   }
 
-  start(): void {
-    this.running = true;
-    this.loop = (async () => {
-      for (let round = 0; this.running; round++) {
-        const began = Date.now();
-        const messages: { partition: number; value: string }[] = [];
-        for (let p = 0; p < this.partitions; p++) {
-          for (const e of makeEvents(p, this.perTick, began, 1, round)) {
-            messages.push({ partition: p, value: JSON.stringify(e) });
-          }
-        }
-        await this.producer.send({ topic: this.topic, acks: -1, messages });
-        this.produced += messages.length;
-        await sleep(Math.max(0, this.tickMs - (Date.now() - began)));
-      }
-    })();
+  /** The longest time between two acknowledged batches that began outside every window. */
+  longestPauseOutside(windows: [number, number][]): number {
+    let longest = 0;
+    for (let k = 1; k < this.sends.length; k++) {
+      const from = this.sends[k - 1]!;
+      if (windows.some(([a, b]) => from >= a && from <= b)) continue;
+      longest = Math.max(longest, this.sends[k]! - from);
+    }
+    return longest;
+  }
+
+  /** The longest time between two acknowledged batches within [from, to]. */
+  longestPause(from: number, to: number): number {
+    let longest = 0;
+    let before = from;
+    for (const at of this.sends) {
+      if (at < from) continue;
+      if (at > to) break;
+      longest = Math.max(longest, at - before);
+      before = at;
+    }
+    return Math.max(longest, to - before);
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    await this.loop;
+    this.worker.postMessage('stop');
+    await this.stopped;
+    await this.worker.terminate();
   }
 }
 
 // ---- what the receivers report, polled ------------------------------------------------------
 
 interface Sample {
+  /** When the answer arrived. */
   at: number;
   /** partition → position and state; empty when the receiver does not hold the cube. */
   partitions: Map<number, { position: bigint; state: string }>;
 }
 
+/** Every receiver polled on its own loop: one slow answer does not hold back the others' polls. */
 class PositionSampler {
-  readonly samples = new Map<ReplicaSet, Sample[]>(replicaSets.map((rs) => [rs, []]));
+  /** receiver id → its samples, in order. */
+  readonly samples = new Map<string, Sample[]>();
+  /** Round trip of every poll, ms. */
+  readonly roundTrips: number[] = [];
   private running = false;
-  private loop: Promise<void> | undefined;
+  private loops: Promise<void>[] = [];
   errors = 0;
-  private readonly receivers: Record<ReplicaSet, ReceiverProcess>;
+  private readonly sets: Map<ReplicaSet, ReceiverProcess[]>;
   private readonly pollMs: number;
 
-  constructor(receivers: Record<ReplicaSet, ReceiverProcess>, pollMs: number) {
-    this.receivers = receivers;
+  constructor(sets: Map<ReplicaSet, ReceiverProcess[]>, pollMs: number) {
+    this.sets = sets;
     this.pollMs = pollMs;
+    for (const receivers of sets.values())
+      for (const r of receivers) this.samples.set(r.options.id, []);
   }
 
-  private async sample(rs: ReplicaSet): Promise<void> {
+  private async sample(receiver: ReceiverProcess): Promise<void> {
+    const sent = Date.now();
     let status: CubeStatus | undefined;
     try {
-      status = await this.receivers[rs].client.cubeStatus(cube);
+      status = await receiver.client.cubeStatus(cube);
     } catch (error) {
       if (!(error instanceof ReceiverApiError && error.status === 404)) {
         this.errors += 1;
         return;
       }
     }
+    const at = Date.now();
+    this.roundTrips.push(at - sent);
     const partitions = new Map(
       (status?.partitions ?? []).map((p) => [
         p.partition,
         { position: BigInt(p.position), state: p.state },
       ]),
     );
-    this.samples.get(rs)!.push({ at: Date.now(), partitions });
+    this.samples.get(receiver.options.id)!.push({ at, partitions });
   }
 
   start(): void {
     this.running = true;
-    this.loop = (async () => {
-      while (this.running) {
-        const began = Date.now();
-        await Promise.all(replicaSets.map((rs) => this.sample(rs)));
-        await sleep(Math.max(0, this.pollMs - (Date.now() - began)));
+    for (const receivers of this.sets.values()) {
+      for (const receiver of receivers) {
+        this.loops.push(
+          (async () => {
+            while (this.running) {
+              const began = Date.now();
+              await this.sample(receiver);
+              await sleep(Math.max(0, this.pollMs - (Date.now() - began)));
+            }
+          })(),
+        );
       }
-    })();
+    }
   }
 
   async stop(): Promise<void> {
     this.running = false;
-    await this.loop;
+    await Promise.all(this.loops);
   }
 
-  /** When `source` reached `stop` for the last time before `until` (see the file's comment). */
-  lastConsumed(source: ReplicaSet, p: number, stop: bigint, until: number): number | undefined {
-    let found: number | undefined;
-    let before: bigint | undefined;
-    for (const s of this.samples.get(source)!) {
-      if (s.at > until) break;
-      const position = s.partitions.get(p)?.position;
-      if (position === undefined) continue;
-      if (position === stop && (before === undefined || before < stop)) found = s.at;
-      before = position;
+  private replicas(rs: ReplicaSet): Sample[][] {
+    return (this.sets.get(rs) ?? []).map((r) => this.samples.get(r.options.id)!);
+  }
+
+  /**
+   * When the replicas of `source` that reached `stop` had reached it (the latest of them): each
+   * one's first poll at `stop` after one below it (see the file's comment). Positions only grow,
+   * so that poll is of this move.
+   */
+  lastConsumed(source: ReplicaSet, p: number, stop: bigint): number | undefined {
+    let latest: number | undefined;
+    for (const samples of this.replicas(source)) {
+      let found: number | undefined;
+      let before: bigint | undefined;
+      for (const s of samples) {
+        const position = s.partitions.get(p)?.position;
+        if (position === undefined) continue;
+        if (position === stop && (before === undefined || before < stop) && found === undefined)
+          found = s.at;
+        before = position;
+      }
+      if (found !== undefined) latest = Math.max(latest ?? found, found);
     }
-    return found;
+    return latest;
   }
 
   /** The longest time p stood still on `owner` within [from, to]: stalls of partitions that stay. */
   longestStall(owner: ReplicaSet, p: number, from: number, to: number): number | undefined {
-    let lastAdvance: number | undefined;
-    let before: bigint | undefined;
-    let longest = 0;
-    for (const s of this.samples.get(owner)!) {
-      if (s.at < from) {
-        before = s.partitions.get(p)?.position ?? before;
-        continue;
+    let longestOver: number | undefined;
+    for (const samples of this.replicas(owner)) {
+      let lastAdvance: number | undefined;
+      let before: bigint | undefined;
+      let longest = 0;
+      for (const s of samples) {
+        if (s.at < from) {
+          before = s.partitions.get(p)?.position ?? before;
+          continue;
+        }
+        if (s.at > to) break;
+        const position = s.partitions.get(p)?.position;
+        lastAdvance ??= s.at;
+        if (position !== undefined && before !== undefined && position > before) {
+          longest = Math.max(longest, s.at - lastAdvance);
+          lastAdvance = s.at;
+        }
+        before = position ?? before;
       }
-      if (s.at > to) break;
-      const position = s.partitions.get(p)?.position;
-      lastAdvance ??= s.at;
-      if (position !== undefined && before !== undefined && position > before) {
-        longest = Math.max(longest, s.at - lastAdvance);
-        lastAdvance = s.at;
-      }
-      before = position ?? before;
+      if (lastAdvance !== undefined)
+        longestOver = Math.max(longestOver ?? 0, longest, to - lastAdvance);
     }
-    return lastAdvance === undefined ? undefined : Math.max(longest, to - lastAdvance);
+    return longestOver;
   }
 
-  /** The first poll of `target` after `from` that shows p consumed past `stop`. */
+  /**
+   * When every replica of `target` had consumed p past `stop`: the latest of their first polls
+   * after `from` that show it; undefined while one has not.
+   */
   firstConsumed(target: ReplicaSet, p: number, stop: bigint, from: number): number | undefined {
-    for (const s of this.samples.get(target)!) {
-      if (s.at < from) continue;
-      const row = s.partitions.get(p);
-      if (row && row.state !== 'released' && row.position > stop) return s.at;
+    let latest: number | undefined;
+    for (const samples of this.replicas(target)) {
+      const first = samples.find((s) => {
+        if (s.at < from) return false;
+        const row = s.partitions.get(p);
+        return row !== undefined && row.state !== 'released' && row.position > stop;
+      });
+      if (!first) return undefined;
+      latest = Math.max(latest ?? first.at, first.at);
     }
-    return undefined;
+    return latest;
   }
 }
 
@@ -295,6 +393,34 @@ const phaseContents: Record<string, string> = {
   Done: 'journal cleared + Event',
 };
 
+// ---- the receivers' own accounts ------------------------------------------------------------
+
+/**
+ * Time the receivers spent on each admin route, on flushes and on hand-offs over the run (their
+ * histograms' sums and counts), summed over the receivers: the status polls of this bench are
+ * GET routes, the reassign's calls POST and PUT.
+ */
+function receiverTotals(texts: string[]): Map<string, { seconds: number; count: number }> {
+  const totals = new Map<string, { seconds: number; count: number }>();
+  const line =
+    /^streamcube_receiver_(admin_request|flush|handoff)_duration_seconds_(sum|count)\{([^}]*)\} (\S+)$/;
+  for (const text of texts) {
+    for (const l of text.split('\n')) {
+      const m = line.exec(l);
+      if (!m) continue;
+      const labels = Object.fromEntries(
+        [...m[3]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]),
+      );
+      const key = m[1] === 'admin_request' ? `${labels.method} ${labels.route}` : `(${m[1]})`;
+      const t = totals.get(key) ?? { seconds: 0, count: 0 };
+      if (m[2] === 'sum') t.seconds += Number(m[4]);
+      else t.count += Number(m[4]);
+      totals.set(key, t);
+    }
+  }
+  return totals;
+}
+
 // ---- the run --------------------------------------------------------------------------------
 
 interface MoveResult {
@@ -309,6 +435,10 @@ interface MoveResult {
   phases: Map<string, number>;
   /** Pausing logged → Sealing logged (the targets have started): the log's view of the gap. */
   logGapMs: number | undefined;
+  /** The load's longest pause between two acknowledged batches, spec change → Done + 1 s. */
+  producerPauseMs: number;
+  /** Spec change → Done + 1 s. */
+  window: [number, number];
 }
 
 async function main(): Promise<void> {
@@ -320,6 +450,9 @@ async function main(): Promise<void> {
     'tick-ms': '50',
     'poll-ms': '50',
     'settle-ms': '1000',
+    'replica-sets': '2',
+    replicas: '1',
+    'keep-logs': false,
   });
   if (!values) return;
   const moves = positive('moves', values.moves ?? process.env.BENCH_MOVES ?? '10');
@@ -333,6 +466,14 @@ async function main(): Promise<void> {
   const pollMs = positive('poll-ms', values['poll-ms']);
   const settleMs = positive('settle-ms', values['settle-ms']);
   const perTick = Math.max(1, Math.round((rate * tickMs) / 1000 / partitions));
+  const setCount = positive('replica-sets', values['replica-sets']);
+  const replicasPerSet = positive('replicas', values.replicas);
+  if (setCount < 2 || setCount > 26 || setCount % 2 !== 0)
+    throw new Error('--replica-sets must be even, from 2 to 26');
+  if (mode === 'half' && setCount !== 2) throw new Error('--mode half needs --replica-sets 2');
+  const replicaSets = Array.from({ length: setCount }, (_, i) => setName(i));
+  /** The cube moves between these two halves of the sets. */
+  const halves = [replicaSets.slice(0, setCount / 2), replicaSets.slice(setCount / 2)] as const;
 
   const { env, stop: stopEnv } = await benchEnvironment();
   const kc = adminKubeConfig();
@@ -343,10 +484,10 @@ async function main(): Promise<void> {
     logLevel: logLevel.NOTHING,
   });
   const admin: Admin = kafka.admin();
-  const producer = kafka.producer({ allowAutoTopicCreation: false });
   const deep = tempDir('bench-reassign-deep');
   const token = randomBytes(24).toString('hex');
-  const receivers = {} as Record<ReplicaSet, ReceiverProcess>;
+  const receivers = new Map<ReplicaSet, ReceiverProcess[]>();
+  const everyReceiver = (): ReceiverProcess[] => [...receivers.values()].flat();
   let operator: OperatorProcess | undefined;
   let load: TimedLoad | undefined;
   let sampler: PositionSampler | undefined;
@@ -355,34 +496,48 @@ async function main(): Promise<void> {
   let cubeNamespace: string | undefined;
   let ok = false;
   try {
-    await Promise.all([admin.connect(), producer.connect(), applyCrd()]);
+    await Promise.all([admin.connect(), applyCrd()]);
     const namespace = await createNamespace(kc, 'bench-reassign');
     const port = await freePort();
-    for (const rs of replicaSets) {
-      receivers[rs] = new ReceiverProcess({
-        id: `${rs}-0`,
-        replicaSet: rs,
-        deepStorageDir: deep,
-        host: hosts[rs],
-        port,
-        token,
-        namespace,
-        // The receiver's own defaults, as a pod runs it.
-        flushInterval: '1s',
-        idleTimeout: '30s',
-      });
+    for (const [i, rs] of replicaSets.entries()) {
+      receivers.set(rs, []);
+      for (let r = 0; r < replicasPerSet; r++) {
+        receivers.get(rs)!.push(
+          new ReceiverProcess({
+            id: `${rs}-${r}`,
+            replicaSet: rs,
+            deepStorageDir: deep,
+            host: hostOf(i * replicasPerSet + r),
+            port,
+            token,
+            namespace,
+            // The receiver's own defaults, as a pod runs it.
+            flushInterval: '1s',
+            idleTimeout: '30s',
+          }),
+        );
+      }
     }
-    await Promise.all(replicaSets.map((rs) => receivers[rs].start()));
-    for (const rs of replicaSets) await receiverPod(kc, namespace, `${rs}-0`, rs, hosts[rs]);
+    // Four at a time: sixteen node processes starting at once on two cores miss the 30 s bound.
+    const starting = everyReceiver();
+    while (starting.length > 0) await Promise.all(starting.splice(0, 4).map((r) => r.start()));
+    for (const r of everyReceiver())
+      await receiverPod(kc, namespace, r.options.id, r.options.replicaSet, r.options.host!);
     operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
     await operator.start();
 
     topic = await createTopic(admin, partitions);
-    load = new TimedLoad(producer, topic, partitions, perTick, tickMs);
-    load.start();
+    load = new TimedLoad({
+      brokers: [env.kafka.bootstrap],
+      topic,
+      partitions,
+      perTick,
+      tickMs,
+    });
     say(
       `namespace ${namespace}, topic ${topic}: ${partitions} partitions, ${perTick * partitions * Math.round(1000 / tickMs)} events/s ` +
-        `(${perTick} per partition every ${tickMs} ms); ${moves} moves, mode ${mode}`,
+        `(${perTick} per partition every ${tickMs} ms); ${setCount} replica sets of ${replicasPerSet}; ` +
+        `${moves} moves, mode ${mode}`,
     );
 
     const all = Array.from({ length: partitions }, (_, i) => i);
@@ -399,12 +554,12 @@ async function main(): Promise<void> {
       },
     };
     const api = cubeApi(kc);
-    const target = (i: number): ReplicaSet => (i % 2 === 1 ? 'rs-b' : 'rs-a');
-    const layoutOf = (i: number): Record<string, number[]> =>
-      mode === 'all' ? { [target(i)]: all } : i % 2 === 1 ? layouts.B : layouts.A;
+    /** The half of the sets the cube is on after move i (mode all). */
+    const target = (i: number): readonly ReplicaSet[] => halves[i % 2]!;
+    const layoutOf = (i: number): Record<string, number[]> => (i % 2 === 1 ? layouts.B : layouts.A);
     const specOf = (i: number) =>
       mode === 'all'
-        ? { replicaSets: [target(i)] }
+        ? { replicaSets: [...target(i)] }
         : { replicaSets: [...replicaSets], pins: layoutOf(i) };
     const sameAssignment = (c: CubeAssignment, expected: Record<string, number[]>): boolean => {
       const actual = Object.entries(c.status?.assignment ?? {}).filter(([, ps]) => ps.length > 0);
@@ -413,6 +568,16 @@ async function main(): Promise<void> {
         JSON.stringify(expected)
       );
     };
+    /** Every partition assigned, each to a set of the half (the strategy spreads them). */
+    const allOn = (c: CubeAssignment, sets: readonly ReplicaSet[]): boolean => {
+      const assigned = Object.entries(c.status?.assignment ?? {}).filter(([, ps]) => ps.length > 0);
+      return (
+        assigned.every(([rs]) => sets.includes(rs)) &&
+        assigned.reduce((n, [, ps]) => n + ps.length, 0) === partitions
+      );
+    };
+    const settledAfter = (i: number) => (c: CubeAssignment) =>
+      mode === 'all' ? allOn(c, target(i)) : sameAssignment(c, layoutOf(i));
 
     await api.create(namespace, cube, {
       source: { brokers: [env.kafka.bootstrap], topic, startingOffsets: 'latest' },
@@ -421,7 +586,7 @@ async function main(): Promise<void> {
       ...specOf(0),
     });
     cubeNamespace = namespace;
-    await waitForSettled(kc, namespace, cube, (c) => sameAssignment(c, layoutOf(0)));
+    await waitForSettled(kc, namespace, cube, settledAfter(0));
     say('initial assignment settled');
     sampler = new PositionSampler(receivers, pollMs);
     sampler.start();
@@ -431,11 +596,10 @@ async function main(): Promise<void> {
     for (let i = 1; i <= moves; i++) {
       const before = await api.get(namespace, cube);
       const epochsBefore = before.status?.epochs ?? {};
-      const expected = layoutOf(i);
       const { started, observations, doneAt } = await watchMove(
         kc,
         namespace,
-        (c) => !c.status?.reassign && sameAssignment(c, expected),
+        (c) => !c.status?.reassign && settledAfter(i)(c),
         60_000,
         () => api.patchSpec(namespace, cube, specOf(i)),
       );
@@ -443,28 +607,49 @@ async function main(): Promise<void> {
       const journal = journals.find((j) => j?.stopOffsets) ?? journals[0];
       if (!journal) throw new Error(`move ${i}: no reassign journal was observed`);
       const stops = journals.find((j) => j?.stopOffsets)?.stopOffsets ?? {};
-      // Let the targets consume past their start before reading the samples.
-      await sleep(Math.max(settleMs, 500));
-      const gapsMs: number[] = [];
-      let unmeasured = 0;
-      for (const m of journal.moves) {
-        const stop = stops[String(m.partition)];
-        if (!m.from || stop === undefined) {
-          unmeasured += 1;
-          continue;
+      // Every hand-off is measured: the samples are read once every target replica has consumed
+      // past its stop (or after a minute, when what is missing is counted and said).
+      const measure = () => {
+        const gapsMs: number[] = [];
+        /** Since the spec change: when each source stopped, when each target went on. */
+        const lastsMs: number[] = [];
+        const firstsMs: number[] = [];
+        const missing = new Map<string, number>();
+        const miss = (why: string) => missing.set(why, (missing.get(why) ?? 0) + 1);
+        for (const m of journal.moves) {
+          const stop = stops[String(m.partition)];
+          if (!m.from || stop === undefined) {
+            miss(m.from ? 'no stop offset observed' : 'no source');
+            continue;
+          }
+          const last = sampler!.lastConsumed(m.from, m.partition, BigInt(stop));
+          const first = sampler!.firstConsumed(m.to, m.partition, BigInt(stop), started);
+          if (last === undefined) miss('source never polled at its stop');
+          else if (first === undefined) miss('target not past its stop');
+          else {
+            gapsMs.push(first - last);
+            lastsMs.push(last - started);
+            firstsMs.push(first - started);
+          }
         }
-        const last = sampler.lastConsumed(m.from as ReplicaSet, m.partition, BigInt(stop), doneAt);
-        const first = sampler.firstConsumed(m.to as ReplicaSet, m.partition, BigInt(stop), started);
-        if (last === undefined || first === undefined) unmeasured += 1;
-        else gapsMs.push(first - last);
+        return { gapsMs, lastsMs, firstsMs, missing };
+      };
+      await sleep(Math.max(settleMs, 500));
+      let measured = measure();
+      for (const until = Date.now() + 60_000; measured.missing.size > 0 && Date.now() < until;) {
+        await sleep(200);
+        measured = measure();
       }
+      const { gapsMs, lastsMs, firstsMs, missing } = measured;
+      const unmeasured = [...missing.values()].reduce((a, n) => a + n, 0);
+      for (const [why, n] of missing) say(`move ${i}: ${n} hand-offs not measured: ${why}`);
       // Partitions that did not move should not notice the move at all.
       const movedSet = new Set(journal.moves.map((m) => m.partition));
       const stallsMs: number[] = [];
-      for (const [rs, ps] of Object.entries(expected)) {
+      for (const [rs, ps] of mode === 'half' ? Object.entries(layoutOf(i)) : []) {
         for (const p of ps) {
           if (movedSet.has(p)) continue;
-          const stall = sampler.longestStall(rs as ReplicaSet, p, started, doneAt + 500);
+          const stall = sampler.longestStall(rs, p, started, doneAt + 500);
           if (stall !== undefined) stallsMs.push(stall);
         }
       }
@@ -482,11 +667,16 @@ async function main(): Promise<void> {
       );
       if (!bumped) throw new Error(`move ${i}: epochs of the moved partitions were not bumped`);
       const result: MoveResult = {
-        label: mode === 'all' ? `${target(i - 1)}→${target(i)}` : `swap ${2 * quarter}`,
+        label:
+          mode === 'all'
+            ? `${target(i - 1).join(',')}→${target(i).join(',')}`
+            : `swap ${2 * quarter}`,
         moved: journal.moves.length,
         doneMs: doneAt - started,
         gapsMs,
         stallsMs,
+        producerPauseMs: load.longestPause(started, doneAt + 1000),
+        window: [started, doneAt + 1000],
         unmeasured,
         phases,
         logGapMs: pausing !== undefined && sealing !== undefined ? sealing - pausing : undefined,
@@ -499,19 +689,34 @@ async function main(): Promise<void> {
           `${stallsMs.length > 0 ? `; staying partitions stood still up to ${seconds(Math.max(...stallsMs))}` : ''}; ` +
           [...phases].map(([k, v]) => `${k} ${v} ms`).join(', '),
       );
-      await waitForSettled(kc, namespace, cube, (c) => sameAssignment(c, expected));
+      say(
+        `         producer: longest pause between two batches ${seconds(result.producerPauseMs)} (a tick is ${tickMs} ms)`,
+      );
+      if (gapsMs.length > 0) {
+        const range = (xs: number[]) => `${seconds(Math.min(...xs))}–${seconds(Math.max(...xs))}`;
+        say(
+          `         since the spec change: sources at their stops ${range(lastsMs)}, ` +
+            `targets past them ${range(firstsMs)} (median ${seconds(percentile(firstsMs, 0.5))})`,
+        );
+      }
+      await waitForSettled(kc, namespace, cube, settledAfter(i));
       await sleep(settleMs);
     }
 
     await load.stop();
+    const pauseOutside = load.longestPauseOutside(results.map((r) => r.window));
     load = undefined;
     const ends = await highWatermarks(kafka, topic);
     const owner = mode === 'all' ? target(moves) : undefined;
     await waitFor(
       'the final owners to reach the high watermarks',
       async () => {
-        for (const rs of owner ? [owner] : replicaSets) {
-          const status = await receivers[rs].client.cubeStatus(cube);
+        for (const r of (owner ?? replicaSets).flatMap((rs) => receivers.get(rs)!)) {
+          const status = await r.client.cubeStatus(cube).catch((error: unknown) => {
+            if (error instanceof ReceiverApiError && error.status === 404) return undefined;
+            throw error;
+          });
+          if (!status) continue;
           for (const p of status.partitions) {
             if (p.state === 'released') continue;
             if (BigInt(p.position) < (ends.get(p.partition) ?? 0n)) return false;
@@ -559,14 +764,62 @@ async function main(): Promise<void> {
         `  ${phase.padEnd(9)} ${String(Math.round(percentile(spent, 0.5))).padStart(6)} / ${String(Math.max(...spent)).padStart(6)}  ${phaseContents[phase] ?? ''}`,
       );
     }
+    const pauses = results.map((r) => r.producerPauseMs);
+    say(
+      `load: longest producer pause during a move p50 ${seconds(percentile(pauses, 0.5))}, max ${seconds(Math.max(...pauses))}; ` +
+        `between the moves ${seconds(pauseOutside)} (a target has nothing to consume past its stop until the next batch)`,
+    );
+    const trips = sampler.roundTrips;
+    say(
+      `receiver status polls: ${trips.length}, round trip p50 ${percentile(trips, 0.5)} ms, ` +
+        `p99 ${percentile(trips, 0.99)} ms, max ${Math.max(...trips)} ms (every ${pollMs} ms at most)`,
+    );
     if (sampler.errors > 0) say(`(${sampler.errors} receiver status polls failed)`);
+    say('receiver time over the run (all receivers, total s / calls / mean ms):');
+    const totals = [
+      ...receiverTotals(
+        await Promise.all(
+          everyReceiver().map((r) => fetch(`${r.baseUrl}/metrics`).then((res) => res.text())),
+        ),
+      ),
+    ].sort(([, a], [, b]) => b.seconds - a.seconds);
+    for (const [key, { seconds: s, count }] of totals) {
+      if (count === 0) continue;
+      say(
+        `  ${key.padEnd(48)} ${s.toFixed(2).padStart(8)} ${String(count).padStart(7)} ${((1000 * s) / count).toFixed(1).padStart(8)}`,
+      );
+    }
     ok = true;
   } finally {
     await load?.stop().catch(() => undefined);
     await sampler?.stop().catch(() => undefined);
-    if (!ok) {
+    if (!ok || values['keep-logs']) {
       if (operator) say(`operator log: ${operator.logFile}`);
-      for (const rs of replicaSets) if (receivers[rs]) say(`${rs} log: ${receivers[rs].logFile}`);
+      if (sampler) {
+        // Per receiver and poll: how many partitions it held and the sum of their positions (its
+        // progress: events consumed between two lines).
+        const file = join(dirname(operator?.logFile ?? deep), 'positions.jsonl');
+        writeFileSync(
+          file,
+          [...sampler.samples]
+            .flatMap(([receiver, samples]) =>
+              samples.map(
+                (s) =>
+                  `${JSON.stringify({
+                    receiver,
+                    at: new Date(s.at).toISOString(),
+                    partitions: s.partitions.size,
+                    consumed: String(
+                      [...s.partitions.values()].reduce((a, p) => a + p.position, 0n),
+                    ),
+                  })}\n`,
+              ),
+            )
+            .join(''),
+        );
+        say(`receiver positions polled: ${file}`);
+      }
+      for (const r of everyReceiver()) say(`${r.options.id} log: ${r.logFile}`);
     }
     if (cubeNamespace && operator) {
       // The operator's finalizer unassigns the cube from the receivers; the namespace stays (no
@@ -589,15 +842,15 @@ async function main(): Promise<void> {
         .catch(() => say(`the cube in ${ns} was not finalized; left as it is`));
     }
     await operator?.kill('SIGTERM');
-    await Promise.all(replicaSets.map((rs) => receivers[rs]?.stop()));
+    await Promise.all(everyReceiver().map((r) => r.stop()));
     if (topic) await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
-    await Promise.all([admin.disconnect(), producer.disconnect()]);
+    await admin.disconnect();
     rmSync(deep, { recursive: true, force: true });
     // A failed run keeps the logs and data directories named above for a look.
-    if (ok) {
+    if (ok && !values['keep-logs']) {
       for (const dir of [
         ...(operator ? [dirname(operator.logFile)] : []),
-        ...replicaSets.flatMap((rs) => (receivers[rs] ? [dirname(receivers[rs].dataDir)] : [])),
+        ...everyReceiver().map((r) => dirname(r.dataDir)),
       ])
         rmSync(dir, { recursive: true, force: true });
     }
@@ -605,7 +858,11 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`);
-  process.exitCode = 1;
-});
+if (isMainThread) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`);
+    process.exitCode = 1;
+  });
+} else {
+  await produceInWorker(workerData as LoadSettings);
+}

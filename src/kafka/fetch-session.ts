@@ -18,6 +18,7 @@ import {
   sessionRackId,
 } from './columnar-fetch.ts';
 import type { ConsumedRecords, PartitionSink } from './partition-consumer.ts';
+import { fetchOrder } from './fetch-order.ts';
 import { slicePackedValues } from './record-values.ts';
 
 const require = createRequire(import.meta.url);
@@ -181,6 +182,9 @@ export class FetchSession {
   private readonly fetching = new Map<string, Promise<void>>();
   private idleTimer: NodeJS.Timeout | undefined;
   private round = 0;
+  /** The fetch that last returned records of each partition (`partition:topic`): fetchOrder. */
+  private readonly served = new Map<string, number>();
+  private fetches = 0;
   private sharedAdmin: { cluster: Cluster; admin: Admin } | undefined;
   private adminFacade: Admin | undefined;
   private lastAdminUse = 0;
@@ -231,6 +235,10 @@ export class FetchSession {
 
   remove(subscription: Subscription): void {
     this.subscriptions.delete(subscription);
+    const { topic } = subscription;
+    if (![...this.subscriptions].some((s) => s.topic === topic)) {
+      for (const p of subscription.positions.keys()) this.served.delete(`${p}:${topic}`);
+    }
     if (this.subscriptions.size > 0) return;
     // No reader left: the connections go after a while (a cube restarting comes back at once).
     clearTimeout(this.idleTimer);
@@ -524,13 +532,17 @@ export class FetchSession {
     nodeId: string,
     partitions: Map<string, Map<number, Reader[]>>,
   ): Promise<void> {
-    const topics = [...partitions].map(([topic, byPartition]) => ({
-      topic,
-      partitions: [...byPartition].map(([partition, readers]) => {
-        const fetchOffset = Math.min(...readers.map((r) => r.position));
-        return { partition, fetchOffset: String(fetchOffset), maxBytes };
-      }),
-    }));
+    const topics = fetchOrder(
+      [...partitions].map(([topic, byPartition]) => ({
+        topic,
+        partitions: [...byPartition].map(([partition, readers]) => {
+          const fetchOffset = Math.min(...readers.map((r) => r.position));
+          return { partition, fetchOffset: String(fetchOffset), maxBytes };
+        }),
+      })),
+      (topic, partition) => this.served.get(`${partition}:${topic}`),
+    );
+    const fetch = ++this.fetches;
     let responses: FetchedTopic[];
     try {
       const broker = await cluster.findBroker({ nodeId });
@@ -554,7 +566,10 @@ export class FetchSession {
       if (!byPartition) continue;
       for (const fetched of answered) {
         const readers = byPartition.get(fetched.partition);
-        if (readers) this.answered(topicName, fetched, readers, at);
+        if (!readers) continue;
+        if (fetched.decoded instanceof Error || fetched.decoded.firstOffset !== null)
+          this.served.set(`${fetched.partition}:${topicName}`, fetch);
+        this.answered(topicName, fetched, readers, at);
       }
     }
   }

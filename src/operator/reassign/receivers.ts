@@ -52,6 +52,22 @@ export async function callReceiver<T>(
   }
 }
 
+/**
+ * `visit` for every replica set at once, each in its own order (replicas of one set stay one after
+ * the other: the crash tests stop the operator between two of them); the results in the sets'
+ * order. Fails with the first failure in that order, once every set has ended: a move over
+ * eight sets waited for each set's calls in turn (eight assigns of 512 partitions took 5 s).
+ */
+export async function eachSetAtOnce<S, T>(
+  sets: Iterable<S>,
+  visit: (set: S) => Promise<T>,
+): Promise<T[]> {
+  const outcomes = await Promise.allSettled([...sets].map(visit));
+  const failed = outcomes.find((o) => o.status === 'rejected');
+  if (failed) throw failed.reason;
+  return outcomes.map((o) => (o as PromiseFulfilledResult<T>).value);
+}
+
 /** A refusal with this receiver status (404: lacks the cube, 409: refused in its state). */
 export const answeredWith = (error: unknown, status: number): error is PhaseBlocked =>
   error instanceof PhaseBlocked && error.receiverStatus === status;

@@ -16,6 +16,7 @@ import {
   answeredWith,
   callReceiver,
   crashPointAfterReceiver,
+  eachSetAtOnce,
   forEachReplicaWithCube,
 } from '../receivers.ts';
 
@@ -47,13 +48,14 @@ async function raisedStops(
 }
 
 /**
- * Every replica of each source consumes to the stop offsets. Replicas are taken in order, and a
- * pass ends at the first one still draining: it is polled again on the next reconcile. Writes the
- * highest event-time watermark over the replicas, which the targets start with.
+ * Every replica of each source consumes to the stop offsets. The sets are taken at once, the
+ * replicas of a set in order, and a set's pass ends at its first replica still draining: it is
+ * polled again on the next reconcile. Writes the highest event-time watermark over the replicas,
+ * which the targets start with.
  */
 export async function draining(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   const watermarks = new Map<number, number>();
-  for (const [rs, partitions] of bySource(journal)) {
+  const passes = await eachSetAtOnce(bySource(journal), async ([rs, partitions]) => {
     const stops = stopsOf(journal, partitions);
     let pending: string | undefined;
     let raised: Record<string, string> | undefined;
@@ -84,13 +86,19 @@ export async function draining(ctx: ReassignContext, journal: ReassignJournal): 
       }
       return true;
     });
-    if (raised) {
-      recordEvent(ctx, stopOffsetsRaised(journal, rs, raised));
-      return phaseUnderWay(pending ?? stopsRaisedUnderWay, requeueDelayMs.advanced, {
-        stopOffsets: { ...journal.stopOffsets, ...raised },
-      });
-    }
-    if (!drained) return phaseUnderWay(pending ?? drainUnderWay, requeueDelayMs.drainPending);
+    return { rs, raised, pending, drained };
+  });
+  // Stops raised are written first (the first such set's, as when the sets went in turn).
+  const raising = passes.find((p) => p.raised);
+  if (raising?.raised) {
+    recordEvent(ctx, stopOffsetsRaised(journal, raising.rs, raising.raised));
+    return phaseUnderWay(raising.pending ?? stopsRaisedUnderWay, requeueDelayMs.advanced, {
+      stopOffsets: { ...journal.stopOffsets, ...raising.raised },
+    });
+  }
+  const undrained = passes.find((p) => !p.drained);
+  if (undrained) {
+    return phaseUnderWay(undrained.pending ?? drainUnderWay, requeueDelayMs.drainPending);
   }
   return phaseDone(
     watermarks.size > 0

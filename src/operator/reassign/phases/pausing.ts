@@ -4,7 +4,12 @@ import type { ReassignContext } from '../context.ts';
 import { waitForNotReadyReplicas } from '../not-ready-replicas.ts';
 import { bySource } from '../moves.ts';
 import { phaseDone, type PhaseRun } from '../outcome.ts';
-import { callReceiver, crashPointAfterReceiver, forEachReplicaWithCube } from '../receivers.ts';
+import {
+  callReceiver,
+  crashPointAfterReceiver,
+  eachSetAtOnce,
+  forEachReplicaWithCube,
+} from '../receivers.ts';
 import { startingOffsetsOf } from '../start-offsets.ts';
 
 /**
@@ -15,8 +20,8 @@ export async function pausing(ctx: ReassignContext, journal: ReassignJournal): P
   const waiting = waitForNotReadyReplicas(ctx, journal, 'sources');
   if (waiting) return waiting;
   const stop = new Map<number, bigint>();
-  for (const [rs, partitions] of bySource(journal)) {
-    await forEachReplicaWithCube(ctx, journal, rs, async (endpoint) => {
+  await eachSetAtOnce(bySource(journal), ([rs, partitions]) =>
+    forEachReplicaWithCube(ctx, journal, rs, async (endpoint) => {
       const answer = await callReceiver(ctx, endpoint, 'pause', 'PauseFailed', (c) =>
         c.pause(ctx.cube, partitions, ctx.signal),
       );
@@ -30,8 +35,8 @@ export async function pausing(ctx: ReassignContext, journal: ReassignJournal): P
         if ((stop.get(p.partition) ?? -1n) < position) stop.set(p.partition, position);
       }
       return true;
-    });
-  }
+    }),
+  );
   const fresh = journal.moves.filter((m) => m.from === undefined).map((m) => m.partition);
   if (fresh.length > 0) {
     for (const [p, o] of await startingOffsetsOf(ctx, fresh)) stop.set(p, o);

@@ -16,12 +16,25 @@ import {
   type PhaseRun,
 } from '../outcome.ts';
 import { type SealAndDropOutcome, sealAndDrop } from '../../seal-and-drop.ts';
-import { callReceiver, crashPointAfterReceiver, lacksCube, sourceEndpoints } from '../receivers.ts';
+import {
+  callReceiver,
+  crashPointAfterReceiver,
+  eachSetAtOnce,
+  lacksCube,
+  sourceEndpoints,
+} from '../receivers.ts';
+
+/** How one emptied source set's sealing ended: a hand-off under way, or the set unavailable. */
+interface SetSealing {
+  pending?: string;
+  unavailable?: PhaseBlocked;
+}
 
 /**
  * A source left without any partition of the cube seals and hands off, then drops it. The seal
- * waits briefly for the hand-off; replicas are taken in order and a pass ends at the first whose
- * hand-off is still pending, re-checked on the next reconcile.
+ * waits briefly for the hand-off; the sets are taken at once, the replicas of a set in order, and
+ * a set's pass ends at its first replica whose hand-off is still pending, re-checked on the next
+ * reconcile.
  */
 export async function sealing(ctx: ReassignContext, journal: ReassignJournal): Promise<PhaseRun> {
   // A placement has no source, and a failover's sources are lost: nothing to wait for.
@@ -34,18 +47,18 @@ export async function sealing(ctx: ReassignContext, journal: ReassignJournal): P
   // failover's are fenced: convergence releases them when back, and their committed data stays.
   // So are sources lost in Starting (fenceLostSets), and one lost since: all it had of the
   // cube was released, and committed before the targets started (awaitReleasedCommit), unless
-  // they started without (startedUncommitted).
-  let unavailable: PhaseBlocked | undefined;
-  for (const rs of journal.failover ? [] : liveSources(journal).keys()) {
-    if ((assignment[rs] ?? []).length > 0) continue;
+  // they started without (startedUncommitted). The sets at once, the replicas of a set in turn.
+  const emptied = [...(journal.failover ? [] : liveSources(journal).keys())].filter(
+    (rs) => (assignment[rs] ?? []).length === 0,
+  );
+  const outcomes = await eachSetAtOnce(emptied, async (rs): Promise<SetSealing> => {
     let endpoints: ReceiverEndpoint[];
     try {
       endpoints = sourceEndpoints(ctx, journal, rs);
     } catch (error) {
       if (!(error instanceof PhaseBlocked)) throw error;
-      if (ctx.lostReplicaSets?.has(rs) && !journal.startedUncommitted) continue;
-      unavailable ??= error;
-      continue;
+      if (ctx.lostReplicaSets?.has(rs) && !journal.startedUncommitted) return {};
+      return { unavailable: error };
     }
     for (const endpoint of endpoints) {
       let outcome: SealAndDropOutcome;
@@ -77,11 +90,15 @@ export async function sealing(ctx: ReassignContext, journal: ReassignJournal): P
         if (inPhaseMs(ctx, journal) > ctx.handOffTimeoutMs) {
           throw new PhaseBlocked('HandOffPending', message);
         }
-        return phaseUnderWay(message, requeueDelayMs.handOffPending);
+        return { pending: message };
       }
       crashPointAfterReceiver('Sealing');
     }
-  }
+    return {};
+  });
+  const pending = outcomes.find((o) => o.pending)?.pending;
+  if (pending) return phaseUnderWay(pending, requeueDelayMs.handOffPending);
+  const unavailable = outcomes.find((o) => o.unavailable)?.unavailable;
   if (unavailable) throw unavailable;
   return phaseDone({}, completionStatus(ctx.object, journal));
 }

@@ -10,6 +10,7 @@ import {
   answeredWith,
   callReceiver,
   crashPointAfterReceiver,
+  eachSetAtOnce,
   lacksCube,
   reportCubeMissing,
   sourceEndpoints,
@@ -96,7 +97,8 @@ async function releaseAtStops(
 }
 
 /**
- * Every replica of every live source releases, so that no target starts while a source consumes:
+ * Every replica of every live source releases (the sets at once, the replicas of a set in turn),
+ * so that no target starts while a source consumes:
  * a source set with no ready receiver blocks the phase here (its partitions are drained and
  * stopped, not lost) until it is back or lost. A failover's sources, and sources lost in
  * Starting, are fenced instead: convergence releases them when they are back.
@@ -105,23 +107,28 @@ export async function releaseSources(
   ctx: ReassignContext,
   journal: ReassignJournal,
 ): Promise<PhaseRun | undefined> {
-  for (const [rs, partitions] of journal.failover ? [] : liveSources(journal)) {
-    for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
-      try {
-        const pending = await releaseAtStops(
-          ctx,
-          endpoint,
-          partitions,
-          stopsOf(journal, partitions),
-        );
-        if (pending) return phaseUnderWay(pending, requeueDelayMs.drainPending);
-        crashPointAfterReceiver('Starting');
-      } catch (error) {
-        // A replica without the cube (404) holds nothing to release.
-        if (!lacksCube(error)) throw error;
-        reportCubeMissing(ctx, journal, endpoint);
+  const pendingBySet = await eachSetAtOnce(
+    journal.failover ? [] : liveSources(journal),
+    async ([rs, partitions]) => {
+      for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
+        try {
+          const pending = await releaseAtStops(
+            ctx,
+            endpoint,
+            partitions,
+            stopsOf(journal, partitions),
+          );
+          if (pending) return pending;
+          crashPointAfterReceiver('Starting');
+        } catch (error) {
+          // A replica without the cube (404) holds nothing to release.
+          if (!lacksCube(error)) throw error;
+          reportCubeMissing(ctx, journal, endpoint);
+        }
       }
-    }
-  }
-  return undefined;
+      return undefined;
+    },
+  );
+  const pending = pendingBySet.find((p) => p !== undefined);
+  return pending ? phaseUnderWay(pending, requeueDelayMs.drainPending) : undefined;
 }

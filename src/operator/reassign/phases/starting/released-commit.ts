@@ -12,7 +12,7 @@ import {
 } from '../../messages.ts';
 import { liveSources } from '../../moves.ts';
 import { phaseUnderWay, requeueDelayMs, type PhaseRun } from '../../outcome.ts';
-import { callReceiver, lacksCube } from '../../receivers.ts';
+import { callReceiver, eachSetAtOnce, lacksCube } from '../../receivers.ts';
 
 /**
  * Of `partitions`, those a receiver keeps offsets of that are not handed off and committed, by its
@@ -47,8 +47,8 @@ export async function awaitReleasedCommit(
   journal: ReassignJournal,
 ): Promise<PhaseRun | undefined> {
   if (journal.failover || journal.startedUncommitted) return undefined;
-  const pending: string[] = [];
-  for (const [rs, partitions] of liveSources(journal)) {
+  const bySet = await eachSetAtOnce(liveSources(journal), async ([rs, partitions]) => {
+    const pending: string[] = [];
     for (const endpoint of ctx.receivers.get(rs) ?? []) {
       let status: CubeStatus;
       try {
@@ -62,7 +62,9 @@ export async function awaitReleasedCommit(
       const waiting = keptUncommitted(status.coverage, partitions);
       if (waiting.length > 0) pending.push(uncommittedOn(endpoint, waiting));
     }
-  }
+    return pending;
+  });
+  const pending = bySet.flat();
   if (pending.length === 0) return undefined;
   const message = releasedDataUncommittedYet(pending);
   if (!overDeadline(ctx, journal)) return phaseUnderWay(message, requeueDelayMs.commitPending);

@@ -9,11 +9,12 @@ import {
   assignRequest,
   callReceiver,
   crashPointAfterReceiver,
+  eachSetAtOnce,
   targetEndpoints,
 } from '../../receivers.ts';
 
 /**
- * Starts every target at the journal's stop offsets under the next epoch, with the sources'
+ * Starts every target at the journal's stop offsets under the next epoch (the sets at once), with the sources'
  * watermarks, skipping what a fenced set committed past the start (committedElsewhere).
  */
 export async function startTargets(
@@ -26,7 +27,7 @@ export async function startTargets(
     ...journal.lostSets?.committedAbove,
     ...journal.failover?.committedAbove,
   };
-  for (const [rs, partitions] of byTarget(journal)) {
+  await eachSetAtOnce(byTarget(journal), async ([rs, partitions]) => {
     const starts = partitions.map((p) => ({
       partition: p,
       position: journal.stopOffsets?.[String(p)] ?? '0',
@@ -55,6 +56,6 @@ export async function startTargets(
       ];
       throw targetBlocked(error, rs, partitions, sources);
     }
-  }
+  });
   return undefined;
 }
