@@ -9,6 +9,7 @@
 // rollups of whole blocks of counted pieces; these two under half of the bound of their own, so
 // that a scan of every hand-off (a cold question over the whole cube) does not evict them.
 import type { CubeSchema } from '../api/cube.ts';
+import type { ResetAccounting } from '../api/reset-ranges.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
 import type { PieceRow } from './answer.ts';
 import { CommittedIndex } from './committed-index.ts';
@@ -90,6 +91,8 @@ const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cu
 interface Listing {
   at: number;
   index: CommittedIndex;
+  /** The resets its merge counted replays of (ResetAccounting.key). */
+  replays: string;
 }
 
 export class CommittedViewCache {
@@ -138,25 +141,29 @@ export class CommittedViewCache {
     storage: DeepStorage,
     cube: CommittedCube,
     windowMs: number,
-    o: { relist: boolean; signal?: AbortSignal },
+    o: { relist: boolean; signal?: AbortSignal; replays?: ResetAccounting },
   ): Promise<{ index: CommittedIndex; cached: boolean }> {
     const id = listingId(cube);
+    const replays = o.replays?.key ?? '';
     if (!o.relist) {
       const listed = this.lookup<Listing>('listing', id);
       if (
         listed &&
         listed.index.windowMs === windowMs &&
+        listed.replays === replays &&
         this.now() - listed.at < this.options.listMaxAgeMs
       )
         return { index: listed.index, cached: true };
     }
     // Answers that find the listing stale at once share one new listing (a month of windows
     // takes seconds to list); one asking to list again because its answer had a gap makes its own.
-    const inFlight = o.relist ? undefined : this.listings.get(`${id}\u0000${windowMs}`);
+    const inFlight = o.relist
+      ? undefined
+      : this.listings.get(`${id}\u0000${windowMs}\u0000${replays}`);
     if (inFlight) return { index: await inFlight, cached: false };
-    const listing = this.list(storage, cube, windowMs, o.signal);
+    const listing = this.list(storage, cube, windowMs, o.signal, o.replays);
     if (!o.relist) {
-      const key = `${id}\u0000${windowMs}`;
+      const key = `${id}\u0000${windowMs}\u0000${replays}`;
       this.listings.set(key, listing);
       const done = () => {
         if (this.listings.get(key) === listing) this.listings.delete(key);
@@ -171,6 +178,7 @@ export class CommittedViewCache {
     cube: CommittedCube,
     windowMs: number,
     signal: AbortSignal | undefined,
+    replays?: ResetAccounting,
   ): Promise<CommittedIndex> {
     const at = this.now();
     const windows = await readCommittedView(storage, cube, signal, async (key, s) => {
@@ -180,8 +188,13 @@ export class CommittedViewCache {
       if (text !== undefined) this.keep('record', key, text, 64 + 2 * text.length);
       return text;
     });
-    const index = new CommittedIndex(windows, windowMs);
-    this.keep('listing', listingId(cube), { at, index } satisfies Listing, index.bytes);
+    const index = new CommittedIndex(windows, windowMs, replays?.replayOf);
+    this.keep(
+      'listing',
+      listingId(cube),
+      { at, index, replays: replays?.key ?? '' } satisfies Listing,
+      index.bytes,
+    );
     return index;
   }
 

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { type OffsetRange, addRange, rangeMapFromJson } from '../receiver/offset-ranges.ts';
 import type { CommittedWindow } from './committed-view.ts';
-import { PieceCount, type Piece, piecePreference } from './merge.ts';
+import { PieceCount, type Piece, type ReplayOf, piecePreference } from './merge.ts';
 
 /** Where a committed piece's rows are: its hand-off's key, and the end of its window. */
 export interface HandOffRef {
@@ -61,7 +61,8 @@ export class CommittedIndex {
   private readonly blocks = new Map<number, CommittedBlock>();
   private readonly summary: Pick<Piece<unknown>, 'ranges' | 'rejected'>[];
 
-  constructor(view: CommittedWindow[], windowMs: number) {
+  /** `replayOf`: offsets re-read after a reset backward count again (merge.ts, ReplayOf). */
+  constructor(view: CommittedWindow[], windowMs: number, replayOf?: ReplayOf) {
     const pieces: Piece<HandOffRef>[] = [];
     for (const w of view)
       w.record.handOffs.forEach((h, i) => {
@@ -78,7 +79,7 @@ export class CommittedIndex {
       });
     this.windows = view.length;
     this.handOffs = pieces.length;
-    const count = new PieceCount<HandOffRef>().offer(pieces.sort(piecePreference));
+    const count = new PieceCount<HandOffRef>(replayOf).offer(pieces.sort(piecePreference));
     this.summary = summarizeRejected(count.counted);
     // Kept: the offsets counted and the counted pieces' places, not their offset maps.
     this.count = count.fork<never>();
