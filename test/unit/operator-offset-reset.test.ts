@@ -12,6 +12,7 @@ import {
   type BrokerOffsets,
 } from '../../src/operator/offset-reset/targets.ts';
 import { completionStatus, resetPartitions } from '../../src/operator/reassign/completion.ts';
+import { restartedByReset } from '../../src/operator/reassign/moves.ts';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 
 describe('parseResetRequest', () => {
@@ -229,5 +230,22 @@ describe("a reset's completion", () => {
     expect(status.resets).toEqual([
       expect.objectContaining({ id: 'r1', result: 'Applied', to: 'given offsets' }),
     ]);
+  });
+});
+
+describe('restartedByReset: a reset resumed in Starting releases no partition twice', () => {
+  const reported = [
+    { partition: 0, epoch: 3 },
+    { partition: 1, epoch: 2 },
+    { partition: 2, epoch: 3 },
+  ];
+  const epochs = { '0': 2, '1': 2, '2': 2 };
+  test.each<[string, boolean, number[], number[]]>([
+    ['a reset: those already under the next epoch', true, [0, 1], [0]],
+    ['a reset of all', true, [0, 1, 2], [0, 2]],
+    ['a move (source and target differ): none', false, [0, 1, 2], []],
+  ])('%s', (_name, reset, partitions, restarted) => {
+    const journal = reset ? { reset: { id: 'r', to: 'earliest', targets: {} } } : {};
+    expect(restartedByReset(journal, epochs, reported, partitions)).toEqual(restarted);
   });
 });
