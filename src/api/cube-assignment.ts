@@ -6,6 +6,7 @@ import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { cubeSchema, identifier, kafkaSource, measure, plaintextSaslProblem } from './cube.ts';
 import { condition } from './conditions.ts';
 import { offset, partitionKey, partitionNumber } from './kafka-numbers.ts';
+import { journalReset, resetAnnotation, resetRecord } from './offset-reset.ts';
 import { kubernetes } from './structural-schema.ts';
 
 export { offset, partitionKey, partitionNumber };
@@ -508,6 +509,11 @@ export const reassignJournal = z
       .describe(
         "True when the targets started before the sources' data of the moved partitions was committed (the wait for it ran out the phase timeout; Warning ReleasedDataUncommitted): a source set lost since keeps that data (status.releasedUncommitted) and is not failed over until it is committed.",
       ),
+    reset: journalReset
+      .optional()
+      .describe(
+        `Present on an offset reset (the ${resetAnnotation} annotation): its moves take each partition from its owner back to the same owner, which restarts at targets instead of the stop offsets, under a new epoch. Its phases are those of a move; Sealing seals nothing (the owner keeps the cube).`,
+      ),
     proposal: moveId
       .optional()
       .describe(
@@ -660,6 +666,13 @@ export const cubeAssignmentStatus = z
       ),
     reassign: reassignJournal.optional(),
     proposal: reassignProposal.optional(),
+    resets: z
+      .array(resetRecord)
+      .max(10)
+      .optional()
+      .describe(
+        `The last ten offset resets asked for with the ${resetAnnotation} annotation, applied or refused, oldest first: a request whose id is here is never run again. The query service and the tiling check read the applied ones: offsets skipped by a reset are reported as skipped, those read again as re-read, neither as missing nor double.`,
+      ),
     releasedUncommitted: partitionsByReplicaSet()
       .optional()
       .describe(

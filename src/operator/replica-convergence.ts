@@ -4,7 +4,9 @@
 // move, restarted, or came back after the move was done. Pure: the reconciler reads the reports
 // (one summary per receiver) and makes the calls.
 import type { ReassignJournal } from '../api/cube-assignment.ts';
+import type { ResetRecord } from '../api/offset-reset.ts';
 import type { PartitionStatus } from '../protocol/admin-api.ts';
+import { startOf } from './reassign/moves.ts';
 
 /** Where a replica that lacks a partition takes it from. */
 export interface StartPosition {
@@ -171,6 +173,8 @@ export interface ConvergenceView {
   epochs: Record<string, number>;
   /** status.epochStarts: where each partition's current epoch began. */
   epochStarts: Record<string, string>;
+  /** status.resets: an epoch an offset reset began ended where its partition was drained to. */
+  resets?: readonly ResetRecord[];
   siblings: SiblingReport[];
 }
 
@@ -189,6 +193,12 @@ export function epochEnd(
     .flatMap((s) => s.partitions)
     .find((q) => q.partition === partition && q.epoch === epoch && q.state === 'released');
   if (released) return released.stopOffset ?? released.position;
+  // The epoch after it began with a reset: it ended where the reset drained it, not where the
+  // next one began.
+  const reset = view.resets
+    ?.flatMap((r) => (r.result === 'Applied' ? (r.partitions ?? []) : []))
+    .find((p) => p.partition === partition && p.epoch === epoch + 1);
+  if (reset) return reset.from;
   return view.epochs[String(partition)] === epoch + 1
     ? view.epochStarts[String(partition)]
     : undefined;
@@ -278,12 +288,20 @@ export function desiredInMove(
     const behind = r && r.state !== 'released' && r.epoch < current;
     if (m.to === replicaSet && stop !== undefined) {
       const watermark = journal.watermarks?.[String(m.partition)] ?? null;
-      const handOver = behind ? epochEnd(m.partition, r.epoch, view) : undefined;
+      // An offset reset gives the partition back to its owner: a replica still on the current
+      // epoch (it missed the release) hands it over at the stop offset first.
+      const missedReset =
+        journal.reset !== undefined && r && r.state !== 'released' && r.epoch === current;
+      const handOver = behind
+        ? epochEnd(m.partition, r.epoch, view)
+        : missedReset
+          ? stop
+          : undefined;
       out.push({
         partition: m.partition,
         owned: true,
         epoch,
-        start: { position: stop, watermark },
+        start: { position: startOf(journal, m.partition), watermark },
         ...(handOver === undefined ? {} : { handOver }),
       });
     } else if (m.from === replicaSet) {

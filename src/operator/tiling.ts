@@ -72,11 +72,13 @@ const within = (ranges: OffsetRange[], from: bigint, to: bigint): OffsetRange[] 
  *   span both cover; offsets Kafka deleted before the replica read them excepted);
  * - gaps from where the partition's current epoch began (`epochStarts`, when known) on, across
  *   the replica sets: what the owner's replicas keep must run on from there.
- * A replica that reports no coverage (an older checkpoint) is left out.
+ * A replica that reports no coverage (an older checkpoint) is left out. Offsets an offset reset
+ * skipped on purpose (`skipped`, partition → ranges) are accounted for, as lost ones are: no gap.
  */
 export function checkTiling(
   replicas: ReplicaCoverage[],
   epochStarts: Record<string, string> = {},
+  skipped: ReadonlyMap<number, OffsetRange[]> = new Map(),
 ): TilingReport {
   const known = replicas.filter((r) => r.coverage !== undefined);
   const partitions = new Set<number>();
@@ -102,7 +104,8 @@ export function checkTiling(
     );
     const kept = (r: ReplicaCoverage): OffsetRange[] => keptBy.get(r)!;
     const holders = known.filter((r) => kept(r).length > 0);
-    const lostOf = (r: ReplicaCoverage): OffsetRange[] => merged([r.lost.get(p) ?? []]);
+    const lostOf = (r: ReplicaCoverage): OffsetRange[] =>
+      merged([r.lost.get(p) ?? [], skipped.get(p) ?? []]);
     const bySet = new Map<string, ReplicaCoverage[]>();
     for (const r of holders) bySet.set(r.replicaSet, [...(bySet.get(r.replicaSet) ?? []), r]);
     const setUnion = new Map([...bySet].map(([rs, members]) => [rs, merged(members.map(kept))]));

@@ -183,6 +183,32 @@ export class TopicMetadata {
     return starts;
   }
 
+  /**
+   * What an offset reset is checked against: every partition's log start and high watermark and,
+   * with `timestamp`, the offset of its first record at or after it (-1: none).
+   */
+  async resetOffsets(
+    source: Pick<TopicSource, 'brokers' | 'topic' | 'tls' | 'sasl'>,
+    namespace?: string,
+    timestamp?: number,
+  ): Promise<{
+    offsets: Map<number, { low: bigint; high: bigint }>;
+    atTimestamp?: Map<number, bigint>;
+  }> {
+    const connection = { ...source, ...(namespace ? { namespace } : {}) };
+    const admin = () => this.admin(connection);
+    const offsets = await this.dropRefused(connection, readTopicOffsets(source.topic, [], admin));
+    if (timestamp === undefined) return { offsets };
+    const at = await this.dropRefused(
+      connection,
+      admin().then((a) => a.fetchTopicOffsetsByTimestamp(source.topic, timestamp)),
+    );
+    return {
+      offsets,
+      atTimestamp: new Map(at.map((o) => [o.partition, BigInt(o.offset)])),
+    };
+  }
+
   private async dropAdmin(connection: Connection): Promise<void> {
     const key = keyOf(connection);
     const admin = this.admins.get(key);

@@ -3,7 +3,7 @@
 // executable on the PATH as `kubectl <name>`; the package installs this file as
 // `kubectl-streamcube`. It talks to the API server as kubectl does (the kubeconfig, its context and
 // namespace), never to receivers, and writes only what a user would with kubectl: the spec, and
-// the approval annotation.
+// the approval and reset annotations.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ApiException, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
@@ -16,12 +16,14 @@ import {
   version as apiVersion,
   type CubeAssignment,
 } from '../api/cube-assignment.ts';
+import { resetAnnotation } from '../api/offset-reset.ts';
 import { cubeApi, type CubeApi } from '../kubernetes/cube-api.ts';
 import { isPodReady, receiverLabelSelector, replicaSetLabel } from '../operator/discovery.ts';
 import { parseDuration } from '../api/duration.ts';
 import { version } from '../version.ts';
 import { renderStatus } from './status-view.ts';
 import { parseManifestSpec, previewPlan, renderPlan } from './plan-preview.ts';
+import { precheckReset, resetRequestOf } from './reset-request.ts';
 
 export const pluginUsage = `Usage: kubectl streamcube <command> [options]
 
@@ -31,6 +33,9 @@ Commands:
   plan -f FILE             what applying a CubeAssignment manifest would change and move, computed
                            against the live cluster; nothing is applied (FILE - reads stdin)
   approve NAME             approve the move waiting for approval (spec.approval: manual)
+  reset-offsets NAME       restart partitions at other offsets: --to-earliest, --to-latest,
+                           --to-datetime ISO or --to-offset P=O[,P=O]; --partitions 0,1 (default
+                           all); waits for the operator to accept or refuse it
   suspend NAME             pause the cube's consumption (spec.suspend: true)
   resume NAME              resume it (spec.suspend: false)
   query NAME [options]     ask the query service (streamcube query: --server, --token-file, …)
@@ -41,8 +46,10 @@ Options:
   --context NAME           the kubeconfig context to use
   --kubeconfig FILE        the kubeconfig [default: $KUBECONFIG, else ~/.kube/config]
   -o, --output FORMAT      status: text (default) or json
-  --id ID                  approve: the proposal's id; refused when another one waits
-  --wait                   approve, suspend, resume: wait until the cube has settled, showing
+  --id ID                  approve: the proposal's id; refused when another one waits.
+                           reset-offsets: the request's id [default: reset-<time>]
+  --wait                   approve, reset-offsets, suspend, resume: wait until the cube has
+                           settled, showing
                            each phase of the move
   --timeout DURATION       how long --wait waits [default 10m]
   --receiver-namespace NS  plan: where the receiver pods are [default: the cube's namespace]
@@ -71,6 +78,11 @@ const options = {
   timeout: { type: 'string' },
   'receiver-namespace': { type: 'string' },
   'receiver-selector': { type: 'string' },
+  'to-earliest': { type: 'boolean' },
+  'to-latest': { type: 'boolean' },
+  'to-datetime': { type: 'string' },
+  'to-offset': { type: 'string' },
+  partitions: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -239,6 +251,78 @@ function readManifest(file: string, io: PluginIo): Record<string, unknown> {
   return doc as Record<string, unknown>;
 }
 
+/**
+ * Writes the reset annotation (on the version of the cube read: a request written over another
+ * one in flight is refused) and waits for the operator's verdict: refused (an error, with its
+ * reason), or accepted; with --wait, until it is applied.
+ */
+async function resetOffsets(
+  kc: KubeConfig,
+  api: CubeApi,
+  cube: CubeAssignment,
+  values: Parameters<typeof resetRequestOf>[0] & { wait?: boolean },
+  timeoutMs: number,
+  io: PluginIo,
+): Promise<void> {
+  const namespace = cube.metadata.namespace ?? 'default';
+  const name = cube.metadata.name ?? '';
+  const asked = resetRequestOf(values, new Date());
+  if (!asked.ok) throw new PluginError(asked.message);
+  const { request } = asked;
+  const problem = precheckReset(cube, request);
+  if (problem) throw new PluginError(`${problem}; nothing was changed`);
+  try {
+    await api.annotate(
+      namespace,
+      name,
+      { [resetAnnotation]: JSON.stringify(request) },
+      cube.metadata.resourceVersion,
+    );
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 409)
+      throw new PluginError(
+        'the cube changed while asking for the reset; nothing was asked. Run it again',
+      );
+    throw error;
+  }
+  io.out(`asked for reset ${request.id} of ${namespace}/${name}; waiting for the operator\n`);
+  const recorded = (c: CubeAssignment) => c.status?.resets?.find((r) => r.id === request.id);
+  const decided = await waitUntil(
+    kc,
+    namespace,
+    name,
+    `the operator to take reset ${request.id}`,
+    (c) => recorded(c) !== undefined || c.status?.reassign?.reset?.id === request.id,
+    timeoutMs,
+    io,
+  );
+  const refused = recorded(decided);
+  if (refused?.result === 'Refused') throw new PluginError(refused.message ?? 'refused');
+  if (!values.wait) {
+    io.out(
+      `reset ${request.id} accepted; kubectl streamcube status ${name} -n ${namespace} follows it\n`,
+    );
+    return;
+  }
+  const done = await waitUntil(
+    kc,
+    namespace,
+    name,
+    `reset ${request.id}`,
+    (c) => recorded(c) !== undefined && c.status?.reassign === undefined,
+    timeoutMs,
+    io,
+  );
+  const record = recorded(done)!;
+  io.out(`done: reset ${request.id} (${record.to}) applied\n`);
+  for (const p of record.partitions ?? []) {
+    const [from, to] = [BigInt(p.from), BigInt(p.to)];
+    const what =
+      from === to ? 'unchanged' : from < to ? `${to - from} skipped` : `${from - to} re-read`;
+    io.out(`  partition ${p.partition}: ${p.from} → ${p.to} (${what}), epoch ${p.epoch}\n`);
+  }
+}
+
 export async function runPlugin(argv: string[], io: PluginIo): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
@@ -292,7 +376,7 @@ export async function runPlugin(argv: string[], io: PluginIo): Promise<number> {
       io.out(renderPlan(cubeName, namespace, previewPlan(parsed.spec, live, ready), live));
       return 0;
     }
-    if (!['status', 'approve', 'suspend', 'resume'].includes(command)) {
+    if (!['status', 'approve', 'reset-offsets', 'suspend', 'resume'].includes(command)) {
       io.err(`kubectl streamcube: unknown command '${command}'\n\n${pluginUsage}`);
       return 2;
     }
@@ -349,6 +433,10 @@ export async function runPlugin(argv: string[], io: PluginIo): Promise<number> {
         );
         io.out(`done: the moves of ${proposal.id} are applied\n`);
       }
+      return 0;
+    }
+    if (command === 'reset-offsets') {
+      await resetOffsets(kc, api, cube, values, timeoutMs, io);
       return 0;
     }
     // suspend / resume

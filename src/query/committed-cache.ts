@@ -10,6 +10,7 @@
 // rollups of whole blocks of counted pieces; these two under half of the bound of their own, so
 // that a scan of every hand-off (a cold question over the whole cube) does not evict them.
 import type { CubeSchema } from '../api/cube.ts';
+import type { ResetAccounting } from '../api/reset-ranges.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
 import type { PieceRow } from './answer.ts';
 import { CommittedIndex } from './committed-index.ts';
@@ -128,6 +129,8 @@ interface Listing {
   fullAt: number;
   /** Keys after this one are listed again by a listing that resumes; undefined: list them all. */
   resumeAfter: string | undefined;
+  /** The resets its merge counted replays of (ResetAccounting.key). */
+  replays: string;
 }
 
 /** Window directories listed again by a listing that resumes: an hour of 1-minute windows. */
@@ -200,10 +203,13 @@ export class CommittedViewCache {
     storage: DeepStorage,
     cube: CommittedCube,
     windowMs: number,
-    o: { relist: boolean; signal?: AbortSignal },
+    o: { relist: boolean; signal?: AbortSignal; replays?: ResetAccounting },
   ): Promise<{ index: CommittedIndex; cached: boolean }> {
     const id = listingId(cube);
-    const listed = o.relist ? undefined : this.lookup<Listing>('listing', id);
+    const replays = o.replays?.key ?? '';
+    // A listing whose merge counted other resets' replays is neither used nor resumed from.
+    const cached = o.relist ? undefined : this.lookup<Listing>('listing', id);
+    const listed = cached?.replays === replays ? cached : undefined;
     if (
       listed &&
       listed.index.windowMs === windowMs &&
@@ -212,12 +218,14 @@ export class CommittedViewCache {
       return { index: listed.index, cached: true };
     // Answers that find the listing stale at once share one new listing (a month of windows
     // takes seconds to list); one asking to list again because its answer had a gap makes its own.
-    const inFlight = o.relist ? undefined : this.listings.get(`${id}\u0000${windowMs}`);
+    const inFlight = o.relist
+      ? undefined
+      : this.listings.get(`${id}\u0000${windowMs}\u0000${replays}`);
     if (inFlight) return { index: await inFlight, cached: false };
     // A listing asked for because an answer had a gap lists everything; one past its age resumes.
-    const listing = this.list(storage, cube, windowMs, o.signal, listed);
+    const listing = this.list(storage, cube, windowMs, o.signal, listed, o.replays);
     if (!o.relist) {
-      const key = `${id}\u0000${windowMs}`;
+      const key = `${id}\u0000${windowMs}\u0000${replays}`;
       this.listings.set(key, listing);
       const done = () => {
         if (this.listings.get(key) === listing) this.listings.delete(key);
@@ -233,6 +241,7 @@ export class CommittedViewCache {
     windowMs: number,
     signal: AbortSignal | undefined,
     previous: Listing | undefined,
+    replays: ResetAccounting | undefined,
   ): Promise<CommittedIndex> {
     const at = this.now();
     const fullMaxAge = this.options.fullListMaxAgeMs ?? defaultFullListMaxAgeMs;
@@ -260,7 +269,7 @@ export class CommittedViewCache {
           this.readRecord(storage),
           signal,
         );
-        const extended = new CommittedIndex(added, windowMs, previous.index);
+        const extended = new CommittedIndex(added, windowMs, previous.index, replays?.replayOf);
         if (extended.extendsCleanly) index = extended;
       }
     } else {
@@ -270,6 +279,8 @@ export class CommittedViewCache {
     index ??= new CommittedIndex(
       await readRecords(cube, versions, this.readRecord(storage), signal),
       windowMs,
+      undefined,
+      replays?.replayOf,
     );
     const listing: Listing = {
       at,
@@ -277,6 +288,7 @@ export class CommittedViewCache {
       versions,
       fullAt: previous && resume !== undefined ? previous.fullAt : at,
       resumeAfter: resumeAfter(versions, this.options.relistedWindows),
+      replays: replays?.key ?? '',
     };
     // The versions weigh about as much as the index's references (a key, a few numbers each).
     this.keep('listing', listingId(cube), listing, index.bytes + 160 * versions.size);

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { type OffsetRange, addRange, rangeMapFromJson } from '../receiver/offset-ranges.ts';
 import type { CommittedWindow } from './committed-view.ts';
-import { PieceCount, type Piece, piecePreference } from './merge.ts';
+import { PieceCount, type Piece, type ReplayOf, piecePreference } from './merge.ts';
 
 /** Where a committed piece's rows are: its hand-off's key, and the end of its window. */
 export interface HandOffRef {
@@ -73,9 +73,15 @@ export class CommittedIndex {
   /**
    * The index of `view`; with `base`, of `base`'s view and `view` (windows none of whose records
    * `base` indexed): only `view`'s records are parsed and merged. The outcome is that of one merge
-   * of both when `extendsCleanly`: every new piece's offsets are new.
+   * of both when `extendsCleanly`: every new piece's offsets are new. `replayOf`: offsets re-read
+   * after a reset backward count again (merge.ts, ReplayOf); a `base` was made with the same.
    */
-  constructor(view: CommittedWindow[], windowMs: number, base?: CommittedIndex) {
+  constructor(
+    view: CommittedWindow[],
+    windowMs: number,
+    base?: CommittedIndex,
+    replayOf?: ReplayOf,
+  ) {
     const pieces: Piece<HandOffRef>[] = [];
     for (const [p, ranges] of base?.lost ?? [])
       this.lost.set(
@@ -102,9 +108,9 @@ export class CommittedIndex {
       });
     this.windows = (base?.windows ?? 0) + view.length;
     this.handOffs = (base?.handOffs ?? 0) + pieces.length;
-    const count = (base ? base.count.fork<HandOffRef>() : new PieceCount<HandOffRef>()).offer(
-      pieces.sort(piecePreference),
-    );
+    const count = (
+      base ? base.count.fork<HandOffRef>() : new PieceCount<HandOffRef>(replayOf)
+    ).offer(pieces.sort(piecePreference));
     this.extendsCleanly =
       !base ||
       (count.counted.length === pieces.length &&

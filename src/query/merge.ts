@@ -52,6 +52,23 @@ export interface MissingRange {
   reason: string;
 }
 
+/**
+ * The replay a partition's offsets read under an epoch belong to: how many offset resets backward
+ * came before it (src/operator/offset-reset/reset-ranges.ts). An offset counts once per replay:
+ * a copy read again after a reset backward is counted again, on purpose.
+ */
+export type ReplayOf = (partition: number, epoch: number) => number;
+
+/** Offsets an offset reset accounts for: skipped on purpose (forward), or read again (backward). */
+export interface ResetAccounted {
+  partition: number;
+  kind: 'skipped' | 'reread';
+  from: bigint;
+  to: bigint;
+  /** "skipped by reset <id>", "re-read after reset <id>". */
+  reason: string;
+}
+
 export interface PartitionCoverage {
   partition: number;
   /** The offsets the answer accounts for: [from, to), complete when `covered` runs without a gap. */
@@ -62,6 +79,8 @@ export interface PartitionCoverage {
   lost: AccountedRangeJson[];
   complete: boolean;
   missing: MissingRange[];
+  /** Offsets an offset reset skipped (not missing) or re-read (counted again, not double). */
+  resets?: { from: string; to: string; reason: string }[];
 }
 
 export interface Conflict {
@@ -96,6 +115,13 @@ export function piecePreference(a: Piece<unknown>, b: Piece<unknown>): number {
 }
 
 type Coverage = Map<number, OffsetRange[]>;
+
+/**
+ * A coverage key: the partition in replay 0, else the partition in a key space of its own per
+ * replay (partitions are int32, so `p + replay * 2^32` never meets another partition's key).
+ */
+const replaySpan = 2 ** 32;
+const partitionOfKey = (key: number): number => key % replaySpan;
 
 const isEmpty = (r: OffsetRange): boolean => r.to <= r.from;
 
@@ -151,6 +177,21 @@ export class PieceCount<Rows> {
   /** partition → offsets held only by a conflicting piece, with its reason. */
   readonly refused = new Map<number, { ranges: OffsetRange[]; reason: string }[]>();
   duplicates = 0;
+  private readonly replayOf: ReplayOf | undefined;
+
+  constructor(replayOf?: ReplayOf) {
+    this.replayOf = replayOf;
+  }
+
+  /** The piece's ranges by coverage key: by partition, and by replay after a reset backward. */
+  private keyed(piece: Piece<Rows>): Coverage {
+    const replayOf = this.replayOf;
+    if (!replayOf) return piece.ranges;
+    const out: Coverage = new Map();
+    for (const [p, ranges] of piece.ranges)
+      out.set(p + replayOf(p, piece.epochs.get(p) ?? 0) * replaySpan, ranges);
+    return out;
+  }
 
   /** Offers `pieces`, in preference order; each must sort after every piece offered before. */
   offer(pieces: Iterable<Piece<Rows>>): this {
@@ -164,7 +205,7 @@ export class PieceCount<Rows> {
    * keeps none of its pieces alive.
    */
   fork<Next = Rows>(): PieceCount<Next> {
-    const f = new PieceCount<Next>();
+    const f = new PieceCount<Next>(this.replayOf);
     f.countedBefore = this.countedBefore + this.counted.length;
     for (const [p, r] of this.coverage)
       f.coverage.set(
@@ -179,33 +220,35 @@ export class PieceCount<Rows> {
 
   private offerOne(piece: Piece<Rows>): void {
     const coverage = this.coverage;
-    const how = meet(coverage, piece.ranges);
+    const keyed = this.keyed(piece);
+    const how = meet(coverage, keyed);
     if (how === 'inside') {
       this.duplicates += 1;
       return;
     }
     if (how === 'partial') {
-      const shared = [...piece.ranges].flatMap(([p, ranges]) =>
+      const shared = [...keyed].flatMap(([p, ranges]) =>
         ranges.flatMap((r) =>
           (coverage.get(p) ?? [])
             .filter((h) => h.from < r.to && r.from < h.to)
             .map(
               (h) =>
-                `partition ${p} ${rangeText({ from: h.from > r.from ? h.from : r.from, to: h.to < r.to ? h.to : r.to })}`,
+                `partition ${partitionOfKey(p)} ${rangeText({ from: h.from > r.from ? h.from : r.from, to: h.to < r.to ? h.to : r.to })}`,
             ),
         ),
       );
       const reason = `${piece.source} shares only some of its offsets with pieces counted already (${shared.slice(0, 3).join(', ')}): its rows cannot be split by offset`;
       this.conflicts.push({ source: piece.source, reason });
-      for (const [p, ranges] of piece.ranges) {
-        const alone = subtractRanges(ranges, coverage.get(p) ?? []);
+      for (const [key, ranges] of keyed) {
+        const alone = subtractRanges(ranges, coverage.get(key) ?? []);
+        const p = partitionOfKey(key);
         if (alone.length > 0)
           this.refused.set(p, [...(this.refused.get(p) ?? []), { ranges: alone, reason }]);
       }
       return;
     }
     this.counted.push(piece);
-    for (const [p, ranges] of piece.ranges) {
+    for (const [p, ranges] of keyed) {
       const acc = coverage.get(p) ?? [];
       for (const r of ranges) addRange(acc, r.from, r.to);
       coverage.set(p, acc);
@@ -225,8 +268,13 @@ export function mergePieces<Rows>(o: {
   bounds: Map<number, PartitionBounds>;
   unavailable?: Unavailable[];
   accounted?: AccountedRanges;
+  replayOf?: ReplayOf;
+  resets?: ResetAccounted[];
 }): MergeResult<Rows> {
-  return finishMerge(new PieceCount<Rows>().offer([...o.pieces].sort(piecePreference)), o);
+  return finishMerge(
+    new PieceCount<Rows>(o.replayOf).offer([...o.pieces].sort(piecePreference)),
+    o,
+  );
 }
 
 /** The merge's result from what `count` counted: every partition's coverage and gaps. */
@@ -238,10 +286,18 @@ export function finishMerge<Rows>(
     unavailable?: Unavailable[];
     /** Offsets known gone (accounted-ranges.ts): they explain a gap, never fill counted offsets. */
     accounted?: AccountedRanges;
+    /** What offset resets skipped and re-read: reported as such, never as missing. */
+    resets?: ResetAccounted[];
   },
 ): MergeResult<Rows> {
   const { counted, coverage, conflicts, refused, duplicates } = count;
-  const accounted: Coverage = new Map([...coverage].map(([p, r]) => [p, r.map((x) => ({ ...x }))]));
+  // Every replay's offsets folded onto their partition: re-read ones are accounted once here.
+  const accounted: Coverage = new Map();
+  for (const [key, ranges] of coverage) {
+    const acc = accounted.get(partitionOfKey(key)) ?? [];
+    for (const r of ranges) addRange(acc, r.from, r.to);
+    accounted.set(partitionOfKey(key), acc);
+  }
   for (const [p, ranges] of o.pending ?? []) {
     const acc = accounted.get(p) ?? [];
     for (const r of ranges) addRange(acc, r.from, r.to);
@@ -259,8 +315,11 @@ export function finishMerge<Rows>(
     let to = bounds.end ?? last ?? from;
     if (last !== undefined && last > to) to = last;
     const lowest = first !== undefined && first < from ? first : from;
+    const resets = (o.resets ?? []).filter((r) => r.partition === p);
+    const skipped: OffsetRange[] = [];
+    for (const r of resets) if (r.kind === 'skipped') addRange(skipped, r.from, r.to);
     const { explained, left: gaps } = explainGaps(
-      subtractRanges([{ from: lowest, to }], ranges),
+      subtractRanges(subtractRanges([{ from: lowest, to }], ranges), skipped),
       o.accounted?.get(p),
     );
     const unavailable = (o.unavailable ?? []).filter(
@@ -289,6 +348,15 @@ export function finishMerge<Rows>(
       lost: explained,
       complete: missing.length === 0,
       missing,
+      ...(resets.length > 0
+        ? {
+            resets: resets.map((r) => ({
+              from: r.from.toString(),
+              to: r.to.toString(),
+              reason: r.reason,
+            })),
+          }
+        : {}),
     });
   }
   return {

@@ -2,6 +2,7 @@
 // and the live segments of one Ready replica per replica set, merged by offsets (merge.ts) into
 // rows (answer.ts) with per-partition coverage. I/O sits behind QuerySources; this file decides
 // what to read, in what order, and what an answer says when a source fails.
+import { resetAccounting, resetRangeReason } from '../api/reset-ranges.ts';
 import type { CubeAssignment } from '../api/cube-assignment.ts';
 import { parseDuration } from '../api/duration.ts';
 import type { QueryPiece, QueryRequest, QueryResponse } from '../protocol/admin-api.ts';
@@ -347,6 +348,7 @@ export class QueryService {
     try {
       const { index, cached } = await this.cache.index(storage, { namespace, cube }, windowMs, {
         relist,
+        replays: resetAccounting(spec.status?.resets),
       });
       const runs = rollupRuns(
         index.countedIn(q.from, q.to),
@@ -458,9 +460,10 @@ export class QueryService {
     // a gap, not where it began. (From the latest, where it began is known only by epochStarts.)
     if (cube.spec.source.startingOffsets !== 'latest')
       for (const b of bounds.values()) b.start = 0n;
+    const resets = resetAccounting(status?.resets);
     const count: PieceCount<Rowed> = committed.index
       ? committed.index.count.fork<Rowed>()
-      : new PieceCount<Rowed>();
+      : new PieceCount<Rowed>(resets.replayOf);
     count.offer(pieces.sort(piecePreference));
     // Offsets Kafka deleted before any replica read them: before the cube began, the receivers'
     // reports in the cube's status (the latest ranges), their live segments' and the committed
@@ -469,7 +472,13 @@ export class QueryService {
     addAccounted(accounted, 'retention', lostInStatus(cube));
     addAccounted(accounted, 'retention', committed.index?.lost);
     return {
-      ...finishMerge(count, { pending, bounds, unavailable, accounted }),
+      ...finishMerge(count, {
+        pending,
+        bounds,
+        unavailable,
+        accounted,
+        resets: resets.ranges.map((r) => ({ ...r, reason: resetRangeReason(r) })),
+      }),
       committedCounted: count.countedBefore,
       // The fork holds only what it counted itself: the live pieces.
       live: count.counted,

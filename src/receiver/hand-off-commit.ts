@@ -209,10 +209,13 @@ export function decideCommit(o: {
   if (o.latest?.receiver === o.receiver)
     for (const h of o.latest.handOffs)
       if (!candidate.some((c) => c.dir === h.dir)) candidate.push(h);
+  // Offsets read again under a later epoch (an offset reset backward) are a copy of their own,
+  // not one the record holds already: never "covered" by it.
+  const replay = o.latest !== undefined && readsAgain(candidate, o.latest);
   const mine = coverageOf(candidate);
   if (o.latest) {
     const committed = rangeMapFromJson(o.latest.offsetRanges);
-    if (covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
+    if (!replay && covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
     if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
   }
   // Fenced offsets the latest record holds already are committed data (a sibling's copy of them,
@@ -235,6 +238,28 @@ export function decideCommit(o: {
     }
   }
   return { kind: 'commit', handOffs: candidate };
+}
+
+/**
+ * Whether a hand-off the record does not list holds offsets the record holds, read under a later
+ * epoch of their partition than any of the record's: read again after an offset reset backward.
+ */
+export function readsAgain(
+  candidate: CommitRecord['handOffs'],
+  latest: Pick<CommitRecord, 'handOffs' | 'offsetRanges'>,
+): boolean {
+  const committed = rangeMapFromJson(latest.offsetRanges);
+  const listed = new Set(latest.handOffs.map((h) => h.dir));
+  for (const h of candidate) {
+    if (listed.has(h.dir)) continue;
+    for (const [p, epoch] of Object.entries(h.epochs)) {
+      const before = Math.max(-1, ...latest.handOffs.map((l) => l.epochs[p] ?? -1));
+      if (before < 0 || epoch <= before) continue;
+      const ranges = new Map([[Number(p), rangesFromJson(h.offsetRanges[p] ?? [])]]);
+      if (overlapping(ranges, committed).length > 0) return true;
+    }
+  }
+  return false;
 }
 
 /** The epoch under which the hand-off holding `offset` of `partition` consumed it. */

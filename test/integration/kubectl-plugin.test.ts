@@ -2,7 +2,9 @@
 // kubectl-streamcube) against the API server, a real operator and receivers: status per
 // partition; a plan that previews an edit without applying it and matches the proposal the
 // operator then writes; approve (a stale id refused, nothing changed; the current one waited to
-// Done with each phase shown); suspend and resume; clear errors for a cube that does not exist.
+// Done with each phase shown); suspend and resume; reset-offsets (a reset out of range refused
+// with the operator's reason, one to earliest followed to its end); clear errors for a cube that
+// does not exist.
 import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +15,7 @@ import { binDir } from '../../src/local/controlplane.ts';
 import { createTopic, makeEvents, produce } from '../support/events.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
 import { waitFor } from '../support/wait.ts';
-import { conditionOf, cubeApi } from '../support/cluster.ts';
+import { applyCrd, conditionOf, cubeApi } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 
 const stack = useOperatorStack({ name: 'kubectl-plugin', replicaSets: ['rs-a', 'rs-b', 'rs-c'] });
@@ -214,8 +216,44 @@ test('suspend and resume, waited for', async () => {
   expect(conditionOf(await api().get(stack.namespace, cube), 'Ready')?.status).toBe('True');
 }, 360_000);
 
+test('reset-offsets: an offset past the end refused with the operator reason and nothing changed; a reset to earliest followed to its end', async () => {
+  // This checkout's CRD (status.resets): the API server is shared with other checkouts' suites.
+  await applyCrd();
+  const before = await api().get(stack.namespace, cube);
+  const refused = await plugin('reset-offsets', cube, '--to-offset', '0=99999999', '--id', 'far');
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(
+    /error: reset far refused, nothing changed: partition 0: offset 99999999 is outside what the brokers hold, \[0, \d+\]/,
+  );
+  expect((await api().get(stack.namespace, cube)).status?.epochs).toEqual(before.status?.epochs);
+  const again = await plugin('reset-offsets', cube, '--to-latest', '--id', 'far');
+  expect(again.code).toBe(1);
+  expect(again.stderr).toContain('already has a reset with id far (Refused)');
+
+  const reset = await plugin(
+    'reset-offsets',
+    cube,
+    '--to-earliest',
+    '--partitions',
+    '0',
+    '--id',
+    'replay-0',
+    '--wait',
+    '--timeout',
+    '150s',
+  );
+  expect(reset.code).toBe(0);
+  expect(reset.stdout).toContain('move: phase Starting');
+  expect(reset.stdout).toMatch(
+    /done: reset replay-0 \(earliest\) applied\n {2}partition 0: \d+ → 0 /,
+  );
+  const after = await api().get(stack.namespace, cube);
+  expect(after.status?.epochs?.['0']).toBe(before.status!.epochs!['0']! + 1);
+  expect(after.status?.epochStarts?.['0']).toBe('0');
+}, 360_000);
+
 test('a cube that does not exist, or a command that does not: a clear error and nothing changed', async () => {
-  for (const command of ['status', 'approve', 'suspend', 'resume']) {
+  for (const command of ['status', 'approve', 'reset-offsets', 'suspend', 'resume']) {
     const run = await plugin(command, 'no-such-cube');
     expect(run.code).toBe(1);
     expect(run.stderr).toContain(

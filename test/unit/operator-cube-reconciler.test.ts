@@ -236,6 +236,10 @@ function harness(scenario: Scenario) {
         topicReads.push('startingOffsets');
         return Promise.resolve(new Map([...rules.keys()].map((p) => [p, 0n])));
       },
+      resetOffsets: () => {
+        topicReads.push('resetOffsets');
+        return Promise.resolve({ offsets: new Map() });
+      },
     },
     events: {
       record: (_object, type, reason, message) => {

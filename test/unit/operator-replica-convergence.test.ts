@@ -8,6 +8,7 @@ import {
   type SiblingReport,
   desiredAtRest,
   desiredInMove,
+  epochEnd,
   noRepairs,
   replicaRepairs,
 } from '../../src/operator/replica-convergence.ts';
@@ -335,6 +336,54 @@ describe('desiredInMove', () => {
       epoch: 2,
       stop: '60',
     });
+  });
+});
+
+describe('an offset reset (the owner takes its partition back at other offsets)', () => {
+  const journal: ReassignJournal = {
+    id: 'x-1',
+    phase: 'Sealing',
+    moves: [{ partition: 0, from: 'rs-a', to: 'rs-a' }],
+    stopOffsets: { '0': '105' },
+    reset: { id: 'replay', to: 'earliest', targets: { '0': '10' } },
+    startedAt: '2026-11-30T10:00:00.000Z',
+  };
+  const view = { epochs: { '0': 1 }, epochStarts: {}, siblings: [] };
+
+  test.each<[string, ReportedPartition[], DesiredPartition]>([
+    [
+      'a replica restarted already: owned under the next epoch from the target',
+      [held('consuming', 2, '40')],
+      { partition: 0, owned: true, epoch: 2, start: { position: '10', watermark: null } },
+    ],
+    [
+      'a replica that missed the release: its epoch handed over at the stop first',
+      [held('consuming', 1, '100')],
+      {
+        partition: 0,
+        owned: true,
+        epoch: 2,
+        start: { position: '10', watermark: null },
+        handOver: '105',
+      },
+    ],
+  ])('%s', (_name, reported, desired) => {
+    expect(desiredInMove(journal, { 'rs-a': [0] }, 'rs-a', reported, view)).toEqual([desired]);
+  });
+
+  test('at rest: the epoch before a reset ended where it was drained to, not where the reset began', () => {
+    const resets = [
+      {
+        id: 'replay',
+        to: 'earliest',
+        result: 'Applied' as const,
+        at: '2026-11-30T10:00:00.000Z',
+        partitions: [{ partition: 0, from: '105', to: '10', epoch: 2 }],
+      },
+    ];
+    const at = { epochs: { '0': 2 }, epochStarts: { '0': '10' }, siblings: [] };
+    expect(epochEnd(0, 1, at)).toBe('10');
+    expect(epochEnd(0, 1, { ...at, resets })).toBe('105');
   });
 });
 

@@ -216,3 +216,36 @@ test('the Degraded problem names the first findings and counts the rest; the cub
     keepsReady: true,
   });
 });
+
+describe('offsets resets skipped or re-read', () => {
+  // rs-a read [0, 500), was reset forward to 540 (skipped [500, 540)), then back to 300: its
+  // copies keep [0, 500) and [300, …) merged, [540, …) after the skip.
+  const copies = [
+    replica('rs-a-0', {
+      0: {
+        kept: [
+          [0, 500],
+          [540, 700],
+        ],
+      },
+    }),
+    replica('rs-a-1', {
+      0: {
+        kept: [
+          [0, 500],
+          [540, 690],
+        ],
+      },
+    }),
+  ];
+  test.each<[string, Map<number, { from: bigint; to: bigint }[]>, string[]]>([
+    ['the skipped range told: no finding', new Map([[0, [{ from: 500n, to: 540n }]]]), []],
+    ['not told: a gap in both copies', new Map(), ['0 gap [500, 540) rs-a-0,rs-a-1']],
+  ])('%s', (_name, skipped, expected) => {
+    expect(
+      checkTiling(copies, { 0: '300' }, skipped).findings.map(
+        (f) => `${f.partition} ${f.kind} [${f.from}, ${f.to}) ${f.receivers.sort().join(',')}`,
+      ),
+    ).toEqual(expected);
+  });
+});

@@ -1,6 +1,7 @@
 // The query service's merge: committed windows and live segments become one answer in which every
 // offset counts once, decided from the offsets and epochs alone, with per-partition coverage that
 // says where it has a gap and why.
+import { resetAccounting, resetRangeReason } from '../../src/api/reset-ranges.ts';
 import { type Piece, mergePieces, subtractRanges } from '../../src/query/merge.ts';
 import type { OffsetRange } from '../../src/receiver/offset-ranges.ts';
 
@@ -210,4 +211,62 @@ test.each([
   { ranges: [r(5, 9)], minus: [], out: [r(5, 9)] },
 ])('subtractRanges %#', ({ ranges, minus, out }) => {
   expect(subtractRanges(ranges, minus)).toEqual(out);
+});
+
+describe('offsets reset on purpose', () => {
+  // Partition 0 read [0, 100) under epoch 1, was reset back to 40 (epoch 2, replay 1) and read
+  // [40, 130); then reset forward from 130 to 200 (epoch 3, still replay 1) and read [200, 220).
+  const accounting = resetAccounting([
+    {
+      id: 'back',
+      to: 'given offsets',
+      result: 'Applied',
+      at: '2026-01-01T00:00:00.000Z',
+      partitions: [{ partition: 0, from: '100', to: '40', epoch: 2 }],
+    },
+    {
+      id: 'fwd',
+      to: 'latest',
+      result: 'Applied',
+      at: '2026-01-01T00:01:00.000Z',
+      partitions: [{ partition: 0, from: '130', to: '200', epoch: 3 }],
+    },
+  ]);
+  const resets = accounting.ranges.map((x) => ({ ...x, reason: resetRangeReason(x) }));
+  const pieces = [
+    piece('committed', 'rs-a:old', { 0: [[0, 100]] }, 1),
+    piece('committed', 'rs-a:replay', { 0: [[40, 130]] }, 2),
+    piece('live', 'rs-a:after', { 0: [[200, 220]] }, 3),
+  ];
+
+  test.each([
+    ['with the resets: every copy counts, skipped and re-read said so', true],
+    ['without: the replay conflicts and the skipped offsets are missing', false],
+  ])('%s', (_name, known) => {
+    const merged = mergePieces({
+      pieces,
+      bounds: new Map([[0, { start: 0n, end: 220n }]]),
+      ...(known ? { replayOf: accounting.replayOf, resets } : {}),
+    });
+    if (known) {
+      expect(merged.counted.map((p) => p.rows).sort()).toEqual([
+        'rs-a:after',
+        'rs-a:old',
+        'rs-a:replay',
+      ]);
+      expect(merged.conflicts).toEqual([]);
+      expect(merged.complete).toBe(true);
+      expect(merged.partitions[0]!.resets).toEqual([
+        { from: '40', to: '100', reason: 're-read after reset back' },
+        { from: '130', to: '200', reason: 'skipped by reset fwd' },
+      ]);
+    } else {
+      expect(merged.conflicts).toHaveLength(1);
+      expect(merged.complete).toBe(false);
+      expect(merged.partitions[0]!.missing.map((m) => [m.from, m.to])).toEqual([
+        ['0', '40'],
+        ['130', '200'],
+      ]);
+    }
+  });
 });

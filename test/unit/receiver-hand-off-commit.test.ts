@@ -697,3 +697,71 @@ describe('records that are not what their writer writes are refused, naming the 
     expect((await latest(s))?.offsetRanges).toEqual({ '0': [['0', '10']] });
   });
 });
+
+describe('offsets read again after an offset reset backward', () => {
+  const committed: CommitRecord = {
+    receiver: 'r1',
+    replicaSet: 'rs-a',
+    handOffs: [handOff('r1.g0', { 0: [[0, 100]] }, 1)],
+    offsetRanges: { '0': [['0', '100']] },
+  } as unknown as CommitRecord;
+
+  test.each([
+    // [name, receiver, its hand-offs, decision, the dirs it commits]
+    [
+      "the committing replica's replay: committed beside its first copy",
+      'r1',
+      [handOff('r1.g1', { 0: [[40, 90]] }, 2)],
+      'commit',
+      ['r1.g0', 'r1.g1'],
+    ],
+    [
+      "a sibling's replay with its own first copy: its whole copy replaces the record",
+      'r0',
+      [handOff('r0.g0', { 0: [[0, 100]] }, 1), handOff('r0.g1', { 0: [[40, 130]] }, 2)],
+      'commit',
+      ['r0.g0', 'r0.g1'],
+    ],
+    [
+      "a sibling's replay without its first copy: behind (one replica's copy per record)",
+      'r0',
+      [handOff('r0.g1', { 0: [[40, 90]] }, 2)],
+      'behind',
+      [],
+    ],
+    [
+      'a sibling copy of the same epoch: covered',
+      'r0',
+      [handOff('r0.g0', { 0: [[0, 100]] }, 1)],
+      'covered',
+      [],
+    ],
+    [
+      'a copy of an older epoch: covered',
+      'r0',
+      [handOff('r0.g0', { 0: [[0, 50]] }, 0)],
+      'covered',
+      [],
+    ],
+  ] as const)('%s', (_name, receiver, mine, kind, dirs) => {
+    const decision = decideCommit({ receiver, mine: [...mine], latest: committed, otherSets: [] });
+    expect(decision.kind).toBe(kind);
+    if (decision.kind === 'commit')
+      expect(decision.handOffs.map((h) => h.dir).sort()).toEqual(dirs);
+  });
+
+  test('once the record lists the replay, the same copy is covered', () => {
+    const replayed = {
+      ...committed,
+      handOffs: [...committed.handOffs, handOff('r0.g1', { 0: [[40, 90]] }, 2)],
+    };
+    expect(
+      decideCommit({
+        receiver: 'r0',
+        mine: [handOff('r0.g1', { 0: [[40, 90]] }, 2)],
+        latest: replayed,
+        otherSets: [],
+      }).kind,
+    ).toBe('covered');
+  });
+});

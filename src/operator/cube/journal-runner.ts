@@ -26,7 +26,7 @@ import { conditionsWith } from './status-writer.ts';
 export type HoldPlacementCompletion = NonNullable<ReassignContext['holdPlacementCompletion']>;
 
 export interface JournalRunnerOptions {
-  topics: Pick<TopicMetadata, 'startingOffsets'>;
+  topics: Pick<TopicMetadata, 'startingOffsets' | 'resetOffsets'>;
   watch: FailoverWatch;
   phaseTimeoutMs: number;
   drainTimeoutMs: number;
@@ -147,6 +147,13 @@ export class JournalRunner {
           startingOffsetRules(object.spec.source.startingOffsets, ps, object.status?.epochs),
           object.metadata?.namespace ?? 'default',
         ),
+      highWatermarks: async (ps: number[]) => {
+        const { offsets } = await this.options.topics.resetOffsets(
+          object.spec.source,
+          object.metadata?.namespace ?? 'default',
+        );
+        return new Map(ps.flatMap((p) => (offsets.has(p) ? [[p, offsets.get(p)!.high]] : [])));
+      },
       persist: async (status) =>
         (pass.object = await edges.status.status(pass.object, status, signal)),
       event: (type, reason, message) => edges.events.record(pass.object, type, reason, message),

@@ -4,6 +4,7 @@
 // of partitions moved away not committed yet. observe.ts gathers the reports.
 import type { ObservedPartition } from '../../api/cube-assignment.ts';
 import type { CubeSummary } from '../../protocol/admin-api.ts';
+import type { OffsetRange } from '../../receiver/offset-ranges.ts';
 import { classifySourceError } from '../../kafka/source-security.ts';
 import { mergeLostOffsets } from '../lost-offsets.ts';
 import type { PartitionReading } from '../metrics.ts';
@@ -46,6 +47,8 @@ export function summarizeObservation(
   sets: readonly ReplicaSetReports[],
   partitions: readonly number[] | undefined,
   epochStarts: Record<string, string>,
+  /** Offsets offset resets skipped on purpose, by partition: no gap (status.resets). */
+  skipped: ReadonlyMap<number, OffsetRange[]> = new Map(),
 ): ObservationSummary {
   const coverages: ReplicaCoverage[] = [];
   const rows: ObservedPartition[] = [];
@@ -104,7 +107,7 @@ export function summarizeObservation(
     segments.handedOff += report.segments.handedOff;
   }
   rows.sort((a, b) => a.partition - b.partition);
-  const tiling = checkTiling(coverages, epochStarts);
+  const tiling = checkTiling(coverages, epochStarts, skipped);
   for (const row of rows) {
     const to = tiling.handedOffTo.get(row.partition);
     if (to !== undefined) row.handedOffTo = to.toString();

@@ -2,6 +2,7 @@
 // repairs on the way what a report shows: a receiver running an older spec is brought to this
 // one, a replica that lacks the cube is given it), then the pure summary (observation.ts), the
 // metrics it publishes and the rejected-records windows it feeds.
+import { skippedByResets } from '../../api/reset-ranges.ts';
 import { cubeSummaryOf } from '../../protocol/admin-api.ts';
 import { isStaleLeader } from '../../protocol/client.ts';
 import { cubeKeyString } from '../../protocol/cube-paths.ts';
@@ -37,7 +38,12 @@ export async function observe(
 ): Promise<Observation> {
   const { object, key } = pass;
   const { sets, problems } = await gatherReports(edges, pass, watch, specDigest);
-  const summary = summarizeObservation(sets, partitions, object.status?.epochStarts ?? {});
+  const summary = summarizeObservation(
+    sets,
+    partitions,
+    object.status?.epochStarts ?? {},
+    skippedByResets(object.status?.resets),
+  );
   const rejected = observeRejections(rejections, cubeKeyString(key), sets);
   for (const [rs, released] of summary.releasedUncommitted)
     watch.observedReleasedUncommitted(key, rs, released);

@@ -36,6 +36,7 @@ import { FailoverWatch } from './failover-watch.ts';
 import { ensureFinalizer, finalize, finalizer } from './finalizer.ts';
 import { JournalRunner } from './journal-runner.ts';
 import { observe } from './observe.ts';
+import { requestedReset } from './offset-reset.ts';
 import type { CubeEdges, CubePass } from './pass.ts';
 import { resolvePoolSets, type PoolSets } from './pool-sets.ts';
 import { plan } from './plan.ts';
@@ -55,7 +56,7 @@ export interface ReconcilerDeps {
   receiverPort: number;
   /** How receivers are reached: plain HTTP, or HTTPS checking their certificate (src/http/tls.ts). */
   receiverTransport?: ReceiverTransport;
-  topics: Pick<TopicMetadata, 'partitions' | 'startingOffsets'>;
+  topics: Pick<TopicMetadata, 'partitions' | 'startingOffsets' | 'resetOffsets'>;
   events: Pick<EventRecorder, 'record'>;
   metrics: OperatorMetrics;
   logger: Logger;
@@ -177,6 +178,11 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
 
     if (pass.object.spec.suspend) return suspend(edges, pass, digestPatch, deps.resyncMs);
 
+    // A reset asked for runs before any move is planned; a refused one is reported with the plan's
+    // problems while its annotation names it.
+    const reset = await requestedReset(edges, pass, deps.topics, digestPatch);
+    if (reset.kind === 'journaled') return reset.result;
+
     const planned = await plan(
       edges,
       pass,
@@ -184,6 +190,7 @@ export function createCubeReconciler(deps: ReconcilerDeps) {
       digestPatch,
     );
     if (planned.kind === 'journaled') return planned.result;
+    if (reset.problem) planned.problems.push(reset.problem);
 
     signal.throwIfAborted();
     const converged = await convergeReplicas(edges, pass, undefined);

@@ -68,7 +68,12 @@ export async function convergeReplicas(
           ? []
           : [{ running: r.status.consumer.state === 'running', partitions: r.status.partitions }],
       );
-      const view = { epochs, epochStarts: object.status?.epochStarts ?? {}, siblings };
+      const view = {
+        epochs,
+        epochStarts: object.status?.epochStarts ?? {},
+        resets: object.status?.resets ?? [],
+        siblings,
+      };
       const desired = journal
         ? desiredInMove(journal, assignment, rs, held, view)
         : desiredAtRest(assignment, rs, held, view);

@@ -6,6 +6,8 @@ import type {
   CubeAssignmentStatusPatch,
   ReassignJournal,
 } from '../../api/cube-assignment.ts';
+import { withResetRecord, type ResetPartition } from '../../api/offset-reset.ts';
+import { startOf } from './moves.ts';
 
 /** status.assignment with the journal's moves applied. */
 export function finalAssignment(
@@ -56,7 +58,13 @@ export function releasedByMoves(
   const lost = new Set(journal.lostSets?.replicaSets ?? []);
   const out: Record<string, number[]> = {};
   for (const m of journal.moves) {
-    if (m.from === undefined || lost.has(m.from) || (assignment[m.from] ?? []).length === 0)
+    // A reset's owner takes the partition back itself: it holds it again, nothing moved away.
+    if (
+      m.from === undefined ||
+      m.from === m.to ||
+      lost.has(m.from) ||
+      (assignment[m.from] ?? []).length === 0
+    )
       continue;
     const held = new Set([...(out[m.from] ?? previous?.[m.from] ?? []), m.partition]);
     out[m.from] = [...held].sort((a, b) => a - b);
@@ -80,7 +88,7 @@ export function completionStatus(
       firstOffsets[p] = journal.stopOffsets?.[p] ?? '0';
     epochs[p] = (epochs[p] ?? 0) + 1;
     // Where Starting started the targets (a merge patch: the other partitions' stay).
-    epochStarts[p] = journal.stopOffsets?.[p] ?? '0';
+    epochStarts[p] = startOf(journal, m.partition);
   }
   const released = releasedByMoves(object.status?.releasedUncommitted, journal, assignment);
   return {
@@ -89,5 +97,31 @@ export function completionStatus(
     epochStarts,
     ...(Object.keys(firstOffsets).length > 0 ? { firstOffsets } : {}),
     ...(released ? { releasedUncommitted: released } : {}),
+    ...(journal.reset
+      ? {
+          resets: withResetRecord(object.status?.resets, {
+            id: journal.reset.id,
+            to: journal.reset.to,
+            result: 'Applied',
+            at: new Date().toISOString(),
+            partitions: resetPartitions(journal, epochs),
+          }),
+        }
+      : {}),
   };
+}
+
+/** A reset's partitions: where each was drained to (the stop offset) and where it restarted. */
+export function resetPartitions(
+  journal: Pick<ReassignJournal, 'moves' | 'stopOffsets' | 'reset'>,
+  epochs: Record<string, number>,
+): ResetPartition[] {
+  return journal.moves
+    .map((m) => ({
+      partition: m.partition,
+      from: journal.stopOffsets?.[String(m.partition)] ?? '0',
+      to: startOf(journal, m.partition),
+      epoch: epochs[String(m.partition)] ?? 0,
+    }))
+    .sort((a, b) => a.partition - b.partition);
 }

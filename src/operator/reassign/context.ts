@@ -52,6 +52,8 @@ export interface ReassignContext {
   client: (endpoint: ReceiverEndpoint) => ReassignReceiver;
   /** Offsets to start partitions that have no previous owner from (startingOffsets). */
   startingOffsets: (partitions: number[]) => Promise<Map<number, bigint>>;
+  /** The partitions' high watermarks now: where a reset to latest restarts them (Draining). */
+  highWatermarks?: (partitions: number[]) => Promise<Map<number, bigint>>;
   /** Writes status (merge patch, resourceVersion precondition); returns the updated object. */
   persist: (status: CubeAssignmentStatusPatch) => Promise<CubeAssignment>;
   /**

@@ -36,3 +36,36 @@ export function stopsOf(
     partitions.map((p) => [String(p), journal.stopOffsets?.[String(p)] ?? '0']),
   );
 }
+
+/**
+ * Where a moving partition's target starts: the stop offset, or for an offset reset
+ * (journal.reset) the reset's target, the sources having stopped at the stop offset.
+ */
+export function startOf(
+  journal: Pick<ReassignJournal, 'stopOffsets' | 'reset'>,
+  partition: number,
+): string {
+  return (
+    journal.reset?.targets[String(partition)] ?? journal.stopOffsets?.[String(partition)] ?? '0'
+  );
+}
+
+/**
+ * Of an offset reset's partitions (journal.reset), those a replica already holds under the epoch
+ * the reset starts (its report's epoch past status.epochs): Starting restarted them there before
+ * an operator stopped. Its source and target are the same replica set, so a release repeated on
+ * them would release the new epoch. Empty for any other journal.
+ */
+export function restartedByReset(
+  journal: Pick<ReassignJournal, 'reset'>,
+  epochs: Record<string, number> | undefined,
+  reported: readonly { partition: number; epoch: number }[],
+  partitions: readonly number[],
+): number[] {
+  if (!journal.reset) return [];
+  return reported
+    .filter(
+      (p) => partitions.includes(p.partition) && p.epoch > (epochs?.[String(p.partition)] ?? 0),
+    )
+    .map((p) => p.partition);
+}

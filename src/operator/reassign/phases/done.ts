@@ -3,6 +3,7 @@
 import type { CubeAssignmentStatusPatch, ReassignJournal } from '../../../api/cube-assignment.ts';
 import { cubeKey, recordEvent, type ReassignContext } from '../context.ts';
 import { journalKind } from '../journal.ts';
+import { offsetsReset } from '../../offset-reset/messages.ts';
 import { failoverCompleted, reassignCompleted } from '../messages.ts';
 import { requeueDelayMs, type StepOutcome } from '../outcome.ts';
 
@@ -18,6 +19,20 @@ export async function completeJournal(
       ? ctx.holdPlacementCompletion(patch)
       : await ctx.persist(patch);
   ctx.entries.forget(cubeKey(ctx));
-  recordEvent(ctx, journal.failover ? failoverCompleted(journal) : reassignCompleted(journal));
+  recordEvent(
+    ctx,
+    journal.reset
+      ? resetDone(ctx, journal)
+      : journal.failover
+        ? failoverCompleted(journal)
+        : reassignCompleted(journal),
+  );
   return { kind: 'completed', object, journal, requeueAfterMs: requeueDelayMs.ended };
+}
+
+/** A reset's Event, from the record its completion wrote (status.resets). */
+function resetDone(ctx: ReassignContext, journal: ReassignJournal) {
+  const { id, to } = journal.reset!;
+  const record = ctx.object.status?.resets?.find((r) => r.id === id);
+  return offsetsReset(id, to, record?.partitions ?? []);
 }

@@ -11,7 +11,13 @@ import {
   stopsRaisedUnderWay,
 } from '../messages.ts';
 import { bySource, stopsOf } from '../moves.ts';
-import { phaseDone, phaseUnderWay, requeueDelayMs, type PhaseRun } from '../outcome.ts';
+import {
+  PhaseBlocked,
+  phaseDone,
+  phaseUnderWay,
+  requeueDelayMs,
+  type PhaseRun,
+} from '../outcome.ts';
 import {
   answeredWith,
   callReceiver,
@@ -100,9 +106,41 @@ export async function draining(ctx: ReassignContext, journal: ReassignJournal): 
   if (undrained) {
     return phaseUnderWay(undrained.pending ?? drainUnderWay, requeueDelayMs.drainPending);
   }
-  return phaseDone(
-    watermarks.size > 0
+  return phaseDone({
+    ...(watermarks.size > 0
       ? { watermarks: Object.fromEntries([...watermarks].map(([p, w]) => [String(p), w])) }
-      : {},
-  );
+      : {}),
+    ...(journal.reset?.to === 'latest' ? { reset: await latestTargets(ctx, journal) } : {}),
+  });
+}
+
+/**
+ * A reset to latest restarts each partition at the end of its log once drained, as Kafka's
+ * --to-latest does with its consumers stopped: what was produced while it was paused is skipped
+ * too. Read here and journaled with Draining's end, so that Starting uses one answer.
+ */
+async function latestTargets(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<NonNullable<ReassignJournal['reset']>> {
+  const reset = journal.reset!;
+  const partitions = Object.keys(reset.targets).map(Number);
+  let ends: Map<number, bigint>;
+  try {
+    ends = (await ctx.highWatermarks?.(partitions)) ?? new Map<number, bigint>();
+  } catch (error) {
+    ctx.signal.throwIfAborted();
+    throw new PhaseBlocked(
+      'SourceUnavailable',
+      `reset ${reset.id}: cannot read the high watermarks of partitions ${partitions.join(', ')}: ${(error as Error).message}`,
+    );
+  }
+  const targets = { ...reset.targets };
+  for (const p of partitions) {
+    const end = ends.get(p);
+    const stop = BigInt(journal.stopOffsets?.[String(p)] ?? '0');
+    // Never behind where it was drained to: latest skips, it never reads again.
+    if (end !== undefined) targets[String(p)] = (end > stop ? end : stop).toString();
+  }
+  return { ...reset, targets };
 }

@@ -4,7 +4,7 @@ import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
 import type { ReceiverEndpoint } from '../../../discovery.ts';
 import { recordEvent, type ReassignContext } from '../../context.ts';
 import { excessFenced, missedDraining, replicaRepairedDrain } from '../../messages.ts';
-import { liveSources, stopsOf } from '../../moves.ts';
+import { liveSources, restartedByReset, stopsOf } from '../../moves.ts';
 import { phaseUnderWay, requeueDelayMs, type PhaseRun } from '../../outcome.ts';
 import {
   answeredWith,
@@ -112,11 +112,13 @@ export async function releaseSources(
     async ([rs, partitions]) => {
       for (const endpoint of sourceEndpoints(ctx, journal, rs)) {
         try {
+          const releasing = await notRestarted(ctx, journal, endpoint, partitions);
+          if (releasing.length === 0) continue;
           const pending = await releaseAtStops(
             ctx,
             endpoint,
-            partitions,
-            stopsOf(journal, partitions),
+            releasing,
+            stopsOf(journal, releasing),
           );
           if (pending) return pending;
           crashPointAfterReceiver('Starting');
@@ -131,4 +133,27 @@ export async function releaseSources(
   );
   const pending = pendingBySet.find((p) => p !== undefined);
   return pending ? phaseUnderWay(pending, requeueDelayMs.drainPending) : undefined;
+}
+
+/**
+ * `partitions` but those an offset reset restarted on the replica already (restartedByReset): a
+ * reset's source is its target, and these hold the new epoch now.
+ */
+async function notRestarted(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+  endpoint: ReceiverEndpoint,
+  partitions: number[],
+): Promise<number[]> {
+  if (!journal.reset) return partitions;
+  const held = await callReceiver(ctx, endpoint, 'status', 'ReleaseFailed', (c) =>
+    c.cubeStatus(ctx.cube, ctx.signal),
+  );
+  const restarted = restartedByReset(
+    journal,
+    ctx.object.status?.epochs,
+    held.partitions,
+    partitions,
+  );
+  return partitions.filter((p) => !restarted.includes(p));
 }

@@ -10,7 +10,7 @@ import {
   releasedDataUncommittedYet,
   uncommittedOn,
 } from '../../messages.ts';
-import { liveSources } from '../../moves.ts';
+import { liveSources, restartedByReset } from '../../moves.ts';
 import { phaseUnderWay, requeueDelayMs, type PhaseRun } from '../../outcome.ts';
 import { callReceiver, eachSetAtOnce, lacksCube } from '../../receivers.ts';
 
@@ -59,7 +59,18 @@ export async function awaitReleasedCommit(
         if (lacksCube(error)) continue; // holds nothing of the cube
         throw error;
       }
-      const waiting = keptUncommitted(status.coverage, partitions);
+      // A replica an offset reset restarted already passed this wait before it was restarted:
+      // what it keeps of those partitions now is the new epoch's.
+      const restarted = restartedByReset(
+        journal,
+        ctx.object.status?.epochs,
+        status.partitions,
+        partitions,
+      );
+      const waiting = keptUncommitted(
+        status.coverage,
+        partitions.filter((p) => !restarted.includes(p)),
+      );
       if (waiting.length > 0) pending.push(uncommittedOn(endpoint, waiting));
     }
     return pending;

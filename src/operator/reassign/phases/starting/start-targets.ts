@@ -3,7 +3,7 @@
 import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
 import type { ReassignContext } from '../../context.ts';
 import { targetBlocked } from '../../messages.ts';
-import { byTarget } from '../../moves.ts';
+import { byTarget, startOf } from '../../moves.ts';
 import { PhaseBlocked, type PhaseRun } from '../../outcome.ts';
 import {
   assignRequest,
@@ -14,7 +14,8 @@ import {
 } from '../../receivers.ts';
 
 /**
- * Starts every target at the journal's stop offsets under the next epoch (the sets at once), with the sources'
+ * Starts every target at the journal's stop offsets (a reset's targets: startOf) under the next
+ * epoch (the sets at once), with the sources'
  * watermarks, skipping what a fenced set committed past the start (committedElsewhere).
  */
 export async function startTargets(
@@ -30,7 +31,7 @@ export async function startTargets(
   await eachSetAtOnce(byTarget(journal), async ([rs, partitions]) => {
     const starts = partitions.map((p) => ({
       partition: p,
-      position: journal.stopOffsets?.[String(p)] ?? '0',
+      position: startOf(journal, p),
       epoch: (epochs[String(p)] ?? 0) + 1,
       watermark: journal.watermarks?.[String(p)] ?? null,
       ...(committedAbove[String(p)]?.length
