@@ -445,6 +445,10 @@ export async function commitWindow(o: {
 }): Promise<CommitOutcome> {
   const dir = windowDir(o.target, o.windowStart);
   const clock = o.now ?? Date.now;
+  // Why attempts came to nothing: another writer took the version, or the reads took so long
+  // that the fences had to be read again (slow deep storage, a starved process).
+  let raced = 0;
+  let slowReads = 0;
   for (let race = 0; race < maxRaces; race++) {
     const fencesReadAt = clock();
     const fences = await fencesOf(o.storage, cubeDir(o.target), o.target.replicaSet, o.signal);
@@ -485,14 +489,29 @@ export async function commitWindow(o: {
     };
     // A fence written since they were read must be seen before a record is created (see
     // maxFenceReadAgeMs): the fences are read again.
-    if (clock() - fencesReadAt > maxFenceReadAgeMs) continue;
+    if (clock() - fencesReadAt > maxFenceReadAgeMs) {
+      slowReads += 1;
+      continue;
+    }
     const key = recordKey(dir, o.target.replicaSet, version);
     if (await o.storage.createObject(key, JSON.stringify(record, null, 2), o.signal))
       return { kind: 'committed', version };
+    raced += 1;
   }
-  throw new Error(
-    `not committed: ${maxRaces} attempts each found a newer commit record of the window written meanwhile`,
-  );
+  throw new Error(notCommittedMessage(raced, slowReads));
+}
+
+/** Why `maxRaces` attempts at a commit created no record: each attempt's reason, counted. */
+export function notCommittedMessage(raced: number, slowReads: number): string {
+  const reasons = [
+    ...(raced > 0 ? [`${raced} found a newer commit record of the window written meanwhile`] : []),
+    ...(slowReads > 0
+      ? [
+          `${slowReads} took over ${maxFenceReadAgeMs} ms to read the fences and records (deep storage slow to answer), so the fences had to be read again`,
+        ]
+      : []),
+  ];
+  return `not committed after ${raced + slowReads} attempts: ${reasons.join('; ')}`;
 }
 
 /**

@@ -20,6 +20,7 @@ import {
   decideCommit,
   fenceReplicaSet,
   latestRecords,
+  notCommittedMessage,
   windowDir,
 } from '../../src/receiver/hand-off-commit.ts';
 import type { HandOffTarget } from '../../src/receiver/hand-off.ts';
@@ -501,6 +502,27 @@ describe('a failover fence of a lost replica set', () => {
     const record = await latest(s);
     expect(record).toMatchObject({ version: 1, fence: 'f-1-abcdef', handOffs: [] });
     expect(record?.offsetRanges).toEqual({});
+  });
+
+  test('a commit whose reads always take longer than the fences may be old creates nothing and says so', async () => {
+    const s = new MemoryDeepStorage();
+    handedOff(s, 'rs-a-0.e1.x');
+    let t = 0;
+    const slow = commitWindow({
+      storage: s,
+      target: target('rs-a-0'),
+      windowStart: 0,
+      mine: [handOff('rs-a-0.e1.x', { 0: [[0, 10]] })],
+      // Each look at the clock is 1.5 s later: the record is ready 3 s after the fences' read.
+      now: () => (t += 1_500),
+    });
+    await expect(slow).rejects.toThrow(
+      'not committed after 8 attempts: 8 took over 2000 ms to read the fences and records (deep storage slow to answer), so the fences had to be read again',
+    );
+    expect(await latest(s)).toBeUndefined();
+    expect(notCommittedMessage(3, 5)).toBe(
+      'not committed after 8 attempts: 3 found a newer commit record of the window written meanwhile; 5 took over 2000 ms to read the fences and records (deep storage slow to answer), so the fences had to be read again',
+    );
   });
 
   test('a commit that lands before the fence reads is counted as committed, and the barrier copies it once', async () => {
