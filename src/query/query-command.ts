@@ -203,6 +203,28 @@ export function lostNote(answer: Completeness): string {
     .join('');
 }
 
+/**
+ * The footer's word on offset resets (their reason names the reset): offsets a reset forward
+ * skipped, in no row, and offsets a reset back read again, counted once more on purpose.
+ */
+export function resetNote(answer: Completeness): string {
+  const byReason = new Map<string, { count: bigint; where: string[] }>();
+  for (const p of answer.partitions)
+    for (const r of p.resets ?? []) {
+      const entry = byReason.get(r.reason) ?? { count: 0n, where: [] };
+      entry.count += BigInt(r.to) - BigInt(r.from);
+      entry.where.push(`partition ${p.partition} [${r.from}, ${r.to})`);
+      byReason.set(r.reason, entry);
+    }
+  const shown = 3;
+  return [...byReason]
+    .map(
+      ([reason, { count, where }]) =>
+        `; ${count} ${reason}${reason.startsWith('re-read') ? ', counted again on purpose' : ', in no row'} (${where.slice(0, shown).join(', ')}${where.length > shown ? `, and ${where.length - shown} more ranges` : ''})`,
+    )
+    .join('');
+}
+
 /** The footer's word on rejected records: how many of the offsets counted no row holds, and why. */
 export function rejectedNote(answer: Completeness): string {
   const byReason = new Map<string, number>();
@@ -228,7 +250,7 @@ export function rejectedNote(answer: Completeness): string {
 
 /** What the table's footer says of completeness. */
 export function completenessNote(answer: Completeness): string {
-  const lost = lostNote(answer);
+  const lost = lostNote(answer) + resetNote(answer);
   if (answer.complete)
     return `complete: every offset of ${answer.partitions.length} partitions ${lost ? 'accounted for' : 'counted'} once${lost}${rejectedNote(answer)}\n`;
   const lines = answer.partitions

@@ -133,3 +133,27 @@ test('the footer counts offsets lost to retention apart: complete, in no row, an
     'complete: every offset of 1 partitions counted once\n',
   );
 });
+
+test('the footer names offsets an offset reset skipped or read again, by reset', () => {
+  const p = (partition: number, resets: [string, string, string][]) => ({
+    partition,
+    from: '0',
+    to: '900',
+    covered: [],
+    lost: [],
+    resets: resets.map(([from, to, reason]) => ({ from, to, reason })),
+    complete: true,
+    missing: [],
+  });
+  expect(
+    completenessNote({
+      complete: true,
+      partitions: [
+        p(0, [['0', '570', 're-read after reset r-1']]),
+        p(1, [['300', '340', 'skipped by reset r-2']]),
+      ],
+    }),
+  ).toBe(
+    'complete: every offset of 2 partitions accounted for once; 570 re-read after reset r-1, counted again on purpose (partition 0 [0, 570)); 40 skipped by reset r-2, in no row (partition 1 [300, 340))\n',
+  );
+});
