@@ -184,11 +184,20 @@ type Completeness = Pick<CubeAnswer, 'complete'> & {
     Partial<Pick<PartitionAnswer, 'rejected' | 'rejectedKnown'>>)[];
 };
 
-/** The footer's word on offsets accounted for but not counted: how many, why, and where. */
-export function lostNote(answer: Completeness): string {
+type ReasonedRange = { from: string; to: string; reason: string };
+
+/**
+ * The footer's word on ranges of offsets grouped by their reason: how many each, where (the first
+ * three ranges), said by `say(count, reason)`.
+ */
+function rangesNote(
+  answer: Completeness,
+  rangesOf: (p: Completeness['partitions'][number]) => readonly ReasonedRange[] | undefined,
+  say: (count: bigint, reason: string) => string,
+): string {
   const byReason = new Map<string, { count: bigint; where: string[] }>();
   for (const p of answer.partitions)
-    for (const r of p.lost ?? []) {
+    for (const r of rangesOf(p) ?? []) {
       const entry = byReason.get(r.reason) ?? { count: 0n, where: [] };
       entry.count += BigInt(r.to) - BigInt(r.from);
       entry.where.push(`partition ${p.partition} [${r.from}, ${r.to})`);
@@ -198,32 +207,30 @@ export function lostNote(answer: Completeness): string {
   return [...byReason]
     .map(
       ([reason, { count, where }]) =>
-        `; ${count} of them lost to ${reason}, in no row (${where.slice(0, shown).join(', ')}${where.length > shown ? `, and ${where.length - shown} more ranges` : ''})`,
+        `; ${say(count, reason)} (${where.slice(0, shown).join(', ')}${where.length > shown ? `, and ${where.length - shown} more ranges` : ''})`,
     )
     .join('');
 }
+
+/** The footer's word on offsets accounted for but not counted: how many, why, and where. */
+export const lostNote = (answer: Completeness): string =>
+  rangesNote(
+    answer,
+    (p) => p.lost,
+    (count, reason) => `${count} of them lost to ${reason}, in no row`,
+  );
 
 /**
  * The footer's word on offset resets (their reason names the reset): offsets a reset forward
  * skipped, in no row, and offsets a reset back read again, counted once more on purpose.
  */
-export function resetNote(answer: Completeness): string {
-  const byReason = new Map<string, { count: bigint; where: string[] }>();
-  for (const p of answer.partitions)
-    for (const r of p.resets ?? []) {
-      const entry = byReason.get(r.reason) ?? { count: 0n, where: [] };
-      entry.count += BigInt(r.to) - BigInt(r.from);
-      entry.where.push(`partition ${p.partition} [${r.from}, ${r.to})`);
-      byReason.set(r.reason, entry);
-    }
-  const shown = 3;
-  return [...byReason]
-    .map(
-      ([reason, { count, where }]) =>
-        `; ${count} ${reason}${reason.startsWith('re-read') ? ', counted again on purpose' : ', in no row'} (${where.slice(0, shown).join(', ')}${where.length > shown ? `, and ${where.length - shown} more ranges` : ''})`,
-    )
-    .join('');
-}
+export const resetNote = (answer: Completeness): string =>
+  rangesNote(
+    answer,
+    (p) => p.resets,
+    (count, reason) =>
+      `${count} ${reason}${reason.startsWith('re-read') ? ', counted again on purpose' : ', in no row'}`,
+  );
 
 /** The footer's word on rejected records: how many of the offsets counted no row holds, and why. */
 export function rejectedNote(answer: Completeness): string {
