@@ -8,6 +8,7 @@ import { ReceiverProcess } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, testSchema, totalsOf } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { cubeApi, waitForSettled } from '../support/cluster.ts';
+import { waitFor } from '../support/wait.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { expectExactAndTiled } from '../support/cube-audit.ts';
 import { handOffs } from '../support/hand-offs.ts';
@@ -156,31 +157,42 @@ test.each(crashes)(
     expect(await Promise.all(receivers[from].map(holding))).toEqual(source);
     expect(await Promise.all(receivers[to].map(holding))).toEqual(target);
 
+    const before = epochs;
     const fresh = await stack.startOperator();
-    const settled = await waitForSettled(
-      kc,
-      stack.namespace,
-      cube,
-      (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ [to]: partitions }),
-    );
-    expect(settled.status?.epochs).toEqual(movedEpochs);
-    owner = to;
-    expect(
-      metricValue(await fresh.metrics(), 'streamcube_reassigns_total', {
+    // Stopped whatever this test finds: a fresh operator left running would hold the lease
+    // against the next row's doomed one, which then never reaches its fault point.
+    try {
+      const settled = await waitForSettled(
+        kc,
+        stack.namespace,
         cube,
-        result: 'completed',
-      }),
-    ).toBe(1);
-    expect(await Promise.all(receivers[from].map(holding))).toEqual(['absent', 'absent']);
-    // Sealing did its work on both source replicas: each handed off what it consumed this round.
-    const sealed = handOffs(deep, cube).filter((h) =>
-      Object.entries(h.manifest.epochs).every(([p, e]) => epochs[p] === e),
-    );
-    expect(sealed.map((h) => h.manifest.receiver).sort()).toEqual(
-      receivers[from].map((r) => r.options.id),
-    );
-    await fresh.kill('SIGTERM');
-    epochs = movedEpochs;
+        (c) => JSON.stringify(c.status?.assignment) === JSON.stringify({ [to]: partitions }),
+      );
+      expect(settled.status?.epochs).toEqual(movedEpochs);
+      owner = to;
+      epochs = movedEpochs;
+      // The counter goes up once the completing write's answer is read, which can come after
+      // another reader already sees that write: wait for it, then require exactly one.
+      const completed = async () =>
+        metricValue(await fresh.metrics(), 'streamcube_reassigns_total', {
+          cube,
+          result: 'completed',
+        });
+      await waitFor('the fresh operator counts the move completed', async () =>
+        ((await completed()) ?? 0) >= 1 ? true : undefined,
+      );
+      expect(await completed()).toBe(1);
+      expect(await Promise.all(receivers[from].map(holding))).toEqual(['absent', 'absent']);
+      // Sealing did its work on both source replicas: each handed off what it consumed this round.
+      const sealed = handOffs(deep, cube).filter((h) =>
+        Object.entries(h.manifest.epochs).every(([p, e]) => before[p] === e),
+      );
+      expect(sealed.map((h) => h.manifest.receiver).sort()).toEqual(
+        receivers[from].map((r) => r.options.id),
+      );
+    } finally {
+      await fresh.kill('SIGTERM');
+    }
 
     await expectExact(to);
   },
