@@ -56,7 +56,20 @@ export function deletedBeforeTheCube(
 ): Map<number, OffsetRange[]> {
   const out = new Map<number, OffsetRange[]>();
   if (cube.spec.source.startingOffsets === 'latest') return out;
+  for (const [p, first] of whereTheCubeBegan(cube))
+    if (first > 0n) out.set(p, [{ from: 0n, to: first }]);
+  return out;
+}
+
+/**
+ * Partition → the offset the cube began reading it at, where known: `status.firstOffsets`; for a
+ * cube written before that field, `epochStarts` while the partition is still in its first epoch.
+ * An offset reset that restarted a partition before it (a cube from the latest offset reset to
+ * the earliest) moves it back there: what it read again is the cube's.
+ */
+export function whereTheCubeBegan(cube: Pick<CubeAssignment, 'status'>): Map<number, bigint> {
   const status = cube.status;
+  const out = new Map<number, bigint>();
   const partitions = new Set([
     ...Object.keys(status?.firstOffsets ?? {}),
     ...Object.keys(status?.epochStarts ?? {}),
@@ -65,9 +78,13 @@ export function deletedBeforeTheCube(
     const first =
       status?.firstOffsets?.[p] ??
       (status?.epochs?.[p] === 1 ? status.epochStarts?.[p] : undefined);
-    if (first !== undefined && BigInt(first) > 0n)
-      out.set(Number(p), [{ from: 0n, to: BigInt(first) }]);
+    if (first !== undefined) out.set(Number(p), BigInt(first));
   }
+  for (const reset of status?.resets ?? [])
+    for (const r of reset.partitions ?? []) {
+      const first = out.get(r.partition);
+      if (first !== undefined && BigInt(r.to) < first) out.set(r.partition, BigInt(r.to));
+    }
   return out;
 }
 

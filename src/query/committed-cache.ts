@@ -129,7 +129,7 @@ interface Listing {
   fullAt: number;
   /** Keys after this one are listed again by a listing that resumes; undefined: list them all. */
   resumeAfter: string | undefined;
-  /** The resets its merge counted replays of (ResetAccounting.key). */
+  /** The resets its merge counted replays of (ResetAccounting.key), and where the cube began. */
   replays: string;
 }
 
@@ -203,10 +203,17 @@ export class CommittedViewCache {
     storage: DeepStorage,
     cube: CommittedCube,
     windowMs: number,
-    o: { relist: boolean; signal?: AbortSignal; replays?: ResetAccounting },
+    o: {
+      relist: boolean;
+      signal?: AbortSignal;
+      replays?: ResetAccounting;
+      /** Where the cube began reading each partition (CommittedIndex's `began`). */
+      began?: ReadonlyMap<number, bigint>;
+    },
   ): Promise<{ index: CommittedIndex; cached: boolean }> {
     const id = listingId(cube);
-    const replays = o.replays?.key ?? '';
+    // A cube made again under the same name begins elsewhere: its listing is its own.
+    const replays = `${o.replays?.key ?? ''}\u0000${beganKey(o.began)}`;
     // A listing whose merge counted other resets' replays is neither used nor resumed from.
     const cached = o.relist ? undefined : this.lookup<Listing>('listing', id);
     const listed = cached?.replays === replays ? cached : undefined;
@@ -223,7 +230,7 @@ export class CommittedViewCache {
       : this.listings.get(`${id}\u0000${windowMs}\u0000${replays}`);
     if (inFlight) return { index: await inFlight, cached: false };
     // A listing asked for because an answer had a gap lists everything; one past its age resumes.
-    const listing = this.list(storage, cube, windowMs, o.signal, listed, o.replays);
+    const listing = this.list(storage, cube, windowMs, o.signal, listed, o);
     if (!o.relist) {
       const key = `${id}\u0000${windowMs}\u0000${replays}`;
       this.listings.set(key, listing);
@@ -241,8 +248,10 @@ export class CommittedViewCache {
     windowMs: number,
     signal: AbortSignal | undefined,
     previous: Listing | undefined,
-    replays: ResetAccounting | undefined,
+    accounting: { replays?: ResetAccounting; began?: ReadonlyMap<number, bigint> },
   ): Promise<CommittedIndex> {
+    const replays = accounting.replays;
+    const began = accounting.began;
     const at = this.now();
     const fullMaxAge = this.options.fullListMaxAgeMs ?? defaultFullListMaxAgeMs;
     const resume =
@@ -269,7 +278,13 @@ export class CommittedViewCache {
           this.readRecord(storage),
           signal,
         );
-        const extended = new CommittedIndex(added, windowMs, previous.index, replays?.replayOf);
+        const extended = new CommittedIndex(
+          added,
+          windowMs,
+          previous.index,
+          replays?.replayOf,
+          began,
+        );
         if (extended.extendsCleanly) index = extended;
       }
     } else {
@@ -281,6 +296,7 @@ export class CommittedViewCache {
       windowMs,
       undefined,
       replays?.replayOf,
+      began,
     );
     const listing: Listing = {
       at,
@@ -288,7 +304,7 @@ export class CommittedViewCache {
       versions,
       fullAt: previous && resume !== undefined ? previous.fullAt : at,
       resumeAfter: resumeAfter(versions, this.options.relistedWindows),
-      replays: replays?.key ?? '',
+      replays: `${replays?.key ?? ''}\u0000${beganKey(began)}`,
     };
     // The versions weigh about as much as the index's references (a key, a few numbers each).
     this.keep('listing', listingId(cube), listing, index.bytes + 160 * versions.size);
@@ -330,4 +346,12 @@ export class CommittedViewCache {
     this.keep('rows', id, rows, handOffRowsBytes(rows));
     return rows;
   }
+}
+
+/** `began` as a cache key: partition=offset pairs, in partition order. */
+function beganKey(began: ReadonlyMap<number, bigint> | undefined): string {
+  return [...(began ?? [])]
+    .sort(([a], [b]) => a - b)
+    .map(([p, o]) => `${p}=${o}`)
+    .join(',');
 }

@@ -7,7 +7,13 @@
 import { createHash } from 'node:crypto';
 import { type OffsetRange, addRange, rangeMapFromJson } from '../receiver/offset-ranges.ts';
 import type { CommittedWindow } from './committed-view.ts';
-import { PieceCount, type Piece, type ReplayOf, piecePreference } from './merge.ts';
+import {
+  PieceCount,
+  type Piece,
+  type ReplayOf,
+  piecePreference,
+  predatesTheCube,
+} from './merge.ts';
 
 /** Where a committed piece's rows are: its hand-off's key, and the end of its window. */
 export interface HandOffRef {
@@ -70,19 +76,27 @@ export class CommittedIndex {
    */
   readonly extendsCleanly: boolean;
 
+  /** Hand-offs of the listing not counted because they predate the cube (merge.ts, predatesTheCube). */
+  readonly predating: number;
+
   /**
    * The index of `view`; with `base`, of `base`'s view and `view` (windows none of whose records
    * `base` indexed): only `view`'s records are parsed and merged. The outcome is that of one merge
    * of both when `extendsCleanly`: every new piece's offsets are new. `replayOf`: offsets re-read
    * after a reset backward count again (merge.ts, ReplayOf); a `base` was made with the same.
+   * `began`: where the cube began reading each partition; hand-offs holding only offsets before
+   * it are an earlier cube's of the same name (predatesTheCube): left out. A `base` was made with
+   * the same.
    */
   constructor(
     view: CommittedWindow[],
     windowMs: number,
     base?: CommittedIndex,
     replayOf?: ReplayOf,
+    began?: ReadonlyMap<number, bigint>,
   ) {
     const pieces: Piece<HandOffRef>[] = [];
+    let predating = base?.predating ?? 0;
     for (const [p, ranges] of base?.lost ?? [])
       this.lost.set(
         p,
@@ -90,12 +104,17 @@ export class CommittedIndex {
       );
     for (const w of view)
       w.record.handOffs.forEach((h, i) => {
+        const ranges = rangeMapFromJson(h.offsetRanges);
+        if (predatesTheCube(ranges, began)) {
+          predating += 1;
+          return;
+        }
         pieces.push({
           kind: 'committed',
           source: `committed ${w.handOffKeys[i]}`,
           replicaSet: w.replicaSet,
           windowStart: w.windowStart,
-          ranges: rangeMapFromJson(h.offsetRanges),
+          ranges,
           epochs: new Map(Object.entries(h.epochs).map(([p, e]) => [Number(p), e])),
           ...rejectedOf(h.rejected),
           rows: { key: w.handOffKeys[i]!, windowEnd: w.windowStart + windowMs },
@@ -106,6 +125,7 @@ export class CommittedIndex {
           this.lost.set(p, acc);
         }
       });
+    this.predating = predating;
     this.windows = (base?.windows ?? 0) + view.length;
     this.handOffs = (base?.handOffs ?? 0) + pieces.length;
     const count = (

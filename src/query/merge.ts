@@ -143,6 +143,28 @@ function meet(counted: Coverage, piece: Coverage): 'disjoint' | 'inside' | 'part
   return outside ? 'partial' : 'inside';
 }
 
+/**
+ * Whether a piece holds only offsets before where the cube began reading each of its partitions
+ * (`began`: status.firstOffsets): data of an earlier cube of the same name, deleted and made
+ * again, whose hand-offs deep storage still keeps. Never the cube's to count: not counted, not a
+ * gap. A piece with any offset at or past the beginning is the cube's and is merged as usual.
+ */
+export function predatesTheCube(
+  ranges: ReadonlyMap<number, OffsetRange[]>,
+  began: ReadonlyMap<number, bigint> | undefined,
+): boolean {
+  if (!began || began.size === 0) return false;
+  let any = false;
+  for (const [p, list] of ranges) {
+    const held = list.filter((r) => !isEmpty(r));
+    if (held.length === 0) continue;
+    const start = began.get(p);
+    if (start === undefined || held.at(-1)!.to > start) return false;
+    any = true;
+  }
+  return any;
+}
+
 /** `ranges` less `minus`: both merged and sorted. */
 export function subtractRanges(ranges: OffsetRange[], minus: OffsetRange[]): OffsetRange[] {
   const out: OffsetRange[] = [];

@@ -23,6 +23,7 @@ import {
   addAccounted,
   deletedBeforeTheCube,
   lostInStatus,
+  whereTheCubeBegan,
 } from './accounted-ranges.ts';
 import { CommittedViewCache } from './committed-cache.ts';
 import { type CommittedIndex, type CommittedRef, rejectedOf } from './committed-index.ts';
@@ -35,6 +36,7 @@ import {
   type Unavailable,
   finishMerge,
   piecePreference,
+  predatesTheCube,
 } from './merge.ts';
 import { rollUp, rollupRuns, rollupShape } from './rollups.ts';
 import { type PendingRun, countRejected, totalRejected } from './rejected.ts';
@@ -124,7 +126,16 @@ export interface CubeAnswer extends AnswerRows {
   rejectedKnown: boolean;
   partitions: PartitionAnswer[];
   sources: {
-    committed: { windows: number; handOffs: number; error?: string };
+    committed: {
+      windows: number;
+      handOffs: number;
+      /**
+       * Hand-offs of an earlier cube of the same name (deleted and made again): they hold only
+       * offsets before where this cube began reading, so they are not this cube's to count.
+       */
+      predating?: number;
+      error?: string;
+    };
     live: LiveSource[];
     /** Pieces counted, and skipped because counted ones held all their offsets. */
     counted: number;
@@ -253,6 +264,7 @@ export class QueryService {
         committed: {
           windows: committed.index?.windows ?? 0,
           handOffs: committed.index?.handOffs ?? 0,
+          ...(committed.index?.predating ? { predating: committed.index.predating } : {}),
           ...(committed.error ? { error: committed.error } : {}),
         },
         live: [...live.values()].map((l) => ({
@@ -349,6 +361,7 @@ export class QueryService {
       const { index, cached } = await this.cache.index(storage, { namespace, cube }, windowMs, {
         relist,
         replays: resetAccounting(spec.status?.resets),
+        began: whereTheCubeBegan(spec),
       });
       const runs = rollupRuns(
         index.countedIn(q.from, q.to),
@@ -422,6 +435,7 @@ export class QueryService {
       boundOf(Number(p)).start = BigInt(start);
     for (const list of Object.values(status?.assignment ?? {})) for (const p of list) boundOf(p);
     const accounted: AccountedRanges = new Map();
+    const began = whereTheCubeBegan(cube);
     const unavailable: Unavailable[] = [];
     if (committed.error) unavailable.push({ partitions: 'all', reason: committed.error });
     for (const l of live.values()) {
@@ -435,7 +449,10 @@ export class QueryService {
         continue;
       }
       for (const piece of l.answer.pieces ?? []) {
-        pieces.push(livePiece(l, piece, cube, q));
+        const live = livePiece(l, piece, cube, q);
+        // A receiver still holding an earlier cube's segment of the same name: not this cube's.
+        if (predatesTheCube(live.ranges, began)) continue;
+        pieces.push(live);
         addAccounted(accounted, 'retention', piece.lostRanges);
       }
       for (const [p, held] of Object.entries(l.answer.held ?? {})) {

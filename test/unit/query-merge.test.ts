@@ -2,7 +2,7 @@
 // offset counts once, decided from the offsets and epochs alone, with per-partition coverage that
 // says where it has a gap and why.
 import { resetAccounting, resetRangeReason } from '../../src/api/reset-ranges.ts';
-import { type Piece, mergePieces, subtractRanges } from '../../src/query/merge.ts';
+import { type Piece, mergePieces, predatesTheCube, subtractRanges } from '../../src/query/merge.ts';
 import type { OffsetRange } from '../../src/receiver/offset-ranges.ts';
 
 const r = (from: number, to: number): OffsetRange => ({ from: BigInt(from), to: BigInt(to) });
@@ -268,5 +268,32 @@ describe('offsets reset on purpose', () => {
         ['130', '200'],
       ]);
     }
+  });
+});
+
+describe('predatesTheCube', () => {
+  const r = (from: number, to: number) => ({ from: BigInt(from), to: BigInt(to) });
+  const began = new Map([
+    [0, 10n],
+    [1, 0n],
+  ]);
+  test.each<[string, Map<number, { from: bigint; to: bigint }[]>, boolean]>([
+    ['all before the beginning', new Map([[0, [r(0, 10)]]]), true],
+    ['one offset at the beginning', new Map([[0, [r(0, 11)]]]), false],
+    ['a partition whose beginning is not known', new Map([[2, [r(0, 1)]]]), false],
+    [
+      'one partition before, one after',
+      new Map([
+        [0, [r(0, 5)]],
+        [1, [r(0, 1)]],
+      ]),
+      false,
+    ],
+    ['nothing held', new Map([[0, [r(3, 3)]]]), false],
+  ])('%s: %s', (_, ranges, expected) => {
+    expect(predatesTheCube(ranges, began)).toBe(expected);
+  });
+  test('no beginning known: never', () => {
+    expect(predatesTheCube(new Map([[0, [r(0, 1)]]]), undefined)).toBe(false);
   });
 });

@@ -348,3 +348,58 @@ describe('offsets lost to retention', () => {
     expect(answer.partitions[0]).toMatchObject({ lost: [], missing: [{ from: '10', to: '100' }] });
   });
 });
+
+describe('a cube deleted and made again under the same name', () => {
+  // Deep storage keeps the earlier cube's window 0 (partition 0, offsets [0, 10)); the new one
+  // began reading from the latest offsets: partition 0 at 10, partition 1 at 0.
+  const again = (resets?: CubeAssignment['status']): CubeAssignment => {
+    const c = queriedOrdersCube(schema, ['15', '4'], {
+      epochs: { '0': 1, '1': 1 },
+      firstOffsets: { '0': '10', '1': '0' },
+      ...resets,
+    });
+    return { ...c, spec: { ...c.spec, source: { ...c.spec.source, startingOffsets: 'latest' } } };
+  };
+
+  test("the earlier cube's hand-offs are not counted, nor a gap: complete, and said", async () => {
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready: { 'rs-a': ['rs-a-0'], 'rs-b': ['rs-b-0'] },
+      answers: { 'rs-a-0': live(0, 10, 15, 5), 'rs-b-0': live(1, 0, 4, 4) },
+      cube: again(),
+    });
+    const answer = await s.answer('shop', 'orders', { granularity: '1m' });
+    expect(answer.complete).toBe(true);
+    expect(answer.rows).toEqual([['1970-01-01T00:01:00.000Z', 9]]);
+    expect(answer.partitions.map((p) => [p.partition, p.from, p.to, p.covered])).toEqual([
+      [0, '10', '15', [['10', '15']]],
+      [1, '0', '4', [['0', '4']]],
+    ]);
+    expect(answer.sources.committed.predating).toBe(1);
+  });
+
+  test('offsets before where it began that a reset read again are its own: counted', async () => {
+    const { s } = service({
+      storage: await storageWithWindow0(),
+      ready: { 'rs-a': ['rs-a-0'], 'rs-b': ['rs-b-0'] },
+      answers: { 'rs-a-0': live(0, 10, 15, 5), 'rs-b-0': live(1, 0, 4, 4) },
+      cube: again({
+        resets: [
+          {
+            id: 'r1',
+            to: 'earliest',
+            result: 'Applied',
+            at: new Date(0).toISOString(),
+            partitions: [{ partition: 0, from: '10', to: '0', epoch: 1 }],
+          },
+        ],
+      }),
+    });
+    const answer = await s.answer('shop', 'orders', { granularity: '1m' });
+    expect(answer.rows).toEqual([
+      ['1970-01-01T00:00:00.000Z', 10],
+      ['1970-01-01T00:01:00.000Z', 9],
+    ]);
+    expect(answer.sources.committed.predating).toBeUndefined();
+  });
+});
