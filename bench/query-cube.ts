@@ -93,6 +93,23 @@ function segmentOf(
   };
 }
 
+/**
+ * A hand-off and its commit tried again after a failure, as a receiver tries a failed hand-off
+ * again: under load a commit's reads can outlast the fence read's age (hand-off-commit.ts), and
+ * the hand-off and commit are idempotent.
+ */
+async function retried(work: () => Promise<void>, attempts = 6): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+      say(`  a window's hand-off failed (${(error as Error).message}); trying it again`);
+      await new Promise((resolve) => setTimeout(resolve, 1000 * attempt));
+    }
+  }
+}
+
 /** Hands off and commits windows [0, windows) of both sets, `atOnce` windows at a time. */
 async function writeWindows(
   storage: DeepStorage,
@@ -108,11 +125,13 @@ async function writeWindows(
       while (next < windows) {
         const w = next++;
         for (const set of Object.keys(sets))
-          await commitSegments(
-            storage,
-            schema,
-            [segmentOf(start, w, set, countries, 'IMMUTABLE')],
-            set,
+          await retried(() =>
+            commitSegments(
+              storage,
+              schema,
+              [segmentOf(start, w, set, countries, 'IMMUTABLE')],
+              set,
+            ),
           );
         if (performance.now() - reported > 30_000) {
           reported = performance.now();
