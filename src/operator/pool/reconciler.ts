@@ -1,6 +1,7 @@
 // The ReceiverPool reconciler: applies sets 0 to spec.sets - 1 (StatefulSet, headless Service,
 // PDB, owned by the pool), removes the sets past it once no cube uses them, and writes the
-// pool's status when it changed. Reads the informer caches, never the event that woke it.
+// pool's status when it changed. With spec.autoscale, the autoscaler looks at the pool's lag
+// at each pass and may change spec.sets (autoscaler.ts). Reads the informer caches, never the event that woke it.
 import type {
   CustomObjectsApi,
   KubernetesObject,
@@ -29,6 +30,7 @@ import { renderSet } from './render.ts';
 import { decideScaleIn } from './scale-in.ts';
 import { poolOf, setIndexOf, setName } from './set-names.ts';
 import type { PoolMetrics } from './metrics.ts';
+import type { PoolAutoscaler } from './autoscaler.ts';
 import type { SetWorkloads } from './workloads.ts';
 import { apiErrorMessage } from './workloads.ts';
 
@@ -45,6 +47,8 @@ export interface PoolReconcilerDeps {
   events: EventRecorder;
   resyncMs: number;
   metrics?: PoolMetrics;
+  /** Absent: spec.autoscale is not acted on. */
+  autoscaler?: PoolAutoscaler;
   logger: Logger;
   now?: () => Date;
 }
@@ -60,6 +64,7 @@ export function createPoolReconciler(
     // Gone or going: the garbage collector deletes the sets by their owner references.
     if (!pool || pool.metadata.deletionTimestamp) {
       deps.metrics?.forget(namespace, name);
+      deps.autoscaler?.forget(namespace, name);
       return {};
     }
     const uid = pool.metadata.uid;
@@ -155,12 +160,17 @@ export function createPoolReconciler(
       }
     }
 
-    const status = poolStatus(pool, findings, now());
+    const at = now();
+    const status = poolStatus(pool, findings, at);
     deps.metrics?.publish(namespace, name, status);
     recordDegradedEvent(deps.events, pool, status);
-    if (mergePatchChanges(pool.status, status)) {
+    // A scale-in still under way: sets past spec.sets remain.
+    const scalingIn = findings.sets.some((s) => s.index >= pool.spec.sets);
+    const autoscale = await deps.autoscaler?.evaluate(pool, namespace, at, scalingIn);
+    const patch = autoscale === undefined ? status : { ...status, autoscale };
+    if (mergePatchChanges(pool.status, patch)) {
       await deps.statusApi.patchNamespacedCustomObjectStatus(
-        { group, version, namespace, plural, name, body: { status } },
+        { group, version, namespace, plural, name, body: { status: patch } },
         mergePatch,
       );
     }
