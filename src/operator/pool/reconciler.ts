@@ -67,6 +67,9 @@ export function createPoolReconciler(
       deps.autoscaler?.forget(namespace, name);
       return {};
     }
+    // With spec.autoscale, a spec.sets outside [minSets, maxSets] is never applied: the autoscaler
+    // writes it back into the range (SetsClamped) and this pass renders the clamped count already.
+    const sets = clampedSets(pool);
     const uid = pool.metadata.uid;
     const owned = <T extends KubernetesObject>(objects: T[]): Map<string, T> =>
       new Map(
@@ -89,7 +92,7 @@ export function createPoolReconciler(
       replicas: sts?.status?.replicas ?? 0,
       readyReplicas: sts?.status?.readyReplicas ?? 0,
     });
-    for (let index = 0; index < pool.spec.sets; index++) {
+    for (let index = 0; index < sets; index++) {
       const set = setName(name, index);
       const desired = renderSet(pool, index);
       const digest = desiredDigest(desired);
@@ -124,7 +127,7 @@ export function createPoolReconciler(
     const draining = [...statefulSets.keys()]
       .map((set) => ({ set, index: setIndexOf(name, set) }))
       .filter((s): s is { set: string; index: number } => s.index !== undefined)
-      .filter((s) => s.index >= pool.spec.sets)
+      .filter((s) => s.index >= sets)
       .sort((a, b) => a.index - b.index);
     const decision = decideScaleIn(
       draining.map((s) => s.set),
@@ -161,11 +164,15 @@ export function createPoolReconciler(
     }
 
     const at = now();
-    const status = poolStatus(pool, findings, at);
+    const status = poolStatus(
+      sets === pool.spec.sets ? pool : { ...pool, spec: { ...pool.spec, sets } },
+      findings,
+      at,
+    );
     deps.metrics?.publish(namespace, name, status);
     recordDegradedEvent(deps.events, pool, status);
     // A scale-in still under way: sets past spec.sets remain.
-    const scalingIn = findings.sets.some((s) => s.index >= pool.spec.sets);
+    const scalingIn = findings.sets.some((s) => s.index >= sets);
     const autoscale = await deps.autoscaler?.evaluate(pool, namespace, at, scalingIn);
     const patch = autoscale === undefined ? status : { ...status, autoscale };
     if (mergePatchChanges(pool.status, patch)) {
@@ -176,6 +183,13 @@ export function createPoolReconciler(
     }
     return { requeueAfterMs: deps.resyncMs };
   };
+}
+
+/** spec.sets, within spec.autoscale's [minSets, maxSets] when the pool has it. */
+export function clampedSets(pool: ReceiverPool): number {
+  const a = pool.spec.autoscale;
+  if (!a) return pool.spec.sets;
+  return Math.min(Math.max(pool.spec.sets, a.minSets), a.maxSets);
 }
 
 /** A Warning Event when Degraded turns True or its reason or message changes. */

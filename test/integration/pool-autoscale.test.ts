@@ -1,0 +1,299 @@
+// The pool autoscaler against the real API server and broker: a cube on pool `auto` (two sets,
+// their receivers processes standing for the StatefulSets' pods) falls behind for real when a
+// burst is produced while its receivers are frozen (SIGSTOP); the operator, reading the brokers'
+// high watermarks against the positions the cube's status recorded, scales the pool out through
+// the scale subresource with a ScaledOut Event naming the figures; once the receivers are thawed
+// and caught up, it scales back in to minSets after scaleInAfter (ScaledIn), and the Draining sets
+// go by the usual path. The operator has the chart's rights plus the scale subresource.
+import { CoreV1Api, CustomObjectsApi, type CoreV1Event } from '@kubernetes/client-node';
+import {
+  group,
+  plural,
+  version,
+  type ReceiverPool,
+  type ReceiverPoolSpecInput,
+} from '../../src/api/receiver-pool.ts';
+import { mergePatch } from '../../src/kubernetes/cube-api.ts';
+import { kubectl, type OperatorProcess } from '../support/cluster.ts';
+import { makeEvents, produce } from '../support/events.ts';
+import { useOperatorStack } from '../support/operator-stack.ts';
+import {
+  operatorAutoscaleRules,
+  operatorCubeRules,
+  operatorPoolRules,
+} from '../support/operator-rules.ts';
+import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
+import { waitFor } from '../support/wait.ts';
+
+const resyncMs = 1_000;
+const stack = useOperatorStack({
+  name: 'pool-autoscale',
+  replicaSets: ['auto-0', 'auto-1'],
+  operator: false,
+});
+let operator: OperatorProcess;
+
+beforeAll(async () => {
+  const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
+    ...operatorCubeRules,
+    ...operatorPoolRules,
+    ...operatorAutoscaleRules,
+  ]);
+  operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
+});
+
+/**
+ * The API server shares its CRDs with every suite: one run from an older checkout re-applies a
+ * ReceiverPool CRD without spec.autoscale, which the API server then prunes from every pool.
+ */
+async function expectAutoscaleInCrd(): Promise<void> {
+  const crd = await kubectl('get', 'crd', 'receiverpools.streamcube.io', '-o', 'json');
+  const found = crd.includes('"targetLagPerSet"');
+  if (!found)
+    throw new Error(
+      'the ReceiverPool CRD in the API server has no spec.autoscale: another suite applied an older CRD',
+    );
+}
+
+// A receiver left frozen would never stop.
+afterAll(() => {
+  for (const r of Object.values(stack.replicas).flat()) if (r.running) r.child!.kill('SIGCONT');
+});
+
+const custom = () => stack.kc.makeApiClient(CustomObjectsApi);
+
+const getPool = (name: string) =>
+  custom().getNamespacedCustomObject({
+    group,
+    version,
+    plural,
+    namespace: stack.namespace,
+    name,
+  }) as Promise<ReceiverPool>;
+
+const waitForPool = (name: string, what: string, check: (p: ReceiverPool) => boolean) =>
+  waitFor(
+    `pool ${name}: ${what}`,
+    async () => {
+      const pool = await getPool(name);
+      return check(pool) ? pool : undefined;
+    },
+    120_000,
+  );
+
+async function poolEvents(name: string): Promise<CoreV1Event[]> {
+  const list = await stack.kc.makeApiClient(CoreV1Api).listNamespacedEvent({
+    namespace: stack.namespace,
+    fieldSelector: `involvedObject.name=${name},involvedObject.kind=ReceiverPool`,
+  });
+  return list.items;
+}
+
+const perPartition = 2_000;
+
+test('a burst the receivers cannot keep up with scales the pool out (ScaledOut with the figures); caught up, it scales back in to minSets (ScaledIn)', async () => {
+  const spec: ReceiverPoolSpecInput = {
+    sets: 2,
+    replicas: 1,
+    image: 'streamcube:test',
+    storage: { size: '1Gi', retainOnScaleIn: 'Delete' },
+    deepStorage: { claimName: 'deep-storage' },
+    receiver: { adminToken: { name: 'admin-token' }, readToken: { name: 'read-token' } },
+    autoscale: {
+      minSets: 2,
+      maxSets: 4,
+      targetLagPerSet: 1_000,
+      scaleOutAfter: '3s',
+      scaleInAfter: '5s',
+      cooldown: '5s',
+    },
+  };
+  await expectAutoscaleInCrd();
+  await custom().createNamespacedCustomObject({
+    group,
+    version,
+    plural,
+    namespace: stack.namespace,
+    body: {
+      apiVersion: `${group}/${version}`,
+      kind: 'ReceiverPool',
+      metadata: { name: 'auto' },
+      spec,
+    },
+  });
+  expect((await getPool('auto')).spec.autoscale).toMatchObject({ maxSets: 4 });
+  const topic = `pool-autoscale-${Date.now()}`;
+  await stack.admin.createTopics({ topics: [{ topic, numPartitions: 4 }] });
+  await stack.createCube('burst', topic, { pool: 'auto' });
+  const start = Date.now();
+  for (let p = 0; p < 4; p++) await produce(stack.producer, topic, p, makeEvents(p, 10, start));
+  const owners = (c: { status?: { assignment?: Record<string, number[]> } }) =>
+    Object.entries(c.status?.assignment ?? {})
+      .filter(([, ps]) => ps.length > 0)
+      .map(([rs]) => rs)
+      .sort()
+      .join();
+  await stack.waitForSettled(
+    'burst',
+    (c) =>
+      owners(c) === 'auto-0,auto-1' &&
+      c.status?.partitions?.length === 4 &&
+      c.status.partitions.every((r) => r.position === '10'),
+  );
+  // Caught up at minSets: the autoscaler holds, and says why.
+  const calm = await waitForPool(
+    'auto',
+    'autoscale figures',
+    (p) => p.status?.autoscale?.totalLag === 0 && p.status.autoscale.cubes === 1,
+  );
+  expect(calm.spec.sets).toBe(2);
+  expect(calm.status?.autoscale).toMatchObject({
+    desiredSets: 2,
+    lagPerSet: 0,
+    targetLagPerSet: 1_000,
+    lastDecision: { action: 'Hold', reason: 'WithinTarget' },
+  });
+
+  // Frozen receivers, and 2,000 events more per partition: 8,000 behind, 4,000 per set.
+  const frozen = Object.values(stack.replicas).flat();
+  for (const r of frozen) r.child!.kill('SIGSTOP');
+  try {
+    for (let p = 0; p < 4; p++)
+      await produce(stack.producer, topic, p, makeEvents(p, perPartition, start, 1, 1));
+    const out = await waitForPool('auto', 'scaled out', (p) => p.spec.sets > 2);
+    // As many sets as the lag asks for at the target (8), within maxSets (4).
+    expect(out.spec.sets).toBe(4);
+    const scaledOut = await waitFor('a ScaledOut Event', async () =>
+      (await poolEvents('auto')).find((e) => e.reason === 'ScaledOut'),
+    );
+    expect(scaledOut.type).toBe('Normal');
+    expect(scaledOut.message).toMatch(
+      /^scaled out from 2 to 4 sets: 8000 events behind over 2 sets \(4000 per set\), above the target 1000 per set for \d+s \(scaleOutAfter 3s\)$/,
+    );
+    // Written by the operator's field manager through the scale subresource.
+    expect(
+      out.metadata.managedFields?.some(
+        (f) => f.manager === 'streamcube-operator' && f.subresource === 'scale',
+      ),
+    ).toBe(true);
+    const status = await waitForPool(
+      'auto',
+      'status.autoscale says ScaleOut',
+      (p) => p.status?.autoscale?.lastDecision.action === 'ScaleOut',
+    );
+    expect(status.status?.autoscale).toMatchObject({ desiredSets: 4, totalLag: 8_000 });
+    expect(status.status?.autoscale?.lastDecision.message).toBe(scaledOut.message);
+  } finally {
+    for (const r of frozen) r.child!.kill('SIGCONT');
+  }
+
+  // Thawed, the receivers catch up; the pool scales in to minSets once comfortably below.
+  await stack.waitForCube('burst', 'caught up', (c) =>
+    (c.status?.partitions ?? []).every((r) => r.position === String(10 + perPartition)),
+  );
+  const back = await waitForPool('auto', 'scaled back in', (p) => p.spec.sets === 2);
+  const scaledIn = await waitFor('a ScaledIn Event', async () =>
+    (await poolEvents('auto')).find((e) => e.reason === 'ScaledIn'),
+  );
+  expect(scaledIn.message).toMatch(
+    /^scaled in from 4 to 2 sets: 0 events behind over 4 sets \(0 per set\), 0 per set with one set fewer, below 50% of the target 1000 \(500\) for \d+s \(scaleInAfter 5s\)$/,
+  );
+  expect(back.status?.autoscale?.lastDecision.action ?? 'ScaleIn').toMatch(/ScaleIn|Hold/);
+  // The sets made by the scale-out were never used: Draining, then removed.
+  await waitForPool(
+    'auto',
+    'two sets left',
+    (p) => p.status?.replicas === 2 && p.status.sets?.every((s) => s.state === 'Active') === true,
+  );
+  const metrics = await (await fetch(`http://127.0.0.1:${operator.port}/metrics`)).text();
+  const series = (name: string): string[] =>
+    metrics
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`) && l.includes('pool="auto"'))
+      .map((l) => l.replace(`namespace="${stack.namespace}",`, ''));
+  expect(series('streamcube_pool_autoscale_decisions_total')).toEqual([
+    'streamcube_pool_autoscale_decisions_total{pool="auto",direction="out"} 1',
+    'streamcube_pool_autoscale_decisions_total{pool="auto",direction="in"} 1',
+    'streamcube_pool_autoscale_decisions_total{pool="auto",direction="clamp"} 0',
+  ]);
+  expect(series('streamcube_pool_autoscale_target_lag_per_set')).toEqual([
+    'streamcube_pool_autoscale_target_lag_per_set{pool="auto"} 1000',
+  ]);
+  expect(series('streamcube_pool_autoscale_desired_sets')).toEqual([
+    'streamcube_pool_autoscale_desired_sets{pool="auto"} 2',
+  ]);
+  // The cube lost nothing: every event counted once.
+  const cube = await stack.waitForSettled('burst');
+  expect(cube.status?.totalLag).toBe('0');
+}, 240_000);
+
+test('kubectl scale outside [minSets, maxSets] is clamped back (Warning SetsClamped)', async () => {
+  await custom().patchNamespacedCustomObjectScale(
+    {
+      group,
+      version,
+      plural,
+      namespace: stack.namespace,
+      name: 'auto',
+      body: { spec: { replicas: 9 } },
+    },
+    mergePatch,
+  );
+  await waitForPool('auto', 'clamped to 4', (p) => p.spec.sets === 4);
+  const clamped = await waitFor('a SetsClamped Event', async () =>
+    (await poolEvents('auto')).find((e) => e.reason === 'SetsClamped'),
+  );
+  expect(clamped).toMatchObject({
+    type: 'Warning',
+    message: 'spec.sets 9 is above spec.autoscale.maxSets 4: set to 4',
+  });
+});
+
+test('kubectl explain describes spec.autoscale', async () => {
+  const explained = await kubectl('explain', 'receiverpool.spec.autoscale.targetLagPerSet');
+  expect(explained.replace(/\s+/g, ' ')).toContain('Events behind per set the pool aims at');
+  expect(await kubectl('explain', 'rpool.status.autoscale.lastDecision.action')).toMatch(
+    /ScaleOut, ScaleIn, Clamp/,
+  );
+});
+
+test('a pool refuses minSets above maxSets and a zero scaleOutAfter, naming the field', async () => {
+  for (const [autoscale, message] of [
+    [
+      { minSets: 3, maxSets: 2, targetLagPerSet: 1 },
+      /spec\.autoscale\.minSets: Invalid value.*must be at most spec\.autoscale\.maxSets/,
+    ],
+    [
+      { maxSets: 2, targetLagPerSet: 1, scaleOutAfter: '0s' },
+      /spec\.autoscale\.scaleOutAfter: Invalid value.*must be above 0s/,
+    ],
+    [{ maxSets: 2 }, /spec\.autoscale\.targetLagPerSet: Required value/],
+  ] as const) {
+    const error = await custom()
+      .createNamespacedCustomObject({
+        group,
+        version,
+        plural,
+        namespace: stack.namespace,
+        body: {
+          apiVersion: `${group}/${version}`,
+          kind: 'ReceiverPool',
+          metadata: { name: 'refused' },
+          spec: {
+            sets: 1,
+            image: 'i',
+            storage: { size: '1Gi' },
+            deepStorage: { claimName: 'd' },
+            receiver: { adminToken: { name: 'a' }, readToken: { name: 'r' } },
+            autoscale,
+          },
+        },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e as { code: number; body: unknown },
+      );
+    expect(error?.code).toBe(422);
+    expect(JSON.stringify(error?.body)).toMatch(message);
+  }
+});
