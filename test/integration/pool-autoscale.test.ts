@@ -257,7 +257,7 @@ test('kubectl explain describes spec.autoscale', async () => {
   );
 });
 
-test('a pool refuses minSets above maxSets and a zero scaleOutAfter, naming the field', async () => {
+test('bad spec.autoscale settings are refused by the API server, naming the field', async () => {
   for (const [autoscale, message] of [
     [
       { minSets: 3, maxSets: 2, targetLagPerSet: 1 },
@@ -268,6 +268,15 @@ test('a pool refuses minSets above maxSets and a zero scaleOutAfter, naming the 
       /spec\.autoscale\.scaleOutAfter: Invalid value.*must be above 0s/,
     ],
     [{ maxSets: 2 }, /spec\.autoscale\.targetLagPerSet: Required value/],
+    [
+      { maxSets: 101, targetLagPerSet: 1 },
+      /spec\.autoscale\.maxSets: Invalid value: 101: .*less than or equal to 100/,
+    ],
+    [
+      { maxSets: 2, targetLagPerSet: 1, scaleInBelowPercent: 95 },
+      /spec\.autoscale\.scaleInBelowPercent: Invalid value: 95: .*less than or equal to 90/,
+    ],
+    [{ maxSets: 2, targetLagPerSet: 0 }, /spec\.autoscale\.targetLagPerSet: Invalid value: 0/],
   ] as const) {
     const error = await custom()
       .createNamespacedCustomObject({
