@@ -1,7 +1,8 @@
 // The ReceiverPool reconciler: applies sets 0 to spec.sets - 1 (StatefulSet, headless Service,
 // PDB, owned by the pool), removes the sets past it once no cube uses them, and writes the
 // pool's status when it changed. With spec.autoscale, the autoscaler looks at the pool's lag
-// at each pass and may change spec.sets (autoscaler.ts). Reads the informer caches, never the event that woke it.
+// at each pass and may change spec.sets (autoscaler.ts). Reads the informer caches, never the
+// event that woke it.
 import type {
   CustomObjectsApi,
   KubernetesObject,
