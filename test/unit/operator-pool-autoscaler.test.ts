@@ -249,3 +249,32 @@ test('without spec.autoscale nothing is looked at, and a status.autoscale left i
   const withStatus = { ...f.pool, status: { autoscale: {} as never } };
   expect(await f.autoscaler.evaluate(withStatus, 'ns', new Date(), false)).toBeNull();
 });
+
+test("two pools keep their own cubes' last positions: a row vanishing on one stays counted", async () => {
+  let cubes = [
+    cube('on-p', { pool: 'p', assignment: { 'p-0': [0] }, positions: { 0: '10' } }),
+    cube('on-q', { pool: 'q', assignment: { 'q-0': [0] }, positions: { 0: '10' } }),
+  ];
+  const autoscaler = new PoolAutoscaler({
+    cubesUsing: () => cubes,
+    highWatermarks: () => Promise.resolve(hw([[0, 110n]])),
+    scaleApi: { patchNamespacedCustomObjectScale: () => Promise.resolve({}) },
+    events: { record: () => undefined } as unknown as EventRecorder,
+    logger: silentLogger as never,
+  });
+  const pool = (name: string): ReceiverPool => ({
+    ...fixture({ minSets: 1, maxSets: 2, targetLagPerSet: 1000 }, 1).pool,
+    metadata: { name, namespace: 'ns', uid: `uid-${name}` },
+  });
+  await autoscaler.evaluate(pool('p'), 'ns', new Date(0), false);
+  await autoscaler.evaluate(pool('q'), 'ns', new Date(0), false);
+  // p's cube's owner stops answering: its row goes.
+  cubes = [cube('on-p', { pool: 'p', assignment: { 'p-0': [0] } }), cubes[1]!];
+  expect(await autoscaler.evaluate(pool('q'), 'ns', new Date(1000), false)).toMatchObject({
+    totalLag: 100,
+  });
+  expect(await autoscaler.evaluate(pool('p'), 'ns', new Date(1000), false)).toMatchObject({
+    totalLag: 100,
+    unknown: null,
+  });
+});

@@ -61,6 +61,8 @@ export type AutoscaleStatusPatch = Record<string, unknown> | null | undefined;
 
 interface PoolMemory {
   samples: LagSample[];
+  /** The positions the pool's cubes' status last recorded. */
+  positions: LastPositions;
   /** A write of spec.sets the informer cache may not show yet. */
   pending?: { from: number; to: number; at: number };
   lastChangeAt?: number;
@@ -73,7 +75,6 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 export class PoolAutoscaler {
   private readonly deps: AutoscalerDeps;
   private readonly pools = new Map<string, PoolMemory>();
-  private readonly positions = new LastPositions();
 
   constructor(deps: AutoscalerDeps) {
     this.deps = deps;
@@ -103,7 +104,7 @@ export class PoolAutoscaler {
       return previous ? null : undefined;
     }
     const at = now.getTime();
-    const memory = this.pools.get(key) ?? { samples: [] };
+    const memory = this.pools.get(key) ?? { samples: [], positions: new LastPositions() };
     this.pools.set(key, memory);
     const sets = pool.spec.sets;
 
@@ -127,11 +128,11 @@ export class PoolAutoscaler {
     memory.known = sets;
 
     const cubes = this.deps.cubesUsing(namespace).filter((c) => cubeUsesPool(c, name));
-    this.positions.keepOnly(new Set(cubes.map((c) => c.metadata.uid ?? '')));
+    memory.positions.keepOnly(cubes);
     const reads = new Map<string, Promise<HighWatermarks>>();
     const figures = await Promise.all(
       cubes.map(async (cube) => {
-        const positions = this.positions.update(cube);
+        const positions = memory.positions.update(cube);
         if (cube.spec.suspend) return cubeLag(cube, name, positions, undefined);
         const source = cube.spec.source;
         const readKey = JSON.stringify([cube.metadata.namespace, source.brokers, source.topic]);

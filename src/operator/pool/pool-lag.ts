@@ -18,9 +18,13 @@ export type HighWatermarks = Map<number, bigint> | { error: string };
 export class LastPositions {
   private readonly byCube = new Map<string, Map<number, bigint>>();
 
+  static keyOf(cube: CubeAssignment): string {
+    return cube.metadata.uid ?? cubeKey(cube);
+  }
+
   /** Records the cube's rows and returns the positions known now, recorded or remembered. */
   update(cube: CubeAssignment): Map<number, bigint> {
-    const uid = cube.metadata.uid ?? `${cube.metadata.namespace}/${cube.metadata.name}`;
+    const uid = LastPositions.keyOf(cube);
     const known = this.byCube.get(uid) ?? new Map<number, bigint>();
     for (const row of cube.status?.partitions ?? [])
       if (row.position !== undefined) known.set(row.partition, BigInt(row.position));
@@ -28,9 +32,10 @@ export class LastPositions {
     return known;
   }
 
-  /** Forgets the cubes not in `uids` (deleted). */
-  keepOnly(uids: ReadonlySet<string>): void {
-    for (const uid of this.byCube.keys()) if (!uids.has(uid)) this.byCube.delete(uid);
+  /** Forgets every cube but these (the others were deleted or left the pool). */
+  keepOnly(cubes: readonly CubeAssignment[]): void {
+    const kept = new Set(cubes.map((c) => LastPositions.keyOf(c)));
+    for (const uid of this.byCube.keys()) if (!kept.has(uid)) this.byCube.delete(uid);
   }
 }
 
