@@ -4,7 +4,9 @@
 // high watermarks against the positions the cube's status recorded, scales the pool out through
 // the scale subresource with a ScaledOut Event naming the figures; once the receivers are thawed
 // and caught up, it scales back in to minSets after scaleInAfter (ScaledIn), and the Draining sets
-// go by the usual path. The operator has the chart's rights plus the scale subresource.
+// go by the usual path. A kubectl scale above maxSets is clamped; a suspended cube (whose status
+// lag is not refreshed) holds the scale-in instead of passing for caught up. The operator has the
+// chart's rights plus the scale subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, type CoreV1Event } from '@kubernetes/client-node';
 import {
@@ -254,6 +256,36 @@ test('kubectl scale outside [minSets, maxSets] is clamped back (Warning SetsClam
     type: 'Warning',
     message: 'spec.sets 9 is above spec.autoscale.maxSets 4: set to 4',
   });
+});
+
+test('a suspended cube (its status not refreshed) holds the scale-in: listed as unknown, LagUnknown; resumed, the pool scales in', async () => {
+  // After the clamp: 4 sets, nothing behind, every set but two unused.
+  const suspend = (value: boolean) =>
+    custom().patchNamespacedCustomObject(
+      {
+        group,
+        version,
+        plural: 'cubeassignments',
+        namespace: stack.namespace,
+        name: 'burst',
+        body: { spec: { suspend: value } },
+      },
+      mergePatch,
+    );
+  await suspend(true);
+  const held = await waitForPool(
+    'auto',
+    'LagUnknown',
+    (p) => p.status?.autoscale?.lastDecision.reason === 'LagUnknown',
+  );
+  expect(held.spec.sets).toBe(4);
+  expect(held.status?.autoscale?.unknown).toEqual([`${stack.namespace}/burst (suspended)`]);
+  expect(held.status?.autoscale?.lastDecision.message).toBe(
+    `0 events behind over 4 sets (0 per set); no scale-in while figures are unknown; not known: ${stack.namespace}/burst (suspended)`,
+  );
+  await suspend(false);
+  const back = await waitForPool('auto', 'scaled in to 2', (p) => p.spec.sets === 2);
+  expect(back.status?.autoscale?.unknown).toBeUndefined();
 });
 
 test('kubectl explain describes spec.autoscale', async () => {
