@@ -237,6 +237,25 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
 }, 240_000);
 
 test('kubectl scale outside [minSets, maxSets] is clamped back (Warning SetsClamped)', async () => {
+  // The autoscaler's guard: a scale patch naming a resourceVersion the pool has moved past is
+  // refused (409), so its write never overwrites one made since it read the pool.
+  const stale = await custom()
+    .patchNamespacedCustomObjectScale(
+      {
+        group,
+        version,
+        plural,
+        namespace: stack.namespace,
+        name: 'auto',
+        body: { metadata: { resourceVersion: '1' }, spec: { replicas: 3 } },
+      },
+      mergePatch,
+    )
+    .then(
+      () => undefined,
+      (e: unknown) => e as { code: number },
+    );
+  expect(stale?.code).toBe(409);
   await custom().patchNamespacedCustomObjectScale(
     {
       group,
