@@ -134,6 +134,18 @@ export const poolAutoscaleStatus = z
       .describe(
         'When spec.sets last changed, by the autoscaler or another writer: the cooldown starts there.',
       ),
+    lastScale: z
+      .object({
+        action: z
+          .enum(['ScaleOut', 'ScaleIn', 'Clamp'])
+          .describe('ScaleOut, ScaleIn or Clamp (spec.sets was outside minSets to maxSets).'),
+        fromSets: z.int().min(0).max(maxSets).describe('spec.sets before.'),
+        toSets: z.int().min(0).max(maxSets).describe('spec.sets written.'),
+        message: z.string().max(1024).describe("The figures that decided it, as its Event's."),
+        time: timestamp.describe('When it was written.'),
+      })
+      .optional()
+      .describe("The autoscaler's last change of spec.sets, kept until the next one."),
     lastDecision: z
       .object({
         action: z
@@ -143,7 +155,7 @@ export const poolAutoscaleStatus = z
         message: z.string().max(1024).describe('The figures that decided it.'),
         time: timestamp.describe('When it was decided.'),
       })
-      .describe('The last decision the figures led to.'),
+      .describe('The decision of the last look written (Hold included).'),
   })
   .describe(
     'What the autoscaler last saw and decided; written when its decision, the desired sets or the since times change, or the events behind per set change by an order of magnitude (streamcube_pool_autoscale_* metrics have live figures). Absent without spec.autoscale.',

@@ -179,13 +179,16 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
         (f) => f.manager === 'streamcube-operator' && f.subresource === 'scale',
       ),
     ).toBe(true);
+    // Kept in status.autoscale.lastScale until the next change (lastDecision moves on to Hold).
     const status = await waitForPool(
       'auto',
-      'status.autoscale says ScaleOut',
-      (p) => p.status?.autoscale?.lastDecision.action === 'ScaleOut',
+      'status.autoscale.lastScale',
+      (p) => p.status?.autoscale?.lastScale?.action === 'ScaleOut',
     );
-    expect(status.status?.autoscale).toMatchObject({ desiredSets: 4, totalLag: 8_000 });
-    expect(status.status?.autoscale?.lastDecision.message).toBe(scaledOut.message);
+    expect(status.status?.autoscale).toMatchObject({
+      desiredSets: 4,
+      lastScale: { fromSets: 2, toSets: 4, message: scaledOut.message },
+    });
   } finally {
     for (const r of frozen) r.child!.kill('SIGCONT');
   }
@@ -305,6 +308,14 @@ test('a suspended cube (its status not refreshed) holds the scale-in: listed as 
   await suspend(false);
   const back = await waitForPool('auto', 'scaled in to 2', (p) => p.spec.sets === 2);
   expect(back.status?.autoscale?.unknown).toBeUndefined();
+  // kubectl get -o wide shows what the autoscaler wants and the lag per set it last wrote.
+  const wide = await kubectl('get', 'receiverpool', 'auto', '-n', stack.namespace, '-o', 'wide');
+  const [header, row] = wide
+    .trim()
+    .split('\n')
+    .map((l) => l.trim().split(/\s{2,}/));
+  const column = (name: string) => row?.[header!.indexOf(name)];
+  expect([column('DESIRED'), column('LAG/SET')]).toEqual(['2', '0']);
 });
 
 test('kubectl explain describes spec.autoscale', async () => {

@@ -212,6 +212,12 @@ test('a burst: spec.sets written through the scale subresource, guarded and unde
     desiredSets: 4,
     lastScaleTime: '2026-01-01T00:00:02.000Z',
     lastDecision: { action: 'ScaleOut', reason: 'AboveTarget' },
+    lastScale: {
+      action: 'ScaleOut',
+      fromSets: 2,
+      toSets: 4,
+      time: '2026-01-01T00:00:02.000Z',
+    },
   });
   // The cache still shows 2 sets: no decision on a spec known to be old.
   expect(await f.autoscaler.evaluate(f.pool, 'ns', new Date(t0 + 3000), false)).toBeUndefined();

@@ -68,6 +68,8 @@ interface PoolMemory {
   lastChangeAt?: number;
   /** spec.sets as the autoscaler last knew it current (its own write, or another's it took in). */
   known?: number;
+  /** Its last change of spec.sets, for status.autoscale.lastScale. */
+  lastScale?: NonNullable<PoolAutoscaleStatus['lastScale']>;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -186,6 +188,9 @@ export class PoolAutoscaler {
         : { belowThresholdSince: iso(decision.belowSince) }),
       observedTime: iso(at),
       ...(memory.lastChangeAt === undefined ? {} : { lastScaleTime: iso(memory.lastChangeAt) }),
+      ...((memory.lastScale ?? previous?.lastScale)
+        ? { lastScale: memory.lastScale ?? previous!.lastScale! }
+        : {}),
       lastDecision: {
         action: outcome.action,
         reason: external && outcome.action === 'Hold' ? 'SetsChanged' : outcome.reason,
@@ -258,6 +263,13 @@ export class PoolAutoscaler {
     }
     memory.pending = { from, to: decision.sets, at };
     memory.known = decision.sets;
+    memory.lastScale = {
+      action: decision.action === 'Hold' ? 'Clamp' : decision.action,
+      fromSets: from,
+      toSets: decision.sets,
+      message: decision.message,
+      time: iso(at),
+    };
     memory.lastChangeAt = at;
     memory.samples = [];
     const [type, reason, direction] =
@@ -285,6 +297,7 @@ export function worthWriting(previous: PoolAutoscaleStatus, next: PoolAutoscaleS
     previous.targetLagPerSet !== next.targetLagPerSet ||
     previous.cubes !== next.cubes ||
     previous.lastScaleTime !== next.lastScaleTime ||
+    previous.lastScale?.time !== next.lastScale?.time ||
     (previous.aboveTargetSince ?? undefined) !== next.aboveTargetSince ||
     (previous.belowThresholdSince ?? undefined) !== next.belowThresholdSince ||
     (previous.unknown ?? []).join('\n') !== (next.unknown ?? []).join('\n') ||
