@@ -197,14 +197,26 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
   await stack.waitForCube('burst', 'caught up', (c) =>
     (c.status?.partitions ?? []).every((r) => r.position === String(10 + perPartition)),
   );
-  const back = await waitForPool('auto', 'scaled back in', (p) => p.spec.sets === 2);
-  const scaledIn = await waitFor('a ScaledIn Event', async () =>
-    (await poolEvents('auto')).find((e) => e.reason === 'ScaledIn'),
+  // Usually in one step (4 → 2, nothing behind); a slow catch-up may make it 4 → 3 → 2.
+  const back = await waitForPool(
+    'auto',
+    'scaled back in to 2',
+    (p) => p.spec.sets === 2 && p.status?.autoscale?.lastScale?.toSets === 2,
+  );
+  // Events are written in the background: the last one's message may land after the status.
+  const scaledIn = await waitFor('the ScaledIn Event of the last change', async () =>
+    (await poolEvents('auto')).find(
+      (e) => e.reason === 'ScaledIn' && e.message === back.status?.autoscale?.lastScale?.message,
+    ),
   );
   expect(scaledIn.message).toMatch(
-    /^scaled in from 4 to 2 sets: 0 events behind over 4 sets \(0 per set\), 0 per set with one set fewer, below 50% of the target 1000 \(500\) for \d+s \(scaleInAfter 5s\)$/,
+    /^scaled in from [34] to 2 sets: \d+ events behind over [34] sets \(\d+ per set\), \d+ per set with one set fewer, below 50% of the target 1000 \(500\) for \d+s \(scaleInAfter 5s\)$/,
   );
-  expect(back.status?.autoscale?.lastDecision.action ?? 'ScaleIn').toMatch(/ScaleIn|Hold/);
+  expect(back.status?.autoscale?.lastScale).toMatchObject({
+    action: 'ScaleIn',
+    toSets: 2,
+    message: scaledIn.message,
+  });
   // The sets made by the scale-out were never used: Draining, then removed.
   await waitForPool(
     'auto',
@@ -217,9 +229,10 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
       .split('\n')
       .filter((l) => l.startsWith(`${name}{`) && l.includes('pool="auto"'))
       .map((l) => l.replace(`namespace="${stack.namespace}",`, ''));
+  const ins = (scaledIn.count ?? 1).toString();
   expect(series('streamcube_pool_autoscale_decisions_total')).toEqual([
     'streamcube_pool_autoscale_decisions_total{pool="auto",direction="out"} 1',
-    'streamcube_pool_autoscale_decisions_total{pool="auto",direction="in"} 1',
+    `streamcube_pool_autoscale_decisions_total{pool="auto",direction="in"} ${ins}`,
     'streamcube_pool_autoscale_decisions_total{pool="auto",direction="clamp"} 0',
   ]);
   expect(series('streamcube_pool_autoscale_target_lag_per_set')).toEqual([
