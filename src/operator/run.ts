@@ -158,6 +158,7 @@ export async function runOperator(argv: string[]): Promise<number> {
       events,
       metrics: poolMetrics,
       logger,
+      resyncMs: config.resyncMs,
     }),
     logger,
   });

@@ -117,7 +117,7 @@ test('a row that vanishes (its owner stopped answering) keeps its last recorded 
   });
 });
 
-function fixture(autoscale: object | undefined, sets = 2) {
+function fixture(autoscale: object | undefined, sets = 2, resyncMs?: number) {
   const pool: ReceiverPool = {
     apiVersion: 'streamcube.io/v1alpha1',
     kind: 'ReceiverPool',
@@ -156,6 +156,7 @@ function fixture(autoscale: object | undefined, sets = 2) {
         events.push(`${type} ${reason}: ${message}`),
     } as unknown as EventRecorder,
     logger: silentLogger as never,
+    ...(resyncMs === undefined ? {} : { resyncMs }),
   });
   return {
     pool,
@@ -283,4 +284,17 @@ test("two pools keep their own cubes' last positions: a row vanishing on one sta
     totalLag: 100,
     unknown: null,
   });
+});
+
+test('a gap of more than three resyncs between looks (not leading meanwhile) starts the wait afresh', async () => {
+  const f = fixture({ minSets: 2, maxSets: 4, targetLagPerSet: 100, scaleOutAfter: '5s' }, 2, 1000);
+  f.setHigh(250n);
+  const t0 = Date.parse('2026-01-01T00:00:00Z');
+  await f.autoscaler.evaluate(f.pool, 'ns', new Date(t0), false);
+  const after = await f.autoscaler.evaluate(f.pool, 'ns', new Date(t0 + 10_000), false);
+  expect(after).toMatchObject({
+    aboveTargetSince: '2026-01-01T00:00:10.000Z',
+    lastDecision: { action: 'Hold', reason: 'AboveTarget' },
+  });
+  expect(f.scales).toEqual([]);
 });

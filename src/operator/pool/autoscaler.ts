@@ -38,6 +38,11 @@ export interface AutoscalerDeps {
   events: EventRecorder;
   metrics?: PoolMetrics;
   logger: Logger;
+  /**
+   * The --resync: passes more than three of it apart (this process was not leading meanwhile, or
+   * a pass was held up) break the runs of samples, which claim every look in between.
+   */
+  resyncMs?: number;
 }
 
 export function autoscalePolicy(pool: ReceiverPool): AutoscalePolicy | undefined {
@@ -150,6 +155,9 @@ export class PoolAutoscaler {
       }),
     );
     const sample: LagSample = { at, sets, ...sumLag(figures) };
+    const newest = memory.samples.at(-1);
+    if (newest && this.deps.resyncMs !== undefined && at - newest.at > 3 * this.deps.resyncMs)
+      memory.samples = [];
     const keepMs = Math.max(policy.scaleOutAfterMs, policy.scaleInAfterMs) * 2;
     memory.samples = [
       ...memory.samples.filter((s) => s.sets === sets && s.at >= at - keepMs),
