@@ -211,6 +211,8 @@ test('a burst: spec.sets written through the scale subresource, guarded and unde
   ]);
   expect(scaled).toMatchObject({
     desiredSets: 4,
+    // A new size: no run of looks at it yet.
+    aboveTargetSince: null,
     lastScaleTime: '2026-01-01T00:00:02.000Z',
     lastDecision: { action: 'ScaleOut', reason: 'AboveTarget' },
     lastScale: {

@@ -175,6 +175,7 @@ export class PoolAutoscaler {
     let outcome: AutoscaleDecision = decision;
     if (decision.action !== 'Hold')
       outcome = await this.write(pool, namespace, decision, memory, at);
+    const changed = outcome.action !== 'Hold';
     this.deps.metrics?.publishAutoscale(namespace, name, {
       target: policy.targetLagPerSet,
       lagPerSet: decision.lagPerSet,
@@ -190,8 +191,11 @@ export class PoolAutoscaler {
       targetLagPerSet: policy.targetLagPerSet,
       cubes: cubes.length,
       ...(sample.unknown.length > 0 ? { unknown: sample.unknown.slice(0, 16) } : {}),
-      ...(decision.aboveSince === undefined ? {} : { aboveTargetSince: iso(decision.aboveSince) }),
-      ...(decision.belowSince === undefined
+      // The runs are of the size before a change: a new size starts with none.
+      ...(decision.aboveSince === undefined || changed
+        ? {}
+        : { aboveTargetSince: iso(decision.aboveSince) }),
+      ...(decision.belowSince === undefined || changed
         ? {}
         : { belowThresholdSince: iso(decision.belowSince) }),
       observedTime: iso(at),
