@@ -48,6 +48,20 @@ export const poolPrinterColumns: PrinterColumn[] = [
     description: 'Why the pool is Degraded, if it is.',
     priority: 1,
   },
+  {
+    name: 'Desired',
+    type: 'integer',
+    jsonPath: '.status.autoscale.desiredSets',
+    description: 'The sets the autoscaler wants (spec.autoscale).',
+    priority: 1,
+  },
+  {
+    name: 'Lag/Set',
+    type: 'integer',
+    jsonPath: '.status.autoscale.lagPerSet',
+    description: 'Events behind per set, as the autoscaler last wrote it.',
+    priority: 1,
+  },
   { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ];
 

@@ -5,9 +5,19 @@ import { z } from 'zod';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { condition } from './conditions.ts';
 import { group, secretName, version } from './cube-assignment.ts';
+import { poolAutoscale, poolAutoscaleStatus, poolSetsLimit } from './pool-autoscale.ts';
 import { kubernetes } from './structural-schema.ts';
 
 export { group, version };
+export {
+  autoscaleActions,
+  autoscaleDefaults,
+  poolAutoscale,
+  poolAutoscaleStatus,
+  type AutoscaleAction,
+  type PoolAutoscale,
+  type PoolAutoscaleStatus,
+} from './pool-autoscale.ts';
 export const apiVersion = `${group}/${version}` as const;
 export const kind = 'ReceiverPool';
 export const listKind = 'ReceiverPoolList';
@@ -19,7 +29,7 @@ export const shortNames = ['rpool'];
 export const poolLabel = `${group}/pool`;
 
 /** Sets a pool may have; set indices are 0 to maxSets - 1, so at most two digits. */
-export const maxSets = 100;
+export const maxSets = poolSetsLimit;
 /**
  * A StatefulSet's name goes into its pods' controller-revision-hash label with a dash and a
  * 10-character hash: at most 52 characters. `<pool>-<index>` with a two-digit index leaves 49.
@@ -383,6 +393,7 @@ export const receiverPoolSpec = z
       .describe('More annotations of the receiver pods.'),
     podDisruptionBudget: poolDisruptionBudget.optional(),
     scheduling: poolScheduling.optional(),
+    autoscale: poolAutoscale.optional(),
   })
   .superRefine((spec, ctx) => {
     const minAvailable = spec.podDisruptionBudget?.minAvailable;
@@ -477,6 +488,7 @@ export const receiverPoolStatus = z
       .describe(
         'Ready (every Active set applied with every receiver Ready) and Degraded (True with the first problem: SetsInUse, a Draining set a cube still uses; ApplyFailed, the API server refused a set), in metav1.Condition shape.',
       ),
+    autoscale: poolAutoscaleStatus.optional(),
   })
   .describe(
     'What the operator applied and observed; written by the operator only (status subresource).',

@@ -39,6 +39,7 @@ import {
   createPoolMetrics,
   eachPoolInformer,
   leadPools,
+  PoolAutoscaler,
   SetWorkloads,
 } from './pool/index.ts';
 
@@ -128,14 +129,16 @@ export async function runOperator(argv: string[]): Promise<number> {
     receiverNamespace: config.receiverNamespace,
   });
 
+  // With a namespace of their own, the receivers serve the cubes of every namespace watched.
+  const cubesUsing = (poolNamespace: string): CubeAssignment[] =>
+    config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace);
+  const poolMetrics = createPoolMetrics(registry);
   const reconcilePool = createPoolReconciler({
     getPool: (poolNamespace, name) => poolInformers.pools.get(name, poolNamespace),
     statefulSets: (poolNamespace) => poolInformers.statefulSets.list(poolNamespace),
     services: (poolNamespace) => poolInformers.services.list(poolNamespace),
     budgets: (poolNamespace) => poolInformers.budgets.list(poolNamespace),
-    // With a namespace of their own, the receivers serve the cubes of every namespace watched.
-    cubesUsing: (poolNamespace) =>
-      config.receiverNamespace ? cubes.list() : cubes.list(poolNamespace),
+    cubesUsing,
     workloads: new SetWorkloads({
       apps: kc.makeApiClient(AppsV1Api),
       core,
@@ -144,7 +147,19 @@ export async function runOperator(argv: string[]): Promise<number> {
     statusApi: custom,
     events,
     resyncMs: config.resyncMs,
-    metrics: createPoolMetrics(registry),
+    metrics: poolMetrics,
+    autoscaler: new PoolAutoscaler({
+      cubesUsing,
+      highWatermarks: async (cube) => {
+        const { offsets } = await topics.resetOffsets(cube.spec.source, cube.metadata.namespace);
+        return new Map([...offsets].map(([p, o]) => [p, o.high]));
+      },
+      scaleApi: custom,
+      events,
+      metrics: poolMetrics,
+      logger,
+      resyncMs: config.resyncMs,
+    }),
     logger,
   });
 

@@ -26,6 +26,19 @@ export const operatorPoolRules: PolicyRule[] = [
   { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
 ];
 
+/**
+ * What the pool autoscaler needs beyond operatorPoolRules: spec.sets written through the scale
+ * subresource. Not in the chart's templates/rbac.yaml yet (the chart's pools Role must gain it);
+ * the pool-autoscale suite grants it on top.
+ */
+export const operatorAutoscaleRules: PolicyRule[] = [
+  {
+    apiGroups: ['streamcube.io'],
+    resources: ['receiverpools/scale'],
+    verbs: ['get', 'update', 'patch'],
+  },
+];
+
 /** Role `<release>-operator` (watchReleaseNamespace), `-operator-receivers` and `-operator-leases`. */
 export const operatorCubeRules: PolicyRule[] = [
   {

@@ -312,6 +312,9 @@ describe('the ReceiverPool CRD', () => {
     const all = rules(poolRoot);
     expect(all.map((r) => `${r.path}${r.fieldPath ?? ''}`).sort()).toEqual([
       '', // metadata.name fits <pool>-<index>
+      '.spec.autoscale.minSets', // at most maxSets
+      '.spec.autoscale.scaleInAfter', // above 0s
+      '.spec.autoscale.scaleOutAfter',
       '.spec.deepStorage',
       '.spec.podDisruptionBudget',
       '.spec.podDisruptionBudget.minAvailable',

@@ -9,7 +9,7 @@ import type { SetObjects } from '../../src/operator/pool/render.ts';
 import type { SetWorkloads } from '../../src/operator/pool/workloads.ts';
 import { silentLogger } from '../../src/operator/runtime/logger.ts';
 
-function fixture(sets: number, cubes: CubeAssignment[] = []) {
+function fixture(sets: number, cubes: CubeAssignment[] = [], autoscale?: object) {
   const pool: ReceiverPool = {
     apiVersion: 'streamcube.io/v1alpha1',
     kind: 'ReceiverPool',
@@ -20,6 +20,7 @@ function fixture(sets: number, cubes: CubeAssignment[] = []) {
       storage: { size: '1Gi' },
       deepStorage: { claimName: 'd' },
       receiver: { adminToken: { name: 'a' }, readToken: { name: 'r' } },
+      ...(autoscale ? { autoscale } : {}),
     }),
   };
   /** The objects "in the caches", by name. */
@@ -142,4 +143,17 @@ test('scale-in: a set a cube lists is held (never deleted) until the cube leaves
   expect(f.events).toEqual(['Warning SetsInUse', 'Normal SetRemoved']);
   expect(f.pool.status?.sets?.map((s) => s.name)).toEqual(['p-0']);
   expect(f.pool.status?.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+});
+
+test('with spec.autoscale, a spec.sets above maxSets or below minSets is rendered clamped', async () => {
+  const above = fixture(5, [], { minSets: 1, maxSets: 2, targetLagPerSet: 10 });
+  await above.reconcile();
+  expect(above.calls).toEqual(['apply p-0', 'apply p-1']);
+  expect(above.pool.status?.sets?.map((s) => [s.name, s.state])).toEqual([
+    ['p-0', 'Active'],
+    ['p-1', 'Active'],
+  ]);
+  const below = fixture(0, [], { minSets: 2, maxSets: 3, targetLagPerSet: 10 });
+  await below.reconcile();
+  expect(below.calls).toEqual(['apply p-0', 'apply p-1']);
 });

@@ -5,3 +5,4 @@ export { SetWorkloads, fieldManager } from './workloads.ts';
 export { activeSets, poolOf } from './set-names.ts';
 export { createPoolMetrics } from './metrics.ts';
 export { leadPools } from './lead.ts';
+export { PoolAutoscaler } from './autoscaler.ts';

@@ -1,6 +1,8 @@
 // The ReceiverPool reconciler: applies sets 0 to spec.sets - 1 (StatefulSet, headless Service,
 // PDB, owned by the pool), removes the sets past it once no cube uses them, and writes the
-// pool's status when it changed. Reads the informer caches, never the event that woke it.
+// pool's status when it changed. With spec.autoscale, the autoscaler looks at the pool's lag
+// at each pass and may change spec.sets (autoscaler.ts). Reads the informer caches, never the
+// event that woke it.
 import type {
   CustomObjectsApi,
   KubernetesObject,
@@ -29,6 +31,7 @@ import { renderSet } from './render.ts';
 import { decideScaleIn } from './scale-in.ts';
 import { poolOf, setIndexOf, setName } from './set-names.ts';
 import type { PoolMetrics } from './metrics.ts';
+import type { PoolAutoscaler } from './autoscaler.ts';
 import type { SetWorkloads } from './workloads.ts';
 import { apiErrorMessage } from './workloads.ts';
 
@@ -45,6 +48,8 @@ export interface PoolReconcilerDeps {
   events: EventRecorder;
   resyncMs: number;
   metrics?: PoolMetrics;
+  /** Absent: spec.autoscale is not acted on. */
+  autoscaler?: PoolAutoscaler;
   logger: Logger;
   now?: () => Date;
 }
@@ -60,8 +65,12 @@ export function createPoolReconciler(
     // Gone or going: the garbage collector deletes the sets by their owner references.
     if (!pool || pool.metadata.deletionTimestamp) {
       deps.metrics?.forget(namespace, name);
+      deps.autoscaler?.forget(namespace, name);
       return {};
     }
+    // With spec.autoscale, a spec.sets outside [minSets, maxSets] is never applied: the autoscaler
+    // writes it back into the range (SetsClamped) and this pass renders the clamped count already.
+    const sets = clampedSets(pool);
     const uid = pool.metadata.uid;
     const owned = <T extends KubernetesObject>(objects: T[]): Map<string, T> =>
       new Map(
@@ -84,7 +93,7 @@ export function createPoolReconciler(
       replicas: sts?.status?.replicas ?? 0,
       readyReplicas: sts?.status?.readyReplicas ?? 0,
     });
-    for (let index = 0; index < pool.spec.sets; index++) {
+    for (let index = 0; index < sets; index++) {
       const set = setName(name, index);
       const desired = renderSet(pool, index);
       const digest = desiredDigest(desired);
@@ -119,7 +128,7 @@ export function createPoolReconciler(
     const draining = [...statefulSets.keys()]
       .map((set) => ({ set, index: setIndexOf(name, set) }))
       .filter((s): s is { set: string; index: number } => s.index !== undefined)
-      .filter((s) => s.index >= pool.spec.sets)
+      .filter((s) => s.index >= sets)
       .sort((a, b) => a.index - b.index);
     const decision = decideScaleIn(
       draining.map((s) => s.set),
@@ -155,17 +164,33 @@ export function createPoolReconciler(
       }
     }
 
-    const status = poolStatus(pool, findings, now());
+    const at = now();
+    const status = poolStatus(
+      sets === pool.spec.sets ? pool : { ...pool, spec: { ...pool.spec, sets } },
+      findings,
+      at,
+    );
     deps.metrics?.publish(namespace, name, status);
     recordDegradedEvent(deps.events, pool, status);
-    if (mergePatchChanges(pool.status, status)) {
+    // A scale-in still under way: sets past spec.sets remain.
+    const scalingIn = findings.sets.some((s) => s.index >= sets);
+    const autoscale = await deps.autoscaler?.evaluate(pool, namespace, at, scalingIn);
+    const patch = autoscale === undefined ? status : { ...status, autoscale };
+    if (mergePatchChanges(pool.status, patch)) {
       await deps.statusApi.patchNamespacedCustomObjectStatus(
-        { group, version, namespace, plural, name, body: { status } },
+        { group, version, namespace, plural, name, body: { status: patch } },
         mergePatch,
       );
     }
     return { requeueAfterMs: deps.resyncMs };
   };
+}
+
+/** spec.sets, within spec.autoscale's [minSets, maxSets] when the pool has it. */
+export function clampedSets(pool: ReceiverPool): number {
+  const a = pool.spec.autoscale;
+  if (!a) return pool.spec.sets;
+  return Math.min(Math.max(pool.spec.sets, a.minSets), a.maxSets);
 }
 
 /** A Warning Event when Degraded turns True or its reason or message changes. */
