@@ -20,11 +20,7 @@ import { mergePatch } from '../../src/kubernetes/cube-api.ts';
 import { kubectl, type OperatorProcess } from '../support/cluster.ts';
 import { makeEvents, produce } from '../support/events.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import {
-  operatorAutoscaleRules,
-  operatorCubeRules,
-  operatorPoolRules,
-} from '../support/operator-rules.ts';
+import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
 import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -40,7 +36,6 @@ beforeAll(async () => {
   const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
     ...operatorCubeRules,
     ...operatorPoolRules,
-    ...operatorAutoscaleRules,
   ]);
   operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
 });

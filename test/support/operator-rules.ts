@@ -19,24 +19,17 @@ export const operatorPoolRules: PolicyRule[] = [
     resources: ['receiverpools/status'],
     verbs: ['get', 'update', 'patch'],
   },
-  { apiGroups: ['apps'], resources: ['statefulsets'], verbs: write },
-  { apiGroups: [''], resources: ['services'], verbs: write },
-  { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: write },
-  { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
-  { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
-];
-
-/**
- * What the pool autoscaler needs beyond operatorPoolRules: spec.sets written through the scale
- * subresource. Not in the chart's templates/rbac.yaml yet (the chart's pools Role must gain it);
- * the pool-autoscale suite grants it on top.
- */
-export const operatorAutoscaleRules: PolicyRule[] = [
+  // The autoscaler writes spec.sets through the scale subresource.
   {
     apiGroups: ['streamcube.io'],
     resources: ['receiverpools/scale'],
     verbs: ['get', 'update', 'patch'],
   },
+  { apiGroups: ['apps'], resources: ['statefulsets'], verbs: write },
+  { apiGroups: [''], resources: ['services'], verbs: write },
+  { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: write },
+  { apiGroups: [''], resources: ['persistentvolumeclaims'], verbs: ['list', 'delete'] },
+  { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
 ];
 
 /** Role `<release>-operator` (watchReleaseNamespace), `-operator-receivers` and `-operator-leases`. */
