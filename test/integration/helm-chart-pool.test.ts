@@ -81,6 +81,31 @@ test('by default a pool named after the release: sets <release>-0 and <release>-
   );
 });
 
+test('while the API server has no ReceiverPool kind (the release makes its CRD) the pool is a post-install/post-upgrade hook the release owns, for the next upgrade to adopt; once it has, a resource of the release', async () => {
+  const annotationsOf = async (...args: string[]): Promise<Record<string, string> | undefined> => {
+    const { stdout } = await helm(
+      'template',
+      't',
+      chart,
+      '--namespace',
+      'chart-ns',
+      '--show-only',
+      'templates/receivers.yaml',
+      ...args,
+    );
+    return (loadAll(stdout) as Rendered[]).find((o) => o?.kind === 'ReceiverPool')?.metadata
+      ?.annotations;
+  };
+  expect(await annotationsOf()).toEqual({
+    'helm.sh/hook': 'post-install,post-upgrade',
+    'meta.helm.sh/release-name': 't',
+    'meta.helm.sh/release-namespace': 'chart-ns',
+  });
+  expect(await annotationsOf('--api-versions', 'streamcube.io/v1alpha1/ReceiverPool')).toBe(
+    undefined,
+  );
+});
+
 test("older values: receivers.replicaSets install as the pool's first sets under the older chart's names (claims data-<release>-<name>-<n>); different replicas are refused, naming the value", async () => {
   const pool = await renderPool(
     'receivers.replicaSets[0].name=rs-a',
@@ -158,6 +183,10 @@ test("helm upgrade from the chart before the pool: its StatefulSets leave the re
   try {
     await upgrade();
     expect((await pool()).spec).toMatchObject({ sets: 2, replicas: 2, setNames: ['rs-a', 'rs-b'] });
+    // The kind is known here: the pool is a resource of the release, not a hook.
+    expect((await helm('get', 'manifest', 'up', '--namespace', namespace)).stdout).toContain(
+      'kind: ReceiverPool',
+    );
     // Helm removed the older chart's StatefulSets (and their Services and PDBs); the operator
     // makes them again under the pool, by the same names.
     await waitFor(
