@@ -322,6 +322,13 @@ const steps: Step[] = [
             `${p.name} has no TLS certificate after the upgrade (volumes: ${volumes})`,
           );
       }
+      // The API server had no ReceiverPool kind before this upgrade (the previous chart made no
+      // such CRD): the pool came as a hook, for the next upgrade to adopt (see the last step).
+      if (
+        previousImage &&
+        !(await helm(['get', 'hooks', config.release])).includes('kind: ReceiverPool')
+      )
+        throw new Error('the ReceiverPool is not a hook of the upgrade from the previous release');
       // The receivers run from the chart's ReceiverPool: StatefulSets it owns, named as the
       // previous chart's (its setNames), whose pods restarted on their own data claims.
       const setNames = await kubectl([
@@ -521,7 +528,7 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm uninstall leaves only the CRD and the data',
+    name: 'helm uninstall leaves only the CRDs and the data (the pool adopted into the release goes)',
     run: async () => {
       await kubectl(['delete', 'pod', 'producer', 'producer-2', '--ignore-not-found']);
       await helm(['uninstall', config.release, '--wait', '--timeout', '3m']);
@@ -554,6 +561,9 @@ const steps: Step[] = [
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
       }
       await kubectl(['get', 'crd', 'cubeassignments.streamcube.io']);
+      // The pool, a hook when it came, was adopted by a later upgrade: uninstall deleted it.
+      const pools = await kubectl(['get', 'receiverpools', '-o', 'name']);
+      if (pools.trim() !== '') throw new Error(`helm uninstall left ${pools.trim()}`);
     },
   },
 ];
