@@ -87,6 +87,12 @@ export function receiverPoolCrd(): CustomResourceDefinition {
         message: `metadata.name of a ReceiverPool must be at most ${maxPoolNameLength} characters, a lowercase letter first, then lowercase letters, digits or -: its sets are <name>-<index>, names of StatefulSets (whose pods carry <set>-<hash> in a 63-character label) and of Services (DNS-1035 labels)`,
         reason: 'FieldValueInvalid',
       },
+      {
+        rule: `!has(self.spec.setNames) || self.spec.setNames.all(n, size(self.metadata.name) + 1 + size(n) <= ${maxPoolNameLength + 3})`,
+        message: `spec.setNames: <pool>-<name> must be at most ${maxPoolNameLength + 3} characters, the longest StatefulSet name whose pods' controller-revision-hash label fits 63`,
+        fieldPath: '.spec.setNames',
+        reason: 'FieldValueInvalid',
+      },
     ],
   });
 }

@@ -383,6 +383,21 @@ export const receiverPoolSpec = z
     storage: poolStorage,
     deepStorage,
     receiver: receiverSettings,
+    setNames: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(maxPoolNameLength)
+          .regex(new RegExp(poolNamePattern), 'must be a DNS-1035 label: a lowercase letter first'),
+      )
+      .max(maxSets)
+      .refine((names) => new Set(names).size === names.length, 'the names must be unique')
+      .meta(kubernetes({ listType: 'set' }))
+      .optional()
+      .describe(
+        "Names of the first sets, adopted from receivers made before the pool (the Helm chart's receivers.replicaSets): set i below its length is replica set setNames[i] (its pods' streamcube.io/replica-set label, what CubeAssignments list) and its StatefulSet, Service and PodDisruptionBudget are <pool>-<setNames[i]>, the names the chart gave them, so its pods and data claims keep their names and the receivers restart on their own data. Sets past the list are <pool>-<index>. <pool>-<name> must fit 52 characters. Renaming or removing an entry while its set exists leaves that set unmanaged: lower spec.sets first.",
+      ),
     podLabels: stringMap('labels')
       .optional()
       .describe(

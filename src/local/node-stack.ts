@@ -6,7 +6,8 @@
 import { applyCrdWith } from './cluster.ts';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { settings } from './settings.ts';
 import {
   type TestEnvironment,
@@ -130,6 +131,11 @@ export async function startNodeStack(teardown: Teardown): Promise<NodeStackInfo>
       true,
     ),
   );
+  // The operator runs the receivers from the chart's ReceiverPool once the install is done (helm
+  // --wait does not wait for them): the demo cube is created when every set has its receiver.
+  await step('waiting for the receivers the operator runs from the ReceiverPool', () =>
+    waitForReceivers(kc, teardown),
+  );
   teardown.add(`the release ${release} and namespace ${namespace}`, async () => {
     if (!reused) return; // the environment, node and all, stops after this
     await deleteCubeAndWait(kc, namespace, 'orders');
@@ -192,4 +198,27 @@ what it wrote so far is in ${demo.ledgerFile}.
 Ctrl-C stops everything${reused ? ' it started (the environment from env:up keeps running)' : ', and removes the cluster with its data'}.
 `);
   return info;
+}
+
+/** Until the receiver pod of each replica set is Ready (five minutes at most). */
+async function waitForReceivers(kc: KubeConfig, teardown: Teardown): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    teardown.check();
+    const pods = await core.listNamespacedPod({
+      namespace,
+      labelSelector: `streamcube.io/pool=${release}`,
+    });
+    const ready = new Set(
+      pods.items
+        .filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+        .map((p) => p.metadata?.name),
+    );
+    const missing = replicaSets.map((rs) => `${release}-${rs}-0`).filter((p) => !ready.has(p));
+    if (missing.length === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(`the receivers ${missing.join(', ')} are not Ready after 5 minutes`);
+    await sleep(1000);
+  }
 }

@@ -13,6 +13,16 @@ import { NotHeld, config, kubectl, receiverApi } from './cluster.ts';
 import { expected, workload } from './workload.ts';
 
 /**
+ * The StatefulSets whose receivers the audit reads, `<name>-<replica>` being replica `replica`:
+ * those running (live segments and hand-offs), and those of sets removed by a scale-in (their
+ * hand-offs only). The pool's sets rs-a and rs-b keep the previous chart's names.
+ */
+export const auditedSets = {
+  running: [`${config.release}-rs-a`, `${config.release}-rs-b`],
+  removed: [] as string[],
+};
+
+/**
  * What replica `replica` of every replica set holds, live and handed off: offset ranges per
  * partition and totals. Every replica index must tile each partition's log and add up exactly.
  */
@@ -25,20 +35,21 @@ async function heldByReplica(
   let revenue = 0;
   const deep = handOffs(deepStorage, config.cube, config.namespace);
   const cube = { namespace: config.namespace, name: config.cube };
-  for (const rs of ['rs-a', 'rs-b']) {
-    const pod = `${config.release}-${rs}-${replica}`;
-    try {
-      const status = await receiverApi<{ segments: SegmentStatus[] }>(pod, 'GET', cubePath(cube));
-      for (const s of status.segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
-      const answer = await receiverApi<QueryResponse>(pod, 'POST', cubePath(cube, 'query'), {});
-      const row = answer.rows[0];
-      if (row) {
-        events += Number(row[answer.columns.indexOf('events')]);
-        revenue += Number(row[answer.columns.indexOf('revenue')]);
+  for (const set of [...auditedSets.running, ...auditedSets.removed]) {
+    const pod = `${set}-${replica}`;
+    if (auditedSets.running.includes(set))
+      try {
+        const status = await receiverApi<{ segments: SegmentStatus[] }>(pod, 'GET', cubePath(cube));
+        for (const s of status.segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
+        const answer = await receiverApi<QueryResponse>(pod, 'POST', cubePath(cube, 'query'), {});
+        const row = answer.rows[0];
+        if (row) {
+          events += Number(row[answer.columns.indexOf('events')]);
+          revenue += Number(row[answer.columns.indexOf('revenue')]);
+        }
+      } catch (error) {
+        if (!(error instanceof NotHeld)) throw error;
       }
-    } catch (error) {
-      if (!(error instanceof NotHeld)) throw error;
-    }
     const own = deep.filter((h) => h.manifest.receiver === pod);
     for (const h of own) add(h.manifest.offsetRanges);
     const handedOff = handOffTotals(own);
@@ -65,16 +76,16 @@ export async function copyDeepStorage(): Promise<{ dir: string; root: string }> 
 /** partition → high watermark, as the producer read it back once it had written everything. */
 let highWatermarks = new Map<number, bigint>();
 
-export async function readHighWatermarks(): Promise<void> {
-  const line = (await kubectl(['logs', 'producer']))
+export async function readHighWatermarks(producer = 'producer'): Promise<void> {
+  const line = (await kubectl(['logs', producer]))
     .split('\n')
     .find((l) => l.startsWith('high watermarks '));
   if (!line) throw new Error('the producer did not print its high watermarks');
   const parsed = JSON.parse(line.slice('high watermarks '.length)) as Record<string, string>;
   highWatermarks = new Map(Object.entries(parsed).map(([p, hw]) => [Number(p), BigInt(hw)]));
   const inTopic = [...highWatermarks.values()].reduce((a, b) => a + b, 0n);
-  if (highWatermarks.size !== workload.partitions || inTopic !== BigInt(workload.events)) {
-    throw new Error(`the topic holds ${inTopic} records, the producer wrote ${workload.events}`);
+  if (highWatermarks.size !== workload.partitions || inTopic !== BigInt(expected.events)) {
+    throw new Error(`the topic holds ${inTopic} records, the producers wrote ${expected.events}`);
   }
 }
 

@@ -9,6 +9,7 @@ import {
   allReady,
   config,
   cubeStatus,
+  type CubeStatusView,
   helm,
   isSettled,
   kubectl,
@@ -26,9 +27,10 @@ import {
   helmValues,
   imageValues,
   producerPod,
+  totalsOf,
   workload,
 } from './workload.ts';
-import { copyDeepStorage, expectExactAndTiled, readHighWatermarks } from './audit.ts';
+import { auditedSets, copyDeepStorage, expectExactAndTiled, readHighWatermarks } from './audit.ts';
 import { applyMonitoringCrds, scrapeEveryPod } from './monitoring.ts';
 import { previousCommit, previousSources } from './previous-release.ts';
 
@@ -68,6 +70,57 @@ const monitoringStep = (image: string): Step => ({
   },
 });
 
+/** receivers.replicaSets as the values of charts before the pool gave them. */
+const legacyReplicaSets = ['rs-a', 'rs-b'].flatMap((name, i) => [
+  '--set',
+  `receivers.replicaSets[${i}].name=${name}`,
+  '--set',
+  `receivers.replicaSets[${i}].replicas=2`,
+]);
+
+interface OwnedObject {
+  metadata: {
+    name: string;
+    uid: string;
+    ownerReferences?: { kind: string; name: string; controller?: boolean }[];
+  };
+}
+
+/** The names of the StatefulSets of the namespace whose controller is ReceiverPool `pool`. */
+async function statefulSetsOfPool(pool: string): Promise<string[]> {
+  const list = JSON.parse(await kubectl(['get', 'statefulsets', '-o', 'json'])) as {
+    items: OwnedObject[];
+  };
+  return list.items
+    .filter((s) =>
+      s.metadata.ownerReferences?.some(
+        (r) => r.kind === 'ReceiverPool' && r.name === pool && r.controller,
+      ),
+    )
+    .map((s) => s.metadata.name)
+    .sort();
+}
+
+/** claim name → uid of the receivers' data claims (data-<StatefulSet>-<n>). */
+async function dataClaims(): Promise<Map<string, string>> {
+  const list = JSON.parse(await kubectl(['get', 'pvc', '-o', 'json'])) as { items: OwnedObject[] };
+  return new Map(
+    list.items
+      .filter((c) => c.metadata.name.startsWith('data-'))
+      .map((c) => [c.metadata.name, c.metadata.uid]),
+  );
+}
+
+const setsOf = (s: CubeStatusView): string[] =>
+  Object.entries(s.assignment ?? {})
+    .filter(([, partitions]) => partitions.length > 0)
+    .map(([set]) => set)
+    .sort();
+
+/** The pool's scale steps: the chart's pool `sc`, its third set sc-2 (pods sc-2-0, sc-2-1). */
+const pool = config.release;
+const thirdSet = `${pool}-2`;
+
 const steps: Step[] = [
   {
     name: 'namespace enforcing Pod Security "restricted"',
@@ -105,6 +158,7 @@ const steps: Step[] = [
           previous.remove();
         }
       } else
+        // The values of charts before the pool: rs-a and rs-b become the pool's first sets.
         await helm([
           'install',
           config.release,
@@ -112,7 +166,7 @@ const steps: Step[] = [
           '--wait',
           '--timeout',
           '5m',
-          ...helmValues(),
+          ...helmValues(legacyReplicaSets),
         ]);
       await waitUntil('2 operator pods Ready', () => allReady(operatorSelector, 2));
       await waitUntil('4 receiver pods Ready', () => allReady(receiverSelector, 4));
@@ -215,9 +269,10 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm upgrade to this chart, as its README says (the CRD adopted once), with a changed value: the CRD updated, the admin API on TLS, receivers roll, nothing lost',
+    name: "helm upgrade to this chart, as its README says (the CRD adopted once), with a changed value: the CRD updated, the admin API on TLS, the receivers run from the chart's ReceiverPool (StatefulSets it owns, the previous names, the same data claims), nothing lost",
     run: async () => {
       const before = new Map((await pods(receiverSelector)).map((p) => [p.name, p.uid]));
+      const claimsBefore = await dataClaims();
       // The README's one-time adoption of a CRD an earlier chart installed from crds/.
       const crd = 'crd/cubeassignments.streamcube.io';
       await kubectl([
@@ -267,6 +322,35 @@ const steps: Step[] = [
             `${p.name} has no TLS certificate after the upgrade (volumes: ${volumes})`,
           );
       }
+      // The API server had no ReceiverPool kind before this upgrade (the previous chart made no
+      // such CRD): the pool came as a hook, for the next upgrade to adopt (see the last step).
+      if (
+        previousImage &&
+        !(await helm(['get', 'hooks', config.release])).includes('kind: ReceiverPool')
+      )
+        throw new Error('the ReceiverPool is not a hook of the upgrade from the previous release');
+      // The receivers run from the chart's ReceiverPool: StatefulSets it owns, named as the
+      // previous chart's (its setNames), whose pods restarted on their own data claims.
+      const setNames = await kubectl([
+        'get',
+        'receiverpool',
+        pool,
+        '-o',
+        'jsonpath={.spec.setNames}',
+      ]);
+      if (setNames !== '["rs-a","rs-b"]')
+        throw new Error(`the pool's setNames are ${setNames}, not rs-a and rs-b`);
+      await waitUntil('the StatefulSets sc-rs-a and sc-rs-b owned by the ReceiverPool', async () =>
+        (await statefulSetsOfPool(pool)).join() === `${pool}-rs-a,${pool}-rs-b` ? true : undefined,
+      );
+      const claimsAfter = await dataClaims();
+      const changed = [...before.keys()].filter(
+        (p) => claimsAfter.get(`data-${p}`) !== claimsBefore.get(`data-${p}`),
+      );
+      if (changed.length > 0 || claimsBefore.size !== before.size)
+        throw new Error(
+          `receivers not back on their own claims: ${changed.join(', ')} (claims before: ${[...claimsBefore.keys()].join(', ')})`,
+        );
       await readAdminToken();
       await waitUntil('exact totals and tiling after the roll', async () => {
         await expectExactAndTiled();
@@ -298,6 +382,95 @@ const steps: Step[] = [
         throw new Error(
           `pods not under their component's ServiceAccount: ${wrong.map((p) => `${p.metadata.name} (${p.spec.serviceAccountName})`).join(', ')}`,
         );
+    },
+  },
+  {
+    name: `the cube on the pool (spec.pool: ${pool}); a second producer writes while kubectl scale receiverpool/${pool} --replicas=3: ${thirdSet}'s StatefulSet, owned by the pool, runs two Ready receivers and partitions move onto it`,
+    run: async () => {
+      await kubectl(['apply', '-f', '-'], cubeManifest(pool));
+      await waitUntil("the cube settled on the pool's sets rs-a and rs-b", async () => {
+        const s = await cubeStatus();
+        return isSettled(s) && setsOf(s).join() === 'rs-a,rs-b' ? true : undefined;
+      });
+      Object.assign(expected, totalsOf(3 * workload.events));
+      await kubectl(
+        ['apply', '-f', '-'],
+        producerPod('producer-2', workload.events, 3 * workload.events),
+      );
+      await kubectl(['scale', `receiverpool/${pool}`, '--replicas=3']);
+      await waitUntil(`${thirdSet} owned by the pool with 2 Ready receivers`, async () =>
+        (await statefulSetsOfPool(pool)).includes(thirdSet) &&
+        (await allReady(`streamcube.io/replica-set=${thirdSet}`, 2))
+          ? true
+          : undefined,
+      );
+      auditedSets.running.push(thirdSet);
+      const placed = await waitUntil(`partitions on ${thirdSet}, the cube settled`, async () => {
+        const s = await cubeStatus();
+        return isSettled(s) && setsOf(s).includes(thirdSet) ? s.assignment : undefined;
+      });
+      console.log(`[e2e]      after scale-out: ${JSON.stringify(placed)}`);
+    },
+  },
+  {
+    name: `kubectl scale receiverpool/${pool} --replicas=2 under traffic: the cube moves off ${thirdSet}, whose StatefulSet and pods go (Event SetRemoved)`,
+    run: async () => {
+      const producing = (await pods('app=e2e-producer')).some(
+        (p) => p.name === 'producer-2' && p.phase === 'Running',
+      );
+      console.log(`[e2e]      producer-2 still writing at scale-in: ${producing}`);
+      await kubectl(['scale', `receiverpool/${pool}`, '--replicas=2']);
+      await waitUntil(
+        `${thirdSet}'s StatefulSet removed`,
+        async () => (!(await statefulSetsOfPool(pool)).includes(thirdSet) ? true : undefined),
+        300_000,
+      );
+      const events = JSON.parse(
+        await kubectl([
+          'get',
+          'events',
+          '--field-selector',
+          `involvedObject.kind=ReceiverPool,involvedObject.name=${pool},reason=SetRemoved`,
+          '-o',
+          'json',
+        ]),
+      ) as { items: { message: string }[] };
+      if (!events.items.some((e) => e.message.startsWith(`set ${thirdSet} removed`)))
+        throw new Error(
+          `no SetRemoved Event for ${thirdSet}: ${events.items.map((e) => e.message).join('; ')}`,
+        );
+      const s = await cubeStatus();
+      if (setsOf(s).includes(thirdSet))
+        throw new Error(`${thirdSet} removed while the cube holds ${JSON.stringify(s.assignment)}`);
+      auditedSets.running.splice(auditedSets.running.indexOf(thirdSet), 1);
+      auditedSets.removed.push(thirdSet);
+      await waitUntil(`${thirdSet}'s pods gone`, async () =>
+        (await pods(`streamcube.io/replica-set=${thirdSet}`)).length === 0 ? true : undefined,
+      );
+      await waitUntil('the cube settled on rs-a and rs-b', async () => {
+        const st = await cubeStatus();
+        return isSettled(st) && setsOf(st).join() === 'rs-a,rs-b' ? true : undefined;
+      });
+    },
+  },
+  {
+    name: `the second producer finishes; every replica (with ${thirdSet}'s hand-offs) holds exactly what both producers wrote, tiled`,
+    run: async () => {
+      const phase = await waitUntil(
+        'producer-2 to finish',
+        async () => {
+          const p = (await pods('app=e2e-producer')).find((x) => x.name === 'producer-2');
+          return p?.phase === 'Succeeded' || p?.phase === 'Failed' ? p.phase : undefined;
+        },
+        ((2 * workload.events) / workload.perSecond) * 1000 + 180_000,
+      );
+      if (phase === 'Failed')
+        throw new Error(`producer-2 failed:\n${await kubectl(['logs', 'producer-2'])}`);
+      await readHighWatermarks('producer-2');
+      await waitUntil('exact totals and tiling after the scale-in', async () => {
+        await expectExactAndTiled();
+        return true;
+      });
     },
   },
   ...(prometheusImage ? [monitoringStep(prometheusImage)] : []),
@@ -338,11 +511,11 @@ const steps: Step[] = [
           throw new Error(
             `pyarrow reads ${committed} committed events, produced ${expected.events}`,
           );
-        // Replica i of rs-a and replica i of rs-b together hold every event once.
+        // Replica i of every set, rs-a, rs-b and the one scaled in, together hold every event once.
         for (const replica of [0, 1]) {
-          const sum =
-            (byReceiver.get(`${config.release}-rs-a-${replica}`) ?? 0) +
-            (byReceiver.get(`${config.release}-rs-b-${replica}`) ?? 0);
+          const sum = [...auditedSets.running, ...auditedSets.removed]
+            .map((set) => byReceiver.get(`${set}-${replica}`) ?? 0)
+            .reduce((a, b) => a + b, 0);
           if (sum !== expected.events) {
             throw new Error(
               `pyarrow reads ${sum} events of replica ${replica}, produced ${expected.events}`,
@@ -355,9 +528,9 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm uninstall leaves only the CRD and the data',
+    name: 'helm uninstall leaves only the CRDs and the data (the pool adopted into the release goes)',
     run: async () => {
-      await kubectl(['delete', 'pod', 'producer', '--ignore-not-found']);
+      await kubectl(['delete', 'pod', 'producer', 'producer-2', '--ignore-not-found']);
       await helm(['uninstall', config.release, '--wait', '--timeout', '3m']);
       await waitUntil('no pods left', async () =>
         (await pods(`app.kubernetes.io/instance=${config.release}`)).length === 0
@@ -388,6 +561,9 @@ const steps: Step[] = [
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
       }
       await kubectl(['get', 'crd', 'cubeassignments.streamcube.io']);
+      // The pool, a hook when it came, was adopted by a later upgrade: uninstall deleted it.
+      const pools = await kubectl(['get', 'receiverpools', '-o', 'name']);
+      if (pools.trim() !== '') throw new Error(`helm uninstall left ${pools.trim()}`);
     },
   },
 ];

@@ -29,18 +29,25 @@ export function eventAt(i: number): { ts: number; country: string; device: strin
   };
 }
 
-export const expected = {
-  events: workload.events,
-  revenue: Array.from({ length: workload.events }, (_, i) => eventAt(i).price).reduce(
-    (a, b) => a + b,
-  ),
-};
+/** The totals of events 0 to `events` - 1. */
+export function totalsOf(events: number): { events: number; revenue: number } {
+  return {
+    events,
+    revenue: Array.from({ length: events }, (_, i) => eventAt(i).price).reduce((a, b) => a + b, 0),
+  };
+}
 
-/** A pod (restricted Pod Security) that creates the topic and writes the events at a steady rate. */
-export function producerPod(): string {
+/** What the producers have written once they finish: the first producer's events, then more. */
+export const expected = totalsOf(workload.events);
+
+/**
+ * A pod (restricted Pod Security) that creates the topic (unless it exists) and writes events
+ * `from` to `to` - 1 at a steady rate, then prints the topic's high watermarks.
+ */
+export function producerPod(name = 'producer', from = 0, to = workload.events): string {
   const script = `
     const { Kafka, logLevel } = require('kafkajs');
-    const [brokers, topic, total, perSecond, partitions] = process.argv.slice(1);
+    const [brokers, topic, from, total, perSecond, partitions] = process.argv.slice(1);
     const eventAt = ${eventAt.toString()};
     const kafka = new Kafka({ clientId: 'e2e-producer', brokers: [brokers], logLevel: logLevel.WARN });
     (async () => {
@@ -51,7 +58,7 @@ export function producerPod(): string {
       await producer.connect();
       console.log('topic ready');
       const batch = Math.max(1, Math.round(+perSecond / 10));
-      for (let i = 0; i < +total; i += batch) {
+      for (let i = +from; i < +total; i += batch) {
         const messages = [];
         for (let j = i; j < Math.min(+total, i + batch); j++) {
           messages.push({ partition: j % +partitions, value: JSON.stringify(eventAt(j)) });
@@ -67,7 +74,7 @@ export function producerPod(): string {
   return JSON.stringify({
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: 'producer', labels: { app: 'e2e-producer' } },
+    metadata: { name, labels: { app: 'e2e-producer' } },
     spec: {
       restartPolicy: 'Never',
       securityContext: {
@@ -84,7 +91,8 @@ export function producerPod(): string {
           args: [
             config.brokers,
             workload.topic,
-            String(workload.events),
+            String(from),
+            String(to),
             String(workload.perSecond),
             String(workload.partitions),
           ],
@@ -99,7 +107,8 @@ export function producerPod(): string {
   });
 }
 
-export function cubeManifest(replicaSets: string[]): string {
+/** The cube over the replica sets listed, or on the ReceiverPool named. */
+export function cubeManifest(placement: string[] | string): string {
   return JSON.stringify({
     apiVersion: 'streamcube.io/v1alpha1',
     kind: 'CubeAssignment',
@@ -111,7 +120,7 @@ export function cubeManifest(replicaSets: string[]): string {
         { events: 'count', revenue: 'sum(price)' },
         { window: '1h', allowedLateness: '10m' },
       ),
-      replicaSets,
+      ...(typeof placement === 'string' ? { pool: placement } : { replicaSets: placement }),
       strategy: 'sticky',
     },
   });

@@ -34,6 +34,8 @@ import { parseOperatorConfig } from '../../src/operator/config.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
+import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
+import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
 import { waitFor } from '../support/wait.ts';
@@ -66,11 +68,37 @@ async function helm(...args: string[]): Promise<{ stdout: string; stderr: string
 
 type Rendered = KubernetesObject & { spec?: Record<string, unknown> };
 
-/** `helm template` with `--set` pairs, as objects. */
+/**
+ * `helm template` with `--set` pairs, as objects, followed by what the operator renders of each
+ * ReceiverPool (src/operator/pool/render.ts): its sets' StatefulSets, Services and PDBs.
+ */
 async function render(...sets: string[]): Promise<Rendered[]> {
   const args = sets.flatMap((set) => ['--set', set]);
   const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', ...args);
+  return withPoolSets(parseRendered(stdout));
+}
+
+function parseRendered(stdout: string): Rendered[] {
   return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
+}
+
+/** `objects` and, for each ReceiverPool among them, the objects the operator applies for its sets. */
+function withPoolSets(objects: Rendered[]): Rendered[] {
+  const sets = objects
+    .filter((o) => o.kind === 'ReceiverPool')
+    .flatMap((o) => {
+      const pool: ReceiverPool = {
+        apiVersion: 'streamcube.io/v1alpha1',
+        kind: 'ReceiverPool',
+        metadata: { ...o.metadata, namespace: 'chart-ns', uid: 'pool-uid' },
+        spec: receiverPoolSpec.parse(o.spec),
+      };
+      return Array.from({ length: pool.spec.sets }, (_, index) => {
+        const set = renderSet(pool, index);
+        return [set.service, set.podDisruptionBudget, set.statefulSet] as Rendered[];
+      }).flat();
+    });
+  return [...objects, ...sets];
 }
 
 function find(objects: Rendered[], kind: string, name: string): Rendered {
@@ -97,8 +125,8 @@ function selects(selector: { matchLabels?: Record<string, string> }, labels = {}
 /** The receivers' and the operator's workloads of a default render (release `t`). */
 const workloads = (objects: Rendered[]): Rendered[] => [
   find(objects, 'Deployment', 't-operator'),
-  find(objects, 'StatefulSet', 't-rs-a'),
-  find(objects, 'StatefulSet', 't-rs-b'),
+  find(objects, 'StatefulSet', 't-0'),
+  find(objects, 'StatefulSet', 't-1'),
 ];
 
 test('the chart renders the CRDs generated from src/api, kept on uninstall unless crds.keep is false; none without crds.enabled', async () => {
@@ -191,7 +219,7 @@ test('image: registry, repository, tag (default: appVersion), digest, pull polic
   }
 });
 
-test('scheduling values reach the operator and every replica set; a spread without a labelSelector selects its own pods', async () => {
+test("scheduling values reach the operator and every replica set; a spread without a labelSelector selects its own pods, a receiver's always", async () => {
   const sets = (component: string): string[] => [
     `${component}.nodeSelector.disk=ssd`,
     `${component}.tolerations[0].key=dedicated`,
@@ -227,7 +255,13 @@ test('scheduling values reach the operator and every replica set; a spread witho
     });
     for (const other of others)
       expect(selects(own!.labelSelector!, podTemplate(other).metadata?.labels)).toBe(other === w);
-    expect(given).toMatchObject({ maxSkew: 2, labelSelector: { matchLabels: { mine: 'yes' } } });
+    // The operator's given selector is kept; a receiver's spread always selects its own set (the
+    // pool's rule: a set's replicas hold the same data).
+    expect(given).toMatchObject({
+      maxSkew: 2,
+      labelSelector:
+        w.kind === 'Deployment' ? { matchLabels: { mine: 'yes' } } : own!.labelSelector,
+    });
   }
   // None of it by default.
   for (const w of workloads(await render())) {
@@ -275,7 +309,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
     receiverTokenGraceMs: 120_000,
   });
   expect(operator.ports).toEqual([{ name: 'metrics', containerPort: 9100 }]);
-  for (const name of ['t-rs-a', 't-rs-b']) {
+  for (const name of ['t-0', 't-1']) {
     const receiver = container(find(objects, 'StatefulSet', name));
     expect(receiver.env).toEqual(
       expect.arrayContaining([
@@ -287,7 +321,7 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
     expect(cmd).toBe('receiver');
     // A later flag wins: extraArgs override the chart's own.
     expect(parseReceiverConfig(receiverFlags, {})).toMatchObject({
-      replicaSet: name.slice(2),
+      replicaSet: name,
       flushIntervalMs: 5000,
       adminTokenFile: '/var/run/streamcube/token',
       adminTokenGraceMs: 120_000,
@@ -302,7 +336,7 @@ test('the operator runs with the V8 flags of src/operator/node-options.ts, unles
     container(find(objects, kind, name)).env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
   const defaults = await render();
   expect(nodeOptionsOf(defaults, 'Deployment', 't-operator')).toBe(operatorNodeOptions.join(' '));
-  expect(nodeOptionsOf(defaults, 'StatefulSet', 't-rs-a')).toBeUndefined();
+  expect(nodeOptionsOf(defaults, 'StatefulSet', 't-0')).toBeUndefined();
   const none = await render('operator.nodeOptions=');
   expect(nodeOptionsOf(none, 'Deployment', 't-operator')).toBeUndefined();
   const own = await render('operator.nodeOptions=--max-old-space-size=200');
@@ -531,7 +565,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   });
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator-metrics']],
-    ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
+    ['t-receivers', 'metrics', ['t-0', 't-1']],
     ['t-query', 'query', ['t-query']],
   ] as const) {
     const monitor = find(withServiceMonitors, 'ServiceMonitor', name);
@@ -559,7 +593,7 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
   const pods = [...workloads(withPodMonitors), find(withPodMonitors, 'Deployment', 't-query')];
   for (const [name, port, serving] of [
     ['t-operator', 'metrics', ['t-operator']],
-    ['t-receivers', 'metrics', ['t-rs-a', 't-rs-b']],
+    ['t-receivers', 'metrics', ['t-0', 't-1']],
     ['t-query', 'query', ['t-query']],
   ] as const) {
     const spec = find(withPodMonitors, 'PodMonitor', name).spec as {
@@ -777,7 +811,7 @@ async function renderValues(values: Record<string, unknown>): Promise<Rendered[]
   const file = join(mkdtempSync(join(tmpdir(), 'streamcube-values-')), 'values.yaml');
   writeFileSync(file, dump(values));
   const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', '-f', file);
-  return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
+  return withPoolSets(parseRendered(stdout));
 }
 
 test("podLabels and podAnnotations reach every pod, a component's own merged over them; the chart's labels win, so selectors still select", async () => {
@@ -900,8 +934,8 @@ test("least privilege: a ServiceAccount per component, receivers with an API tok
     ]),
   ).toEqual([
     ['t-operator', 't-operator'],
-    ['t-rs-a', 't-receiver'],
-    ['t-rs-b', 't-receiver'],
+    ['t-0', 't-receiver'],
+    ['t-1', 't-receiver'],
     ['t-query', 't-query'],
   ]);
   expect(
@@ -938,17 +972,18 @@ test("least privilege: a ServiceAccount per component, receivers with an API tok
     expect(podTemplate(w).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
       sizeLimit: '256Mi',
     });
-  const withSecrets = await render(
-    'sourceSecrets.names[0]=kafka-user',
-    'scratchSizeLimit=1Gi',
-    'receivers.leaderLease=false',
-  );
-  for (const r of workloads(withSecrets).slice(1)) {
-    expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(true);
+  const withSecrets = await render('sourceSecrets.names[0]=kafka-user', 'scratchSizeLimit=1Gi');
+  for (const [i, r] of workloads(withSecrets).entries()) {
+    if (i > 0) expect(podTemplate(r).spec!.automountServiceAccountToken).toBe(true);
+    // The receivers' scratch volume is the pool's.
     expect(podTemplate(r).spec!.volumes!.find((v) => v.name === 'tmp')?.emptyDir).toEqual({
-      sizeLimit: '1Gi',
+      sizeLimit: i > 0 ? '256Mi' : '1Gi',
     });
   }
+  // The pool's receivers get an API token only to read the Lease, which source Secrets need.
+  await expect(
+    render('sourceSecrets.names[0]=kafka-user', 'receivers.leaderLease=false'),
+  ).rejects.toThrow(/sourceSecrets\.names with receivers\.leaderLease=false/);
   await expect(render('scratchSizeLimit=lots')).rejects.toThrow(/scratchSizeLimit/);
   const policy = find(defaults, 'NetworkPolicy', 't-operator').spec as {
     podSelector: { matchLabels: Record<string, string> };
@@ -1035,7 +1070,7 @@ test('readToken: the receivers mount the read token, the operator only the admin
     [defaults, { secretName: 't-read-token', items: [{ key: 'token', path: 'token' }] }],
     [own, { secretName: 'from-vault', items: [{ key: 'read', path: 'token' }] }],
   ] as const)
-    for (const name of ['t-rs-a', 't-rs-b']) {
+    for (const name of ['t-0', 't-1']) {
       const set = find(objects, 'StatefulSet', name);
       expect(readVolumeOf(set)?.secret).toEqual(secret);
       expect(container(set).volumeMounts).toContainEqual({
@@ -1172,7 +1207,7 @@ test('source Secrets: the operator and a receiver ServiceAccount may get exactly
 test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucket from their flags, credentials from a Secret or the pod identity (IRSA)', async () => {
   const pvc = await render();
   expect(find(pvc, 'PersistentVolumeClaim', 't-deep-storage')).toBeDefined();
-  const pvcFlags = container(find(pvc, 'StatefulSet', 't-rs-a')).args!.slice(1);
+  const pvcFlags = container(find(pvc, 'StatefulSet', 't-0')).args!.slice(1);
   expect(parseReceiverConfig(pvcFlags, {}).deepStorage).toEqual({
     type: 'filesystem',
     dir: '/var/lib/streamcube/deep-storage',
@@ -1188,7 +1223,7 @@ test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucke
     'deepStorage.s3.credentialsSecret=s3-creds',
   );
   expect(withSecret.some((o) => o.kind === 'PersistentVolumeClaim')).toBe(false);
-  for (const name of ['t-rs-a', 't-rs-b']) {
+  for (const name of ['t-0', 't-1']) {
     const receiver = container(find(withSecret, 'StatefulSet', name));
     expect(parseReceiverConfig(receiver.args!.slice(1), {}).deepStorage).toEqual({
       type: 's3',
@@ -1218,7 +1253,7 @@ test('deepStorage.type=s3: no claim and no volume; the receivers parse the bucke
   expect(find(irsa, 'ServiceAccount', 't-receiver').metadata?.annotations).toEqual({
     'eks.amazonaws.com/role-arn': 'arn:aws:iam::111122223333:role/streamcube',
   });
-  const irsaReceiver = find(irsa, 'StatefulSet', 't-rs-a');
+  const irsaReceiver = find(irsa, 'StatefulSet', 't-0');
   expect(podTemplate(irsaReceiver).spec!.serviceAccountName).toBe('t-receiver');
   expect(container(irsaReceiver).env?.map((e) => e.name)).not.toContain('AWS_ACCESS_KEY_ID');
   expect(parseReceiverConfig(container(irsaReceiver).args!.slice(1), {}).deepStorage).toEqual({
@@ -1392,7 +1427,7 @@ test("the query service: a Deployment under the chart's security context whose f
     'operator.watchReleaseNamespace=false',
   );
   const s3Query = container(find(s3, 'Deployment', 't-query'));
-  const s3Receiver = container(find(s3, 'StatefulSet', 't-rs-a'));
+  const s3Receiver = container(find(s3, 'StatefulSet', 't-0'));
   expect(parseQueryServerConfig(s3Query.args!.slice(1), {})).toMatchObject({
     namespace: undefined,
     deepStorage: parseReceiverConfig(s3Receiver.args!.slice(1), {}).deepStorage,
@@ -1416,7 +1451,7 @@ test("the query service: a Deployment under the chart's security context whose f
   await expect(render('queryServer.cacheBytes=lots')).rejects.toThrow(/cacheBytes/);
 });
 
-test('helm install creates the operator, RBAC, token, policy, monitors and one StatefulSet per replica set', async () => {
+test('helm install creates the operator, RBAC, token, policy, monitors and a ReceiverPool whose sets the API server takes', async () => {
   await applyCrd();
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-helm-'));
   const file = (name: string, text: string): string => {
@@ -1493,21 +1528,44 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
       (p) => p.metadata?.name,
     ),
   ).toEqual([]);
+  // The receivers: a ReceiverPool the operator renders (none runs here, so no StatefulSet is
+  // made); the old values' one set keeps its name as the pool's first set.
   const apps = kc.makeApiClient(AppsV1Api);
-  const sets = await apps.listNamespacedStatefulSet({ namespace });
-  expect(
-    sets.items.map((s) => [
-      s.metadata?.name,
-      s.spec?.replicas,
-      s.spec?.template.metadata?.labels?.['streamcube.io/replica-set'],
-    ]),
-  ).toEqual([['sc-rs-x', 3, 'rs-x']]);
-  expect(sets.items[0]?.spec?.template.spec?.topologySpreadConstraints?.[0]?.labelSelector).toEqual(
-    {
-      matchLabels: { 'app.kubernetes.io/instance': 'sc', 'streamcube.io/replica-set': 'rs-x' },
+  expect((await apps.listNamespacedStatefulSet({ namespace })).items).toEqual([]);
+  const pool = JSON.parse(
+    await kubectl('get', 'receiverpool', 'sc', '--namespace', namespace, '-o', 'json'),
+  ) as ReceiverPool;
+  expect(pool.spec).toMatchObject({
+    sets: 1,
+    replicas: 3,
+    setNames: ['rs-x'],
+    podLabels: { team: 'olap', 'app.kubernetes.io/instance': 'sc' },
+    scheduling: {
+      nodeSelector: { 'kubernetes.io/os': 'linux' },
+      topologySpreadConstraints: [
+        { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule' },
+      ],
     },
+  });
+  // What the operator applies for it passes the API server's strict validation too.
+  const set = renderSet(pool, 0);
+  expect(set.statefulSet.metadata?.name).toBe('sc-rs-x');
+  expect(
+    set.statefulSet.spec?.template.spec?.topologySpreadConstraints?.[0]?.labelSelector,
+  ).toEqual({ matchLabels: { 'streamcube.io/pool': 'sc', 'streamcube.io/replica-set': 'rs-x' } });
+  await createStrictly(
+    'pool-set.json',
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [set.service, set.podDisruptionBudget, set.statefulSet].map((o) => ({
+        ...o,
+        metadata: { ...o.metadata, ownerReferences: undefined },
+      })),
+    }),
   );
-  // One budget per replica set, and one for the operators (two replicas by default).
+  // One budget for the operators (two replicas by default) and one for the query servers; the
+  // sets' are the operator's.
   const budgets = await kc
     .makeApiClient(PolicyV1Api)
     .listNamespacedPodDisruptionBudget({ namespace });
@@ -1516,7 +1574,6 @@ test('helm install creates the operator, RBAC, token, policy, monitors and one S
   ).toEqual([
     ['sc-operator', undefined, 1],
     ['sc-query', undefined, 1],
-    ['sc-rs-x', 1, undefined],
   ]);
   const operator = await apps.readNamespacedDeployment({ name: 'sc-operator', namespace });
   expect(operator.spec?.template.spec?.containers[0]?.args).toContain(`--namespace=${namespace}`);

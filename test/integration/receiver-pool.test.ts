@@ -1,7 +1,7 @@
 // ReceiverPool against the real API server: the operator renders each set (StatefulSet, headless
 // Service, PDB) owned by the pool, `kubectl scale` sets the number of sets, edits and deletions of
 // a set are healed, a scale-in waits until no cube uses the Draining set, a cube on a pool
-// follows it, and bad pools and cubes are refused by the API server with the field named. The operator has the chart's rights, no more.
+// follows it, sets adopted by spec.setNames keep their names, and bad pools and cubes are refused by the API server with the field named. The operator has the chart's rights, no more.
 // No kubelet runs: pods never exist, and the StatefulSets' Ready replicas are written through
 // their status subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -320,7 +320,76 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
   );
 });
 
+test("setNames: the first sets keep the chart's older names (set rs-a, objects <pool>-rs-a), later ones <pool>-<index>; an adopted set held by a cube drains and goes by its own name", async () => {
+  const adopted = 'adopted';
+  await stack.createCube('uses-rs-b', 'receiver-pool-topic', { replicaSets: ['rs-b'] });
+  await createPool(adopted, spec(3, { setNames: ['rs-a', 'rs-b'] }));
+  for (const [name, set] of [
+    ['adopted-rs-a', 'rs-a'],
+    ['adopted-rs-b', 'rs-b'],
+    ['adopted-2', 'adopted-2'],
+  ] as const) {
+    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(name));
+    expect(sts.spec?.selector.matchLabels).toEqual({
+      'streamcube.io/pool': adopted,
+      'streamcube.io/replica-set': set,
+    });
+    expect(sts.spec?.serviceName).toBe(name);
+    expect(sts.spec?.template.spec?.containers[0]?.args).toContain(`--replica-set=${set}`);
+    await apis().core.readNamespacedService({ name, namespace: stack.namespace });
+  }
+  const listed = await waitForPool(adopted, 'three sets', (p) => p.status?.sets?.length === 3);
+  expect(listed.status?.sets?.map((s) => s.name)).toEqual(['rs-a', 'rs-b', 'adopted-2']);
+  // Down to one set: adopted-2 goes, rs-b is held while the cube lists it.
+  await kubectl('scale', `receiverpool/${adopted}`, '--replicas=1', '-n', stack.namespace);
+  await waitFor(
+    'StatefulSet adopted-2 deleted',
+    async () => (await statefulSet('adopted-2')) === undefined,
+  );
+  const held = await waitForPool(
+    adopted,
+    'rs-b held',
+    (p) => condition(p, 'Degraded')?.reason === 'SetsInUse' && p.status?.sets?.length === 2,
+  );
+  expect(condition(held, 'Degraded')?.message).toBe(
+    `set rs-b is Draining but used by ${stack.namespace}/uses-rs-b (listed)`,
+  );
+  expect(await statefulSet('adopted-rs-b')).toBeDefined();
+  await apis().custom.deleteNamespacedCustomObject({
+    group,
+    version,
+    plural: 'cubeassignments',
+    namespace: stack.namespace,
+    name: 'uses-rs-b',
+  });
+  await waitFor(
+    'StatefulSet adopted-rs-b deleted',
+    async () => (await statefulSet('adopted-rs-b')) === undefined,
+  );
+  const removed = await waitFor('a SetRemoved Event for rs-b', async () => {
+    const list = await apis().core.listNamespacedEvent({
+      namespace: stack.namespace,
+      fieldSelector: `involvedObject.name=${adopted}`,
+    });
+    return list.items.find((e) => e.reason === 'SetRemoved' && e.message?.startsWith('set rs-b '));
+  });
+  expect(removed.type).toBe('Normal');
+  expect(await statefulSet('adopted-rs-a')).toBeDefined();
+});
+
 test.each<[string, string, ReceiverPoolSpecInput, RegExp]>([
+  [
+    'setNames with a name twice',
+    'twice',
+    spec(2, { setNames: ['rs-a', 'rs-a'] }),
+    /spec\.setNames\[1\]: Duplicate value/,
+  ],
+  [
+    'setNames too long for <pool>-<name>',
+    'p'.repeat(40),
+    spec(1, { setNames: ['n'.repeat(12)] }),
+    /spec\.setNames: Invalid value: .*must be at most 52 characters/,
+  ],
   [
     'a name too long for <pool>-<index>',
     'p'.repeat(50),

@@ -319,6 +319,7 @@ describe('the ReceiverPool CRD', () => {
       '.spec.podDisruptionBudget',
       '.spec.podDisruptionBudget.minAvailable',
       '.spec.receiver.leaderLease',
+      '.spec.setNames', // on the root too: <pool>-<name> fits as <pool>-<index> does
     ]);
     for (const r of all.filter((r) => r.path !== ''))
       expect(at(`${r.path}${r.fieldPath ?? ''}`)).toBeDefined();

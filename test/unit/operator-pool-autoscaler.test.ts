@@ -51,6 +51,33 @@ test('the cubes that count: those naming the pool, listing its sets or holding p
   expect(cubeUsesPool(cube('e', { pool: 'q' }), 'p')).toBe(false);
 });
 
+test('a pool whose first sets kept adopted names (setNames, the chart before pools): their cubes and partitions count', () => {
+  const setNames = ['rs-a', 'rs-b'];
+  const legacy = cube('a', {
+    replicaSets: ['rs-a', 'rs-b'],
+    assignment: { 'rs-a': [0], 'rs-b': [1], 'p-0': [2] },
+    positions: { 0: '10', 1: '20', 2: '0' },
+  });
+  expect(cubeUsesPool(legacy, 'p', setNames)).toBe(true);
+  expect(cubeUsesPool(cube('z', { replicaSets: ['rs-a'] }), 'p')).toBe(false);
+  expect(cubeUsesPool(cube('z', { replicaSets: ['rs-a'] }), 'p', setNames)).toBe(true);
+  // p-0 is index 0, which is rs-a's: not a set of this pool.
+  const figures = cubeLag(
+    legacy,
+    'p',
+    new LastPositions().update(legacy),
+    hw([
+      [0, 110n],
+      [1, 40n],
+      [2, 9999n],
+    ]),
+    setNames,
+  );
+  expect(figures).toEqual({ cube: 'ns/a', lag: 120n, partitions: 3 });
+  expect(cubeUsesPool(cube('b', { replicaSets: ['p-2'] }), 'p', setNames)).toBe(true);
+  expect(cubeUsesPool(cube('c', { replicaSets: ['p-1'] }), 'p', setNames)).toBe(false);
+});
+
 test("events behind: the high watermark minus the recorded position, over the pool's partitions only", () => {
   const c = cube('a', {
     replicaSets: ['p-0', 'other-0'],

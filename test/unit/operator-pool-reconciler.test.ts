@@ -9,13 +9,19 @@ import type { SetObjects } from '../../src/operator/pool/render.ts';
 import type { SetWorkloads } from '../../src/operator/pool/workloads.ts';
 import { silentLogger } from '../../src/operator/runtime/logger.ts';
 
-function fixture(sets: number, cubes: CubeAssignment[] = [], autoscale?: object) {
+function fixture(
+  sets: number,
+  cubes: CubeAssignment[] = [],
+  autoscale?: object,
+  setNames?: string[],
+) {
   const pool: ReceiverPool = {
     apiVersion: 'streamcube.io/v1alpha1',
     kind: 'ReceiverPool',
     metadata: { name: 'p', namespace: 'ns', uid: 'pool-uid', generation: 1 },
     spec: receiverPoolSpec.parse({
       sets,
+      ...(setNames ? { setNames } : {}),
       image: 'i',
       storage: { size: '1Gi' },
       deepStorage: { claimName: 'd' },
@@ -50,9 +56,10 @@ function fixture(sets: number, cubes: CubeAssignment[] = [], autoscale?: object)
       budgets.set(name, result.podDisruptionBudget);
       return Promise.resolve(result);
     },
-    delete: (o: { set: string }) => {
-      calls.push(`delete ${o.set}`);
-      for (const cache of [statefulSets, services, budgets]) cache.delete(o.set);
+    delete: (o: { set: string; objectName?: string }) => {
+      const name = o.objectName ?? o.set;
+      calls.push(`delete ${name} (set ${o.set})`);
+      for (const cache of [statefulSets, services, budgets]) cache.delete(name);
       return Promise.resolve({ claimsDeleted: [] });
     },
   } as unknown as SetWorkloads;
@@ -131,7 +138,7 @@ test('scale-in: a set a cube lists is held (never deleted) until the cube leaves
   await f.reconcile();
   f.pool.spec.sets = 1;
   await f.reconcile();
-  expect(f.calls).not.toContain('delete p-1');
+  expect(f.calls).not.toContain('delete p-1 (set p-1)');
   expect(f.pool.status?.sets?.map((s) => `${s.name} ${s.state}`)).toEqual([
     'p-0 Active',
     'p-1 Draining',
@@ -139,7 +146,7 @@ test('scale-in: a set a cube lists is held (never deleted) until the cube leaves
   expect(f.events).toEqual(['Warning SetsInUse']);
   cubes.pop();
   await f.reconcile();
-  expect(f.calls).toContain('delete p-1');
+  expect(f.calls).toContain('delete p-1 (set p-1)');
   expect(f.events).toEqual(['Warning SetsInUse', 'Normal SetRemoved']);
   expect(f.pool.status?.sets?.map((s) => s.name)).toEqual(['p-0']);
   expect(f.pool.status?.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
@@ -156,4 +163,40 @@ test('with spec.autoscale, a spec.sets above maxSets or below minSets is rendere
   const below = fixture(0, [], { minSets: 2, maxSets: 3, targetLagPerSet: 10 });
   await below.reconcile();
   expect(below.calls).toEqual(['apply p-0', 'apply p-1']);
+});
+
+test('setNames: the adopted sets keep their names and objects <pool>-<name>; past them <pool>-<index>; an adopted set drains and goes by its own name', async () => {
+  const cube = (replicaSets: string[]): CubeAssignment => ({
+    apiVersion: 'streamcube.io/v1alpha1',
+    kind: 'CubeAssignment',
+    metadata: { name: 'c', namespace: 'ns' },
+    spec: { replicaSets } as CubeAssignment['spec'],
+  });
+  const cubes = [cube(['rs-a', 'rs-b', 'p-2'])];
+  const f = fixture(3, cubes, undefined, ['rs-a', 'rs-b']);
+  await f.reconcile();
+  expect(f.calls).toEqual(['apply p-rs-a', 'apply p-rs-b', 'apply p-2']);
+  expect(f.pool.status?.sets?.map((s) => `${s.name} ${s.index}`)).toEqual([
+    'rs-a 0',
+    'rs-b 1',
+    'p-2 2',
+  ]);
+  // Down to one set: rs-b (index 1) and p-2 drain, held while the cube lists them.
+  f.pool.spec.sets = 1;
+  await f.reconcile();
+  expect(f.pool.status?.sets?.map((s) => `${s.name} ${s.state}`)).toEqual([
+    'rs-a Active',
+    'rs-b Draining',
+    'p-2 Draining',
+  ]);
+  expect(f.pool.status?.conditions?.find((c) => c.type === 'Degraded')?.message).toMatch(
+    /^set rs-b is Draining but used by ns\/c \(listed\); set p-2 is Draining but used by ns\/c \(listed\)$/,
+  );
+  cubes[0] = cube(['rs-a']);
+  await f.reconcile();
+  expect(f.calls.filter((c) => c.startsWith('delete'))).toEqual([
+    'delete p-rs-b (set rs-b)',
+    'delete p-2 (set p-2)',
+  ]);
+  expect(f.pool.status?.sets?.map((s) => s.name)).toEqual(['rs-a']);
 });

@@ -159,6 +159,45 @@ test.each<[Partial<ReceiverPoolSpecInput>, object]>([
   expect(renderSet(pool(spec), 0).podDisruptionBudget.spec).toMatchObject(budget);
 });
 
+test('setNames: set i is replica set setNames[i] with objects <pool>-<setNames[i]>, as the chart named them; later sets <pool>-<index>', () => {
+  const adopted = pool({ sets: 3, setNames: ['rs-a', 'rs-b'] });
+  const { statefulSet, service, podDisruptionBudget } = renderSet(adopted, 1);
+  const selector = { 'streamcube.io/pool': 'p', 'streamcube.io/replica-set': 'rs-b' };
+  for (const o of [statefulSet, service, podDisruptionBudget])
+    expect(o.metadata).toMatchObject({ name: 'p-rs-b', labels: selector });
+  expect(statefulSet.spec).toMatchObject({
+    serviceName: 'p-rs-b',
+    selector: { matchLabels: selector },
+  });
+  // The claim template keeps the chart's name: pods p-rs-b-<n> reuse claims data-p-rs-b-<n>.
+  expect(statefulSet.spec?.volumeClaimTemplates?.[0]?.metadata?.name).toBe('data');
+  expect(receiverArgs(adopted, 'rs-b')[1]).toBe('--replica-set=rs-b');
+  expect(statefulSet.spec?.template.spec?.containers[0]?.args).toContain('--replica-set=rs-b');
+  const third = renderSet(adopted, 2).statefulSet;
+  expect(third.metadata?.name).toBe('p-2');
+  expect(third.spec?.selector.matchLabels).toMatchObject({ 'streamcube.io/replica-set': 'p-2' });
+});
+
+test.each<[string[], string, number | undefined]>([
+  [['rs-a', 'rs-b'], 'p-rs-a', 0],
+  [['rs-a', 'rs-b'], 'p-rs-b', 1],
+  [['rs-a', 'rs-b'], 'p-2', 2],
+  // Index 0 and 1 are known by their adopted names only.
+  [['rs-a', 'rs-b'], 'p-1', undefined],
+  [['rs-a'], 'p-rs-b', undefined],
+  [['rs-a'], 'q-rs-a', undefined],
+])('setIndexOf(p, %s, %s) is %s', (setNames, name, index) => {
+  expect(setIndexOf('p', name, setNames)).toBe(index);
+});
+
+test('setNames must be unique DNS-1035 labels', () => {
+  expect(receiverPoolSpec.safeParse({ ...baseSpec, setNames: ['rs-a', 'rs-a'] }).success).toBe(
+    false,
+  );
+  expect(receiverPoolSpec.safeParse({ ...baseSpec, setNames: ['Rs_a'] }).success).toBe(false);
+  expect(receiverPoolSpec.safeParse({ ...baseSpec, setNames: ['rs-a'] }).success).toBe(true);
+});
+
 test.each<[string, number | undefined]>([
   ['p-0', 0],
   ['p-12', 12],

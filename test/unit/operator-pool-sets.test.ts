@@ -39,7 +39,13 @@ test.each<
     expect(found?.message).toMatch(/^spec\.pool names ReceiverPool rx\/p, which does not exist/);
 });
 
-test('Active sets are <pool>-0 to <pool>-<sets-1>', () => {
+test('Active sets are <pool>-0 to <pool>-<sets-1>, the first ones by their setNames', () => {
   expect(activeSets({ metadata: { name: 'p' }, spec: { sets: 3 } })).toEqual(['p-0', 'p-1', 'p-2']);
   expect(activeSets({ metadata: { name: 'p' }, spec: { sets: 0 } })).toEqual([]);
+  expect(
+    activeSets({ metadata: { name: 'p' }, spec: { sets: 3, setNames: ['rs-a', 'rs-b'] } }),
+  ).toEqual(['rs-a', 'rs-b', 'p-2']);
+  expect(
+    activeSets({ metadata: { name: 'p' }, spec: { sets: 1, setNames: ['rs-a', 'rs-b'] } }),
+  ).toEqual(['rs-a']);
 });

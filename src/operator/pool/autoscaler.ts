@@ -134,13 +134,14 @@ export class PoolAutoscaler {
     }
     memory.known = sets;
 
-    const cubes = this.deps.cubesUsing(namespace).filter((c) => cubeUsesPool(c, name));
+    const { setNames } = pool.spec;
+    const cubes = this.deps.cubesUsing(namespace).filter((c) => cubeUsesPool(c, name, setNames));
     memory.positions.keepOnly(cubes);
     const reads = new Map<string, Promise<HighWatermarks>>();
     const figures = await Promise.all(
       cubes.map(async (cube) => {
         const positions = memory.positions.update(cube);
-        if (cube.spec.suspend) return cubeLag(cube, name, positions, undefined);
+        if (cube.spec.suspend) return cubeLag(cube, name, positions, undefined, setNames);
         const source = cube.spec.source;
         const readKey = JSON.stringify([cube.metadata.namespace, source.brokers, source.topic]);
         let read = reads.get(readKey);
@@ -151,7 +152,7 @@ export class PoolAutoscaler {
           );
           reads.set(readKey, read);
         }
-        return cubeLag(cube, name, positions, await read);
+        return cubeLag(cube, name, positions, await read, setNames);
       }),
     );
     const sample: LagSample = { at, sets, ...sumLag(figures) };

@@ -6,7 +6,7 @@
 // behind). A suspended cube's status is not refreshed, and partitions with no position recorded
 // or whose brokers did not answer are unknown: listed, never counted as caught up.
 import type { CubeAssignment } from '../../api/cube-assignment.ts';
-import { setIndexOf } from './set-names.ts';
+import { isPoolSet } from './set-names.ts';
 
 /** The high watermark of each partition of a cube's topic, or why it could not be read. */
 export type HighWatermarks = Map<number, bigint> | { error: string };
@@ -42,9 +42,16 @@ export class LastPositions {
 export const cubeKey = (cube: CubeAssignment): string =>
   `${cube.metadata.namespace ?? ''}/${cube.metadata.name ?? ''}`;
 
-/** Whether `cube` counts for pool `pool`: it names it or lists or holds partitions on its sets. */
-export function cubeUsesPool(cube: CubeAssignment, pool: string): boolean {
-  const ofPool = (set: string): boolean => setIndexOf(pool, set) !== undefined;
+/**
+ * Whether `cube` counts for pool `pool` (whose first sets may have adopted names, `setNames`): it
+ * names it or lists or holds partitions on its sets.
+ */
+export function cubeUsesPool(
+  cube: CubeAssignment,
+  pool: string,
+  setNames: readonly string[] = [],
+): boolean {
+  const ofPool = (set: string): boolean => isPoolSet(pool, set, setNames);
   return (
     cube.spec.pool === pool ||
     (cube.spec.replicaSets ?? []).some(ofPool) ||
@@ -53,9 +60,13 @@ export function cubeUsesPool(cube: CubeAssignment, pool: string): boolean {
 }
 
 /** The partitions of `cube` that a set of `pool` owns (status.assignment). */
-export function partitionsOnPool(cube: CubeAssignment, pool: string): number[] {
+export function partitionsOnPool(
+  cube: CubeAssignment,
+  pool: string,
+  setNames: readonly string[] = [],
+): number[] {
   return Object.entries(cube.status?.assignment ?? {})
-    .filter(([set]) => setIndexOf(pool, set) !== undefined)
+    .filter(([set]) => isPoolSet(pool, set, setNames))
     .flatMap(([, ps]) => ps)
     .sort((a, b) => a - b);
 }
@@ -75,9 +86,10 @@ export function cubeLag(
   pool: string,
   positions: ReadonlyMap<number, bigint>,
   highWatermarks: HighWatermarks | undefined,
+  setNames: readonly string[] = [],
 ): CubeLag {
   const key = cubeKey(cube);
-  const owned = partitionsOnPool(cube, pool);
+  const owned = partitionsOnPool(cube, pool, setNames);
   if (cube.spec.suspend)
     return { cube: key, lag: 0n, unknown: `${key} (suspended)`, partitions: owned.length };
   if (highWatermarks === undefined || 'error' in highWatermarks)

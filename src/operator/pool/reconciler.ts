@@ -29,7 +29,7 @@ import { AppliedSets, desiredDigest, setFingerprint } from './applied-sets.ts';
 import { poolStatus, type ObservedSet, type PoolFindings } from './pool-status.ts';
 import { renderSet } from './render.ts';
 import { decideScaleIn } from './scale-in.ts';
-import { poolOf, setIndexOf, setName } from './set-names.ts';
+import { poolOf, setIndexOf, setName, setObjectName } from './set-names.ts';
 import type { PoolMetrics } from './metrics.ts';
 import type { PoolAutoscaler } from './autoscaler.ts';
 import type { SetWorkloads } from './workloads.ts';
@@ -93,17 +93,19 @@ export function createPoolReconciler(
       replicas: sts?.status?.replicas ?? 0,
       readyReplicas: sts?.status?.readyReplicas ?? 0,
     });
+    const { setNames } = pool.spec;
     for (let index = 0; index < sets; index++) {
-      const set = setName(name, index);
+      const set = setName(name, index, setNames);
+      const objectName = setObjectName(name, index, setNames);
       const desired = renderSet(pool, index);
       const digest = desiredDigest(desired);
       const live = {
-        statefulSet: statefulSets.get(set),
-        service: services.get(set),
-        podDisruptionBudget: budgets.get(set),
+        statefulSet: statefulSets.get(objectName),
+        service: services.get(objectName),
+        podDisruptionBudget: budgets.get(objectName),
       };
       const at = Date.now();
-      const appliedKey = `${namespace}/${set}`;
+      const appliedKey = `${namespace}/${objectName}`;
       if (applied.fresh(appliedKey, digest, setFingerprint(live), at, deps.resyncMs)) {
         findings.sets.push(observe(set, index, live.statefulSet));
         continue;
@@ -126,18 +128,19 @@ export function createPoolReconciler(
     }
 
     const draining = [...statefulSets.keys()]
-      .map((set) => ({ set, index: setIndexOf(name, set) }))
-      .filter((s): s is { set: string; index: number } => s.index !== undefined)
+      .map((objectName) => ({ objectName, index: setIndexOf(name, objectName, setNames) }))
+      .filter((s): s is { objectName: string; index: number } => s.index !== undefined)
       .filter((s) => s.index >= sets)
+      .map((s) => ({ ...s, set: setName(name, s.index, setNames) }))
       .sort((a, b) => a.index - b.index);
     const decision = decideScaleIn(
       draining.map((s) => s.set),
       deps.cubesUsing(namespace),
     );
     findings.held = decision.held;
-    for (const { set, index } of draining) {
+    for (const { set, objectName, index } of draining) {
       if (!decision.remove.includes(set)) {
-        findings.sets.push(observe(set, index, statefulSets.get(set)));
+        findings.sets.push(observe(set, index, statefulSets.get(objectName)));
         continue;
       }
       const deleteClaims = pool.spec.storage.retainOnScaleIn === 'Delete';
@@ -146,9 +149,10 @@ export function createPoolReconciler(
           namespace,
           pool: name,
           set,
+          objectName,
           deleteClaims,
         });
-        applied.forget(`${namespace}/${set}`);
+        applied.forget(`${namespace}/${objectName}`);
         deps.metrics?.removed(namespace, name);
         deps.events.record(
           pool,
@@ -160,7 +164,7 @@ export function createPoolReconciler(
       } catch (error) {
         const message = apiErrorMessage(error);
         findings.applyFailures.push({ set, message: `cannot remove it: ${message}` });
-        findings.sets.push(observe(set, index, statefulSets.get(set)));
+        findings.sets.push(observe(set, index, statefulSets.get(objectName)));
       }
     }
 

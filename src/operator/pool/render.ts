@@ -13,7 +13,7 @@ import type {
   V1VolumeMount,
 } from '@kubernetes/client-node';
 import type { ReceiverPool } from '../../api/receiver-pool.ts';
-import { setName, setSelector } from './set-names.ts';
+import { setName, setObjectName, setSelector } from './set-names.ts';
 
 export interface SetObjects {
   statefulSet: V1StatefulSet;
@@ -53,10 +53,13 @@ function objectLabels(pool: string, set: string): Record<string, string> {
 export function renderSet(pool: ReceiverPool, index: number): SetObjects {
   const poolName = pool.metadata.name ?? '';
   const namespace = pool.metadata.namespace ?? 'default';
-  const set = setName(poolName, index);
+  // The replica set (label, --replica-set) and its objects' name: the same unless spec.setNames
+  // adopts the chart's older names (set rs-a, objects <pool>-rs-a).
+  const set = setName(poolName, index, pool.spec.setNames);
+  const objectName = setObjectName(poolName, index, pool.spec.setNames);
   const selector = setSelector(poolName, set);
   const metadata = {
-    name: set,
+    name: objectName,
     namespace,
     labels: objectLabels(poolName, set),
     ownerReferences: [poolOwnerReference(pool)],
@@ -93,7 +96,7 @@ export function renderSet(pool: ReceiverPool, index: number): SetObjects {
     kind: 'StatefulSet',
     metadata,
     spec: {
-      serviceName: set,
+      serviceName: objectName,
       replicas: spec.replicas,
       podManagementPolicy: 'Parallel',
       selector: { matchLabels: selector },

@@ -65,21 +65,22 @@ export class SetWorkloads {
   }
 
   /**
-   * Deletes set `set` of pool `pool`: its PDB, Service, then (with `deleteClaims`) its data
-   * claims, and its StatefulSet last, so that a pass that fails half-way still finds the set by
-   * its StatefulSet and finishes. Objects already gone are skipped.
+   * Deletes set `set` of pool `pool` (its objects called `objectName`, `set` unless the pool's
+   * setNames renamed it): its PDB, Service, then (with `deleteClaims`) its data claims, and its
+   * StatefulSet last, so that a pass that fails half-way still finds the set by its StatefulSet
+   * and finishes. Objects already gone are skipped.
    */
   async delete(o: {
     namespace: string;
     pool: string;
     set: string;
+    objectName?: string;
     deleteClaims: boolean;
   }): Promise<{ claimsDeleted: string[] }> {
     const { namespace, set } = o;
-    await ignoreNotFound(
-      this.apis.policy.deleteNamespacedPodDisruptionBudget({ name: set, namespace }),
-    );
-    await ignoreNotFound(this.apis.core.deleteNamespacedService({ name: set, namespace }));
+    const name = o.objectName ?? set;
+    await ignoreNotFound(this.apis.policy.deleteNamespacedPodDisruptionBudget({ name, namespace }));
+    await ignoreNotFound(this.apis.core.deleteNamespacedService({ name, namespace }));
     const claimsDeleted: string[] = [];
     if (o.deleteClaims) {
       // The StatefulSet controller labels each claim with its selector's labels.
@@ -88,14 +89,14 @@ export class SetWorkloads {
         labelSelector: `${poolLabel}=${o.pool},${replicaSetLabel}=${set}`,
       });
       for (const claim of claims.items) {
-        const name = claim.metadata?.name ?? '';
+        const claimName = claim.metadata?.name ?? '';
         await ignoreNotFound(
-          this.apis.core.deleteNamespacedPersistentVolumeClaim({ name, namespace }),
+          this.apis.core.deleteNamespacedPersistentVolumeClaim({ name: claimName, namespace }),
         );
-        claimsDeleted.push(name);
+        claimsDeleted.push(claimName);
       }
     }
-    await ignoreNotFound(this.apis.apps.deleteNamespacedStatefulSet({ name: set, namespace }));
+    await ignoreNotFound(this.apis.apps.deleteNamespacedStatefulSet({ name, namespace }));
     return { claimsDeleted };
   }
 }

@@ -244,3 +244,59 @@ egress:
     {{- end }}
   {{- end }}
 {{- end }}
+
+{{- /*
+The chart's ReceiverPool as YAML (name, sets, replicas, setNames): named after the release. Its
+first sets keep the names of an older chart's StatefulSets (<release>-<name>, pods labelled
+streamcube.io/replica-set=<name>), taken from, first to last: receivers.replicaSets (old values,
+one replicas for every set), the pool this release installed before (its spec.setNames), the
+StatefulSets an older chart of this release made (an upgrade). Sets past them are <release>-<index>.
+*/}}
+{{- define "streamcube.pool" -}}
+{{- $name := .Release.Name }}
+{{- if gt (len $name) 49 }}
+{{- fail (printf "the release name %s is the ReceiverPool's name, whose sets are <name>-<index>: at most 49 characters" $name) }}
+{{- end }}
+{{- $sets := int .Values.receivers.sets }}
+{{- $replicas := int .Values.receivers.replicas }}
+{{- $setNames := list }}
+{{- with .Values.receivers.replicaSets }}
+{{- $replicas = int ((first .).replicas | default 2) }}
+{{- range . }}
+{{- if ne (int (.replicas | default 2)) $replicas }}
+{{- fail (printf "receivers.replicaSets: the chart installs them as one ReceiverPool, whose sets all have the same replicas; %s has %d, %s has %d. Give every entry the same replicas (or use receivers.sets and receivers.replicas)" (first $.Values.receivers.replicaSets).name $replicas .name (int (.replicas | default 2))) }}
+{{- end }}
+{{- $setNames = append $setNames .name }}
+{{- end }}
+{{- $sets = len $setNames }}
+{{- else }}
+{{- $pool := dict }}
+{{- if .Capabilities.APIVersions.Has "streamcube.io/v1alpha1/ReceiverPool" }}
+{{- $pool = lookup "streamcube.io/v1alpha1" "ReceiverPool" .Release.Namespace $name }}
+{{- end }}
+{{- if and $pool $pool.spec $pool.spec.setNames }}
+{{- $setNames = $pool.spec.setNames }}
+{{- else }}
+{{- $older := lookup "apps/v1" "StatefulSet" .Release.Namespace "" }}
+{{- range ($older.items | default list) }}
+{{- $labels := .metadata.labels | default dict }}
+{{- if and (eq (index $labels "app.kubernetes.io/instance" | default "") $name) (eq (index $labels "app.kubernetes.io/managed-by" | default "") "Helm") (eq (index $labels "app.kubernetes.io/component" | default "") "receiver") (index $labels "streamcube.io/replica-set") }}
+{{- $setNames = append $setNames (index $labels "streamcube.io/replica-set") }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if gt (len $setNames) $sets }}
+{{- $sets = len $setNames }}
+{{- end }}
+{{- end }}
+name: {{ $name }}
+sets: {{ $sets }}
+replicas: {{ $replicas }}
+setNames: {{ toJson $setNames }}
+{{- end }}
+
+{{- /* The pods of the chart's pool: <pool>-<set>-<n>, its first set's object name. */}}
+{{- define "streamcube.firstSetObject" -}}
+{{- $pool := include "streamcube.pool" . | fromYaml }}
+{{- $pool.name }}-{{ if $pool.setNames }}{{ first $pool.setNames }}{{ else }}0{{ end }}
+{{- end }}

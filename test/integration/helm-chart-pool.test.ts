@@ -1,0 +1,208 @@
+// The chart's ReceiverPool: the values it is made of, the old values (receivers.replicaSets) as
+// its first sets, and the upgrade from the chart before the pool against the real API server: the
+// previous release's StatefulSets leave the release and their names stay the pool's setNames, so
+// the operator makes StatefulSets of the same names whose pods reuse the same claims.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { AppsV1Api, type KubernetesObject } from '@kubernetes/client-node';
+import { loadAll } from 'js-yaml';
+import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
+import { renderSet } from '../../src/operator/pool/render.ts';
+import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
+import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
+import { waitFor } from '../support/wait.ts';
+import { previousSources } from '../e2e/previous-release.ts';
+
+const chart = 'deploy/helm/streamcube';
+const kc = adminKubeConfig();
+
+async function helm(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  const binary = process.env.STREAMCUBE_HELM;
+  if (!binary) throw new Error('STREAMCUBE_HELM is not set: the jest global set-up builds helm');
+  return promisify(execFile)(binary, args, {
+    env: { ...process.env, KUBECONFIG: testEnvironment().kube.kubeconfig },
+  });
+}
+
+type Rendered = KubernetesObject & { spec?: Record<string, unknown> };
+
+/** `helm template` (release t) with `--set` pairs: the chart's ReceiverPool, parsed as the API does. */
+async function renderPool(...sets: string[]): Promise<ReceiverPool> {
+  const args = sets.flatMap((set) => ['--set', set]);
+  const { stdout } = await helm(
+    'template',
+    't',
+    chart,
+    '--namespace',
+    'chart-ns',
+    '--show-only',
+    'templates/receivers.yaml',
+    ...args,
+  );
+  const [pool] = (loadAll(stdout) as Rendered[]).filter((o) => o?.kind === 'ReceiverPool');
+  if (!pool) throw new Error('no ReceiverPool rendered');
+  return {
+    apiVersion: 'streamcube.io/v1alpha1',
+    kind: 'ReceiverPool',
+    metadata: { ...pool.metadata, namespace: 'chart-ns', uid: 'pool-uid' },
+    spec: receiverPoolSpec.parse(pool.spec),
+  };
+}
+
+/** The name, replicas and replica-set label of every StatefulSet the operator makes of `pool`. */
+const statefulSetsOf = (pool: ReceiverPool): [string, number, string][] =>
+  Array.from({ length: pool.spec.sets }, (_, index) => {
+    const { statefulSet } = renderSet(pool, index);
+    return [
+      statefulSet.metadata?.name ?? '',
+      statefulSet.spec?.replicas ?? 0,
+      statefulSet.spec?.template.metadata?.labels?.['streamcube.io/replica-set'] ?? '',
+    ];
+  });
+
+test('by default a pool named after the release: sets <release>-0 and <release>-1 of two receivers, no adopted names', async () => {
+  const pool = await renderPool();
+  expect(pool.metadata.name).toBe('t');
+  expect(pool.spec.setNames).toBeUndefined();
+  expect(statefulSetsOf(pool)).toEqual([
+    ['t-0', 2, 't-0'],
+    ['t-1', 2, 't-1'],
+  ]);
+  expect(statefulSetsOf(await renderPool('receivers.sets=3', 'receivers.replicas=1'))).toEqual([
+    ['t-0', 1, 't-0'],
+    ['t-1', 1, 't-1'],
+    ['t-2', 1, 't-2'],
+  ]);
+  const released = await renderPool('receivers.dataVolume.retainOnScaleIn=Delete');
+  expect(released.spec.storage.retainOnScaleIn).toBe('Delete');
+  await expect(renderPool('receivers.dataVolume.retainOnScaleIn=Never')).rejects.toThrow(
+    /retainOnScaleIn/,
+  );
+});
+
+test('while the API server has no ReceiverPool kind (the release makes its CRD) the pool is a post-install/post-upgrade hook the release owns, for the next upgrade to adopt; once it has, a resource of the release', async () => {
+  const annotationsOf = async (...args: string[]): Promise<Record<string, string> | undefined> => {
+    const { stdout } = await helm(
+      'template',
+      't',
+      chart,
+      '--namespace',
+      'chart-ns',
+      '--show-only',
+      'templates/receivers.yaml',
+      ...args,
+    );
+    return (loadAll(stdout) as Rendered[]).find((o) => o?.kind === 'ReceiverPool')?.metadata
+      ?.annotations;
+  };
+  expect(await annotationsOf()).toEqual({
+    'helm.sh/hook': 'post-install,post-upgrade',
+    'meta.helm.sh/release-name': 't',
+    'meta.helm.sh/release-namespace': 'chart-ns',
+  });
+  expect(await annotationsOf('--api-versions', 'streamcube.io/v1alpha1/ReceiverPool')).toBe(
+    undefined,
+  );
+});
+
+test("older values: receivers.replicaSets install as the pool's first sets under the older chart's names (claims data-<release>-<name>-<n>); different replicas are refused, naming the value", async () => {
+  const pool = await renderPool(
+    'receivers.replicaSets[0].name=rs-a',
+    'receivers.replicaSets[0].replicas=3',
+    'receivers.replicaSets[1].name=rs-b',
+    'receivers.replicaSets[1].replicas=3',
+    // replicaSets replace sets and replicas.
+    'receivers.sets=5',
+  );
+  expect(pool.spec).toMatchObject({ sets: 2, replicas: 3, setNames: ['rs-a', 'rs-b'] });
+  expect(statefulSetsOf(pool)).toEqual([
+    ['t-rs-a', 3, 'rs-a'],
+    ['t-rs-b', 3, 'rs-b'],
+  ]);
+  const { statefulSet } = renderSet(pool, 0);
+  expect(statefulSet.spec?.volumeClaimTemplates?.map((t) => t.metadata?.name)).toEqual(['data']);
+  expect(statefulSet.spec?.template.spec?.containers[0]?.args).toContain('--replica-set=rs-a');
+  // A scale-out past them adds <release>-<index>.
+  expect(statefulSetsOf({ ...pool, spec: { ...pool.spec, sets: 3 } })[2]).toEqual([
+    't-2',
+    3,
+    't-2',
+  ]);
+  // The default replicas of an entry is 2, as the older chart's.
+  await expect(
+    renderPool(
+      'receivers.replicaSets[0].name=rs-a',
+      'receivers.replicaSets[1].name=rs-b',
+      'receivers.replicaSets[1].replicas=3',
+    ),
+  ).rejects.toThrow(/receivers\.replicaSets: .* rs-a has 2, rs-b has 3/);
+});
+
+test("helm upgrade from the chart before the pool: its StatefulSets leave the release, their names stay the pool's setNames (looked up), on the next upgrade too", async () => {
+  await applyCrd();
+  const namespace = await createNamespace(kc, 'helm-pool');
+  const previous = previousSources(['deploy/helm/streamcube']);
+  try {
+    await helm(
+      'install',
+      'up',
+      join(previous.dir, 'deploy', 'helm', 'streamcube'),
+      '--namespace',
+      namespace,
+      '--skip-crds',
+    );
+  } finally {
+    previous.remove();
+  }
+  const apps = kc.makeApiClient(AppsV1Api);
+  const statefulSets = async (): Promise<(string | undefined)[]> =>
+    (await apps.listNamespacedStatefulSet({ namespace })).items
+      .filter((s) => !s.metadata?.deletionTimestamp)
+      .map((s) => s.metadata?.name);
+  expect(await statefulSets()).toEqual(['up-rs-a', 'up-rs-b']);
+  const pool = async (): Promise<ReceiverPool> =>
+    JSON.parse(
+      await kubectl('get', 'receiverpool', 'up', '--namespace', namespace, '-o', 'json'),
+    ) as ReceiverPool;
+  // The CRDs are the environment's: this release leaves them alone, and it adds nothing to the
+  // cluster's view and edit roles (the aggregated-roles test reads them).
+  const upgrade = (...more: string[]) =>
+    helm(
+      'upgrade',
+      'up',
+      chart,
+      '--namespace',
+      namespace,
+      '--set',
+      'crds.enabled=false',
+      '--set',
+      'rbac.aggregateToDefaultRoles=false',
+      ...more,
+    );
+  try {
+    await upgrade();
+    expect((await pool()).spec).toMatchObject({ sets: 2, replicas: 2, setNames: ['rs-a', 'rs-b'] });
+    // The kind is known here: the pool is a resource of the release, not a hook.
+    expect((await helm('get', 'manifest', 'up', '--namespace', namespace)).stdout).toContain(
+      'kind: ReceiverPool',
+    );
+    // Helm removed the older chart's StatefulSets (and their Services and PDBs); the operator
+    // makes them again under the pool, by the same names.
+    await waitFor(
+      "the older chart's StatefulSets removed",
+      async () => ((await statefulSets()).length === 0 ? true : undefined),
+      30_000,
+      200,
+    );
+    expect(statefulSetsOf(await pool())).toEqual([
+      ['up-rs-a', 2, 'rs-a'],
+      ['up-rs-b', 2, 'rs-b'],
+    ]);
+    // No StatefulSet of the older chart is left to look up: the pool's own setNames are kept.
+    await upgrade('--set', 'receivers.sets=3');
+    expect((await pool()).spec).toMatchObject({ sets: 3, setNames: ['rs-a', 'rs-b'] });
+  } finally {
+    await helm('uninstall', 'up', '--namespace', namespace);
+  }
+});
