@@ -234,22 +234,36 @@ test('scaled 2 → 4 → 2 sets by hand under traffic: each move settles, half t
   await waitForPoolSettled(stack, pool, 4);
   const outSeconds = (Date.now() - outAt) / 1000;
 
-  // In, under traffic: the partitions of sets 2 and 3 move back; then the sets go.
+  // In, under traffic: the partitions of sets 2 and 3 move back; then the sets go. Their
+  // receivers held no data of any cube that was not handed off and committed when their
+  // StatefulSet went, and exited on SIGTERM.
   await at(90);
   const inAt = Date.now();
   await scalePool(stack, pool, 2);
+  const removed = [`${pool}-2`, `${pool}-3`];
+  const departed = () => kubelet.departures.filter((d) => d.set.startsWith(`${pool}-`));
+  await waitFor(
+    'the StatefulSets of both sets scaled in gone',
+    () => Promise.resolve(departed().length === 2),
+    180_000,
+    200,
+  );
+  expect(
+    departed()
+      .map((d) => d.set)
+      .sort(),
+  ).toEqual(removed);
+  for (const d of departed()) {
+    expect([d.set, d.unanswered, d.graceful]).toEqual([d.set, [], true]);
+    expect(d.held.filter((h) => h.uncommitted.length > 0)).toEqual([]);
+  }
   const backOnTwo = placementOf(await waitForPlacedOn(cube, sets(2)));
   const settledPool = await waitForPoolSettled(stack, pool, 2);
-  const departed = () => kubelet.departures.filter((d) => d.set.startsWith(`${pool}-`));
-  await waitFor('the stand-in saw both StatefulSets go', () =>
-    Promise.resolve(departed().length === 2),
-  );
   const inSeconds = (Date.now() - inAt) / 1000;
 
   await at(170);
   await traffic.stop();
   const producedSeconds = (Date.now() - traffic.startedAt) / 1000;
-  const removed = [`${pool}-2`, `${pool}-3`];
   await expectCubeExact(cube, pool, topic, java);
 
   console.log(
@@ -277,17 +291,6 @@ test('scaled 2 → 4 → 2 sets by hand under traffic: each move settles, half t
     [...onFour[`${pool}-2`]!, ...onFour[`${pool}-3`]!].sort((a, b) => a - b),
   );
 
-  // The sets scaled in: their receivers held no data of any cube that was not handed off and
-  // committed when their StatefulSet went, and exited on SIGTERM.
-  expect(
-    departed()
-      .map((d) => d.set)
-      .sort(),
-  ).toEqual(removed);
-  for (const d of departed()) {
-    expect([d.set, d.unanswered, d.graceful]).toEqual([d.set, [], true]);
-    expect(d.held.filter((h) => h.uncommitted.length > 0)).toEqual([]);
-  }
   // One Event series per reason (events.ts): SetRemoved twice, naming the set removed last.
   const setRemoved = (await stack.cubeEvents(pool)).filter((e) => e.reason === 'SetRemoved');
   expect(setRemoved.map((e) => e.count)).toEqual([2]);
