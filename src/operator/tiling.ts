@@ -163,7 +163,7 @@ export function checkTiling(
     const handedOff = merged([
       ...known.map((r) => rangesFromJson(r.coverage![String(p)]?.handedOff ?? [])),
       ...known.map(lostOf),
-      droppedWithTheCube(p, everything, [...findings.values()]),
+      droppedWithTheCube(p, everything, began, [...findings.values()]),
     ]);
     const start = everything[0]!.from;
     const first = handedOff.find((r) => r.from <= start && r.to > start);
@@ -173,20 +173,23 @@ export function checkTiling(
 }
 
 /**
- * The holes between the offsets the reporting replicas keep of partition `p` that no gap finding
- * names: offsets of a replica set that has since dropped the cube. A set drops a cube only once
- * its data is handed off and committed (Sealing), and a failover restarts where the lost set's
- * committed data ends, so they are committed: the run of handed-off offsets goes on through them
- * (a set scaled in, or taken out of spec.replicaSets, would otherwise hold handedOffTo at the
- * start of what it consumed for good).
+ * The offsets of partition `p` no reporting replica keeps, between the first one kept and the
+ * last one kept or where the current epoch began (`began`), that no gap finding names: offsets of
+ * a replica set that has since dropped the cube. A set drops a cube only once its data is handed
+ * off and committed (Sealing), and a failover restarts where the lost set's committed data ends,
+ * so they are committed: the run of handed-off offsets goes on through them (a set scaled in, or
+ * taken out of spec.replicaSets, would otherwise hold handedOffTo where its range began for good).
  */
 function droppedWithTheCube(
   p: number,
   kept: OffsetRange[],
+  began: string | undefined,
   findings: readonly TilingFinding[],
 ): OffsetRange[] {
   const gaps = findings.filter((f) => f.partition === p && f.kind === 'gap');
-  const holes = uncovered({ from: kept[0]!.from, to: kept[kept.length - 1]!.to }, kept);
+  const last = kept[kept.length - 1]!.to;
+  const to = began !== undefined && BigInt(began) > last ? BigInt(began) : last;
+  const holes = uncovered({ from: kept[0]!.from, to }, kept);
   return holes.filter((h) => !gaps.some((g) => g.from < h.to && g.to > h.from));
 }
 

@@ -222,6 +222,10 @@ test('handed off to: on through the offsets of a set that has dropped the cube (
     replica('rs-b-0', { 0: { kept: [[200, 400]], handedOff: [[200, 300]] } }),
   ];
   expect(handedOffTo(notYet)).toEqual({ 0: '300' });
+  // rs-a had the partition back at 250, where rs-c's range ended, and has kept nothing since.
+  const back = [replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] } })];
+  expect(handedOffTo(back)).toEqual({ 0: '100' });
+  expect(checkTiling(back, { 0: '250' }).handedOffTo.get(0)).toBe(250n);
   // The owner starting short of where its epoch began: [100, 120) is a gap, not handed off.
   const short = checkTiling(
     [
