@@ -204,11 +204,14 @@ export class PoolKubelet {
       readToken: this.stack.readToken,
       ...this.options.receiver,
     });
-    const list = this.started.get(set) ?? [];
-    list.push(receiver);
-    this.started.set(set, list);
-    await receiver.start();
-    await setPodReady(kc, namespace, name, host, true);
+    try {
+      await receiver.start();
+      await setPodReady(kc, namespace, name, host, true);
+    } catch (error) {
+      await receiver.kill(); // the retry starts another for the same pod
+      throw error;
+    }
+    this.started.set(set, [...(this.started.get(set) ?? []), receiver]);
     return receiver;
   }
 
