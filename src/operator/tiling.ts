@@ -32,7 +32,10 @@ export interface TilingFinding {
 
 export interface TilingReport {
   findings: TilingFinding[];
-  /** partition → the end of the run of handed-off offsets from the first one kept anywhere. */
+  /**
+   * partition → the end of the run of handed-off offsets from the first one kept anywhere (the
+   * offsets of sets that dropped the cube, committed before they did, count as handed off).
+   */
   handedOffTo: Map<number, bigint>;
 }
 
@@ -160,12 +163,34 @@ export function checkTiling(
     const handedOff = merged([
       ...known.map((r) => rangesFromJson(r.coverage![String(p)]?.handedOff ?? [])),
       ...known.map(lostOf),
+      droppedWithTheCube(p, everything, began, [...findings.values()]),
     ]);
     const start = everything[0]!.from;
     const first = handedOff.find((r) => r.from <= start && r.to > start);
     handedOffTo.set(p, first ? first.to : start);
   }
   return { findings: [...findings.values()], handedOffTo };
+}
+
+/**
+ * The offsets of partition `p` no reporting replica keeps, between the first one kept and the
+ * last one kept or where the current epoch began (`began`), that no gap finding names: offsets of
+ * a replica set that has since dropped the cube. A set drops a cube only once its data is handed
+ * off and committed (Sealing), and a failover restarts where the lost set's committed data ends,
+ * so they are committed: the run of handed-off offsets goes on through them (a set scaled in, or
+ * taken out of spec.replicaSets, would otherwise hold handedOffTo where its range began for good).
+ */
+function droppedWithTheCube(
+  p: number,
+  kept: OffsetRange[],
+  began: string | undefined,
+  findings: readonly TilingFinding[],
+): OffsetRange[] {
+  const gaps = findings.filter((f) => f.partition === p && f.kind === 'gap');
+  const last = kept[kept.length - 1]!.to;
+  const to = began !== undefined && BigInt(began) > last ? BigInt(began) : last;
+  const holes = uncovered({ from: kept[0]!.from, to }, kept);
+  return holes.filter((h) => !gaps.some((g) => g.from < h.to && g.to > h.from));
 }
 
 /** A finding as a line of a condition's message or an Event. */

@@ -63,6 +63,11 @@ export interface CubeAudit {
    * the returning replica drops its own segments past the restart with what they held before it.
    */
   committedSets?: string[];
+  /**
+   * Replica sets removed (a pool's scale-in), their receivers stopped: what they hold is their
+   * hand-offs in deep storage, nothing live. Data they did not hand off and commit is a gap.
+   */
+  removedSets?: string[];
 }
 
 /** What one replica per replica set holds: offset ranges per partition and totals. */
@@ -86,17 +91,19 @@ export async function heldByReplica(
     }
     const r = receivers[replica];
     if (!r) continue;
-    const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
-    const segments = await orNothing<SegmentStatus[]>(
-      async () => (await client.cubeStatus(audit.cube)).segments,
-      [],
-    );
-    // A HANDED_OFF segment is counted through its hand-off, as the query does.
-    for (const s of segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
-    totals = addTotals(
-      totals,
-      await orNothing(async () => totalsFromQuery(await client.query(audit.cube, {})), none),
-    );
+    if (!audit.removedSets?.includes(rs)) {
+      const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
+      const segments = await orNothing<SegmentStatus[]>(
+        async () => (await client.cubeStatus(audit.cube)).segments,
+        [],
+      );
+      // A HANDED_OFF segment is counted through its hand-off, as the query does.
+      for (const s of segments) if (s.state !== 'HANDED_OFF') add(s.offsetRanges);
+      totals = addTotals(
+        totals,
+        await orNothing(async () => totalsFromQuery(await client.query(audit.cube, {})), none),
+      );
+    }
     const own = deep.filter((h) => h.manifest.receiver === r.options.id);
     for (const h of own) add(h.manifest.offsetRanges);
     totals = addTotals(totals, handOffTotals(own));
@@ -116,6 +123,7 @@ export async function heldCommitted(
   audit: CubeAudit,
 ): Promise<{ ranges: Map<number, OffsetRange[]>; totals: Totals; committed: number }> {
   const liveOf = async (r: ReceiverProcess): Promise<SegmentStatus[] | undefined> => {
+    if (audit.removedSets?.includes(r.options.replicaSet)) return undefined;
     const client = audit.namespace ? r.client.inNamespace(audit.namespace) : r.client;
     return orNothing<SegmentStatus[] | undefined>(
       async () => (await client.cubeStatus(audit.cube)).segments,

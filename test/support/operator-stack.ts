@@ -41,6 +41,8 @@ export interface OperatorStack {
   token: string;
   /** The receivers' read token, the query server's. */
   readToken: string;
+  /** The port every receiver listens on, each on a loopback address of its own (as pods do). */
+  receiverPort: number;
   deepStorageDir: string;
   /** The operator started in beforeAll; unset with `operator: false`. */
   operator: OperatorProcess;
@@ -104,7 +106,7 @@ export type CubeSpecOptions = Pick<CubeAssignmentSpecInput, 'replicaSets'> &
   Partial<CubeAssignmentSpecInput>;
 
 /** A loopback address of its own (127.0.0.0/8 is all loopback), unlikely to meet another suite's. */
-function loopbackAddress(): string {
+export function loopbackAddress(): string {
   return `127.${randomInt(100, 250)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
 }
 
@@ -250,6 +252,7 @@ export function useOperatorStack(options: {
     stack.namespace = await createNamespace(stack.kc, options.name);
     preparedEnv = (await options.prepare?.(stack)) ?? {};
     receiverPort = await freePort();
+    stack.receiverPort = receiverPort;
     for (const rs of options.replicaSets) {
       const count = typeof options.replicas === 'object' ? options.replicas[rs] : options.replicas;
       for (let i = 0; i < (count ?? 1); i++) await stack.addReplica(rs);

@@ -44,7 +44,7 @@ export class QueryServerProcess {
     writeFileSync(receiverTokenFile, `${this.stack.readToken}\n`);
     this.port = await freePort();
     const log = openSync(this.logFile, 'a');
-    const receiverPort = Object.values(this.stack.receivers)[0]!.port;
+    const { receiverPort } = this.stack;
     this.child = spawn(
       process.execPath,
       [

@@ -197,6 +197,47 @@ test('handed off to: the end of the handed-off run from the first offset kept an
   ).toEqual({ 0: '180', 1: '5' });
 });
 
+test('handed off to: on through the offsets of a set that has dropped the cube (committed before it did), not through a gap', () => {
+  // rs-c consumed [100, 200) and [300, 320), then left the cube (a pool scaled in): its hand-offs
+  // are in deep storage, and no receiver reports them any more.
+  const afterRsC = [
+    replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] } }),
+    replica('rs-b-0', {
+      0: {
+        kept: [
+          [200, 300],
+          [320, 400],
+        ],
+        handedOff: [
+          [200, 300],
+          [320, 350],
+        ],
+      },
+    }),
+  ];
+  expect(handedOffTo(afterRsC)).toEqual({ 0: '350' });
+  // Not past data not handed off yet: rs-b's [300, 320) is kept, not handed off.
+  const notYet = [
+    replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] } }),
+    replica('rs-b-0', { 0: { kept: [[200, 400]], handedOff: [[200, 300]] } }),
+  ];
+  expect(handedOffTo(notYet)).toEqual({ 0: '300' });
+  // rs-a had the partition back at 250, where rs-c's range ended, and has kept nothing since.
+  const back = [replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] } })];
+  expect(handedOffTo(back)).toEqual({ 0: '100' });
+  expect(checkTiling(back, { 0: '250' }).handedOffTo.get(0)).toBe(250n);
+  // The owner starting short of where its epoch began: [100, 120) is a gap, not handed off.
+  const short = checkTiling(
+    [
+      replica('rs-a-0', { 0: { kept: [[0, 100]], handedOff: [[0, 100]] } }),
+      replica('rs-b-0', { 0: { kept: [[120, 250]], handedOff: [[120, 250]] } }),
+    ],
+    { 0: '100' },
+  );
+  expect(short.findings.map((f) => [f.kind, f.from, f.to])).toEqual([['gap', 100n, 120n]]);
+  expect(short.handedOffTo.get(0)).toBe(100n);
+});
+
 test('the Degraded problem names the first findings and counts the rest; the cube stays Ready', () => {
   const replicas = [
     replica('rs-a-0', { 0: { kept: [[0, 11]] }, 1: { kept: [[0, 12]] }, 2: { kept: [[0, 13]] } }),
