@@ -392,10 +392,10 @@ const steps: Step[] = [
         const s = await cubeStatus();
         return isSettled(s) && setsOf(s).join() === 'rs-a,rs-b' ? true : undefined;
       });
-      Object.assign(expected, totalsOf(3 * workload.events));
+      Object.assign(expected, totalsOf(2 * workload.events));
       await kubectl(
         ['apply', '-f', '-'],
-        producerPod('producer-2', workload.events, 3 * workload.events),
+        producerPod('producer-2', workload.events, 2 * workload.events),
       );
       await kubectl(['scale', `receiverpool/${pool}`, '--replicas=3']);
       await waitUntil(`${thirdSet} owned by the pool with 2 Ready receivers`, async () =>
@@ -462,7 +462,7 @@ const steps: Step[] = [
           const p = (await pods('app=e2e-producer')).find((x) => x.name === 'producer-2');
           return p?.phase === 'Succeeded' || p?.phase === 'Failed' ? p.phase : undefined;
         },
-        ((2 * workload.events) / workload.perSecond) * 1000 + 180_000,
+        (workload.events / workload.perSecond) * 1000 + 180_000,
       );
       if (phase === 'Failed')
         throw new Error(`producer-2 failed:\n${await kubectl(['logs', 'producer-2'])}`);
