@@ -26,6 +26,8 @@ export const config = {
   helmArgs: (process.env.STREAMCUBE_E2E_HELM_ARGS ?? '').split(' ').filter((a) => a !== ''),
   previousImage: process.env.STREAMCUBE_E2E_PREVIOUS_IMAGE || undefined,
   prometheusImage: process.env.STREAMCUBE_E2E_PROMETHEUS_IMAGE || undefined,
+  /** The pool's scale steps (2 -> 3 -> 2 sets); `STREAMCUBE_E2E_POOL_SCALE=0` leaves them out. */
+  poolScale: process.env.STREAMCUBE_E2E_POOL_SCALE !== '0',
   release: 'sc',
   cube: 'orders',
 };

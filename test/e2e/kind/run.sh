@@ -176,7 +176,10 @@ step 'scenario'
 # so they ask for less here. STREAMCUBE_KIND_HELM_ARGS replaces this.
 kind_helm_args=${STREAMCUBE_KIND_HELM_ARGS---set receivers.resources.requests.cpu=100m}
 [[ -d node_modules ]] || npm ci --no-audit --no-fund
-STREAMCUBE_E2E_NAMESPACE="$namespace" \
+# The pool's scale steps (2 -> 3 -> 2 sets under a second producer) run on the test environment's
+# node (npm run test:e2e), not here: CI's time.
+STREAMCUBE_E2E_POOL_SCALE=${STREAMCUBE_E2E_POOL_SCALE-0} \
+  STREAMCUBE_E2E_NAMESPACE="$namespace" \
   STREAMCUBE_E2E_KUBECTL="$kubectl" \
   STREAMCUBE_E2E_HELM="$helm" \
   STREAMCUBE_E2E_BROKERS=kafka-0.kafka.default.svc.cluster.local:9092 \
