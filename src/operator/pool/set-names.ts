@@ -43,9 +43,9 @@ export function setIndexOf(
 /** Whether replica set `set` is one of pool `pool`'s: an adopted name, or `<pool>-<index>` past them. */
 export function isPoolSet(pool: string, set: string, setNames: readonly string[] = []): boolean {
   if (setNames.includes(set)) return true;
-  if (!set.startsWith(`${pool}-`)) return false;
-  const suffix = set.slice(pool.length + 1);
-  return /^(0|[1-9][0-9]*)$/.test(suffix) && Number(suffix) >= setNames.length;
+  // Past the adopted names a set is named as its objects are (`<pool>-<index>`).
+  const index = setIndexOf(pool, set, setNames);
+  return index !== undefined && index >= setNames.length;
 }
 
 /** What selects the pods (and claims) of one set: its StatefulSet's, Service's and PDB's selector. */
