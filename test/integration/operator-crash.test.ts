@@ -114,8 +114,6 @@ const crashes: Crash[] = [
   crash('reassign-Draining', 'Draining', 'paused paused', 'absent absent'),
   crash('reassign-Starting', 'Starting', 'stopped stopped', 'absent absent'),
   crash('reassign-Sealing', 'Sealing', 'released released', 'consuming consuming'),
-  // Done is written with the new assignment and epochs: resuming it must not bump them again.
-  crash('reassign-Done', 'Done', 'absent absent', 'consuming consuming'),
   // Between two receiver calls: after the first pause, the first drain, the first target's
   // assign (the sources released and their data committed first; a point of its own, since the
   // releases run again on each pass that waits for that commit) and the first source's unassign
@@ -147,7 +145,8 @@ test.each(crashes)(
     const movedEpochs = Object.fromEntries(
       partitions.map((p) => [String(p), epochs[String(p)]! + 1]),
     );
-    expect(crashed.status?.epochs).toEqual(phase === 'Done' ? movedEpochs : epochs);
+    // Until the move's end writes them, the epochs are those from before it.
+    expect(crashed.status?.epochs).toEqual(epochs);
     if (phase === 'Starting' || phase === 'Sealing') {
       // Drained: every moving partition's watermark is in the journal, for the target to start with.
       expect(Object.keys(crashed.status?.reassign?.watermarks ?? {}).sort()).toEqual(

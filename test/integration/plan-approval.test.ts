@@ -185,7 +185,7 @@ test('approved, the leader killed before Done: the standby resumes the move, exa
   // The journal is written, the approval not yet acted on any further.
   const crashed = await api().get(stack.namespace, cube);
   expect(crashed.status?.reassign).toMatchObject({
-    phase: 'Planned',
+    phase: 'Pausing',
     proposal: proposal.id,
     moves: proposal.moves,
   });

@@ -45,7 +45,9 @@ async function moveMissing(
   await before.waitForExit();
   expect(before.exitSignal).toBe('SIGKILL');
   await takeDown(stack, replica);
-  const during = await stack.startOperator({ STREAMCUBE_FAULT: `reassign-${nextPhase[phase]}` });
+  // The phase after it, or past the move's end when it is the last (Sealing writes the completion).
+  const next = nextPhase[phase] === phase ? 'completed' : nextPhase[phase];
+  const during = await stack.startOperator({ STREAMCUBE_FAULT: `reassign-${next}` });
   await during.waitForExit();
   expect(during.exitSignal).toBe('SIGKILL');
   await bringBack(stack, replica);

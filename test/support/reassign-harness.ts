@@ -384,7 +384,6 @@ export const startedToCleared = [
   ...assigned,
   'persist Sealing',
   ...sealedAndUnassigned,
-  'persist Done',
   'persist cleared',
 ];
 /** Past the phase deadline. */

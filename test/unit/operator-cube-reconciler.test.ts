@@ -567,7 +567,7 @@ describe('plan', () => {
     const h = harness({ object, receivers: { ...consumingAll, 'rs-c-0': {} } });
     await expect(h.run()).resolves.toEqual({ requeueAfterMs: 1 });
     const journal = h.store.object?.status?.reassign;
-    expect(journal?.phase).toBe('Planned');
+    expect(journal?.phase).toBe('Pausing');
     expect(journal?.moves.map((m) => m.to)).toEqual(['rs-c']);
     expect(h.condition('Progressing')).toMatchObject({ status: 'True', reason: 'Reassigning' });
     expect(h.events).toEqual([expect.stringMatching(/^Normal ReassignPlanned: reassign r-1-/)]);
@@ -662,7 +662,7 @@ describe('approval: manual', () => {
     const h = harness({ object, receivers: consumingAll });
     await h.run(); // proposed (first seen), and approved at once: the same id
     const status = h.store.object?.status;
-    expect(status?.reassign).toMatchObject({ phase: 'Planned', moves: move });
+    expect(status?.reassign).toMatchObject({ phase: 'Pausing', moves: move });
     expect(status?.reassign?.proposal).toBe(proposalId(2, move));
     expect(status?.proposal).toBeUndefined();
     expect(status?.observedGeneration).toBe(2);

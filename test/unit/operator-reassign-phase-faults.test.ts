@@ -335,11 +335,11 @@ const cases: Case[] = [
     requeueAfterMs: requeueDelayMs.blocked,
   },
   {
-    name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; on to Done',
+    name: 'Sealing: each source replica seals (no wait), hands off and is unassigned; the journal ends',
     at: 'Sealing',
-    calls: [...sealedAndUnassigned, 'persist Done'],
-    kind: 'advanced',
-    phase: 'Done',
+    calls: [...sealedAndUnassigned, 'persist cleared'],
+    kind: 'completed',
+    phase: 'cleared',
   },
   {
     name: 'Sealing, a hand-off pending: wait, the next replica is not asked yet',
@@ -364,9 +364,9 @@ const cases: Case[] = [
     name: 'Sealing, a 404 on seal: already unassigned, skipped',
     at: 'Sealing',
     faults: { 'rs-a-0 seal': 404 },
-    calls: ['rs-a-0 seal 250ms', 'rs-a-1 seal 250ms', 'rs-a-1 unassign', 'persist Done'],
-    kind: 'advanced',
-    phase: 'Done',
+    calls: ['rs-a-0 seal 250ms', 'rs-a-1 seal 250ms', 'rs-a-1 unassign', 'persist cleared'],
+    kind: 'completed',
+    phase: 'cleared',
   },
   {
     name: 'Sealing, a 409 on unassign: blocked with the status',
@@ -389,7 +389,7 @@ const cases: Case[] = [
     reason: 'SealFailed',
   },
   {
-    name: 'Done: the journal is cleared',
+    name: 'Done (left by an operator of before): the journal is cleared',
     at: 'Done',
     calls: ['persist cleared'],
     kind: 'completed',

@@ -8,6 +8,12 @@ export const drainPollMs = 250;
  * receiver answers as soon as its segments are handed off, so a short wait costs nothing.
  */
 export const sealPollMs = 250;
+/**
+ * How long one pass of Starting re-reads the sources' coverage while their released data is being
+ * committed (a hand-off of what the release sealed, tens of milliseconds when deep storage is
+ * well), before ending the pass to come back: a pass that ends runs the releases again first.
+ */
+export const commitWaitMs = 500;
 /** How long a hand-off may stay pending in Sealing before it is reported (HandOffPending). */
 export const handOffTimeoutMs = 30_000;
 

@@ -16,7 +16,13 @@ import {
 import type { ReconcileResult } from '../runtime/controller.ts';
 import { startingOffsetRules, type TopicMetadata } from '../topic-metadata.ts';
 import { unavailableSincePatch } from '../unavailable-since.ts';
-import { drainPollMs, handOffTimeoutMs, requeueAfterMs, sealPollMs } from './delays.ts';
+import {
+  commitWaitMs,
+  drainPollMs,
+  handOffTimeoutMs,
+  requeueAfterMs,
+  sealPollMs,
+} from './delays.ts';
 import type { FailoverWatch } from './failover-watch.ts';
 import { availableReplicaSets, type CubeEdges, type CubePass } from './pass.ts';
 import { convergeReplicas } from './replica-repair.ts';
@@ -121,6 +127,8 @@ export class JournalRunner {
         edges.metrics.reassignsTotal.inc({ ...labels, result: 'completed' });
         setPhase(edges.metrics, labels, undefined);
         log.info('reassign done', { reassignId: journal.id, moves: describeMoves(journal) });
+        // The crash tests' point past a journal's last phase (its completion written).
+        faultPoint('reassign-completed');
         return { requeueAfterMs: outcome.requeueAfterMs };
       }
     }
@@ -182,6 +190,7 @@ export class JournalRunner {
       handOffTimeoutMs,
       drainPollMs,
       sealPollMs,
+      commitWaitMs,
       now: () => new Date(),
       signal,
       ...(options.hold ? { holdPlacementCompletion: options.hold } : {}),

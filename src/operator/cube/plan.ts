@@ -23,6 +23,7 @@ import {
   PhaseBlocked,
   describeMoves,
   isSourceless,
+  moveFirstWrittenAt,
   newJournal,
   placementJournal,
   requeueDelayMs,
@@ -151,13 +152,16 @@ export async function plan(
     ...(approved ? { proposal: approved.id } : {}),
   };
   // A first placement is written once, at Starting, with its starting offsets; should the
-  // brokers not give them now, it is written at Planned and its steps report why.
+  // brokers not give them now, it is written at Planned and its steps report why. A move between
+  // live sets is written at Pausing (journal.ts, moveFirstWrittenAt); a failover at Planned.
   const j = isSourceless(journal)
     ? await placementJournal(options.journals.context(pass), journal).catch((error: unknown) => {
         if (!(error instanceof PhaseBlocked)) throw error;
         return journal;
       })
-    : journal;
+    : journal.failover
+      ? journal
+      : { ...journal, phase: moveFirstWrittenAt };
   signal.throwIfAborted();
   pass.object = await edges.status.status(
     pass.object,

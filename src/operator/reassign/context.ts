@@ -104,6 +104,11 @@ export interface ReassignContext {
    * receiver answers as soon as they are handed off, so Sealing ends then, not at the next poll.
    */
   sealPollMs: number;
+  /**
+   * How long Starting's wait for the released data's commit re-reads the sources within one pass
+   * (every `commitRecheckMs`) before ending it; absent: it reads them once.
+   */
+  commitWaitMs?: number;
   now: () => Date;
   /** Aborts when the lease is lost or the process shuts down: no receiver call starts after. */
   signal: AbortSignal;

@@ -24,6 +24,7 @@ export { PhaseEntries, type ReassignContext } from './context.ts';
 export { failoverStart } from './fences/fence-loop.ts';
 export {
   isSourceless,
+  moveFirstWrittenAt,
   journalKind,
   newJournal,
   nextPhase,

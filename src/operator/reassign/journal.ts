@@ -16,6 +16,10 @@ import {
  *   journal, since every status write on the way costs the API server once per new cube.
  * - failover: the sources are lost replica sets. Nothing is paused or drained: Fencing says where
  *   the targets start; nothing is sealed.
+ * A move is first written at Pausing (moveFirstWrittenAt), and Sealing's write completes it with
+ * the final assignment and epochs: Planned and Done are no writes of their own, each of which
+ * cost a status write's round trip on every move. A journal an earlier operator left at Planned
+ * or Done still runs on from there.
  */
 export type JournalKind = 'move' | 'placement' | 'failover';
 
@@ -31,7 +35,7 @@ export const transitions: Readonly<
   Draining: { move: 'Starting', placement: 'Starting', failover: 'Starting' },
   Fencing: { move: 'Starting', placement: 'Starting', failover: 'Starting' },
   Starting: { move: 'Sealing', placement: 'cleared', failover: 'cleared' },
-  Sealing: { move: 'Done', placement: 'Done', failover: 'Done' },
+  Sealing: { move: 'cleared', placement: 'cleared', failover: 'cleared' },
   Done: { move: 'cleared', placement: 'cleared', failover: 'cleared' },
 };
 
@@ -46,6 +50,13 @@ export const rollsBackPastDeadline: ReadonlySet<ReassignPhase> = new Set(['Pausi
  * journal is first written, at the phase Pausing leads a placement to (see placementJournal).
  */
 export const placementFirstWrittenAt = transitions.Pausing.placement as ReassignPhase;
+
+/**
+ * A move between live sets is first written at the phase Planned leads it to: Planned has nothing
+ * to call, and the journal is the move's record before anything is touched whichever phase it
+ * names, since Pausing pauses nothing before it is written.
+ */
+export const moveFirstWrittenAt = transitions.Planned.move as ReassignPhase;
 
 /** A journal none of whose moves has a source: a first placement, or partitions new to a topic. */
 export function isSourceless(journal: Pick<ReassignJournal, 'moves'>): boolean {
@@ -64,7 +75,7 @@ export function phaseAfter(
   return transitions[journal.phase][journalKind(journal)];
 }
 
-/** The phase each one leads to in a move (Done stays Done): the crash tests' order of phases. */
+/** The phase each one leads to in a move (its last, Sealing, stays itself; Done too): the crash tests' order of phases. */
 export const nextPhase = Object.fromEntries(
   reassignPhases.map((phase) => {
     const next = transitions[phase].move;

@@ -77,8 +77,8 @@ export async function stepReassign(
   }
   ctx.signal.throwIfAborted();
   const after = phaseAfter(journal);
-  // Nothing to seal (a placement, a failover): the assignment and epochs are written with the
-  // journal's end.
+  // The journal's end: after Sealing (a move), or after Starting with nothing to seal (a
+  // placement, a failover). The assignment and epochs are written with it, in one write.
   if (after === 'cleared')
     return completeJournal(ctx, journal, completionStatus(ctx.object, journal));
   const next: ReassignJournal = {

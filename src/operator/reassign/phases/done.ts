@@ -1,6 +1,10 @@
 // Done: the journal is cleared, with the final assignment when the step that ends it writes that
 // too, and the move's Event is recorded.
-import type { CubeAssignmentStatusPatch, ReassignJournal } from '../../../api/cube-assignment.ts';
+import type {
+  CubeAssignment,
+  CubeAssignmentStatusPatch,
+  ReassignJournal,
+} from '../../../api/cube-assignment.ts';
 import { cubeKey, recordEvent, type ReassignContext } from '../context.ts';
 import { journalKind } from '../journal.ts';
 import { offsetsReset } from '../../offset-reset/messages.ts';
@@ -22,7 +26,7 @@ export async function completeJournal(
   recordEvent(
     ctx,
     journal.reset
-      ? resetDone(ctx, journal)
+      ? resetDone(object, journal)
       : journal.failover
         ? failoverCompleted(journal)
         : reassignCompleted(journal),
@@ -30,9 +34,12 @@ export async function completeJournal(
   return { kind: 'completed', object, journal, requeueAfterMs: requeueDelayMs.ended };
 }
 
-/** A reset's Event, from the record its completion wrote (status.resets). */
-function resetDone(ctx: ReassignContext, journal: ReassignJournal) {
+/**
+ * A reset's Event, from the record its completion wrote (status.resets): `object` as that write
+ * left it (the completion writes the record in the same write that ends the journal).
+ */
+function resetDone(object: CubeAssignment, journal: ReassignJournal) {
   const { id, to } = journal.reset!;
-  const record = ctx.object.status?.resets?.find((r) => r.id === id);
+  const record = object.status?.resets?.find((r) => r.id === id);
   return offsetsReset(id, to, record?.partitions ?? []);
 }

@@ -1,5 +1,5 @@
 // Sealing: a source left without any partition of the cube seals, hands off and drops the cube;
-// the final assignment and epochs are written with the journal at Done.
+// the final assignment and epochs are written with the journal's end, in the same write.
 import type { ReassignJournal } from '../../../api/cube-assignment.ts';
 import type { ReceiverEndpoint } from '../../discovery.ts';
 import { completionStatus, finalAssignment } from '../completion.ts';

@@ -1,5 +1,6 @@
 // Starting's fourth sub-step: the targets wait until the sources' data of the moved partitions is
 // handed off and committed.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
 import type { CubeStatus } from '../../../../protocol/admin-api.ts';
 import { covers } from '../../../../receiver/hand-off-commit.ts';
@@ -47,6 +48,29 @@ export async function awaitReleasedCommit(
   journal: ReassignJournal,
 ): Promise<PhaseRun | undefined> {
   if (journal.failover || journal.startedUncommitted) return undefined;
+  // Re-read within the pass for a while: the commit follows the release by tens of milliseconds,
+  // and a pass that ends comes back through the releases.
+  let pending = await uncommittedReleases(ctx, journal);
+  const until = performance.now() + (ctx.commitWaitMs ?? 0);
+  while (pending.length > 0 && performance.now() < until) {
+    await sleep(commitRecheckMs, undefined, { signal: ctx.signal });
+    pending = await uncommittedReleases(ctx, journal);
+  }
+  if (pending.length === 0) return undefined;
+  const message = releasedDataUncommittedYet(pending);
+  if (!overDeadline(ctx, journal)) return phaseUnderWay(message, requeueDelayMs.commitPending);
+  recordEvent(ctx, releasedDataUncommitted(journal, message, ctx.phaseTimeoutMs));
+  return phaseUnderWay(message, requeueDelayMs.advanced, { startedUncommitted: true });
+}
+
+/** How often a pass re-reads the sources' coverage while it waits for their commit. */
+const commitRecheckMs = 20;
+
+/** Per source replica that keeps released data not committed yet, what it keeps. */
+async function uncommittedReleases(
+  ctx: ReassignContext,
+  journal: ReassignJournal,
+): Promise<string[]> {
   const bySet = await eachSetAtOnce(liveSources(journal), async ([rs, partitions]) => {
     const pending: string[] = [];
     for (const endpoint of ctx.receivers.get(rs) ?? []) {
@@ -75,10 +99,5 @@ export async function awaitReleasedCommit(
     }
     return pending;
   });
-  const pending = bySet.flat();
-  if (pending.length === 0) return undefined;
-  const message = releasedDataUncommittedYet(pending);
-  if (!overDeadline(ctx, journal)) return phaseUnderWay(message, requeueDelayMs.commitPending);
-  recordEvent(ctx, releasedDataUncommitted(journal, message, ctx.phaseTimeoutMs));
-  return phaseUnderWay(message, requeueDelayMs.advanced, { startedUncommitted: true });
+  return bySet.flat();
 }
