@@ -39,14 +39,28 @@ export function phaseTimes(logFile: string, reassignId: string): Map<string, num
   return times;
 }
 
-/** How long each phase of one reassign took: from its first line to the next phase's. */
+/**
+ * How long each phase of one reassign took: from its first line to that of the next phase it went
+ * through (a move has no Fencing; one is first written at Pausing and ends with Sealing's write),
+ * or to its end.
+ */
 export function phaseSpans(logFile: string, reassignId: string): Map<string, number> {
   const times = phaseTimes(logFile, reassignId);
   const spans = new Map<string, number>();
   for (let k = 0; k < phaseOrder.length; k++) {
     const from = times.get(phaseOrder[k]!);
-    const to = times.get(phaseOrder[k + 1] ?? 'end');
-    if (from !== undefined && to !== undefined) spans.set(phaseOrder[k]!, to - from);
+    if (from === undefined) continue;
+    let to: number | undefined;
+    for (let n = k + 1; n < phaseOrder.length && to === undefined; n++)
+      to = times.get(phaseOrder[n]!);
+    to ??= times.get('end');
+    if (to !== undefined) spans.set(phaseOrder[k]!, to - from);
   }
   return spans;
+}
+
+/** When the first phase of one reassign was logged (its journal written): Planned, or Pausing. */
+export function firstPhaseAt(times: ReadonlyMap<string, number>): number | undefined {
+  for (const phase of phaseOrder) if (times.has(phase)) return times.get(phase);
+  return undefined;
 }
