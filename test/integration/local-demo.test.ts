@@ -1,5 +1,5 @@
 // The demo as a new user meets it: `streamcube local` (its own broker and API server, in its own
-// state directory) runs for two minutes; then its query, plus whatever it handed off (read with
+// state directory) runs for 90 seconds; then its query, plus whatever it handed off (read with
 // pyarrow), answers every event its demo producer wrote, and the cube is Ready. Midway a curious
 // user writes one record of their own to the demo topic, ten years ahead: the demo says so, its
 // ledger records the foreign offset (every offset of the topic is a demo event or that one), the
@@ -33,7 +33,7 @@ import { waitFor } from '../support/wait.ts';
 import { waitForStackFile } from '../support/local-stack.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
-const runFor = 120_000;
+const runFor = 90_000;
 const stateDir = tempDir('local-demo');
 const logFile = join(stateDir, 'local.log');
 let local: ChildProcess | undefined;
@@ -102,7 +102,7 @@ function mostOwed(p: number, seconds: number): number {
     : rate.burst * (Math.floor(seconds / rate.everySeconds) + 1);
 }
 
-test('streamcube local runs for 2 minutes: its query answers every event produced; Ctrl-C stops everything', async () => {
+test('streamcube local runs for 90 seconds: its query answers every event produced; Ctrl-C stops everything', async () => {
   const log = openSync(logFile, 'a');
   local = spawn(process.execPath, [cliPath, 'local'], {
     // Its own broker and API server: never the environment of the other suites.
@@ -215,7 +215,8 @@ test('streamcube local runs for 2 minutes: its query answers every event produce
     expect(got.byCountry[country]!.events).toBe(e.events);
     expect(got.byCountry[country]!.revenue).toBeCloseTo(e.revenue, 6);
   }
-  expect(got.events).toBeGreaterThan(2_000);
+  // About 23 events a second once the demo is up (demoRates).
+  expect(got.events).toBeGreaterThan(1_000);
 
   // The ledger stays true: each partition's end in the topic is its first demo offset, the demo
   // events and the foreign ones (read between two ledgers, as the demo writes on meanwhile); and
