@@ -2,6 +2,7 @@
 // one with exponential backoff; remembers where each went and what failed, and when a handed-off
 // segment's retention is over. A segment stays IMMUTABLE (held locally, in the checkpoint) until
 // its hand-off succeeds: deep storage that is down delays hand-offs and loses nothing.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../observability/logger.ts';
 import { faultPoint, injectedFault } from '../observability/fault-injection.ts';
 import { eachAtOnce } from './at-once.ts';
@@ -45,6 +46,12 @@ const maxAwaitingHandOff = 100;
 
 /** How often a window handed off here but not known committed is looked at again. */
 const recheckCommitMs = 10_000;
+/**
+ * A commit that finds a sibling's record holding offsets its copy lacks (`behind`) looks again
+ * after each of these waits first (2026-12-05: with two replicas a set, one in five moves waited
+ * out the whole recheck in Starting, 10.9 s, for a sibling's record written 11 ms after the look).
+ */
+const behindRetryMs = [25, 100, 250];
 
 export const defaultHandOffRetry: HandOffRetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 
@@ -358,13 +365,25 @@ export class HandOffScheduler {
         const mine = [...ofWindow.values()].map((s) =>
           recordedHandOff(this.options.target, s, this.options.lostBefore(s)),
         );
-        const outcome = await commitWindow({
-          storage: this.options.storage,
-          target: this.options.target,
-          windowStart,
-          mine,
-          signal: this.aborter.signal,
-        });
+        const attempt = () =>
+          commitWindow({
+            storage: this.options.storage,
+            target: this.options.target,
+            windowStart,
+            mine,
+            signal: this.aborter.signal,
+          });
+        let outcome = await attempt();
+        // Behind a sibling's record: the replicas of a set release and hand off the same window
+        // together, and the sibling whose record holds more is then often committing what this
+        // copy holds too, a few milliseconds later. Looked at again shortly, before the recheck's
+        // `recheckCommitMs` (a move's targets wait for this commit).
+        for (const waitMs of behindRetryMs) {
+          if (outcome.kind !== 'behind' || this.aborter.signal.aborted) break;
+          await sleep(waitMs, undefined, { signal: this.aborter.signal }).catch(() => undefined);
+          if (this.aborter.signal.aborted) break;
+          outcome = await attempt();
+        }
         this.commits.set(windowStart, outcome);
         this.options.metrics.commitOutcome(outcome.kind);
         for (const [key, s] of this.written)

@@ -245,6 +245,26 @@ test("a copy behind a sibling's record is kept, and of its offsets only those th
   expect(scheduler.expired(Date.now() + 3_600_000)).toHaveLength(1);
 });
 
+test("a copy behind a sibling's record looks again within a few hundred milliseconds: the sibling's record written just after the first look covers it, without waiting for the recheck", async () => {
+  const storage = new MemoryDeepStorage();
+  const segments = new SegmentManager(schema);
+  const event = { time: 30_000, dimensions: ['de'], values: [1] };
+  segments.accept(0, 1, 0n, event);
+  segments.accept(1, 1, 0n, event);
+  segments.seal(segments.segments.get(0)!);
+  await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 5]] })]);
+  const scheduler = schedulerOf(storage, segments, () => 1_000_000);
+  // The sibling commits the whole window 10 ms after this copy's first look (as a sibling
+  // releasing at the same stop offsets does); the clock of the recheck stands still.
+  const sibling = (async () => {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    await commit(storage, 'r1', [handOff('r1.g0', { 0: [[0, 5]], 1: [[0, 1]] })]);
+  })();
+  await scheduler.handOffSealed();
+  await sibling;
+  expect(scheduler.report(0)?.commit).toEqual({ outcome: 'covered', by: 'r1', version: 2 });
+});
+
 test('in a directory: of two creates of one key exactly one wins; listing gives keys relative to the prefix', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-commit-'));
   const storage = new FilesystemDeepStorage(dir);
