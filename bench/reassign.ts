@@ -337,14 +337,21 @@ async function watchMove(
   isDone: (c: CubeAssignment) => boolean,
   timeoutMs: number,
   patch: () => Promise<unknown>,
-): Promise<{ started: number; observations: Observation[]; doneAt: number }> {
+): Promise<{
+  started: number;
+  observations: Observation[];
+  doneAt: number;
+  doneCube: CubeAssignment;
+}> {
   const observations: Observation[] = [];
   let doneAt: number | undefined;
+  let doneCube: CubeAssignment | undefined;
   const { promise: done, resolve } = Promise.withResolvers<void>();
   const observe = (c: CubeAssignment): void => {
     observations.push({ at: Date.now(), cube: c });
     if (doneAt === undefined && isDone(c)) {
       doneAt = Date.now();
+      doneCube = c;
       resolve();
     }
   };
@@ -380,8 +387,8 @@ async function watchMove(
     controller.abort();
     await poll.catch(() => undefined);
   }
-  if (doneAt === undefined) throw new Error(`move not done after ${timeoutMs} ms`);
-  return { started, observations, doneAt };
+  if (doneAt === undefined || !doneCube) throw new Error(`move not done after ${timeoutMs} ms`);
+  return { started, observations, doneAt, doneCube };
 }
 
 // ---- the operator's log ---------------------------------------------------------------------
@@ -621,7 +628,7 @@ async function main(): Promise<void> {
     for (let i = 1; i <= warmupMoves + moves; i++) {
       const before = await api.get(namespace, cube);
       const epochsBefore = before.status?.epochs ?? {};
-      const { started, observations, doneAt } = await watchMove(
+      const { started, observations, doneAt, doneCube } = await watchMove(
         kc,
         namespace,
         (c) => !c.status?.reassign && settledAfter(i)(c),
@@ -685,7 +692,9 @@ async function main(): Promise<void> {
       for (const [phase, ms] of phaseSpans(operator.logFile, journal.id)) phases.set(phase, ms);
       const pausing = times.get('Pausing');
       const sealing = times.get('Sealing');
-      const epochsAfter = observations.at(-1)?.cube.status?.epochs ?? {};
+      // The version that ended the move (its write bumped the epochs): a poll that was under way
+      // then may still add an older version after it.
+      const epochsAfter = doneCube.status?.epochs ?? {};
       const bumped = journal.moves.every(
         (m) =>
           (epochsAfter[String(m.partition)] ?? 0) === (epochsBefore[String(m.partition)] ?? 0) + 1,
