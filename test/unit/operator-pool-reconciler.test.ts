@@ -4,7 +4,7 @@ import type { V1PodDisruptionBudget, V1Service, V1StatefulSet } from '@kubernete
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
 import type { EventRecorder } from '../../src/operator/events.ts';
-import { createPoolReconciler } from '../../src/operator/pool/reconciler.ts';
+import { createPoolReconciler, setsRemoved } from '../../src/operator/pool/reconciler.ts';
 import type { SetObjects } from '../../src/operator/pool/render.ts';
 import type { SetWorkloads } from '../../src/operator/pool/workloads.ts';
 import { silentLogger } from '../../src/operator/runtime/logger.ts';
@@ -150,6 +150,28 @@ test('scale-in: a set a cube lists is held (never deleted) until the cube leaves
   expect(f.events).toEqual(['Warning SetsInUse', 'Normal SetRemoved']);
   expect(f.pool.status?.sets?.map((s) => s.name)).toEqual(['p-0']);
   expect(f.pool.status?.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+});
+
+test("sets removed together are named in one SetRemoved Event (one series per reason: a second Event would replace the first one's message)", async () => {
+  const f = fixture(4, []);
+  await f.reconcile();
+  f.pool.spec.sets = 2;
+  await f.reconcile();
+  expect(f.calls).toEqual(expect.arrayContaining(['delete p-2 (set p-2)', 'delete p-3 (set p-3)']));
+  expect(f.events).toEqual(['Normal SetRemoved']);
+  const spec = (retainOnScaleIn: 'Delete' | 'Retain') =>
+    ({ spec: { storage: { retainOnScaleIn } } }) as unknown as Pick<ReceiverPool, 'spec'>;
+  expect(
+    setsRemoved(spec('Delete'), [
+      { set: 'p-2', claimsDeleted: 2 },
+      { set: 'p-3', claimsDeleted: 2 },
+    ]),
+  ).toBe(
+    'sets p-2, p-3 removed: no CubeAssignment uses them; their data claims were deleted (4) (spec.storage.retainOnScaleIn: Delete)',
+  );
+  expect(setsRemoved(spec('Retain'), [{ set: 'p-2', claimsDeleted: 0 }])).toBe(
+    'set p-2 removed: no CubeAssignment uses it; its data claims were retained (spec.storage.retainOnScaleIn: Retain)',
+  );
 });
 
 test('with spec.autoscale, a spec.sets above maxSets or below minSets is rendered clamped', async () => {

@@ -138,6 +138,7 @@ export function createPoolReconciler(
       deps.cubesUsing(namespace),
     );
     findings.held = decision.held;
+    const removed: { set: string; claimsDeleted: number }[] = [];
     for (const { set, objectName, index } of draining) {
       if (!decision.remove.includes(set)) {
         findings.sets.push(observe(set, index, statefulSets.get(objectName)));
@@ -154,12 +155,7 @@ export function createPoolReconciler(
         });
         applied.forget(`${namespace}/${objectName}`);
         deps.metrics?.removed(namespace, name);
-        deps.events.record(
-          pool,
-          'Normal',
-          'SetRemoved',
-          `set ${set} removed: no CubeAssignment uses it; its data claims were ${deleteClaims ? `deleted (${claimsDeleted.length})` : 'retained'} (spec.storage.retainOnScaleIn: ${pool.spec.storage.retainOnScaleIn})`,
-        );
+        removed.push({ set, claimsDeleted: claimsDeleted.length });
         deps.logger.info('removed a set of a receiver pool', { pool: key, set, claimsDeleted });
       } catch (error) {
         const message = apiErrorMessage(error);
@@ -167,6 +163,11 @@ export function createPoolReconciler(
         findings.sets.push(observe(set, index, statefulSets.get(objectName)));
       }
     }
+
+    // One Event for the sets removed together: Events of one reason are one series per pool
+    // (events.ts), whose message is the last one recorded.
+    if (removed.length > 0)
+      deps.events.record(pool, 'Normal', 'SetRemoved', setsRemoved(pool, removed));
 
     const at = now();
     const status = poolStatus(
@@ -213,4 +214,20 @@ function recordDegradedEvent(
   )
     return;
   events.record(pool, 'Warning', next.reason, next.message);
+}
+
+/** The SetRemoved Event's message for the sets one pass removed. */
+export function setsRemoved(
+  pool: Pick<ReceiverPool, 'spec'>,
+  removed: readonly { set: string; claimsDeleted: number }[],
+): string {
+  const retain = pool.spec.storage.retainOnScaleIn;
+  const claims =
+    retain === 'Delete'
+      ? `deleted (${removed.reduce((n, r) => n + r.claimsDeleted, 0)})`
+      : 'retained';
+  const sets = removed.map((r) => r.set);
+  return sets.length === 1
+    ? `set ${sets[0]} removed: no CubeAssignment uses it; its data claims were ${claims} (spec.storage.retainOnScaleIn: ${retain})`
+    : `sets ${sets.join(', ')} removed: no CubeAssignment uses them; their data claims were ${claims} (spec.storage.retainOnScaleIn: ${retain})`;
 }
