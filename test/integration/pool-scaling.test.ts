@@ -311,7 +311,7 @@ test('scaled 2 → 4 → 2 sets by hand under traffic: each move settles, half t
   const settledPool = await waitForPoolSettled(stack, pool, 2);
   const inSeconds = (Date.now() - inAt) / 1000;
 
-  await at(75);
+  await at(65);
   await traffic.stop();
   const producedSeconds = (Date.now() - traffic.startedAt) / 1000;
   await expectCubeExact(cube, pool, topic, java);
