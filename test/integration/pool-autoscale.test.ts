@@ -8,20 +8,22 @@
 // lag is not refreshed) holds the scale-in instead of passing for caught up. The operator has the
 // chart's rights plus the scale subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CoreV1Api, CustomObjectsApi, type CoreV1Event } from '@kubernetes/client-node';
-import {
-  group,
-  plural,
-  version,
-  type ReceiverPool,
-  type ReceiverPoolSpecInput,
-} from '../../src/api/receiver-pool.ts';
+import { group, plural, version, type ReceiverPoolSpecInput } from '../../src/api/receiver-pool.ts';
 import { mergePatch } from '../../src/kubernetes/cube-api.ts';
-import { kubectl, type OperatorProcess } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { makeEvents, produce } from '../support/events.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
-import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
+import {
+  createPool,
+  expectAutoscaleInCrd,
+  getPool,
+  poolApis,
+  poolEvents,
+  poolSeries,
+  poolSpec,
+  useChartRightsOperator,
+  waitForPool,
+} from '../support/receiver-pools.ts';
 import { waitFor } from '../support/wait.ts';
 
 const resyncMs = 1_000;
@@ -30,96 +32,37 @@ const stack = useOperatorStack({
   replicaSets: ['auto-0', 'auto-1'],
   operator: false,
 });
-let operator: OperatorProcess;
-
-beforeAll(async () => {
-  const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
-    ...operatorCubeRules,
-    ...operatorPoolRules,
-  ]);
-  operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
-});
-
-/**
- * The API server shares its CRDs with every suite: one run from an older checkout re-applies a
- * ReceiverPool CRD without spec.autoscale, which the API server then prunes from every pool.
- */
-async function expectAutoscaleInCrd(): Promise<void> {
-  const crd = await kubectl('get', 'crd', 'receiverpools.streamcube.io', '-o', 'json');
-  const found = crd.includes('"targetLagPerSet"');
-  if (!found)
-    throw new Error(
-      'the ReceiverPool CRD in the API server has no spec.autoscale: another suite applied an older CRD',
-    );
-}
+// The operator runs with the chart's rights and no others.
+const operator = useChartRightsOperator(stack, resyncMs);
 
 // A receiver left frozen would never stop.
 afterAll(() => {
   for (const r of Object.values(stack.replicas).flat()) if (r.running) r.child!.kill('SIGCONT');
 });
 
-const custom = () => stack.kc.makeApiClient(CustomObjectsApi);
-
-const getPool = (name: string) =>
-  custom().getNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace: stack.namespace,
-    name,
-  }) as Promise<ReceiverPool>;
-
-const waitForPool = (name: string, what: string, check: (p: ReceiverPool) => boolean) =>
-  waitFor(
-    `pool ${name}: ${what}`,
-    async () => {
-      const pool = await getPool(name);
-      return check(pool) ? pool : undefined;
-    },
-    120_000,
-  );
-
-async function poolEvents(name: string): Promise<CoreV1Event[]> {
-  const list = await stack.kc.makeApiClient(CoreV1Api).listNamespacedEvent({
-    namespace: stack.namespace,
-    fieldSelector: `involvedObject.name=${name},involvedObject.kind=ReceiverPool`,
-  });
-  return list.items;
-}
+const custom = () => poolApis(stack).custom;
+const waitForAuto = (what: string, check: Parameters<typeof waitForPool>[3]) =>
+  waitForPool(stack, 'auto', what, check, 120_000);
 
 const perPartition = 2_000;
 
 test('a burst the receivers cannot keep up with scales the pool out (ScaledOut with the figures); caught up, it scales back in to minSets (ScaledIn)', async () => {
-  const spec: ReceiverPoolSpecInput = {
-    sets: 2,
-    replicas: 1,
-    image: 'streamcube:test',
-    storage: { size: '1Gi', retainOnScaleIn: 'Delete' },
-    deepStorage: { claimName: 'deep-storage' },
-    receiver: { adminToken: { name: 'admin-token' }, readToken: { name: 'read-token' } },
-    autoscale: {
-      minSets: 2,
-      maxSets: 4,
-      targetLagPerSet: 1_000,
-      scaleOutAfter: '3s',
-      scaleInAfter: '5s',
-      cooldown: '5s',
-    },
-  };
   await expectAutoscaleInCrd();
-  await custom().createNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace: stack.namespace,
-    body: {
-      apiVersion: `${group}/${version}`,
-      kind: 'ReceiverPool',
-      metadata: { name: 'auto' },
-      spec,
-    },
-  });
-  expect((await getPool('auto')).spec.autoscale).toMatchObject({ maxSets: 4 });
+  await createPool(
+    stack,
+    'auto',
+    poolSpec(2, 1, {
+      autoscale: {
+        minSets: 2,
+        maxSets: 4,
+        targetLagPerSet: 1_000,
+        scaleOutAfter: '3s',
+        scaleInAfter: '5s',
+        cooldown: '5s',
+      },
+    }),
+  );
+  expect((await getPool(stack, 'auto')).spec.autoscale).toMatchObject({ maxSets: 4 });
   const topic = `pool-autoscale-${Date.now()}`;
   await stack.admin.createTopics({ topics: [{ topic, numPartitions: 4 }] });
   await stack.createCube('burst', topic, { pool: 'auto' });
@@ -139,8 +82,7 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
       c.status.partitions.every((r) => r.position === '10'),
   );
   // Caught up at minSets: the autoscaler holds, and says why.
-  const calm = await waitForPool(
-    'auto',
+  const calm = await waitForAuto(
     'autoscale figures',
     (p) => p.status?.autoscale?.totalLag === 0 && p.status.autoscale.cubes === 1,
   );
@@ -158,11 +100,11 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
   try {
     for (let p = 0; p < 4; p++)
       await produce(stack.producer, topic, p, makeEvents(p, perPartition, start, 1, 1));
-    const out = await waitForPool('auto', 'scaled out', (p) => p.spec.sets > 2);
+    const out = await waitForAuto('scaled out', (p) => p.spec.sets > 2);
     // As many sets as the lag asks for at the target (8), within maxSets (4).
     expect(out.spec.sets).toBe(4);
     const scaledOut = await waitFor('a ScaledOut Event', async () =>
-      (await poolEvents('auto')).find((e) => e.reason === 'ScaledOut'),
+      (await poolEvents(stack, 'auto')).find((e) => e.reason === 'ScaledOut'),
     );
     expect(scaledOut.type).toBe('Normal');
     expect(scaledOut.message).toMatch(
@@ -175,8 +117,7 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
       ),
     ).toBe(true);
     // Kept in status.autoscale.lastScale until the next change (lastDecision moves on to Hold).
-    const status = await waitForPool(
-      'auto',
+    const status = await waitForAuto(
       'status.autoscale.lastScale',
       (p) => p.status?.autoscale?.lastScale?.action === 'ScaleOut',
     );
@@ -193,14 +134,13 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
     (c.status?.partitions ?? []).every((r) => r.position === String(10 + perPartition)),
   );
   // Usually in one step (4 → 2, nothing behind); a slow catch-up may make it 4 → 3 → 2.
-  const back = await waitForPool(
-    'auto',
+  const back = await waitForAuto(
     'scaled back in to 2',
     (p) => p.spec.sets === 2 && p.status?.autoscale?.lastScale?.toSets === 2,
   );
   // Events are written in the background: the last one's message may land after the status.
   const scaledIn = await waitFor('the ScaledIn Event of the last change', async () =>
-    (await poolEvents('auto')).find(
+    (await poolEvents(stack, 'auto')).find(
       (e) => e.reason === 'ScaledIn' && e.message === back.status?.autoscale?.lastScale?.message,
     ),
   );
@@ -213,38 +153,31 @@ test('a burst the receivers cannot keep up with scales the pool out (ScaledOut w
     message: scaledIn.message,
   });
   // The sets made by the scale-out were never used: Draining, then removed.
-  await waitForPool(
-    'auto',
+  await waitForAuto(
     'two sets left',
     (p) => p.status?.replicas === 2 && p.status.sets?.every((s) => s.state === 'Active') === true,
   );
-  const metrics = await (await fetch(`http://127.0.0.1:${operator.port}/metrics`)).text();
-  const series = (name: string): string[] =>
-    metrics
-      .split('\n')
-      .filter((l) => l.startsWith(`${name}{`) && l.includes('pool="auto"'))
-      .map((l) => l.replace(`namespace="${stack.namespace}",`, ''));
+  const series = (metric: string) => poolSeries(stack, operator().port, 'auto', metric);
   const ins = (scaledIn.count ?? 1).toString();
-  expect(series('streamcube_pool_autoscale_decisions_total')).toEqual([
+  expect(await series('streamcube_pool_autoscale_decisions_total')).toEqual([
     'streamcube_pool_autoscale_decisions_total{pool="auto",direction="out"} 1',
     `streamcube_pool_autoscale_decisions_total{pool="auto",direction="in"} ${ins}`,
     'streamcube_pool_autoscale_decisions_total{pool="auto",direction="clamp"} 0',
   ]);
-  expect(series('streamcube_pool_autoscale_target_lag_per_set')).toEqual([
+  expect(await series('streamcube_pool_autoscale_target_lag_per_set')).toEqual([
     'streamcube_pool_autoscale_target_lag_per_set{pool="auto"} 1000',
   ]);
-  expect(series('streamcube_pool_autoscale_desired_sets')).toEqual([
+  expect(await series('streamcube_pool_autoscale_desired_sets')).toEqual([
     'streamcube_pool_autoscale_desired_sets{pool="auto"} 2',
   ]);
   // Settled at minSets after the cooldown: the pool's status is not written at every pass.
-  await waitForPool(
-    'auto',
+  await waitForAuto(
     'holding within the target',
     (p) => p.status?.autoscale?.lastDecision.reason === 'WithinTarget',
   );
-  const settled = (await getPool('auto')).metadata.resourceVersion;
+  const settled = (await getPool(stack, 'auto')).metadata.resourceVersion;
   await sleep(3 * resyncMs);
-  expect((await getPool('auto')).metadata.resourceVersion).toBe(settled);
+  expect((await getPool(stack, 'auto')).metadata.resourceVersion).toBe(settled);
 }, 240_000);
 
 test('kubectl scale outside [minSets, maxSets] is clamped back (Warning SetsClamped)', async () => {
@@ -278,9 +211,9 @@ test('kubectl scale outside [minSets, maxSets] is clamped back (Warning SetsClam
     },
     mergePatch,
   );
-  await waitForPool('auto', 'clamped to 4', (p) => p.spec.sets === 4);
+  await waitForAuto('clamped to 4', (p) => p.spec.sets === 4);
   const clamped = await waitFor('a SetsClamped Event', async () =>
-    (await poolEvents('auto')).find((e) => e.reason === 'SetsClamped'),
+    (await poolEvents(stack, 'auto')).find((e) => e.reason === 'SetsClamped'),
   );
   expect(clamped).toMatchObject({
     type: 'Warning',
@@ -303,8 +236,7 @@ test('a suspended cube (its status not refreshed) holds the scale-in: listed as 
       mergePatch,
     );
   await suspend(true);
-  const held = await waitForPool(
-    'auto',
+  const held = await waitForAuto(
     'LagUnknown',
     (p) => p.status?.autoscale?.lastDecision.reason === 'LagUnknown',
   );
@@ -314,7 +246,7 @@ test('a suspended cube (its status not refreshed) holds the scale-in: listed as 
     `0 events behind over 4 sets (0 per set); no scale-in while figures are unknown; not known: ${stack.namespace}/burst (suspended)`,
   );
   await suspend(false);
-  const back = await waitForPool('auto', 'scaled in to 2', (p) => p.spec.sets === 2);
+  const back = await waitForAuto('scaled in to 2', (p) => p.spec.sets === 2);
   expect(back.status?.autoscale?.unknown).toBeUndefined();
   // kubectl get -o wide shows what the autoscaler wants and the lag per set it last wrote.
   const wide = await kubectl('get', 'receiverpool', 'auto', '-n', stack.namespace, '-o', 'wide');
@@ -355,30 +287,18 @@ test('bad spec.autoscale settings are refused by the API server, naming the fiel
     ],
     [{ maxSets: 2, targetLagPerSet: 0 }, /spec\.autoscale\.targetLagPerSet: Invalid value: 0/],
   ] as const) {
-    const error = await custom()
-      .createNamespacedCustomObject({
-        group,
-        version,
-        plural,
-        namespace: stack.namespace,
-        body: {
-          apiVersion: `${group}/${version}`,
-          kind: 'ReceiverPool',
-          metadata: { name: 'refused' },
-          spec: {
-            sets: 1,
-            image: 'i',
-            storage: { size: '1Gi' },
-            deepStorage: { claimName: 'd' },
-            receiver: { adminToken: { name: 'a' }, readToken: { name: 'r' } },
-            autoscale,
-          },
-        },
-      })
-      .then(
-        () => undefined,
-        (e: unknown) => e as { code: number; body: unknown },
-      );
+    const error = await createPool(stack, 'refused', {
+      sets: 1,
+      image: 'i',
+      storage: { size: '1Gi' },
+      deepStorage: { claimName: 'd' },
+      receiver: { adminToken: { name: 'a' }, readToken: { name: 'r' } },
+      // Some are not even of the type: the API server is what refuses them.
+      autoscale: autoscale as ReceiverPoolSpecInput['autoscale'],
+    }).then(
+      () => undefined,
+      (e: unknown) => e as { code: number; body: unknown },
+    );
     expect(error?.code).toBe(422);
     expect(JSON.stringify(error?.body)).toMatch(message);
   }

@@ -5,26 +5,25 @@
 // No kubelet runs: pods never exist, and the StatefulSets' Ready replicas are written through
 // their status subresource.
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  ApiException,
-  AppsV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  PolicyV1Api,
-  type V1StatefulSet,
-} from '@kubernetes/client-node';
-import {
-  group,
-  plural,
-  version,
-  type ReceiverPool,
-  type ReceiverPoolSpecInput,
-} from '../../src/api/receiver-pool.ts';
+import { ApiException, type V1StatefulSet } from '@kubernetes/client-node';
+import { group, version, type ReceiverPoolSpecInput } from '../../src/api/receiver-pool.ts';
 import { mergePatch } from '../../src/kubernetes/cube-api.ts';
-import { kubectl, type OperatorProcess } from '../support/cluster.ts';
+import { kubectl } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
-import { operatorCubeRules, operatorPoolRules } from '../support/operator-rules.ts';
-import { serviceAccountKubeconfig } from '../support/receiver-kubeconfig.ts';
+import {
+  createPool,
+  getPool,
+  orUndefined,
+  poolApis,
+  poolCondition,
+  poolEvents,
+  poolSeries,
+  poolSpec,
+  scalePool,
+  statefulSet,
+  useChartRightsOperator,
+  waitForPool,
+} from '../support/receiver-pools.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The operator's --resync: how often a stable pool is looked at again (and its sets applied). */
@@ -38,78 +37,11 @@ const stack = useOperatorStack({
 });
 
 // The operator runs with the chart's rights and no others.
-beforeAll(async () => {
-  const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
-    ...operatorCubeRules,
-    ...operatorPoolRules,
-  ]);
-  operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
-});
-let operator: OperatorProcess;
+const operator = useChartRightsOperator(stack, resyncMs);
 
-const spec = (sets: number, more: Partial<ReceiverPoolSpecInput> = {}): ReceiverPoolSpecInput => ({
-  sets,
-  replicas: 2,
-  image: 'streamcube:test',
-  storage: { size: '1Gi', retainOnScaleIn: 'Delete' },
-  deepStorage: { claimName: 'deep-storage' },
-  receiver: { adminToken: { name: 'admin-token' }, readToken: { name: 'read-token' } },
-  ...more,
-});
-
-const apis = () => ({
-  custom: stack.kc.makeApiClient(CustomObjectsApi),
-  apps: stack.kc.makeApiClient(AppsV1Api),
-  core: stack.kc.makeApiClient(CoreV1Api),
-  policy: stack.kc.makeApiClient(PolicyV1Api),
-});
-
-function createPool(name: string, poolSpec: ReceiverPoolSpecInput): Promise<unknown> {
-  return apis().custom.createNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace: stack.namespace,
-    body: {
-      apiVersion: `${group}/${version}`,
-      kind: 'ReceiverPool',
-      metadata: { name },
-      spec: poolSpec,
-    },
-  });
-}
-
-function getPool(name: string): Promise<ReceiverPool> {
-  return apis().custom.getNamespacedCustomObject({
-    group,
-    version,
-    plural,
-    namespace: stack.namespace,
-    name,
-  }) as Promise<ReceiverPool>;
-}
-
-async function orUndefined<T>(call: Promise<T>): Promise<T | undefined> {
-  try {
-    return await call;
-  } catch (error) {
-    if (error instanceof ApiException && error.code === 404) return undefined;
-    throw error;
-  }
-}
-
-const statefulSet = (name: string) =>
-  orUndefined(apis().apps.readNamespacedStatefulSet({ name, namespace: stack.namespace }));
-
-function waitForPool(name: string, what: string, check: (p: ReceiverPool) => boolean) {
-  return waitFor(`pool ${name}: ${what}`, async () => {
-    const pool = await getPool(name);
-    return check(pool) ? pool : undefined;
-  });
-}
-
-const condition = (pool: ReceiverPool, type: string) =>
-  pool.status?.conditions?.find((c) => c.type === type);
+const spec = (sets: number, more: Partial<ReceiverPoolSpecInput> = {}): ReceiverPoolSpecInput =>
+  poolSpec(sets, 2, more);
+const apis = () => poolApis(stack);
 
 /** What the StatefulSet controller would write once its pods are Ready. */
 async function setReadyReplicas(name: string, ready: number): Promise<void> {
@@ -126,10 +58,10 @@ async function setReadyReplicas(name: string, ready: number): Promise<void> {
 const pool = 'pool';
 
 test('each set is a StatefulSet, headless Service and PDB <pool>-<i>, owned by the pool and labelled with its set', async () => {
-  await createPool(pool, spec(2));
-  const created = await getPool(pool);
+  await createPool(stack, pool, spec(2));
+  const created = await getPool(stack, pool);
   for (const name of ['pool-0', 'pool-1']) {
-    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(name));
+    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(stack, name));
     const service = await apis().core.readNamespacedService({ name, namespace: stack.namespace });
     const budget = await apis().policy.readNamespacedPodDisruptionBudget({
       name,
@@ -159,25 +91,35 @@ test('each set is a StatefulSet, headless Service and PDB <pool>-<i>, owned by t
     expect(service.spec?.clusterIP).toBe('None');
     expect(budget.spec?.maxUnavailable).toBe(1);
   }
-  const notReady = await waitForPool(pool, 'both sets, not Ready', (p) => p.status?.replicas === 2);
+  const notReady = await waitForPool(
+    stack,
+    pool,
+    'both sets, not Ready',
+    (p) => p.status?.replicas === 2,
+  );
   expect(notReady.status?.sets?.map((s) => [s.name, s.state, s.readyReplicas])).toEqual([
     ['pool-0', 'Active', 0],
     ['pool-1', 'Active', 0],
   ]);
-  expect(condition(notReady, 'Ready')).toMatchObject({
+  expect(poolCondition(notReady, 'Ready')).toMatchObject({
     status: 'False',
     reason: 'ReceiversNotReady',
   });
   await setReadyReplicas('pool-0', 2);
   await setReadyReplicas('pool-1', 2);
-  const ready = await waitForPool(pool, 'Ready', (p) => condition(p, 'Ready')?.status === 'True');
+  const ready = await waitForPool(
+    stack,
+    pool,
+    'Ready',
+    (p) => poolCondition(p, 'Ready')?.status === 'True',
+  );
   expect(ready.status).toMatchObject({ readySets: 2, observedGeneration: 1 });
-  expect(condition(ready, 'Degraded')).toMatchObject({ status: 'False' });
+  expect(poolCondition(ready, 'Degraded')).toMatchObject({ status: 'False' });
   // Stable: no status write, and no object of a set changed, over three resyncs.
   const versions = async (): Promise<(string | undefined)[]> => [
-    (await getPool(pool)).metadata.resourceVersion,
-    (await statefulSet('pool-0'))?.metadata?.resourceVersion,
-    (await statefulSet('pool-1'))?.metadata?.resourceVersion,
+    (await getPool(stack, pool)).metadata.resourceVersion,
+    (await statefulSet(stack, 'pool-0'))?.metadata?.resourceVersion,
+    (await statefulSet(stack, 'pool-1'))?.metadata?.resourceVersion,
   ];
   const settled = await versions();
   await sleep(3 * resyncMs);
@@ -188,10 +130,10 @@ test('each set is a StatefulSet, headless Service and PDB <pool>-<i>, owned by t
 });
 
 test('kubectl scale receiverpool/<pool> --replicas=3 adds set <pool>-2 (the scale subresource)', async () => {
-  await kubectl('scale', `receiverpool/${pool}`, '--replicas=3', '-n', stack.namespace);
-  expect((await getPool(pool)).spec.sets).toBe(3);
-  await waitFor('StatefulSet pool-2', () => statefulSet('pool-2'));
-  await waitForPool(pool, 'three sets', (p) => p.status?.replicas === 3);
+  await scalePool(stack, pool, 3);
+  expect((await getPool(stack, pool)).spec.sets).toBe(3);
+  await waitFor('StatefulSet pool-2', () => statefulSet(stack, 'pool-2'));
+  await waitForPool(stack, pool, 'three sets', (p) => p.status?.replicas === 3);
   const scale = JSON.parse(
     await kubectl(
       'get',
@@ -208,7 +150,7 @@ test('kubectl scale receiverpool/<pool> --replicas=3 adds set <pool>-2 (the scal
 });
 
 test('drift is healed: a deleted StatefulSet or Service comes back, an edited replica count is set back', async () => {
-  const before = await statefulSet('pool-0');
+  const before = await statefulSet(stack, 'pool-0');
   await apis().apps.deleteNamespacedStatefulSet({ name: 'pool-0', namespace: stack.namespace });
   await apis().core.deleteNamespacedService({ name: 'pool-1', namespace: stack.namespace });
   await apis().apps.patchNamespacedStatefulSet(
@@ -216,7 +158,7 @@ test('drift is healed: a deleted StatefulSet or Service comes back, an edited re
     mergePatch,
   );
   await waitFor('StatefulSet pool-0 made again', async () => {
-    const sts = await statefulSet('pool-0');
+    const sts = await statefulSet(stack, 'pool-0');
     return sts !== undefined && sts.metadata?.uid !== before?.metadata?.uid;
   });
   await waitFor('Service pool-1 made again', () =>
@@ -224,7 +166,7 @@ test('drift is healed: a deleted StatefulSet or Service comes back, an edited re
   );
   await waitFor(
     'pool-2 back at 2 replicas',
-    async () => (await statefulSet('pool-2'))?.spec?.replicas === 2,
+    async () => (await statefulSet(stack, 'pool-2'))?.spec?.replicas === 2,
   );
 });
 
@@ -243,13 +185,14 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
       spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
     },
   });
-  await kubectl('scale', `receiverpool/${pool}`, '--replicas=2', '-n', stack.namespace);
+  await scalePool(stack, pool, 2);
   const held = await waitForPool(
+    stack,
     pool,
     'Degraded SetsInUse',
-    (p) => condition(p, 'Degraded')?.reason === 'SetsInUse',
+    (p) => poolCondition(p, 'Degraded')?.reason === 'SetsInUse',
   );
-  expect(condition(held, 'Degraded')?.message).toBe(
+  expect(poolCondition(held, 'Degraded')?.message).toBe(
     `set pool-2 is Draining but used by ${stack.namespace}/uses-pool-2 (listed)`,
   );
   expect(held.status?.sets?.map((s) => [s.name, s.state])).toEqual([
@@ -258,13 +201,10 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
     ['pool-2', 'Draining'],
   ]);
   expect(held.status?.replicas).toBe(3);
-  expect(await statefulSet('pool-2')).toBeDefined();
+  expect(await statefulSet(stack, 'pool-2')).toBeDefined();
   const events = await waitFor('a SetsInUse Event', async () => {
-    const list = await apis().core.listNamespacedEvent({
-      namespace: stack.namespace,
-      fieldSelector: `involvedObject.name=${pool}`,
-    });
-    return list.items.some((e) => e.reason === 'SetsInUse') ? list.items : undefined;
+    const list = await poolEvents(stack, pool);
+    return list.some((e) => e.reason === 'SetsInUse') ? list : undefined;
   });
   expect(events.find((e) => e.reason === 'SetsInUse')?.type).toBe('Warning');
 
@@ -281,12 +221,13 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
   );
   await waitFor(
     'StatefulSet pool-2 deleted',
-    async () => (await statefulSet('pool-2')) === undefined,
+    async () => (await statefulSet(stack, 'pool-2')) === undefined,
   );
   const after = await waitForPool(
+    stack,
     pool,
     'two sets, not Degraded',
-    (p) => p.status?.replicas === 2 && condition(p, 'Degraded')?.status === 'False',
+    (p) => p.status?.replicas === 2 && poolCondition(p, 'Degraded')?.status === 'False',
   );
   expect(after.status?.sets?.map((s) => s.name)).toEqual(['pool-0', 'pool-1']);
   expect(
@@ -311,11 +252,8 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
     }),
   );
   expect(claim === undefined || claim.metadata?.deletionTimestamp !== undefined).toBe(true);
-  const removed = await apis().core.listNamespacedEvent({
-    namespace: stack.namespace,
-    fieldSelector: `involvedObject.name=${pool}`,
-  });
-  expect(removed.items.find((e) => e.reason === 'SetRemoved')?.message).toBe(
+  const removed = await poolEvents(stack, pool);
+  expect(removed.find((e) => e.reason === 'SetRemoved')?.message).toBe(
     'set pool-2 removed: no CubeAssignment uses it; its data claims were deleted (1) (spec.storage.retainOnScaleIn: Delete)',
   );
 });
@@ -323,13 +261,13 @@ test('scale-in: a Draining set stays while a cube lists it (Degraded SetsInUse, 
 test("setNames: the first sets keep the chart's older names (set rs-a, objects <pool>-rs-a), later ones <pool>-<index>; an adopted set held by a cube drains and goes by its own name", async () => {
   const adopted = 'adopted';
   await stack.createCube('uses-rs-b', 'receiver-pool-topic', { replicaSets: ['rs-b'] });
-  await createPool(adopted, spec(3, { setNames: ['rs-a', 'rs-b'] }));
+  await createPool(stack, adopted, spec(3, { setNames: ['rs-a', 'rs-b'] }));
   for (const [name, set] of [
     ['adopted-rs-a', 'rs-a'],
     ['adopted-rs-b', 'rs-b'],
     ['adopted-2', 'adopted-2'],
   ] as const) {
-    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(name));
+    const sts = await waitFor(`StatefulSet ${name}`, () => statefulSet(stack, name));
     expect(sts.spec?.selector.matchLabels).toEqual({
       'streamcube.io/pool': adopted,
       'streamcube.io/replica-set': set,
@@ -338,23 +276,29 @@ test("setNames: the first sets keep the chart's older names (set rs-a, objects <
     expect(sts.spec?.template.spec?.containers[0]?.args).toContain(`--replica-set=${set}`);
     await apis().core.readNamespacedService({ name, namespace: stack.namespace });
   }
-  const listed = await waitForPool(adopted, 'three sets', (p) => p.status?.sets?.length === 3);
+  const listed = await waitForPool(
+    stack,
+    adopted,
+    'three sets',
+    (p) => p.status?.sets?.length === 3,
+  );
   expect(listed.status?.sets?.map((s) => s.name)).toEqual(['rs-a', 'rs-b', 'adopted-2']);
   // Down to one set: adopted-2 goes, rs-b is held while the cube lists it.
-  await kubectl('scale', `receiverpool/${adopted}`, '--replicas=1', '-n', stack.namespace);
+  await scalePool(stack, adopted, 1);
   await waitFor(
     'StatefulSet adopted-2 deleted',
-    async () => (await statefulSet('adopted-2')) === undefined,
+    async () => (await statefulSet(stack, 'adopted-2')) === undefined,
   );
   const held = await waitForPool(
+    stack,
     adopted,
     'rs-b held',
-    (p) => condition(p, 'Degraded')?.reason === 'SetsInUse' && p.status?.sets?.length === 2,
+    (p) => poolCondition(p, 'Degraded')?.reason === 'SetsInUse' && p.status?.sets?.length === 2,
   );
-  expect(condition(held, 'Degraded')?.message).toBe(
+  expect(poolCondition(held, 'Degraded')?.message).toBe(
     `set rs-b is Draining but used by ${stack.namespace}/uses-rs-b (listed)`,
   );
-  expect(await statefulSet('adopted-rs-b')).toBeDefined();
+  expect(await statefulSet(stack, 'adopted-rs-b')).toBeDefined();
   await apis().custom.deleteNamespacedCustomObject({
     group,
     version,
@@ -364,17 +308,14 @@ test("setNames: the first sets keep the chart's older names (set rs-a, objects <
   });
   await waitFor(
     'StatefulSet adopted-rs-b deleted',
-    async () => (await statefulSet('adopted-rs-b')) === undefined,
+    async () => (await statefulSet(stack, 'adopted-rs-b')) === undefined,
   );
   const removed = await waitFor('a SetRemoved Event for rs-b', async () => {
-    const list = await apis().core.listNamespacedEvent({
-      namespace: stack.namespace,
-      fieldSelector: `involvedObject.name=${adopted}`,
-    });
-    return list.items.find((e) => e.reason === 'SetRemoved' && e.message?.startsWith('set rs-b '));
+    const list = await poolEvents(stack, adopted);
+    return list.find((e) => e.reason === 'SetRemoved' && e.message?.startsWith('set rs-b '));
   });
   expect(removed.type).toBe('Normal');
-  expect(await statefulSet('adopted-rs-a')).toBeDefined();
+  expect(await statefulSet(stack, 'adopted-rs-a')).toBeDefined();
 });
 
 test.each<[string, string, ReceiverPoolSpecInput, RegExp]>([
@@ -431,7 +372,7 @@ test.each<[string, string, ReceiverPoolSpecInput, RegExp]>([
     /spec\.receiver\.leaderLease: Required value: spec\.receiver\.leaderLease needs spec\.receiver\.serviceAccountName/,
   ],
 ])('refused by the API server: %s', async (_, name, poolSpec, message) => {
-  const error = await createPool(name, poolSpec).then(
+  const error = await createPool(stack, name, poolSpec).then(
     () => undefined,
     (e: unknown) => e,
   );
@@ -449,11 +390,12 @@ test('kubectl explain describes the fields from the CRD', async () => {
 });
 
 test('zero sets is a valid pool: nothing rendered, Ready', async () => {
-  await createPool('empty', spec(0));
+  await createPool(stack, 'empty', spec(0));
   const empty = await waitForPool(
+    stack,
     'empty',
     'Ready',
-    (p) => condition(p, 'Ready')?.status === 'True',
+    (p) => poolCondition(p, 'Ready')?.status === 'True',
   );
   expect(empty.status).toMatchObject({ replicas: 0, readySets: 0, sets: [] });
   const sets: V1StatefulSet[] = (
@@ -466,7 +408,7 @@ test('zero sets is a valid pool: nothing rendered, Ready', async () => {
 });
 
 test('a cube on a pool (spec.pool) is placed on its Active sets and moves off a set the pool scales in, which then goes', async () => {
-  await createPool('follow', spec(2));
+  await createPool(stack, 'follow', spec(2));
   const topic = `receiver-pool-follow-${Date.now()}`;
   await stack.admin.createTopics({ topics: [{ topic, numPartitions: 4 }] });
   await stack.createCube('on-pool', topic, { pool: 'follow' });
@@ -476,24 +418,22 @@ test('a cube on a pool (spec.pool) is placed on its Active sets and moves off a 
       .map(([rs]) => rs)
       .sort();
   await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0,follow-1');
-  await kubectl('scale', 'receiverpool/follow', '--replicas=1', '-n', stack.namespace);
+  await scalePool(stack, 'follow', 1);
   const moved = await stack.waitForSettled('on-pool', (c) => sets(c).join() === 'follow-0');
   expect(moved.status?.assignment?.['follow-0']).toEqual([0, 1, 2, 3]);
   await waitFor(
     'StatefulSet follow-1 deleted',
-    async () => (await statefulSet('follow-1')) === undefined,
+    async () => (await statefulSet(stack, 'follow-1')) === undefined,
   );
-  const pool = await waitForPool('follow', 'one set', (p) => p.status?.replicas === 1);
+  const pool = await waitForPool(stack, 'follow', 'one set', (p) => p.status?.replicas === 1);
   expect(pool.status?.sets?.map((s) => s.name)).toEqual(['follow-0']);
-  const metrics = await (await fetch(`http://127.0.0.1:${operator.port}/metrics`)).text();
-  const series = (name: string): string[] =>
-    metrics.split('\n').filter((l) => l.startsWith(name) && l.includes('pool="follow"'));
-  expect(series('streamcube_pool_sets{')).toEqual([
-    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Active"} 1`,
-    `streamcube_pool_sets{namespace="${stack.namespace}",pool="follow",state="Draining"} 0`,
+  const series = (metric: string) => poolSeries(stack, operator().port, 'follow', metric);
+  expect(await series('streamcube_pool_sets')).toEqual([
+    'streamcube_pool_sets{pool="follow",state="Active"} 1',
+    'streamcube_pool_sets{pool="follow",state="Draining"} 0',
   ]);
-  expect(series('streamcube_pool_sets_removed_total{')).toEqual([
-    `streamcube_pool_sets_removed_total{namespace="${stack.namespace}",pool="follow"} 1`,
+  expect(await series('streamcube_pool_sets_removed_total')).toEqual([
+    'streamcube_pool_sets_removed_total{pool="follow"} 1',
   ]);
 });
 

@@ -113,6 +113,8 @@ export class JavaProducer {
   private transactions = 0;
   private readonly outcomes = new Map<number, 'committed' | 'aborted'>();
   private readyWaiter: Waiter | undefined;
+  /** Settles when standard input, full, drains (or the JVM exits). */
+  private drained: Promise<unknown> | undefined;
   /** Settles when the JVM has exited. */
   private readonly exit: Promise<void>;
   private exited: Error | undefined;
@@ -298,8 +300,12 @@ export class JavaProducer {
   private async write(text: string): Promise<void> {
     if (this.exited) throw this.exited;
     if (!this.child.stdin.write(text)) {
-      // One exit promise for all writers: a listener per wait would pile up on the process.
-      await Promise.race([once(this.child.stdin, 'drain'), this.exit]);
+      // One wait for all writers held up at once (a burst to every partition in one tick): a
+      // listener per writer would pile up on the pipe and the process.
+      this.drained ??= Promise.race([once(this.child.stdin, 'drain'), this.exit]).finally(() => {
+        this.drained = undefined;
+      });
+      await this.drained;
     }
   }
 

@@ -1,6 +1,15 @@
 // ReceiverPools of an operator suite's namespace: created, read, scaled through the scale
-// subresource as `kubectl scale` does, and waited on by their status.
-import { CustomObjectsApi } from '@kubernetes/client-node';
+// subresource as `kubectl scale` does, waited on by their status, and their Events, metrics and
+// StatefulSets read.
+import {
+  ApiException,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PolicyV1Api,
+  type CoreV1Event,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import {
   group,
@@ -9,7 +18,9 @@ import {
   type ReceiverPool,
   type ReceiverPoolSpecInput,
 } from '../../src/api/receiver-pool.ts';
-import { kubectl } from './cluster.ts';
+import { cubeEvents, kubectl, type OperatorProcess } from './cluster.ts';
+import { operatorCubeRules, operatorPoolRules } from './operator-rules.ts';
+import { serviceAccountKubeconfig } from './receiver-kubeconfig.ts';
 import type { OperatorStack } from './operator-stack.ts';
 import { waitFor } from './wait.ts';
 
@@ -28,12 +39,20 @@ export const poolSpec = (
   ...more,
 });
 
+/** The API clients of the objects a pool owns and of the pool itself, on the stack's cluster. */
+export const poolApis = (stack: OperatorStack) => ({
+  custom: stack.kc.makeApiClient(CustomObjectsApi),
+  apps: stack.kc.makeApiClient(AppsV1Api),
+  core: stack.kc.makeApiClient(CoreV1Api),
+  policy: stack.kc.makeApiClient(PolicyV1Api),
+});
+
 export function createPool(
   stack: OperatorStack,
   name: string,
   spec: ReceiverPoolSpecInput,
 ): Promise<unknown> {
-  return stack.kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+  return poolApis(stack).custom.createNamespacedCustomObject({
     group,
     version,
     plural,
@@ -43,7 +62,7 @@ export function createPool(
 }
 
 export function getPool(stack: OperatorStack, name: string): Promise<ReceiverPool> {
-  return stack.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+  return poolApis(stack).custom.getNamespacedCustomObject({
     group,
     version,
     plural,
@@ -55,6 +74,81 @@ export function getPool(stack: OperatorStack, name: string): Promise<ReceiverPoo
 /** `kubectl scale receiverpool/<name> --replicas=<sets>`: spec.sets through the scale subresource. */
 export async function scalePool(stack: OperatorStack, name: string, sets: number): Promise<void> {
   await kubectl('scale', `receiverpool/${name}`, `--replicas=${sets}`, '-n', stack.namespace);
+}
+
+/** The result of a read, or undefined where the object is not there (404). */
+export async function orUndefined<T>(call: Promise<T>): Promise<T | undefined> {
+  try {
+    return await call;
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return undefined;
+    throw error;
+  }
+}
+
+/** StatefulSet `name` of the stack's namespace, or undefined once it is gone. */
+export const statefulSet = (
+  stack: OperatorStack,
+  name: string,
+): Promise<V1StatefulSet | undefined> =>
+  orUndefined(poolApis(stack).apps.readNamespacedStatefulSet({ name, namespace: stack.namespace }));
+
+/** The Events of ReceiverPool `name`, oldest first. */
+export async function poolEvents(stack: OperatorStack, name: string): Promise<CoreV1Event[]> {
+  const events = await cubeEvents(stack.kc, stack.namespace, name);
+  return events.filter((e) => e.involvedObject.kind === 'ReceiverPool');
+}
+
+/**
+ * The suite's operator (of a stack made with `operator: false`), started in beforeAll with the
+ * chart's rights and no others, looking at a stable pool again every `resyncMs`: a right the
+ * operator needs and the chart lacks fails the suite.
+ */
+export function useChartRightsOperator(
+  stack: OperatorStack,
+  resyncMs: number,
+): () => OperatorProcess {
+  let operator: OperatorProcess | undefined;
+  beforeAll(async () => {
+    const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
+      ...operatorCubeRules,
+      ...operatorPoolRules,
+    ]);
+    operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
+  });
+  return () => {
+    if (!operator) throw new Error('the operator starts in beforeAll');
+    return operator;
+  };
+}
+
+/**
+ * The operator's series `metric` of pool `name` from its /metrics at `port`, one line a series,
+ * without the namespace label (every series of a suite has the same).
+ */
+export async function poolSeries(
+  stack: OperatorStack,
+  port: number,
+  name: string,
+  metric: string,
+): Promise<string[]> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${metric}{`) && l.includes(`pool="${name}"`))
+    .map((l) => l.replace(`namespace="${stack.namespace}",`, ''));
+}
+
+/**
+ * The API server shares its CRDs with every suite: one run from an older checkout re-applies a
+ * ReceiverPool CRD without spec.autoscale, which the API server then prunes from every pool.
+ */
+export async function expectAutoscaleInCrd(): Promise<void> {
+  const crd = await kubectl('get', 'crd', 'receiverpools.streamcube.io', '-o', 'json');
+  if (!crd.includes('"targetLagPerSet"'))
+    throw new Error(
+      'the ReceiverPool CRD in the API server has no spec.autoscale: another suite applied an older CRD',
+    );
 }
 
 export const poolCondition = (pool: ReceiverPool, type: string) =>
