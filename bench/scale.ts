@@ -431,6 +431,12 @@ async function main(): Promise<void> {
       `${cubeCount} cubes Ready`,
       () => {
         if (writes.ended) throw new Error(`readiness not followed: ${writes.ended}`);
+        // An operator past its heap bound stops ("JavaScript heap out of memory"): said at once,
+        // not after the wait's half hour.
+        if (!operator?.alive)
+          throw new Error(
+            `the operator exited${/heap out of memory/.test(operator?.log() ?? '') ? ': JavaScript heap out of memory (BENCH_OPERATOR_NODE_OPTIONS raises its bound, e.g. --max-semi-space-size=8 --max-old-space-size=384)' : ''}; see ${operator?.logFile}`,
+          );
         const ready = names.filter((n) => writes.ready.get(n) === true).length;
         if (performance.now() - lastReport > 10_000) {
           lastReport = performance.now();
