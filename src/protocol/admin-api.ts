@@ -47,6 +47,17 @@ export const partitionStart = z.object({
     .optional(),
 });
 
+/**
+ * A CubeAssignment's metadata.uid: which cube of its name (one deleted and made again under the
+ * same name is another). Written into the cube's hand-offs, commit records and fences, so that a
+ * cube's commits and its query leave out another cube's records of the same name.
+ */
+export const cubeUid = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9-]+$/, 'must be a Kubernetes uid (letters, digits, -)');
+
 export const assignCubeRequest = z.object({
   /**
    * The CubeAssignment's namespace (a DNS label). The path names it (`/v1/namespaces/<ns>/…`);
@@ -63,6 +74,8 @@ export const assignCubeRequest = z.object({
   /** A DNS label: it becomes part of the cube's deep-storage keys. */
   replicaSet: replicaSetName,
   partitions: z.array(partitionStart).max(10_000),
+  /** The CubeAssignment's metadata.uid; absent from an operator before it was sent (unknown). */
+  cubeUid: cubeUid.optional(),
 });
 export type AssignCubeRequest = z.input<typeof assignCubeRequest>;
 
@@ -111,6 +124,8 @@ export const fenceRequest = z.object({
   /** partition → the first offset fenced (a move's stop offset); absent: every offset. */
   from: z.record(partitionKey, offset).optional(),
   graceMs: z.number().int().min(0).max(60_000).default(5_000),
+  /** The CubeAssignment's metadata.uid, written into the fence: another cube's commits ignore it. */
+  cubeUid: cubeUid.optional(),
 });
 export type FenceRequest = z.input<typeof fenceRequest>;
 

@@ -115,7 +115,9 @@ export const handOffRowsBytes = (rows: readonly HandOffRow[]): number =>
 export const rollupBytes = (key: string, rows: readonly PieceRow[]): number =>
   rows.reduce((n, r) => n + rowBytes(r.dims, r.values.length), 64 + stringBytes(key));
 
-const listingId = (cube: CommittedCube): string => `${cube.namespace ?? ''}/${cube.cube}`;
+/** By uid too: a cube made again under the same name leaves out records another one counted. */
+const listingId = (cube: CommittedCube): string =>
+  `${cube.namespace ?? ''}/${cube.cube}\u0000${cube.uid ?? ''}`;
 
 /**
  * A cube's listing, kept as its index and the versions of the records it read (the records' text

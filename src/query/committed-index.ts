@@ -80,6 +80,12 @@ export class CommittedIndex {
   readonly predating: number;
 
   /**
+   * Hand-offs of the listing not counted because their record is another cube's of the same name
+   * (its cubeUid is not this cube's uid): of windows holding no record of this cube.
+   */
+  readonly otherCube: number;
+
+  /**
    * The index of `view`; with `base`, of `base`'s view and `view` (windows none of whose records
    * `base` indexed): only `view`'s records are parsed and merged. The outcome is that of one merge
    * of both when `extendsCleanly`: every new piece's offsets are new. `replayOf`: offsets re-read
@@ -97,12 +103,19 @@ export class CommittedIndex {
   ) {
     const pieces: Piece<HandOffRef>[] = [];
     let predating = base?.predating ?? 0;
+    let otherCube = base?.otherCube ?? 0;
+    let windows = base?.windows ?? 0;
     for (const [p, ranges] of base?.lost ?? [])
       this.lost.set(
         p,
         ranges.map((r) => ({ ...r })),
       );
-    for (const w of view)
+    for (const w of view) {
+      if (w.otherCube) {
+        otherCube += w.record.handOffs.length;
+        continue;
+      }
+      windows += 1;
       w.record.handOffs.forEach((h, i) => {
         const ranges = rangeMapFromJson(h.offsetRanges);
         if (predatesTheCube(ranges, began)) {
@@ -125,8 +138,10 @@ export class CommittedIndex {
           this.lost.set(p, acc);
         }
       });
+    }
     this.predating = predating;
-    this.windows = (base?.windows ?? 0) + view.length;
+    this.otherCube = otherCube;
+    this.windows = windows;
     this.handOffs = (base?.handOffs ?? 0) + pieces.length;
     const count = (
       base ? base.count.fork<HandOffRef>() : new PieceCount<HandOffRef>(replayOf)

@@ -6,12 +6,21 @@ import type { CubeSchema } from '../api/cube.ts';
 import { exactScaleOf, toUnits } from '../api/scaled-sum.ts';
 import type { DeepStorage } from '../receiver/deep-storage.ts';
 import { type HandOffManifest, handOffFormatVersion } from '../receiver/hand-off.ts';
-import { type CommitRecord, commitRecordName, cubeDir } from '../receiver/hand-off-commit.ts';
+import {
+  type CommitRecord,
+  commitRecordName,
+  cubeDir,
+  ofAnotherCube,
+} from '../receiver/hand-off-commit.ts';
 
-/** Which cube: its namespace (absent for the layout of before namespaces) and name. */
+/**
+ * Which cube: its namespace (absent for the layout of before namespaces) and name, and its
+ * metadata.uid when known (records of another uid are another cube's of the same name).
+ */
 export interface CommittedCube {
   namespace?: string | undefined;
   cube: string;
+  uid?: string | undefined;
 }
 
 /** One window of one replica set as its newest commit record says it is. */
@@ -23,6 +32,11 @@ export interface CommittedWindow {
   record: CommitRecord;
   /** Keys of the hand-offs the record lists, relative to the storage root, in its order. */
   handOffKeys: string[];
+  /**
+   * True when the window holds no record of this cube, only another cube's of the same name
+   * (`record` is the newest of those): none of its hand-offs are this cube's.
+   */
+  otherCube?: boolean;
 }
 
 /** Commit records read at once. */
@@ -72,6 +86,8 @@ export async function listRecordVersions(
 /**
  * Every window's newest commit record of each replica set of the cube. A record that is a fence's
  * barrier with no hand-offs stays in the list (it says the set committed nothing of the window).
+ * With the cube's uid, the newest record OF THIS CUBE (readRecords): another cube's, newer or not,
+ * never hides it.
  */
 export async function readCommittedView(
   storage: DeepStorage,
@@ -82,7 +98,12 @@ export async function readCommittedView(
   return readRecords(cube, await listRecordVersions(storage, cube, signal), readRecord, signal);
 }
 
-/** The records `versions` names, read (`readRecord`) and sorted by window and replica set. */
+/**
+ * The records `versions` names, read (`readRecord`) and sorted by window and replica set. When the
+ * newest is another cube's of the same name (ofAnotherCube, with `cube.uid`), older versions are
+ * read down to this cube's newest; below another cube's record, a record without a uid is that
+ * cube's earlier one, not this cube's. A window with none of this cube's is `otherCube`.
+ */
 export async function readRecords(
   cube: CommittedCube,
   versions: RecordVersions,
@@ -103,13 +124,18 @@ export async function readRecords(
         const dir = `${root}/${at}`;
         const text = await readRecord(`${dir}/${commitRecordName(n.version)}`, signal);
         if (text === undefined) continue;
-        const record = JSON.parse(text) as CommitRecord;
+        const newest = JSON.parse(text) as CommitRecord;
+        const own = ofAnotherCube(newest, cube.uid)
+          ? await newestOfCube(dir, n.version - 1, cube.uid!, readRecord, signal)
+          : newest;
+        const record = own ?? newest;
         out[i] = {
           windowStart: n.windowStart,
           replicaSet: n.replicaSet,
           dir,
           record,
           handOffKeys: record.handOffs.map((h) => `${dir}/${h.dir}`),
+          ...(own ? {} : { otherCube: true }),
         };
       }
     }),
@@ -117,6 +143,23 @@ export async function readRecords(
   return out
     .filter((w) => w !== undefined)
     .sort((a, b) => a.windowStart - b.windowStart || (a.replicaSet < b.replicaSet ? -1 : 1));
+}
+
+/** The newest record of `dir` at or below `version` whose cubeUid is `uid`, if any. */
+async function newestOfCube(
+  dir: string,
+  version: number,
+  uid: string,
+  readRecord: RecordReader,
+  signal: AbortSignal | undefined,
+): Promise<CommitRecord | undefined> {
+  for (let v = version; v >= 1; v--) {
+    const text = await readRecord(`${dir}/${commitRecordName(v)}`, signal);
+    if (text === undefined) continue;
+    const record = JSON.parse(text) as CommitRecord;
+    if (record.cubeUid === uid) return record;
+  }
+  return undefined;
 }
 
 /** The manifest of the hand-off at `key`; throws when it is missing (a record lists only whole ones). */

@@ -134,6 +134,11 @@ export interface CubeAnswer extends AnswerRows {
        * offsets before where this cube began reading, so they are not this cube's to count.
        */
       predating?: number;
+      /**
+       * Hand-offs of another cube of the same name, told apart by uid: their commit records name
+       * another metadata.uid than this CubeAssignment's (docs/deep-storage.md). Not counted.
+       */
+      otherCube?: number;
       error?: string;
     };
     live: LiveSource[];
@@ -265,6 +270,7 @@ export class QueryService {
           windows: committed.index?.windows ?? 0,
           handOffs: committed.index?.handOffs ?? 0,
           ...(committed.index?.predating ? { predating: committed.index.predating } : {}),
+          ...(committed.index?.otherCube ? { otherCube: committed.index.otherCube } : {}),
           ...(committed.error ? { error: committed.error } : {}),
         },
         live: [...live.values()].map((l) => ({
@@ -358,7 +364,9 @@ export class QueryService {
     const { storage } = this.options.sources;
     const schema = spec.spec.schema;
     try {
-      const { index, cached } = await this.cache.index(storage, { namespace, cube }, windowMs, {
+      const uid = spec.metadata?.uid;
+      const where = { namespace, cube, ...(uid ? { uid } : {}) };
+      const { index, cached } = await this.cache.index(storage, where, windowMs, {
         relist,
         replays: resetAccounting(spec.status?.resets),
         began: whereTheCubeBegan(spec),

@@ -52,7 +52,10 @@ export function fragmentName(seq: number, segmentKey: number): string {
 
 export interface CheckpointWriterOptions {
   /** What the header names besides the state: the cube, where it runs, and its spec. */
-  identity: Pick<CheckpointHeader, 'cube' | 'namespace' | 'replicaSet' | 'source' | 'schema'>;
+  identity: Pick<
+    CheckpointHeader,
+    'cube' | 'namespace' | 'cubeUid' | 'replicaSet' | 'source' | 'schema'
+  >;
   store: CubeStore;
   partitions: PartitionTable;
   segments: SegmentManager;
@@ -262,6 +265,7 @@ export class CheckpointWriter {
     return {
       cube: identity.cube,
       ...(identity.namespace ? { namespace: identity.namespace } : {}),
+      ...(identity.cubeUid ? { cubeUid: identity.cubeUid } : {}),
       replicaSet: identity.replicaSet,
       source: identity.source,
       schema: identity.schema,

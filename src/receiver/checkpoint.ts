@@ -81,6 +81,8 @@ export interface CheckpointHeader {
   cube: string;
   /** The CubeAssignment's namespace; absent in checkpoints written before receivers knew it. */
   namespace?: string;
+  /** The CubeAssignment's metadata.uid; absent while the receiver was not told it. */
+  cubeUid?: string;
   replicaSet: string;
   source: KafkaSource;
   schema: CubeSchema;

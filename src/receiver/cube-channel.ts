@@ -16,12 +16,13 @@ import { consumerGroupId } from '../kafka/consumer-group.ts';
 import { type CubeKey, defaultCubeNamespace } from '../protocol/cube-paths.ts';
 import { ChannelTicker } from './channel-ticker.ts';
 import { checkpointVersion } from './checkpoint.ts';
-import { CheckpointWriter } from './checkpoint-writer.ts';
+import { CheckpointWriter, type CheckpointWriterOptions } from './checkpoint-writer.ts';
 import type { RestartPolicy, SupervisorClock } from './consumer-supervisor.ts';
 import { CubeConsumer } from './cube-consumer.ts';
 import { CubeStore, readCubeCheckpoint } from './cube-store.ts';
 import { cubeDirectory } from './cube-directories.ts';
 import type { DeepStorage } from './deep-storage.ts';
+import type { HandOffTarget } from './hand-off.ts';
 import { HandOffScheduler, type HandOffRetryPolicy } from './hand-off-scheduler.ts';
 import { IngestPipeline } from './ingest-pipeline.ts';
 import { LostOffsets } from './lost-offsets.ts';
@@ -61,6 +62,8 @@ export interface ChannelOptions {
    * `namespace` label.
    */
   namespace?: string;
+  /** The CubeAssignment's metadata.uid; undefined while not known (adoptCubeUid). */
+  cubeUid?: string | undefined;
   spec: CubeSpec;
   replicaSet: string;
   receiverId: string;
@@ -106,6 +109,10 @@ export class CubeChannel {
   /** Of the spec this channel runs, reported in status so the operator sees a rollout land. */
   readonly specDigest: string;
   private readonly options: ChannelOptions;
+  /** Where hand-offs go and whose they are; its cubeUid is set when an assign names it. */
+  private readonly target: HandOffTarget;
+  /** What the checkpoint's header names; its cubeUid likewise. */
+  private readonly identity: CheckpointWriterOptions['identity'];
   private readonly partitions: PartitionTable;
   private readonly store: CubeStore;
   private readonly consumer: CubeConsumer;
@@ -144,16 +151,26 @@ export class CubeChannel {
       onProgress: (ps) => this.afterProgress(ps),
       onOffsetsLost: (ps, from, to) => this.offsetsLost(ps, from, to),
     });
+    this.target = {
+      namespace: options.namespace,
+      cube: options.cube,
+      cubeUid: options.cubeUid,
+      replicaSet: options.replicaSet,
+      receiver: options.receiverId,
+      schema: options.spec.schema,
+    };
+    this.identity = {
+      cube: options.cube,
+      namespace: options.namespace,
+      ...(options.cubeUid ? { cubeUid: options.cubeUid } : {}),
+      replicaSet: options.replicaSet,
+      source: options.spec.source,
+      schema: options.spec.schema,
+    };
     this.handOffs = new HandOffScheduler({
       storage: options.deepStorage,
       ...(options.handOffRetry ? { retry: options.handOffRetry } : {}),
-      target: {
-        namespace: options.namespace,
-        cube: options.cube,
-        replicaSet: options.replicaSet,
-        receiver: options.receiverId,
-        schema: options.spec.schema,
-      },
+      target: this.target,
       segments: this.segments,
       metrics: this.metrics,
       logger: options.logger,
@@ -167,13 +184,7 @@ export class CubeChannel {
       },
     });
     this.checkpoints = new CheckpointWriter({
-      identity: {
-        cube: options.cube,
-        namespace: options.namespace,
-        replicaSet: options.replicaSet,
-        source: options.spec.source,
-        schema: options.spec.schema,
-      },
+      identity: this.identity,
       store: this.store,
       partitions: this.partitions,
       segments: this.segments,
@@ -225,6 +236,28 @@ export class CubeChannel {
     return this.options.namespace;
   }
 
+  /** The CubeAssignment's metadata.uid, when an assign (or the checkpoint) named it. */
+  get cubeUid(): string | undefined {
+    return this.target.cubeUid;
+  }
+
+  /**
+   * Takes the uid an assign names: from then on written into this cube's hand-offs and commit
+   * records, and into its checkpoint (a restart keeps it). A cube restored from a checkpoint of
+   * before uids learns it so; a different one than known is taken too (the operator's is the truth).
+   */
+  adoptCubeUid(cubeUid: string): void {
+    if (this.target.cubeUid === cubeUid) return;
+    if (this.target.cubeUid !== undefined)
+      this.log.warn('an assign names another uid of this cube than it held; taking it', {
+        held: this.target.cubeUid,
+        cubeUid,
+      });
+    this.target.cubeUid = cubeUid;
+    this.identity.cubeUid = cubeUid;
+    this.checkpoints.markChanged();
+  }
+
   /** Where the receiver keeps this cube: a cube whose namespace is not known yet, in `default`. */
   get key(): CubeKey {
     return { namespace: this.options.namespace ?? defaultCubeNamespace, name: this.options.cube };
@@ -271,7 +304,7 @@ export class CubeChannel {
   static readSpec(
     dataDir: string,
     key: CubeKey,
-  ): (CubeSpec & { replicaSet: string; namespace?: string }) | undefined {
+  ): (CubeSpec & { replicaSet: string; namespace?: string; cubeUid?: string }) | undefined {
     const checkpoint = readCubeCheckpoint(cubeDirectory(dataDir, key));
     return (
       checkpoint && {
@@ -279,6 +312,7 @@ export class CubeChannel {
         schema: checkpoint.schema,
         replicaSet: checkpoint.replicaSet,
         ...(checkpoint.namespace ? { namespace: checkpoint.namespace } : {}),
+        ...(checkpoint.cubeUid ? { cubeUid: checkpoint.cubeUid } : {}),
       }
     );
   }

@@ -47,6 +47,11 @@ export interface CommitRecord {
   offsetRanges: Record<string, RangeJson[]>;
   committedAt: string;
   /**
+   * The cube's metadata.uid as its writer knew it; absent when it did not (and in records written
+   * before it was kept): a record of another uid is another cube's of the same name (ofAnotherCube).
+   */
+  cubeUid?: string;
+  /**
    * Written by a failover's fence (its id), not by a commit: the version before it again, or
    * nothing when there was none (fenceReplicaSet's barrier).
    */
@@ -71,6 +76,7 @@ const commitRecordSchema = z.looseObject({
   ),
   offsetRanges: rangeMap,
   committedAt: z.string(),
+  cubeUid: z.string().min(1).max(128).optional(),
   fence: z.string().optional(),
 });
 
@@ -81,6 +87,7 @@ const fenceRecordSchema = z.looseObject({
   from: z.record(partitionKey, offset).optional(),
   by: z.string(),
   fencedAt: z.string(),
+  cubeUid: z.string().min(1).max(128).optional(),
 });
 
 /** A commit or fence record in deep storage that is not what its writer writes. */
@@ -181,6 +188,16 @@ export function overlapping(
   return found;
 }
 
+/**
+ * Whether `record` (a commit or fence record) is another cube's of the same name: both this
+ * cube's uid and the record's are known and differ. A record without one is judged as before uids
+ * were written (it may be this cube's); so is every record when this cube's uid is not known.
+ */
+export const ofAnotherCube = (
+  record: { cubeUid?: string | undefined } | undefined,
+  cubeUid: string | undefined,
+): boolean => cubeUid !== undefined && record?.cubeUid !== undefined && record.cubeUid !== cubeUid;
+
 export type CommitDecision =
   | { kind: 'commit'; handOffs: CommitRecord['handOffs'] }
   /** The latest record already covers at least what this replica could commit. */
@@ -194,7 +211,9 @@ export type CommitDecision =
 
 /**
  * What a replica commits of a window, given its own hand-offs of it, the window's latest record
- * of its replica set (if any), and the latest records of the other replica sets.
+ * of its replica set (if any), and the latest records of the other replica sets. With the cube's
+ * uid (`cubeUid`), records and fences of another cube of the same name (ofAnotherCube) are none
+ * of this cube's: they neither cover, nor hold more than, nor outrank, nor fence its copy.
  */
 export function decideCommit(o: {
   receiver: string;
@@ -203,29 +222,33 @@ export function decideCommit(o: {
   otherSets: CommitRecord[];
   /** This replica set's fences (see fencesOf). */
   fences?: Fences;
+  /** This cube's metadata.uid; undefined: not known, every record is judged as this cube's. */
+  cubeUid?: string | undefined;
 }): CommitDecision {
+  const latest = ofAnotherCube(o.latest, o.cubeUid) ? undefined : o.latest;
+  const otherSets = o.otherSets.filter((r) => !ofAnotherCube(r, o.cubeUid));
+  const fences = o.fences && fencesOfCube(o.fences, o.cubeUid);
   // A replica's own earlier record lists hand-offs its memory may have purged since.
   const candidate = [...o.mine];
-  if (o.latest?.receiver === o.receiver)
-    for (const h of o.latest.handOffs)
-      if (!candidate.some((c) => c.dir === h.dir)) candidate.push(h);
+  if (latest?.receiver === o.receiver)
+    for (const h of latest.handOffs) if (!candidate.some((c) => c.dir === h.dir)) candidate.push(h);
   // Offsets read again under a later epoch (an offset reset backward) are a copy of their own,
   // not one the record holds already: never "covered" by it.
-  const replay = o.latest !== undefined && readsAgain(candidate, o.latest);
+  const replay = latest !== undefined && readsAgain(candidate, latest);
   const mine = coverageOf(candidate);
-  if (o.latest) {
-    const committed = rangeMapFromJson(o.latest.offsetRanges);
-    if (!replay && covers(committed, mine)) return { kind: 'covered', by: o.latest.receiver };
-    if (!covers(mine, committed)) return { kind: 'behind', by: o.latest.receiver };
+  if (latest) {
+    const committed = rangeMapFromJson(latest.offsetRanges);
+    if (!replay && covers(committed, mine)) return { kind: 'covered', by: latest.receiver };
+    if (!covers(mine, committed)) return { kind: 'behind', by: latest.receiver };
   }
   // Fenced offsets the latest record holds already are committed data (a sibling's copy of them,
   // or this replica's own from before the fence): only offsets it lacks are never committed.
-  const committed: Coverage = o.latest
-    ? rangeMapFromJson(o.latest.offsetRanges)
+  const committed: Coverage = latest
+    ? rangeMapFromJson(latest.offsetRanges)
     : new Map<number, OffsetRange[]>();
-  const fence = o.fences && fencedIn(candidate, o.fences, committed);
+  const fence = fences && fencedIn(candidate, fences, committed);
   if (fence) return { kind: 'fenced', by: fence };
-  for (const other of o.otherSets) {
+  for (const other of otherSets) {
     const shared = overlapping(mine, rangeMapFromJson(other.offsetRanges));
     for (const s of shared) {
       const myEpoch = epochIn(candidate, s.partition, s.from);
@@ -339,6 +362,8 @@ export interface FenceRecord {
   /** The receiver that wrote it, for a person. */
   by: string;
   fencedAt: string;
+  /** The cube's metadata.uid, as the operator asking for the fence said it; absent: not known. */
+  cubeUid?: string;
 }
 
 /** One fence of a partition: its epoch, its id, and the first offset it fences (none: all). */
@@ -346,6 +371,8 @@ export interface PartitionFence {
   epoch: number;
   id: string;
   from?: bigint;
+  /** The fence record's cubeUid, when it has one. */
+  cubeUid?: string;
 }
 
 /** partition → every fence of it. */
@@ -380,9 +407,25 @@ export async function fencesOf(
     for (const [p, epoch] of Object.entries(fence.partitions)) {
       const from = fence.from?.[p];
       const list = out.get(Number(p)) ?? [];
-      list.push({ epoch, id: fence.id, ...(from === undefined ? {} : { from: BigInt(from) }) });
+      list.push({
+        epoch,
+        id: fence.id,
+        ...(from === undefined ? {} : { from: BigInt(from) }),
+        ...(fence.cubeUid === undefined ? {} : { cubeUid: fence.cubeUid }),
+      });
       out.set(Number(p), list);
     }
+  }
+  return out;
+}
+
+/** `fences` without those of another cube of the same name (ofAnotherCube). */
+export function fencesOfCube(fences: Fences, cubeUid: string | undefined): Fences {
+  if (cubeUid === undefined) return fences;
+  const out: Fences = new Map();
+  for (const [p, list] of fences) {
+    const own = list.filter((f) => !ofAnotherCube(f, cubeUid));
+    if (own.length > 0) out.set(p, own);
   }
   return out;
 }
@@ -460,6 +503,7 @@ export async function commitWindow(o: {
       latest,
       otherSets: [...records].filter(([set]) => set !== o.target.replicaSet).map(([, r]) => r),
       fences,
+      cubeUid: o.target.cubeUid,
     });
     if (decision.kind === 'stale')
       throw new Error(`not committed: this copy is stale: ${decision.detail}`);
@@ -477,6 +521,7 @@ export async function commitWindow(o: {
       };
     if (decision.kind !== 'commit')
       return { kind: decision.kind, by: decision.by, version: latest!.version };
+    // Past the latest record whosever it is: versions are taken by compare-and-set, one lineage.
     const version = (latest?.version ?? 0) + 1;
     const record: CommitRecord = {
       version,
@@ -486,6 +531,7 @@ export async function commitWindow(o: {
       handOffs: decision.handOffs,
       offsetRanges: rangeMapToJson(coverageOf(decision.handOffs)),
       committedAt: new Date(clock()).toISOString(),
+      ...(o.target.cubeUid === undefined ? {} : { cubeUid: o.target.cubeUid }),
     };
     // A fence written since they were read must be seen before a record is created (see
     // maxFenceReadAgeMs): the fences are read again.
@@ -531,9 +577,11 @@ async function windowBarrier(o: {
 }): Promise<CommitRecord> {
   const windowStart = Number(/window=(-?\d+)$/.exec(o.dir)?.[1]);
   for (let race = 0; race < maxRaces; race++) {
-    const latest = (await latestRecords(o.storage, o.dir, o.signal)).get(o.replicaSet);
+    const newest = (await latestRecords(o.storage, o.dir, o.signal)).get(o.replicaSet);
+    // Another cube's record of the same name is none of this cube's: the barrier is an empty one.
+    const latest = ofAnotherCube(newest, o.fence.cubeUid) ? undefined : newest;
     if (latest?.fence === o.fence.id) return latest;
-    const version = (latest?.version ?? 0) + 1;
+    const version = (newest?.version ?? 0) + 1;
     const barrier: CommitRecord = latest
       ? { ...latest, version, fence: o.fence.id }
       : {
@@ -544,6 +592,7 @@ async function windowBarrier(o: {
           handOffs: [],
           offsetRanges: {},
           committedAt: o.fence.fencedAt,
+          ...(o.fence.cubeUid === undefined ? {} : { cubeUid: o.fence.cubeUid }),
           fence: o.fence.id,
         };
     const key = recordKey(o.dir, o.replicaSet, version);
@@ -574,6 +623,8 @@ export async function fenceReplicaSet(o: {
   from?: Record<string, string> | undefined;
   by: string;
   graceMs: number;
+  /** The fenced cube's metadata.uid, written into the fence and its barriers; absent: not known. */
+  cubeUid?: string | undefined;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   signal?: AbortSignal | undefined;
@@ -586,6 +637,7 @@ export async function fenceReplicaSet(o: {
     ...(o.from && Object.keys(o.from).length > 0 ? { from: o.from } : {}),
     by: o.by,
     fencedAt: new Date(o.now?.() ?? Date.now()).toISOString(),
+    ...(o.cubeUid === undefined ? {} : { cubeUid: o.cubeUid }),
   };
   const key = `${fencesDir(cube, o.replicaSet)}/${o.id}.json`;
   await o.storage.createObject(key, JSON.stringify(fence, null, 2), o.signal);

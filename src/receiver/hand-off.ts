@@ -39,6 +39,8 @@ export interface HandOffManifest {
   /** The CubeAssignment's namespace; absent when the receiver did not know it yet. */
   namespace?: string;
   cube: string;
+  /** The CubeAssignment's metadata.uid; absent when the receiver did not know it. */
+  cubeUid?: string;
   replicaSet: string;
   receiver: string;
   windowStart: string;
@@ -66,6 +68,11 @@ export interface HandOffTarget {
   /** Undefined for a cube restored from a checkpoint written before receivers knew namespaces. */
   namespace?: string | undefined;
   cube: string;
+  /**
+   * The CubeAssignment's metadata.uid, as the operator's assign said it; undefined while not known
+   * (a cube restored from a checkpoint written before receivers were told it).
+   */
+  cubeUid?: string | undefined;
   replicaSet: string;
   receiver: string;
   schema: CubeSchema;
@@ -80,8 +87,9 @@ export interface HandOffTarget {
  * holds a new segment of the same window, under the partition's new epoch but not always under a
  * new highest epoch (another partition of the old segment may have had a higher one), so the name
  * carries a digest of what the segment covers — its partitions' epochs and offset ranges — beside
- * the highest epoch. A sealed segment's ranges never change, so a repeated hand-off of it finds
- * its own directory.
+ * the highest epoch, and the cube's uid when known: a cube made again under the same name reads
+ * the same offsets under the same epochs, and its hand-offs are its own. A sealed segment's ranges
+ * never change, so a repeated hand-off of it finds its own directory.
  */
 export function handOffKey(
   t: HandOffTarget,
@@ -93,6 +101,7 @@ export function handOffKey(
       JSON.stringify({
         epochs: epochsToJson(segment.epochs),
         ranges: rangeMapToJson(segment.ranges),
+        ...(t.cubeUid === undefined ? {} : { cubeUid: t.cubeUid }),
       }),
     )
     .digest('hex')
@@ -192,6 +201,7 @@ export async function handOffSegment(
     ...(Object.keys(scales).length > 0 ? { scales } : {}),
     ...(target.namespace === undefined ? {} : { namespace: target.namespace }),
     cube: target.cube,
+    ...(target.cubeUid === undefined ? {} : { cubeUid: target.cubeUid }),
     replicaSet: target.replicaSet,
     receiver: target.receiver,
     windowStart: new Date(segment.windowStart).toISOString(),

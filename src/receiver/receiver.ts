@@ -229,10 +229,12 @@ export class Receiver {
     cube: string,
     spec: CubeSpec,
     namespace: string | undefined,
+    cubeUid: string | undefined,
   ): Promise<CubeChannel> {
     return new CubeChannel({
       cube,
       ...(namespace ? { namespace } : {}),
+      cubeUid,
       spec,
       replicaSet: this.config.replicaSet,
       receiverId: this.config.id,
@@ -316,6 +318,7 @@ export class Receiver {
       key.name,
       { source: spec.source, schema: spec.schema },
       namespace,
+      spec.cubeUid,
     );
     await channel.open();
     this.cubes.set(cubeKeyString(key), channel);
@@ -419,10 +422,10 @@ export class Receiver {
       });
     }
     if (!channel) {
-      channel = await this.channel(cube, spec, namespace);
+      channel = await this.channel(cube, spec, namespace, request.cubeUid);
       await channel.open();
       this.cubes.set(cubeKeyString(key), channel);
-    }
+    } else if (request.cubeUid !== undefined) channel.adoptCubeUid(request.cubeUid);
     return channel.assign(request.partitions);
   }
 
@@ -466,7 +469,7 @@ export class Receiver {
         cube: channel.cube,
       });
     }
-    const next = await this.channel(channel.cube, spec, namespace);
+    const next = await this.channel(channel.cube, spec, namespace, channel.cubeUid);
     await next.open();
     this.cubes.set(cubeKeyString(to), next);
     return next;
@@ -512,6 +515,8 @@ export class Receiver {
       from: request.from,
       by: this.config.id,
       graceMs: request.graceMs ?? 5_000,
+      // The operator's word, else the cube as this receiver holds it (an operator before uids).
+      cubeUid: request.cubeUid ?? this.cubes.get(cubeKeyString(key))?.cubeUid,
     });
     this.logger.warn(
       request.from ? 'replica set fenced from stop offsets' : 'replica set fenced for a failover',

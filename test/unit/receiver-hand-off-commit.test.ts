@@ -807,3 +807,159 @@ describe('offsets read again after an offset reset backward', () => {
     ).toBe('covered');
   });
 });
+
+describe('a cube deleted and made again under the same name: records and fences of another uid', () => {
+  const old = 'uid-old';
+  const now = 'uid-new';
+  const of = (cubeUid: string | undefined, receiver = 'r0', set = 'rs-a'): HandOffTarget => ({
+    ...target(receiver, set),
+    ...(cubeUid === undefined ? {} : { cubeUid }),
+  });
+  const commitAs = (
+    s: MemoryDeepStorage,
+    cubeUid: string | undefined,
+    mine: CommitRecord['handOffs'],
+    receiver = 'r0',
+    set = 'rs-a',
+  ) => commitWindow({ storage: s, target: of(cubeUid, receiver, set), windowStart: 0, mine });
+  const record = (over: Partial<CommitRecord>): CommitRecord => ({
+    version: 1,
+    receiver: 'r0',
+    replicaSet: 'rs-a',
+    windowStart: new Date(0).toISOString(),
+    handOffs: [handOff('r0.g0', { 0: [[0, 100]] })],
+    offsetRanges: { '0': [['0', '100']] },
+    committedAt: new Date(0).toISOString(),
+    ...over,
+  });
+
+  test.each([
+    // The old cube's record covers the new cube's copy: judged by uid-less rules, 'covered'.
+    ['covers', record({ cubeUid: old, receiver: 'r1' }), [handOff('r0.g1', { 0: [[0, 50]] })]],
+    // The old cube's record (a sibling's) holds offsets the new copy lacks: 'behind' it for good.
+    [
+      'holds more than',
+      record({ cubeUid: old, receiver: 'r1' }),
+      [handOff('r0.g1', { 0: [[100, 150]] })],
+    ],
+    // Written by a receiver of the same name: its hand-offs would be taken as this one's own.
+    [
+      'is of the same receiver name as',
+      record({ cubeUid: old }),
+      [handOff('r0.g1', { 0: [[100, 150]] })],
+    ],
+  ])(
+    "another cube's latest record that %s this copy is none of this cube's: the copy commits alone",
+    (_, latest, mine) => {
+      const alone = { kind: 'commit', handOffs: mine };
+      expect(decideCommit({ receiver: 'r0', mine, latest, otherSets: [], cubeUid: now })).toEqual(
+        alone,
+      );
+      // Not knowing its own uid, or the record not saying one: judged as before.
+      expect(decideCommit({ receiver: 'r0', mine, latest, otherSets: [] })).not.toEqual(alone);
+      expect(
+        decideCommit({
+          receiver: 'r0',
+          mine,
+          latest: { ...latest, cubeUid: undefined },
+          otherSets: [],
+          cubeUid: now,
+        }),
+      ).not.toEqual(alone);
+    },
+  );
+
+  test("another cube's record of another set under a later epoch does not make this copy stale", () => {
+    const other = record({
+      replicaSet: 'rs-b',
+      receiver: 'b0',
+      handOffs: [handOff('b0.g0', { 0: [[0, 100]] }, 3)],
+      cubeUid: old,
+    });
+    const mine = [handOff('r0.g0', { 0: [[0, 100]] }, 1)];
+    const decide = (cubeUid: string | undefined, others: CommitRecord[]) =>
+      decideCommit({ receiver: 'r0', mine, latest: undefined, otherSets: others, cubeUid }).kind;
+    expect(decide(now, [other])).toBe('commit');
+    expect(decide(undefined, [other])).toBe('stale');
+    expect(decide(now, [{ ...other, cubeUid: now }])).toBe('stale');
+  });
+
+  test("another cube's fence does not fence this cube's epochs; its own and one without a uid do", () => {
+    const mine = [handOff('r0.g0', { 0: [[0, 10]] }, 1)];
+    const fences = (cubeUid?: string) =>
+      new Map([[0, [{ epoch: 1, id: 'f-1-x', ...(cubeUid ? { cubeUid } : {}) }]]]);
+    const decide = (f: ReturnType<typeof fences>) =>
+      decideCommit({
+        receiver: 'r0',
+        mine,
+        latest: undefined,
+        otherSets: [],
+        fences: f,
+        cubeUid: now,
+      });
+    expect(decide(fences(old))).toEqual({ kind: 'commit', handOffs: mine });
+    expect(decide(fences(now))).toEqual({ kind: 'fenced', by: 'f-1-x' });
+    expect(decide(fences())).toEqual({ kind: 'fenced', by: 'f-1-x' });
+  });
+
+  test("in deep storage: the new cube commits past the old cube's versions, writes its uid, and the old fence does not hold it", async () => {
+    const s = new MemoryDeepStorage();
+    expect(await commitAs(s, old, [handOff('r0.e1.a', { 0: [[0, 100]] })])).toEqual({
+      kind: 'committed',
+      version: 1,
+    });
+    await fenceReplicaSet({
+      storage: s,
+      cube: { namespace: 'a', cube: 'orders' },
+      replicaSet: 'rs-a',
+      id: 'f-1-abcdef',
+      partitions: { '0': 1 },
+      by: 'rs-b-0',
+      graceMs: 0,
+      cubeUid: old,
+      sleep: () => Promise.resolve(),
+    });
+    // The old cube's fence barrier is version 2, the old cube's record copied.
+    expect(await latest(s)).toMatchObject({ version: 2, cubeUid: old, fence: 'f-1-abcdef' });
+    // The new cube reads the same offsets under the same epoch on the same receiver name.
+    expect(await commitAs(s, now, [handOff('r0.e1.b', { 0: [[0, 100]] })])).toEqual({
+      kind: 'committed',
+      version: 3,
+    });
+    expect(await latest(s)).toMatchObject({
+      version: 3,
+      cubeUid: now,
+      handOffs: [{ dir: 'r0.e1.b' }],
+    });
+    // Its sibling's copy is covered by the new cube's record, not by the old one's.
+    expect(await commitAs(s, now, [handOff('r1.e1.b', { 0: [[0, 100]] })], 'r1')).toEqual({
+      kind: 'covered',
+      by: 'r0',
+      version: 3,
+    });
+  });
+
+  test("a fence of the new cube over a window holding only the old cube's record takes an empty barrier of its own", async () => {
+    const s = new MemoryDeepStorage();
+    await commitAs(s, old, [handOff('r0.e1.a', { 0: [[0, 100]] })]);
+    const answer = await fenceReplicaSet({
+      storage: s,
+      cube: { namespace: 'a', cube: 'orders' },
+      replicaSet: 'rs-a',
+      id: 'f-1-abcdef',
+      partitions: { '0': 1 },
+      by: 'rs-b-0',
+      graceMs: 0,
+      cubeUid: now,
+      sleep: () => Promise.resolve(),
+    });
+    // What the old cube committed is not what the new cube's set committed.
+    expect(answer).toEqual({ committed: new Map(), records: 0 });
+    expect(await latest(s)).toMatchObject({ version: 2, cubeUid: now, handOffs: [] });
+    expect(
+      JSON.parse(
+        (await s.readObject('namespace=a/orders/fences/replicaSet=rs-a/f-1-abcdef.json'))!,
+      ),
+    ).toMatchObject({ cubeUid: now });
+  });
+});

@@ -179,5 +179,6 @@ export function assignRequest(
     schema: object.spec.schema,
     replicaSet,
     partitions: partitions.map((p) => ({ ...p, watermark: p.watermark ?? null })),
+    ...(object.metadata?.uid ? { cubeUid: object.metadata.uid } : {}),
   };
 }

@@ -68,6 +68,7 @@ export async function fenceSets(
       id: fence.id,
       partitions: set.epochs,
       ...(set.from && Object.keys(set.from).length > 0 ? { from: set.from } : {}),
+      ...(ctx.object.metadata?.uid ? { cubeUid: ctx.object.metadata.uid } : {}),
     };
     const answer = await fenceThrough(
       ctx,
