@@ -580,6 +580,8 @@ async function main(): Promise<void> {
     for (const phase of phaseOrder) {
       const of = (spans: Map<string, number>[]): number =>
         median(spans.flatMap((m) => (m.has(phase) ? [m.get(phase)!] : [])));
+      // A phase no move went through (a move has no Planned, Fencing or Done of its own).
+      if (Number.isNaN(of(idleSpans)) && Number.isNaN(of(loadedSpans))) continue;
       say(`  ${phase.padEnd(9)} ${of(idleSpans)} → ${of(loadedSpans)}`);
     }
     ok = true;

@@ -7,8 +7,9 @@
 // - young generation: 8 MiB semi-spaces (16 MiB in all; V8 lets it grow to 2 × 64 MiB on a host
 //   with much memory, a third of the operator's RSS at 100 cubes). A scavenge of a space that
 //   small takes well under a millisecond; this workload does not notice there are more.
-// - old generation: 160 MiB. In use: about 50 MiB at 100 cubes, 85 MiB at 1,000, so this leaves
-//   room for about 1,500 (an estimate, not a run). Without a bound V8 let the old generation
+// - old generation: 160 MiB. In use: about 50 MiB at 100 cubes, 85 MiB at 1,000; it ran out at
+//   3,602 cubes of 16 partitions (bench:scale, 2026-12-05: 151 MiB in use), and 384 MiB held
+//   5,000 (186 MiB in use). Without a bound V8 let the old generation
 //   grow to 185 MiB, mostly garbage, at 1,000 cubes. More cubes need a higher bound (about 64 MiB
 //   per 1,000 more): past it the operator stops with "JavaScript heap out of memory" in its log
 //   and is restarted.
