@@ -242,17 +242,23 @@ export class CubeChannel {
   }
 
   /**
-   * Takes the uid an assign names: from then on written into this cube's hand-offs and commit
-   * records, and into its checkpoint (a restart keeps it). A cube restored from a checkpoint of
-   * before uids learns it so; a different one than known is taken too (the operator's is the truth).
+   * Takes the uid an assign names, while the cube holds no segment: from then on written into its
+   * hand-offs and commit records, and into its checkpoint (a restart keeps it). A cube that holds
+   * segments keeps what it had (none, restored from a checkpoint of before uids; or another one):
+   * a hand-off's directory is named with the uid (handOffKey), and every commit of a window lists
+   * the directories of the segments it holds, named again from the uid of the moment, so a uid
+   * taken between a hand-off and its window's commit would list a directory nobody wrote (the
+   * real-node e2e's upgrade, 2026-12-05). Its records are then judged as those of before uids.
    */
   adoptCubeUid(cubeUid: string): void {
     if (this.target.cubeUid === cubeUid) return;
-    if (this.target.cubeUid !== undefined)
-      this.log.warn('an assign names another uid of this cube than it held; taking it', {
-        held: this.target.cubeUid,
-        cubeUid,
-      });
+    if (this.segments.segments.size > 0) {
+      this.log.info(
+        'an assign names a uid this cube did not hold; it holds segments, and keeps writing as before until it is opened anew',
+        { held: this.target.cubeUid ?? null, cubeUid },
+      );
+      return;
+    }
     this.target.cubeUid = cubeUid;
     this.identity.cubeUid = cubeUid;
     this.checkpoints.markChanged();

@@ -73,3 +73,27 @@ test("the uid is written into the cube's hand-off manifests and commit records",
   expect(view[0]!.record.cubeUid).toBe('uid-2');
   expect((await readHandOffManifest(storage, view[0]!.handOffKeys[0]!)).cubeUid).toBe('uid-2');
 });
+
+test('a cube holding segments handed off without a uid keeps writing without one when an assign names it: every commit record lists directories that exist', async () => {
+  const channel = await open();
+  await channel.assign([{ partition: 0, position: '0', epoch: 1, watermark: null }]);
+  consumer!.deliver(0, 0, 5, T0);
+  await channel.flush();
+  // The window's first generation handed off (a release seals it) before the uid is known.
+  await channel.release([0], { '0': '5' });
+  await channel.seal(10_000);
+  expect(channel.allHandedOff()).toBe(true);
+  // The upgraded operator's next assign names the uid; the cube takes the partition back.
+  channel.adoptCubeUid('uid-3');
+  expect(channel.cubeUid).toBeUndefined();
+  await channel.assign([{ partition: 0, position: '5', epoch: 2, watermark: null }]);
+  consumer!.deliver(0, 5, 3, T0);
+  await channel.seal(10_000);
+  expect(channel.allHandedOff()).toBe(true);
+  const storage = new FilesystemDeepStorage(join(dir, 'deep'));
+  const view = await readCommittedView(storage, { cube: 'orders' });
+  expect(view).toHaveLength(1);
+  expect(view[0]!.record.cubeUid).toBeUndefined();
+  expect(view[0]!.handOffKeys).toHaveLength(2);
+  for (const k of view[0]!.handOffKeys) await readHandOffManifest(storage, k);
+});
