@@ -765,30 +765,12 @@ async function main(): Promise<void> {
 
     say('');
     if (warmupMoves > 0) {
-      const all = results;
+      const done = results.map((r) => r.doneMs);
+      const gaps = results.flatMap((r) => r.gapsMs);
+      const p = (xs: number[], q: number) => seconds(percentile(xs, q));
       say(
-        `all ${all.length} moves, the ${warmupMoves} warm-up moves included: spec change → Done p50 ${seconds(
-          percentile(
-            all.map((r) => r.doneMs),
-            0.5,
-          ),
-        )} p99 ${seconds(
-          percentile(
-            all.map((r) => r.doneMs),
-            0.99,
-          ),
-        )}; ` +
-          `gap p50 ${seconds(
-            percentile(
-              all.flatMap((r) => r.gapsMs),
-              0.5,
-            ),
-          )} p99 ${seconds(
-            percentile(
-              all.flatMap((r) => r.gapsMs),
-              0.99,
-            ),
-          )}`,
+        `all ${results.length} moves, the ${warmupMoves} warm-up moves included: spec change → Done p50 ${p(done, 0.5)} p99 ${p(done, 0.99)}; ` +
+          `gap p50 ${p(gaps, 0.5)} p99 ${p(gaps, 0.99)}`,
       );
       say(`the figures below leave out the first ${warmupMoves} (--warmup-moves):`);
       results = results.slice(warmupMoves);

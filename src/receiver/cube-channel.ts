@@ -111,7 +111,7 @@ export class CubeChannel {
   private readonly options: ChannelOptions;
   /** Where hand-offs go and whose they are; its cubeUid is set when an assign names it. */
   private readonly target: HandOffTarget;
-  /** What the checkpoint's header names; its cubeUid likewise. */
+  /** What the checkpoint's header names; its cubeUid is the target's. */
   private readonly identity: CheckpointWriterOptions['identity'];
   private readonly partitions: PartitionTable;
   private readonly store: CubeStore;
@@ -159,10 +159,13 @@ export class CubeChannel {
       receiver: options.receiverId,
       schema: options.spec.schema,
     };
+    const target = this.target;
     this.identity = {
       cube: options.cube,
       namespace: options.namespace,
-      ...(options.cubeUid ? { cubeUid: options.cubeUid } : {}),
+      get cubeUid() {
+        return target.cubeUid;
+      },
       replicaSet: options.replicaSet,
       source: options.spec.source,
       schema: options.spec.schema,
@@ -260,7 +263,6 @@ export class CubeChannel {
       return;
     }
     this.target.cubeUid = cubeUid;
-    this.identity.cubeUid = cubeUid;
     this.checkpoints.markChanged();
   }
 

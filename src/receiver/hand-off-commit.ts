@@ -66,6 +66,9 @@ const epochMap = z.record(partitionKey, z.int().min(0));
  * What a commit record must hold to be believed: what a reader trusts as "the data" of a window.
  * Extra fields are kept (a newer writer's), a missing or mistyped one is refused.
  */
+/** A record's cubeUid (CommitRecord, FenceRecord), read as its writers write it. */
+const recordCubeUid = z.string().min(1).max(128).optional();
+
 const commitRecordSchema = z.looseObject({
   version: z.int().min(1),
   receiver: z.string().min(1).max(253),
@@ -76,7 +79,7 @@ const commitRecordSchema = z.looseObject({
   ),
   offsetRanges: rangeMap,
   committedAt: z.string(),
-  cubeUid: z.string().min(1).max(128).optional(),
+  cubeUid: recordCubeUid,
   fence: z.string().optional(),
 });
 
@@ -87,7 +90,7 @@ const fenceRecordSchema = z.looseObject({
   from: z.record(partitionKey, offset).optional(),
   by: z.string(),
   fencedAt: z.string(),
-  cubeUid: z.string().min(1).max(128).optional(),
+  cubeUid: recordCubeUid,
 });
 
 /** A commit or fence record in deep storage that is not what its writer writes. */
