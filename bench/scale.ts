@@ -56,7 +56,11 @@ const partitions = 16;
 const replicaSets = ['rs-a', 'rs-b', 'rs-c', 'rs-d'] as const;
 const hosts = ['127.0.0.51', '127.0.0.52', '127.0.0.53', '127.0.0.54'];
 const probe = 'probe';
-const goals = { readyMs: 60_000, operatorRssMb: 300, reassignRatio: 2 };
+/** Issue 8's goals at 1,000 cubes; issue 28's from 5,000 (< 120 s, peak RSS < 500 MiB). */
+const goalsFor = (cubes: number) =>
+  cubes >= 5000
+    ? { readyMs: 120_000, operatorRssMb: 500 * 1.048576, reassignRatio: 2 }
+    : { readyMs: 60_000, operatorRssMb: 300, reassignRatio: 2 };
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 
@@ -228,6 +232,8 @@ const processParts: [string, RegExp][] = [
   ['broker', /^\S*java .*kafka/],
   ['operator', /cli\.(js|ts) operator/],
   ['receivers', /receiver/],
+  // Its watches decode every version of every cube: load a real cluster does not carry.
+  ['the bench', /bench\/scale\.ts/],
 ];
 
 /**
@@ -283,6 +289,7 @@ async function main(): Promise<void> {
   });
   if (!values) return;
   const cubeCount = positive('cubes', values.cubes);
+  const goals = goalsFor(cubeCount);
   const cubesPerTopic = positive('cubes-per-topic', values['cubes-per-topic']);
   const stableMs = positive('stable-ms', values['stable-ms']);
   const moves = positive('moves', values.moves);
@@ -547,13 +554,13 @@ async function main(): Promise<void> {
     say(`| measure | value | goal |`);
     say(`|---|---|---|`);
     say(
-      `| creates → all ${cubeCount} Ready | ${seconds(allReadyMs)} | < 60 s: ${mark(allReadyMs < goals.readyMs)} |`,
+      `| creates → all ${cubeCount} Ready | ${seconds(allReadyMs)} | < ${goals.readyMs / 1000} s: ${mark(allReadyMs < goals.readyMs)} |`,
     );
     say(
       `| a cube's create → its Ready: median (p90); half Ready | ${seconds(median(toReady))} (${seconds(p90ToReadyMs)}); ${seconds(halfReadyMs)} | — |`,
     );
     say(
-      `| operator RSS: peak (at the end; V8 heap used) | ${operatorMemory.peakMb.toFixed(0)} MiB (${operatorMemory.rssMb.toFixed(0)}; ${operatorHeapMb.toFixed(0)}) | < ${goals.operatorRssMb} MB: ${mark(operatorMemory.peakMb * 1.048576 < goals.operatorRssMb)} |`,
+      `| operator RSS: peak (at the end; V8 heap used) | ${operatorMemory.peakMb.toFixed(0)} MiB (${operatorMemory.rssMb.toFixed(0)}; ${operatorHeapMb.toFixed(0)}) | < ${goals.operatorRssMb.toFixed(0)} MB: ${mark(operatorMemory.peakMb * 1.048576 < goals.operatorRssMb)} |`,
     );
     say(`| reconciles/min, stable | ${reconcilesPerMin.toFixed(0)} | — |`);
     say(

@@ -39,7 +39,11 @@ interface Cluster {
   findGroupCoordinator(args: { groupId: string }): Promise<Broker>;
   /** The topics a refresh asks for (kafkajs replaces the set when an add fails). */
   targetTopics: Set<string>;
-  brokerPool: { findConnectedBroker(): Promise<Broker> };
+  brokerPool: {
+    findConnectedBroker(): Promise<Broker>;
+    /** The last metadata read (null before the first). */
+    metadata?: { brokers?: { nodeId: number }[] } | null;
+  };
 }
 interface Broker {
   fetch(args: {
@@ -389,6 +393,13 @@ export class FetchSession {
    */
   private async run(): Promise<void> {
     while (this.subscriptions.size > 0) {
+      // Every broker has a fetch under way: nothing could be sent. Without this, each reader
+      // added or resumed while a fetch waits made a round over every reader's partitions: at
+      // 1,250 cubes placed on a receiver, a fifth of its CPU.
+      if (this.everyBrokerFetching()) {
+        await this.pause(sessionFetchWaitMs);
+        continue;
+      }
       const wanted = this.wanted();
       if (wanted.size === 0) {
         await this.pause(sessionFetchWaitMs);
@@ -427,6 +438,17 @@ export class FetchSession {
     }
     // Not over while a fetch is: its answer is delivered, or its readers are failed.
     await Promise.all(this.fetching.values());
+  }
+
+  /** Whether each broker of the metadata has a fetch under way (false before any metadata). */
+  private everyBrokerFetching(): boolean {
+    if (this.fetching.size === 0) return false;
+    const brokers = this.cluster?.brokerPool.metadata?.brokers;
+    return (
+      brokers !== undefined &&
+      brokers.length > 0 &&
+      brokers.every((b) => this.fetching.has(String(b.nodeId)))
+    );
   }
 
   /**

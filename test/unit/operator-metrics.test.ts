@@ -99,3 +99,41 @@ test("a cube's Ready and Degraded conditions: one series each, with status and r
     'streamcube_cube_condition{namespace="team-b",cube="orders",type="Ready",status="True",reason="Consuming"} 1',
   ]);
 });
+
+test('the reassign phase: one series at 1 for the phase a move is in, none at rest', async () => {
+  const registry = new Registry();
+  const metrics = createOperatorMetrics(registry);
+  const series = async (): Promise<string[]> =>
+    lines(await registry.metrics(), 'streamcube_reassign_phase');
+  setPhase(metrics, orders, undefined);
+  expect(await series()).toEqual([]);
+  setPhase(metrics, orders, 'Pausing');
+  setPhase(metrics, orders, 'Draining');
+  setPhase(metrics, ordersB, 'Starting');
+  expect(await series()).toEqual([
+    'streamcube_reassign_phase{namespace="shop",cube="orders",phase="Draining"} 1',
+    'streamcube_reassign_phase{namespace="team-b",cube="orders",phase="Starting"} 1',
+  ]);
+  setPhase(metrics, orders, undefined);
+  expect(await series()).toEqual([
+    'streamcube_reassign_phase{namespace="team-b",cube="orders",phase="Starting"} 1',
+  ]);
+});
+
+test('two operators on one registry publish into the same partition families', async () => {
+  const registry = new Registry();
+  const first = createOperatorMetrics(registry);
+  const second = createOperatorMetrics(registry);
+  publishPartitions(first, { ...orders, topic: 't' }, [{ partition: 0, position: '5', lag: '1' }]);
+  publishPartitions(second, { ...ordersB, topic: 'u' }, [{ partition: 3, position: '9' }]);
+  const text = await registry.metrics();
+  expect(lines(text, 'streamcube_partition_position')).toEqual([
+    'streamcube_partition_position{namespace="shop",cube="orders",topic="t",partition="0"} 5',
+    'streamcube_partition_position{namespace="team-b",cube="orders",topic="u",partition="3"} 9',
+  ]);
+  expect(text).toContain('# TYPE streamcube_partition_lag gauge');
+  forgetCube(second, ordersB);
+  expect(lines(await registry.metrics(), 'streamcube_partition_position')).toEqual([
+    'streamcube_partition_position{namespace="shop",cube="orders",topic="t",partition="0"} 5',
+  ]);
+});
