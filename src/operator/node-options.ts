@@ -8,8 +8,9 @@
 //   with much memory, a third of the operator's RSS at 100 cubes). A scavenge of a space that
 //   small takes well under a millisecond; this workload does not notice there are more.
 // - old generation: 160 MiB. In use: about 50 MiB at 100 cubes, 85 MiB at 1,000; it ran out at
-//   3,602 cubes of 16 partitions (bench:scale, 2026-12-05: 151 MiB in use), and 384 MiB held
-//   5,000 (186 MiB in use). Without a bound V8 let the old generation
+//   3,602 cubes of 16 partitions (bench:scale, 2026-12-05), and at 4,500 once the partition
+//   series were made at scrape time (154 MiB live); 256 MiB held 5,000 with a 429 MiB peak RSS,
+//   384 MiB let RSS reach 469–516 MiB. Without a bound V8 let the old generation
 //   grow to 185 MiB, mostly garbage, at 1,000 cubes. More cubes need a higher bound (about 64 MiB
 //   per 1,000 more): past it the operator stops with "JavaScript heap out of memory" in its log
 //   and is restarted.
