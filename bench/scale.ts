@@ -323,6 +323,8 @@ async function main(): Promise<void> {
   const topics: string[] = [];
   const writes = new WriteCounter();
   let operator: OperatorProcess | undefined;
+  const operatorExited = () =>
+    `the operator exited${/heap out of memory/.test(operator?.log() ?? '') ? ': JavaScript heap out of memory (BENCH_OPERATOR_NODE_ARGS raises its bound, e.g. --max-old-space-size=256)' : ''}; see ${operator?.logFile}`;
   let namespace: string | undefined;
   let ok = false;
   try {
@@ -455,10 +457,7 @@ async function main(): Promise<void> {
       30 * 60_000,
       1_000,
     );
-    if (operatorGone)
-      throw new Error(
-        `the operator exited${/heap out of memory/.test(operator?.log() ?? '') ? ': JavaScript heap out of memory (BENCH_OPERATOR_NODE_ARGS raises its bound, e.g. --max-old-space-size=384)' : ''}; see ${operator?.logFile}`,
-      );
+    if (operatorGone) throw new Error(operatorExited());
     const allReadyMs = performance.now() - created;
     const cpuToReady = machineCpu();
     const partsToReady = partsCpu();
@@ -592,6 +591,10 @@ async function main(): Promise<void> {
       say(`  ${phase.padEnd(9)} ${of(idleSpans)} → ${of(loadedSpans)}`);
     }
     ok = true;
+  } catch (error) {
+    // Later in the run (the stable watch, the probe's moves) its calls fail: say why.
+    if (operator && !operator.alive) throw new Error(operatorExited(), { cause: error });
+    throw error;
   } finally {
     writes.stop();
     if (!ok) {
