@@ -509,8 +509,14 @@ async function main(): Promise<void> {
       reads: await statusReads(receivers),
     };
     const stableStarted = performance.now();
+    const cpuAtStable = partsCpu();
     await sleep(stableMs);
     const stableMinutes = (performance.now() - stableStarted) / 60_000;
+    // What N stable cubes cost each part (the metrics reads above and below are the bench's).
+    const cpuStable = [...partsCpu()].map(
+      ([part, cpu]) =>
+        `${part} ${((100 * (cpu - (cpuAtStable.get(part) ?? 0))) / (stableMinutes * 60)).toFixed(1)} %`,
+    );
     const reconcilesPerMin =
       ((await counterSum(metricsUrl, 'controller_runtime_reconcile_total')) - before.reconciles) /
       stableMinutes;
@@ -562,6 +568,8 @@ async function main(): Promise<void> {
       `| operator RSS: peak (at the end; V8 heap used) | ${operatorMemory.peakMb.toFixed(0)} MiB (${operatorMemory.rssMb.toFixed(0)}; ${operatorHeapMb.toFixed(0)}) | < ${goals.operatorRssMb.toFixed(0)} MB: ${mark(operatorMemory.peakMb * 1.048576 < goals.operatorRssMb)} |`,
     );
     say(`| reconciles/min, stable | ${reconcilesPerMin.toFixed(0)} | — |`);
+    if (cpuStable.length > 0)
+      say(`| CPU while stable, % of one core | ${cpuStable.join(', ')} | — |`);
     say(
       `| API writes/min, stable (cube versions + Events) | ${cubeWritesPerMin.toFixed(1)} + ${eventWritesPerMin.toFixed(1)} | no status write between resyncs: ${mark(cubeWritesPerMin === 0)} |`,
     );

@@ -7,16 +7,17 @@
 // - young generation: 8 MiB semi-spaces (16 MiB in all; V8 lets it grow to 2 × 64 MiB on a host
 //   with much memory, a third of the operator's RSS at 100 cubes). A scavenge of a space that
 //   small takes well under a millisecond; this workload does not notice there are more.
-// - old generation: 160 MiB. In use: about 50 MiB at 100 cubes, 85 MiB at 1,000; it ran out at
-//   3,602 cubes of 16 partitions (bench:scale, 2026-12-05), and at 4,500 once the partition
-//   series were made at scrape time (154 MiB live); 256 MiB held 5,000 with a 429 MiB peak RSS,
-//   384 MiB let RSS reach 469–516 MiB. Without a bound V8 let the old generation
-//   grow to 185 MiB, mostly garbage, at 1,000 cubes. More cubes need a higher bound (about 64 MiB
-//   per 1,000 more): past it the operator stops with "JavaScript heap out of memory" in its log
-//   and is restarted.
+// - old generation: 256 MiB, room for 5,000 cubes of 16 partitions (bench:scale, 2026-12-05:
+//   all Ready in 114–119 s, peak RSS 402–429 MiB, within the chart's 512Mi limit; at 1,000 cubes
+//   74 MiB in use and a 233 MiB peak, against 221 MiB with the 160 MiB bound of before, which ran
+//   out at 4,500 cubes, and at 3,602 before the partition series were made at scrape time). 384
+//   MiB let RSS reach 469–516 MiB at 5,000. Without a bound V8 let the old generation grow to 185
+//   MiB, mostly garbage, at 1,000 cubes. More cubes need a higher bound (about 64 MiB per 1,000
+//   more) and memory limit: past it the operator stops with "JavaScript heap out of memory" in
+//   its log and is restarted.
 export const operatorNodeOptions: readonly string[] = [
   '--max-semi-space-size=8',
-  '--max-old-space-size=160',
+  '--max-old-space-size=256',
 ];
 
 /**
