@@ -62,13 +62,13 @@ const rangeList = z.array(z.tuple([offset, offset]));
 const rangeMap = z.record(partitionKey, rangeList);
 const epochMap = z.record(partitionKey, z.int().min(0));
 
+/** A record's cubeUid (CommitRecord, FenceRecord), read as its writers write it. */
+const recordCubeUid = z.string().min(1).max(128).optional();
+
 /**
  * What a commit record must hold to be believed: what a reader trusts as "the data" of a window.
  * Extra fields are kept (a newer writer's), a missing or mistyped one is refused.
  */
-/** A record's cubeUid (CommitRecord, FenceRecord), read as its writers write it. */
-const recordCubeUid = z.string().min(1).max(128).optional();
-
 const commitRecordSchema = z.looseObject({
   version: z.int().min(1),
   receiver: z.string().min(1).max(253),
