@@ -15,6 +15,11 @@ export interface OperatorConfig {
    * (the Helm chart's, in its release namespace). Undefined: each cube's own namespace.
    */
   receiverNamespace: string | undefined;
+  /**
+   * A ConfigMap of --receiver-namespace holding a ReceiverPool (`pool.json`) that the leader
+   * applies: the Helm chart's pool (pool/chart-pool.ts).
+   */
+  poolConfigMap: string | undefined;
   /** More label requirements of receiver pods (`key=value,…`): the release's, in the chart. */
   receiverSelector: string | undefined;
   /** Call receivers over HTTPS trusting this CA (PEM); plain HTTP when undefined. */
@@ -60,6 +65,9 @@ Options (environment variable in brackets):
                                [STREAMCUBE_RECEIVER_NAMESPACE, default: each cube's own namespace]
   --receiver-selector K=V,...  only receiver pods with these labels too (the chart: its release's)
                                [STREAMCUBE_RECEIVER_SELECTOR, default: every pod with the set label]
+  --pool-configmap NAME        apply the ReceiverPool in ConfigMap NAME (key pool.json) of
+                               --receiver-namespace, and again when it changes (the chart's pool)
+                               [STREAMCUBE_POOL_CONFIGMAP, default: none]
   --host ADDR / --port N       /healthz /readyz /metrics   [default: 0.0.0.0:8081]
   --identity NAME              leader-election identity    [POD_NAME, default: hostname + random]
   --lease-namespace NS         namespace of the Lease      [POD_NAMESPACE, default: default]
@@ -102,6 +110,7 @@ export function parseOperatorConfig(
           'receiver-port',
           'receiver-namespace',
           'receiver-selector',
+          'pool-configmap',
           'receiver-ca-file',
           'receiver-server-name',
           'host',
@@ -146,12 +155,25 @@ export function parseOperatorConfig(
   const tokenFile = flag('receiver-token-file') ?? env.STREAMCUBE_RECEIVER_TOKEN_FILE;
   if (!tokenFile)
     throw new ConfigError('--receiver-token-file (or STREAMCUBE_RECEIVER_TOKEN_FILE) is required');
+  const poolConfigMap = flag('pool-configmap') ?? (env.STREAMCUBE_POOL_CONFIGMAP || undefined);
+  const receiverNs = receiverNamespace(
+    flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
+  );
+  if (poolConfigMap !== undefined) {
+    if (!/^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/.test(poolConfigMap))
+      throw new ConfigError(
+        `--pool-configmap must be a ConfigMap name (a DNS subdomain), got '${poolConfigMap}'`,
+      );
+    if (receiverNs === undefined)
+      throw new ConfigError(
+        "--pool-configmap needs --receiver-namespace: the pool and its ConfigMap are in the receivers' namespace",
+      );
+  }
   return {
     identity: flag('identity') ?? env.POD_NAME ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     namespace: flag('namespace') ?? (env.WATCH_NAMESPACE || undefined),
-    receiverNamespace: receiverNamespace(
-      flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
-    ),
+    receiverNamespace: receiverNs,
+    poolConfigMap,
     ...receiverAccessOf(values, env),
     host: flag('host') ?? '0.0.0.0',
     port: integer('port', flag('port') ?? '8081', 0, 65535),

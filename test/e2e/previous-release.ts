@@ -17,18 +17,20 @@ const repositoryRoot = resolve(fileURLToPath(new URL('.', import.meta.url)), '..
  */
 export const previousCommit = '3e84782bb592124d217d9ae647617119b2246bb2';
 
-/** `paths` of the repository at `previousCommit`, written out of git into a temporary directory. */
-export function previousSources(paths: string[]): { dir: string; remove: () => void } {
+/** `paths` of the repository at `commit`, written out of git into a temporary directory. */
+export function previousSources(
+  paths: string[],
+  commit: string = previousCommit,
+): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'streamcube-previous-'));
-  const archive = spawnSync('git', ['-C', repositoryRoot, 'archive', previousCommit, ...paths], {
+  const archive = spawnSync('git', ['-C', repositoryRoot, 'archive', commit, ...paths], {
     maxBuffer: 256 << 20,
   });
   if (archive.status !== 0)
     throw new Error(
-      `git archive ${previousCommit} (the previous release) failed: ${archive.stderr.toString()}; the e2e needs the repository's history (a full clone)`,
+      `git archive ${commit} failed: ${archive.stderr.toString()}; the e2e needs the repository's history (a full clone)`,
     );
   const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
-  if (untar.status !== 0)
-    throw new Error(`tar -x of the previous release: ${untar.stderr.toString()}`);
+  if (untar.status !== 0) throw new Error(`tar -x of ${commit}: ${untar.stderr.toString()}`);
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }

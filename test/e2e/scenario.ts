@@ -292,12 +292,6 @@ const steps: Step[] = [
         '5m',
         ...helmValues(['--set', 'receivers.flushInterval=2s']),
       ]);
-      // Helm changes nothing in a custom resource it adopts (helm/helm#11638): a pool made as a
-      // hook (at a first install) is adopted by this upgrade unchanged. The chart README's step.
-      await kubectl(
-        ['apply', '-l', 'app.kubernetes.io/component=receiver', '-f', '-'],
-        await helm(['get', 'manifest', config.release]),
-      );
       await waitUntil('4 new receiver pods Ready after the roll', async () => {
         const now = await allReady(receiverSelector, 4);
         return now?.every((p) => before.get(p.name) !== p.uid) ? true : undefined;
@@ -328,13 +322,34 @@ const steps: Step[] = [
             `${p.name} has no TLS certificate after the upgrade (volumes: ${volumes})`,
           );
       }
-      // The API server had no ReceiverPool kind before this upgrade (the previous chart made no
-      // such CRD): the pool came as a hook, for the next upgrade to adopt (see the last step).
-      if (
-        previousImage &&
-        !(await helm(['get', 'hooks', config.release])).includes('kind: ReceiverPool')
-      )
-        throw new Error('the ReceiverPool is not a hook of the upgrade from the previous release');
+      // The pool is no resource of the release: the chart renders it into a ConfigMap, which owns
+      // it, and the operator applies it, with the value this upgrade changed.
+      if ((await helm(['get', 'manifest', config.release])).includes('kind: ReceiverPool'))
+        throw new Error(
+          'the ReceiverPool is a resource of the release, not applied by the operator',
+        );
+      const owners = await kubectl([
+        'get',
+        'receiverpool',
+        pool,
+        '-o',
+        'jsonpath={.metadata.ownerReferences[*].kind}/{.metadata.ownerReferences[*].name}',
+      ]);
+      if (owners !== `ConfigMap/${config.release}-receiver-pool`)
+        throw new Error(
+          `the pool's owners are ${owners}, not ConfigMap ${config.release}-receiver-pool`,
+        );
+      for (const p of await pods(receiverSelector)) {
+        const args = await kubectl([
+          'get',
+          'pod',
+          p.name,
+          '-o',
+          'jsonpath={.spec.containers[0].args}',
+        ]);
+        if (!args.includes('--flush-interval=2s'))
+          throw new Error(`${p.name} runs without the upgrade's --flush-interval=2s: ${args}`);
+      }
       // The receivers run from the chart's ReceiverPool: StatefulSets it owns, named as the
       // previous chart's (its setNames), whose pods restarted on their own data claims.
       const setNames = await kubectl([
@@ -544,7 +559,7 @@ const steps: Step[] = [
     },
   },
   {
-    name: 'helm uninstall leaves only the CRDs and the data (the pool adopted into the release goes)',
+    name: "helm uninstall leaves only the CRDs and the data (the pool, owned by the release's ConfigMap, goes)",
     run: async () => {
       await kubectl(['delete', 'pod', 'producer', 'producer-2', '--ignore-not-found']);
       await helm(['uninstall', config.release, '--wait', '--timeout', '3m']);
@@ -577,7 +592,7 @@ const steps: Step[] = [
         throw new Error(`left behind: ${left.filter((n) => !data.includes(n)).join(', ')}`);
       }
       await kubectl(['get', 'crd', 'cubeassignments.streamcube.io']);
-      // The pool, a hook when it came, was adopted by a later upgrade: uninstall deleted it.
+      // The pool, owned by the release's ConfigMap, went with it (the garbage collector).
       const pools = await kubectl(['get', 'receiverpools', '-o', 'name']);
       if (pools.trim() !== '') throw new Error(`helm uninstall left ${pools.trim()}`);
     },

@@ -5,9 +5,18 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { AppsV1Api, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubernetesObject,
+  type V1ConfigMap,
+} from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
+import { applyChartPool, poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
+import { EventRecorder } from '../../src/operator/events.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -40,8 +49,13 @@ async function renderPool(...sets: string[]): Promise<ReceiverPool> {
     'templates/receivers.yaml',
     ...args,
   );
-  const [pool] = (loadAll(stdout) as Rendered[]).filter((o) => o?.kind === 'ReceiverPool');
-  if (!pool) throw new Error('no ReceiverPool rendered');
+  const configMap: V1ConfigMap | undefined = (loadAll(stdout) as Rendered[]).find(
+    (o) => o?.kind === 'ConfigMap' && o.metadata?.name === 't-receiver-pool',
+  );
+  if (!configMap) throw new Error('no ConfigMap t-receiver-pool rendered');
+  const parsed = poolOfConfigMap(configMap);
+  if ('error' in parsed) throw new Error(parsed.error);
+  const pool = parsed.manifest;
   return {
     apiVersion: 'streamcube.io/v1alpha1',
     kind: 'ReceiverPool',
@@ -81,29 +95,18 @@ test('by default a pool named after the release: sets <release>-0 and <release>-
   );
 });
 
-test('while the API server has no ReceiverPool kind (the release makes its CRD) the pool is a post-install/post-upgrade hook the release owns, for the next upgrade to adopt; once it has, a resource of the release', async () => {
-  const annotationsOf = async (...args: string[]): Promise<Record<string, string> | undefined> => {
-    const { stdout } = await helm(
-      'template',
-      't',
-      chart,
-      '--namespace',
-      'chart-ns',
-      '--show-only',
-      'templates/receivers.yaml',
-      ...args,
-    );
-    return (loadAll(stdout) as Rendered[]).find((o) => o?.kind === 'ReceiverPool')?.metadata
-      ?.annotations;
-  };
-  expect(await annotationsOf()).toEqual({
-    'helm.sh/hook': 'post-install,post-upgrade',
-    'meta.helm.sh/release-name': 't',
-    'meta.helm.sh/release-namespace': 'chart-ns',
-  });
-  expect(await annotationsOf('--api-versions', 'streamcube.io/v1alpha1/ReceiverPool')).toBe(
-    undefined,
-  );
+test('the pool is no resource or hook of the release, whatever the API server serves: a ConfigMap holds it, which the operator applies', async () => {
+  for (const more of [[], ['--api-versions', 'streamcube.io/v1alpha1/ReceiverPool']]) {
+    const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', ...more);
+    const objects = (loadAll(stdout) as Rendered[]).filter((o) => o);
+    expect(objects.filter((o) => o.kind === 'ReceiverPool')).toEqual([]);
+    const configMap = objects.find((o) => o.metadata?.name === 't-receiver-pool');
+    expect(configMap).toMatchObject({
+      kind: 'ConfigMap',
+      metadata: { labels: { 'app.kubernetes.io/component': 'receiver' } },
+    });
+    expect(configMap?.metadata?.annotations).toBeUndefined();
+  }
 });
 
 test("older values: receivers.replicaSets install as the pool's first sets under the older chart's names (claims data-<release>-<name>-<n>); different replicas are refused, naming the value", async () => {
@@ -180,13 +183,21 @@ test("helm upgrade from the chart before the pool: its StatefulSets leave the re
       'rbac.aggregateToDefaultRoles=false',
       ...more,
     );
+  // What the leader does at each resync (no operator runs here).
+  const logger = createLogger('helm-chart-pool-test');
+  const apply = () =>
+    applyChartPool({
+      namespace,
+      configMap: 'up-receiver-pool',
+      core: kc.makeApiClient(CoreV1Api),
+      custom: kc.makeApiClient(CustomObjectsApi),
+      events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-pool-test', logger),
+      logger,
+    });
   try {
     await upgrade();
+    expect(await apply()).toMatchObject({ outcome: 'applied', sets: 2, setsFrom: 'chart' });
     expect((await pool()).spec).toMatchObject({ sets: 2, replicas: 2, setNames: ['rs-a', 'rs-b'] });
-    // The kind is known here: the pool is a resource of the release, not a hook.
-    expect((await helm('get', 'manifest', 'up', '--namespace', namespace)).stdout).toContain(
-      'kind: ReceiverPool',
-    );
     // Helm removed the older chart's StatefulSets (and their Services and PDBs); the operator
     // makes them again under the pool, by the same names.
     await waitFor(
@@ -201,8 +212,71 @@ test("helm upgrade from the chart before the pool: its StatefulSets leave the re
     ]);
     // No StatefulSet of the older chart is left to look up: the pool's own setNames are kept.
     await upgrade('--set', 'receivers.sets=3');
+    expect(await apply()).toMatchObject({ outcome: 'applied', sets: 3, setsFrom: 'chart' });
     expect((await pool()).spec).toMatchObject({ sets: 3, setNames: ['rs-a', 'rs-b'] });
   } finally {
     await helm('uninstall', 'up', '--namespace', namespace);
+  }
+});
+
+test('a development install whose release holds the pool (main before the ConfigMap, never released): annotated helm.sh/resource-policy=keep as the chart README says, the upgrade leaves it, and the operator takes it over with its scaled count', async () => {
+  await applyCrd();
+  const namespace = await createNamespace(kc, 'helm-pool-dev');
+  const flags = [
+    '--namespace',
+    namespace,
+    '--set',
+    'crds.enabled=false',
+    '--set',
+    'rbac.aggregateToDefaultRoles=false',
+  ];
+  // ecc264b: the last commit whose release held the pool (the kind is known here: no hook).
+  const before = previousSources(
+    ['deploy/helm/streamcube'],
+    'ecc264b5df8722788d2815c30980d741e2659e57',
+  );
+  try {
+    await helm('install', 'dev', join(before.dir, 'deploy', 'helm', 'streamcube'), ...flags);
+  } finally {
+    before.remove();
+  }
+  const pool = async (): Promise<ReceiverPool> =>
+    JSON.parse(
+      await kubectl('get', 'receiverpool', 'dev', '--namespace', namespace, '-o', 'json'),
+    ) as ReceiverPool;
+  const made = await pool();
+  await kubectl('scale', 'receiverpool/dev', '--replicas=3', '--namespace', namespace);
+  await kubectl(
+    'annotate',
+    'receiverpool',
+    'dev',
+    'helm.sh/resource-policy=keep',
+    '--namespace',
+    namespace,
+  );
+  const logger = createLogger('helm-chart-pool-test');
+  try {
+    await helm('upgrade', 'dev', chart, ...flags, '--set', 'receivers.flushInterval=2s');
+    const kept = await pool();
+    expect(kept.metadata.uid).toBe(made.metadata.uid);
+    expect(
+      await applyChartPool({
+        namespace,
+        configMap: 'dev-receiver-pool',
+        core: kc.makeApiClient(CoreV1Api),
+        custom: kc.makeApiClient(CustomObjectsApi),
+        events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-pool-test', logger),
+        logger,
+      }),
+    ).toMatchObject({ outcome: 'applied', sets: 3, setsFrom: 'kept' });
+    const applied = await pool();
+    expect(applied.metadata.uid).toBe(made.metadata.uid);
+    expect(applied.metadata.ownerReferences?.map((r) => `${r.kind}/${r.name}`)).toEqual([
+      'ConfigMap/dev-receiver-pool',
+    ]);
+    expect(applied.spec.sets).toBe(3);
+    expect(applied.spec.receiver.extraArgs).toContain('--flush-interval=2s');
+  } finally {
+    await helm('uninstall', 'dev', '--namespace', namespace);
   }
 });

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import {
   AppsV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   NetworkingV1Api,
   PolicyV1Api,
   RbacAuthorizationV1Api,
@@ -35,6 +36,9 @@ import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/nod
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
+import { applyChartPool, poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
+import { EventRecorder } from '../../src/operator/events.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -82,23 +86,30 @@ function parseRendered(stdout: string): Rendered[] {
   return (loadAll(stdout) as (Rendered | null)[]).filter((o): o is Rendered => o !== null);
 }
 
-/** `objects` and, for each ReceiverPool among them, the objects the operator applies for its sets. */
+/**
+ * `objects`, the ReceiverPool of each ConfigMap among them that holds one (the chart's pool, which
+ * the operator applies: src/operator/pool/chart-pool.ts), and for each pool the objects the
+ * operator applies for its sets.
+ */
 function withPoolSets(objects: Rendered[]): Rendered[] {
-  const sets = objects
-    .filter((o) => o.kind === 'ReceiverPool')
-    .flatMap((o) => {
-      const pool: ReceiverPool = {
-        apiVersion: 'streamcube.io/v1alpha1',
-        kind: 'ReceiverPool',
-        metadata: { ...o.metadata, namespace: 'chart-ns', uid: 'pool-uid' },
-        spec: receiverPoolSpec.parse(o.spec),
-      };
-      return Array.from({ length: pool.spec.sets }, (_, index) => {
-        const set = renderSet(pool, index);
-        return [set.service, set.podDisruptionBudget, set.statefulSet] as Rendered[];
-      }).flat();
-    });
-  return [...objects, ...sets];
+  const pools = objects.flatMap((o) => {
+    if (o.kind !== 'ConfigMap' || !('data' in o)) return [];
+    const parsed = poolOfConfigMap({ data: o.data as Record<string, string> });
+    return 'manifest' in parsed ? [parsed.manifest] : [];
+  });
+  const sets = pools.flatMap((o) => {
+    const pool: ReceiverPool = {
+      apiVersion: 'streamcube.io/v1alpha1',
+      kind: 'ReceiverPool',
+      metadata: { ...o.metadata, namespace: 'chart-ns', uid: 'pool-uid' },
+      spec: receiverPoolSpec.parse(o.spec),
+    };
+    return Array.from({ length: pool.spec.sets }, (_, index) => {
+      const set = renderSet(pool, index);
+      return [set.service, set.podDisruptionBudget, set.statefulSet] as Rendered[];
+    }).flat();
+  });
+  return [...objects, ...pools, ...sets];
 }
 
 function find(objects: Rendered[], kind: string, name: string): Rendered {
@@ -305,9 +316,12 @@ test("log level, extraEnv and extraArgs reach both processes, whose parsers take
     namespace: 'chart-ns',
     receiverNamespace: 'chart-ns',
     receiverSelector: 'app.kubernetes.io/instance=t',
+    // The chart's ReceiverPool: rendered into this ConfigMap, applied by the operator.
+    poolConfigMap: 't-receiver-pool',
     receiverTokenFile: '/var/run/streamcube/token',
     receiverTokenGraceMs: 120_000,
   });
+  expect(find(objects, 'ConfigMap', 't-receiver-pool')).toBeDefined();
   expect(operator.ports).toEqual([{ name: 'metrics', containerPort: 9100 }]);
   for (const name of ['t-0', 't-1']) {
     const receiver = container(find(objects, 'StatefulSet', name));
@@ -615,7 +629,12 @@ test("a Service serves the operator's metrics; ServiceMonitors or PodMonitors on
 
 test('a PrometheusRule and a Grafana dashboard ConfigMap only when enabled, made of the files in the chart', async () => {
   const plain = await render();
-  expect(plain.filter((o) => o.kind === 'PrometheusRule' || o.kind === 'ConfigMap')).toEqual([]);
+  // The one ConfigMap of a plain render holds the ReceiverPool.
+  expect(
+    plain
+      .filter((o) => o.kind === 'PrometheusRule' || o.kind === 'ConfigMap')
+      .map((o) => o.metadata?.name),
+  ).toEqual(['t-receiver-pool']);
   const rendered = await render(
     'metrics.prometheusRule.enabled=true',
     'metrics.prometheusRule.labels.release=prom',
@@ -1013,7 +1032,7 @@ test('receivers: the operator finds them in the release namespace (--receiver-na
     expectOperatorRoleInRelease(objects, 't-operator-receivers', [
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
     ]);
-    expectOperatorRoleInRelease(objects, 't-operator-pools', operatorPoolRules);
+    expectOperatorRoleInRelease(objects, 't-operator-pools', operatorPoolRules('t-receiver-pool'));
   }
 });
 
@@ -1528,10 +1547,25 @@ test('helm install creates the operator, RBAC, token, policy, monitors and a Rec
       (p) => p.metadata?.name,
     ),
   ).toEqual([]);
-  // The receivers: a ReceiverPool the operator renders (none runs here, so no StatefulSet is
-  // made); the old values' one set keeps its name as the pool's first set.
+  // The receivers: a ReceiverPool in the ConfigMap sc-receiver-pool, not a resource of the
+  // release; the operator applies it (none runs here: its apply, called as the leader does, and no
+  // StatefulSet is made). The old values' one set keeps its name as the pool's first set.
   const apps = kc.makeApiClient(AppsV1Api);
   expect((await apps.listNamespacedStatefulSet({ namespace })).items).toEqual([]);
+  expect((await helm('get', 'manifest', 'sc', '--namespace', namespace)).stdout).not.toContain(
+    'kind: ReceiverPool',
+  );
+  const logger = createLogger('helm-chart-test');
+  expect(
+    await applyChartPool({
+      namespace,
+      configMap: 'sc-receiver-pool',
+      core: kc.makeApiClient(CoreV1Api),
+      custom: kc.makeApiClient(CustomObjectsApi),
+      events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-test', logger),
+      logger,
+    }),
+  ).toMatchObject({ outcome: 'applied', pool: 'sc', sets: 1, setsFrom: 'chart' });
   const pool = JSON.parse(
     await kubectl('get', 'receiverpool', 'sc', '--namespace', namespace, '-o', 'json'),
   ) as ReceiverPool;

@@ -11,9 +11,18 @@ export interface PolicyRule {
 
 const write = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
 
-/** Role `<release>-operator-pools`: ReceiverPools and their sets, in the release namespace. */
-export const operatorPoolRules: PolicyRule[] = [
-  { apiGroups: ['streamcube.io'], resources: ['receiverpools'], verbs: ['get', 'list', 'watch'] },
+/**
+ * Role `<release>-operator-pools`: ReceiverPools and their sets, in the release namespace, and the
+ * ConfigMap `poolConfigMap` (`<release>-receiver-pool`) the chart renders its pool into.
+ */
+export const operatorPoolRules = (poolConfigMap: string): PolicyRule[] => [
+  // The chart's pool is applied by the operator (server-side: create and patch).
+  {
+    apiGroups: ['streamcube.io'],
+    resources: ['receiverpools'],
+    verbs: ['get', 'list', 'watch', 'create', 'patch'],
+  },
+  { apiGroups: [''], resources: ['configmaps'], resourceNames: [poolConfigMap], verbs: ['get'] },
   {
     apiGroups: ['streamcube.io'],
     resources: ['receiverpools/status'],

@@ -112,7 +112,7 @@ export function useChartRightsOperator(
   beforeAll(async () => {
     const kubeconfig = await serviceAccountKubeconfig(stack.kc, stack.namespace, 'operator', [
       ...operatorCubeRules,
-      ...operatorPoolRules,
+      ...operatorPoolRules('receiver-pool'),
     ]);
     operator = await stack.startOperator({}, undefined, [`--resync=${resyncMs}ms`], kubeconfig);
   });

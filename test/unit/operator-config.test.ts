@@ -101,3 +101,21 @@ test('--receiver-ca-file: HTTPS, checking the name streamcube-receiver unless to
     }).receiverCaFile,
   ).toBeUndefined();
 });
+
+test('--pool-configmap: the chart pool ConfigMap, from the flag or the environment; it needs --receiver-namespace, and a name', () => {
+  const ns = '--receiver-namespace=streamcube';
+  expect(parseOperatorConfig([...required, ns], {}).poolConfigMap).toBeUndefined();
+  expect(
+    parseOperatorConfig([...required, ns, '--pool-configmap=sc-receiver-pool'], {}).poolConfigMap,
+  ).toBe('sc-receiver-pool');
+  expect(
+    parseOperatorConfig([...required, ns], { STREAMCUBE_POOL_CONFIGMAP: 'sc-receiver-pool' })
+      .poolConfigMap,
+  ).toBe('sc-receiver-pool');
+  expect(() => parseOperatorConfig([...required, '--pool-configmap=sc-receiver-pool'], {})).toThrow(
+    /--pool-configmap needs --receiver-namespace/,
+  );
+  expect(() => parseOperatorConfig([...required, ns, '--pool-configmap=Pool_1'], {})).toThrow(
+    /--pool-configmap must be a ConfigMap name/,
+  );
+});

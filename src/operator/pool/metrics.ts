@@ -1,6 +1,7 @@
 // The pool controller's metrics: each pool's sets by state and its Ready sets, as its status says
 // (set at each reconcile, removed with the pool), and the sets it removed; with spec.autoscale,
-// the autoscaler's target, the lag per set it saw, the sets it wants and its decisions.
+// the autoscaler's target, the lag per set it saw, the sets it wants and its decisions; whether
+// the chart's pool (--pool-configmap) is applied.
 import type { Registry } from 'prom-client';
 import { sharedCounter, sharedGauge } from '../../observability/metrics.ts';
 import { setStates, type ReceiverPoolStatus } from '../../api/receiver-pool.ts';
@@ -47,6 +48,11 @@ export function createPoolMetrics(registry: Registry) {
     help: 'Changes of spec.sets the autoscaler of a ReceiverPool wrote, by direction (out, in, clamp)',
     labelNames: [...autoscaleLabels, 'direction'],
   });
+  const chartPool = sharedGauge(registry, {
+    name: 'streamcube_pool_chart_applied',
+    help: "1 when the leader's last look found the ReceiverPool of the chart's ConfigMap (--pool-configmap) applied or applied it, 0 when it could not (Event PoolNotApplied on the ConfigMap)",
+    labelNames: ['namespace', 'configmap'],
+  });
   const directions = ['out', 'in', 'clamp'] as const;
   const forgetAutoscale = (namespace: string, pool: string): void => {
     for (const g of [target, lagPerSet, desiredSets]) g.remove({ namespace, pool });
@@ -84,6 +90,9 @@ export function createPoolMetrics(registry: Registry) {
           (status.sets ?? []).filter((s) => s.state === state).length,
         );
       readySets.set({ namespace, pool }, status.readySets ?? 0);
+    },
+    chartPoolApplied(namespace: string, configmap: string, applied: boolean): void {
+      chartPool.set({ namespace, configmap }, applied ? 1 : 0);
     },
     removed(namespace: string, pool: string): void {
       setsRemoved.inc({ namespace, pool });

@@ -300,3 +300,8 @@ setNames: {{ toJson $setNames }}
 {{- $pool := include "streamcube.pool" . | fromYaml }}
 {{- $pool.name }}-{{ if $pool.setNames }}{{ first $pool.setNames }}{{ else }}0{{ end }}
 {{- end }}
+
+{{/* The ConfigMap holding the chart's ReceiverPool, which the operator applies (--pool-configmap). */}}
+{{- define "streamcube.poolConfigMap" -}}
+{{ .Release.Name }}-receiver-pool
+{{- end }}
