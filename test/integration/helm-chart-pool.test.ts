@@ -5,18 +5,11 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  AppsV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubernetesObject,
-  type V1ConfigMap,
-} from '@kubernetes/client-node';
+import { AppsV1Api, type KubernetesObject, type V1ConfigMap } from '@kubernetes/client-node';
 import { loadAll } from 'js-yaml';
 import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
-import { applyChartPool, poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
-import { EventRecorder } from '../../src/operator/events.ts';
-import { createLogger } from '../../src/observability/logger.ts';
+import { poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
+import { applyChartPoolAsLeader } from '../support/receiver-pools.ts';
 import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -63,6 +56,20 @@ async function renderPool(...sets: string[]): Promise<ReceiverPool> {
     spec: receiverPoolSpec.parse(pool.spec),
   };
 }
+
+/**
+ * `--namespace` and the values of a release in the shared API server: the CRDs are the
+ * environment's (the release leaves them alone), and it adds nothing to the cluster's view and edit
+ * roles (the aggregated-roles test reads them).
+ */
+const inEnvironment = (namespace: string): string[] => [
+  '--namespace',
+  namespace,
+  '--set',
+  'crds.enabled=false',
+  '--set',
+  'rbac.aggregateToDefaultRoles=false',
+];
 
 /** The name, replicas and replica-set label of every StatefulSet the operator makes of `pool`. */
 const statefulSetsOf = (pool: ReceiverPool): [string, number, string][] =>
@@ -168,32 +175,9 @@ test("helm upgrade from the chart before the pool: its StatefulSets leave the re
     JSON.parse(
       await kubectl('get', 'receiverpool', 'up', '--namespace', namespace, '-o', 'json'),
     ) as ReceiverPool;
-  // The CRDs are the environment's: this release leaves them alone, and it adds nothing to the
-  // cluster's view and edit roles (the aggregated-roles test reads them).
   const upgrade = (...more: string[]) =>
-    helm(
-      'upgrade',
-      'up',
-      chart,
-      '--namespace',
-      namespace,
-      '--set',
-      'crds.enabled=false',
-      '--set',
-      'rbac.aggregateToDefaultRoles=false',
-      ...more,
-    );
-  // What the leader does at each resync (no operator runs here).
-  const logger = createLogger('helm-chart-pool-test');
-  const apply = () =>
-    applyChartPool({
-      namespace,
-      configMap: 'up-receiver-pool',
-      core: kc.makeApiClient(CoreV1Api),
-      custom: kc.makeApiClient(CustomObjectsApi),
-      events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-pool-test', logger),
-      logger,
-    });
+    helm('upgrade', 'up', chart, ...inEnvironment(namespace), ...more);
+  const apply = () => applyChartPoolAsLeader(kc, namespace, 'up-receiver-pool');
   try {
     await upgrade();
     expect(await apply()).toMatchObject({ outcome: 'applied', sets: 2, setsFrom: 'chart' });
@@ -222,14 +206,7 @@ test("helm upgrade from the chart before the pool: its StatefulSets leave the re
 test('a development install whose release holds the pool (main before the ConfigMap, never released): annotated helm.sh/resource-policy=keep as the chart README says, the upgrade leaves it, and the operator takes it over with its scaled count', async () => {
   await applyCrd();
   const namespace = await createNamespace(kc, 'helm-pool-dev');
-  const flags = [
-    '--namespace',
-    namespace,
-    '--set',
-    'crds.enabled=false',
-    '--set',
-    'rbac.aggregateToDefaultRoles=false',
-  ];
+  const flags = inEnvironment(namespace);
   // ecc264b: the last commit whose release held the pool (the kind is known here: no hook).
   const before = previousSources(
     ['deploy/helm/streamcube'],
@@ -254,21 +231,15 @@ test('a development install whose release holds the pool (main before the Config
     '--namespace',
     namespace,
   );
-  const logger = createLogger('helm-chart-pool-test');
   try {
     await helm('upgrade', 'dev', chart, ...flags, '--set', 'receivers.flushInterval=2s');
     const kept = await pool();
     expect(kept.metadata.uid).toBe(made.metadata.uid);
-    expect(
-      await applyChartPool({
-        namespace,
-        configMap: 'dev-receiver-pool',
-        core: kc.makeApiClient(CoreV1Api),
-        custom: kc.makeApiClient(CustomObjectsApi),
-        events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-pool-test', logger),
-        logger,
-      }),
-    ).toMatchObject({ outcome: 'applied', sets: 3, setsFrom: 'kept' });
+    expect(await applyChartPoolAsLeader(kc, namespace, 'dev-receiver-pool')).toMatchObject({
+      outcome: 'applied',
+      sets: 3,
+      setsFrom: 'kept',
+    });
     const applied = await pool();
     expect(applied.metadata.uid).toBe(made.metadata.uid);
     expect(applied.metadata.ownerReferences?.map((r) => `${r.kind}/${r.name}`)).toEqual([

@@ -12,7 +12,6 @@ import { promisify } from 'node:util';
 import {
   AppsV1Api,
   CoreV1Api,
-  CustomObjectsApi,
   NetworkingV1Api,
   PolicyV1Api,
   RbacAuthorizationV1Api,
@@ -36,9 +35,8 @@ import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/nod
 import { parseQueryServerConfig } from '../../src/query/config.ts';
 import { parseReceiverConfig } from '../../src/receiver/config.ts';
 import { receiverPoolSpec, type ReceiverPool } from '../../src/api/receiver-pool.ts';
-import { applyChartPool, poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
-import { EventRecorder } from '../../src/operator/events.ts';
-import { createLogger } from '../../src/observability/logger.ts';
+import { poolOfConfigMap } from '../../src/operator/pool/chart-pool.ts';
+import { applyChartPoolAsLeader } from '../support/receiver-pools.ts';
 import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
@@ -1556,17 +1554,12 @@ test('helm install creates the operator, RBAC, token, policy, monitors and a Rec
   expect((await helm('get', 'manifest', 'sc', '--namespace', namespace)).stdout).not.toMatch(
     /^kind: ReceiverPool$/m,
   );
-  const logger = createLogger('helm-chart-test');
-  expect(
-    await applyChartPool({
-      namespace,
-      configMap: 'sc-receiver-pool',
-      core: kc.makeApiClient(CoreV1Api),
-      custom: kc.makeApiClient(CustomObjectsApi),
-      events: new EventRecorder(kc.makeApiClient(CoreV1Api), 'helm-chart-test', logger),
-      logger,
-    }),
-  ).toMatchObject({ outcome: 'applied', pool: 'sc', sets: 1, setsFrom: 'chart' });
+  expect(await applyChartPoolAsLeader(kc, namespace, 'sc-receiver-pool')).toMatchObject({
+    outcome: 'applied',
+    pool: 'sc',
+    sets: 1,
+    setsFrom: 'chart',
+  });
   const pool = JSON.parse(
     await kubectl('get', 'receiverpool', 'sc', '--namespace', namespace, '-o', 'json'),
   ) as ReceiverPool;

@@ -8,6 +8,7 @@ import {
   CustomObjectsApi,
   PolicyV1Api,
   type CoreV1Event,
+  type KubeConfig,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
 import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
@@ -22,6 +23,9 @@ import { cubeEvents, kubectl, type OperatorProcess } from './cluster.ts';
 import { operatorCubeRules, operatorPoolRules } from './operator-rules.ts';
 import { serviceAccountKubeconfig } from './receiver-kubeconfig.ts';
 import type { OperatorStack } from './operator-stack.ts';
+import { applyChartPool, type ChartPoolOutcome } from '../../src/operator/pool/chart-pool.ts';
+import { EventRecorder } from '../../src/operator/events.ts';
+import { createLogger } from '../../src/observability/logger.ts';
 import { waitFor } from './wait.ts';
 
 /** A pool of `sets` sets of `replicas` receivers; images, tokens and claims are never used here. */
@@ -218,4 +222,25 @@ export function movedPartitions(
   return [...new Set([...was.keys(), ...now.keys()])]
     .filter((p) => was.get(p) !== now.get(p))
     .sort((a, b) => a - b);
+}
+
+/**
+ * What the operator's leader does at each resync with --pool-configmap (none runs in the chart
+ * suites): applies the ReceiverPool of ConfigMap `configMap` in `namespace`, as the admin.
+ */
+export function applyChartPoolAsLeader(
+  kc: KubeConfig,
+  namespace: string,
+  configMap: string,
+): Promise<ChartPoolOutcome> {
+  const logger = createLogger('chart-pool-test');
+  const core = kc.makeApiClient(CoreV1Api);
+  return applyChartPool({
+    namespace,
+    configMap,
+    core,
+    custom: kc.makeApiClient(CustomObjectsApi),
+    events: new EventRecorder(core, 'chart-pool-test', logger),
+    logger,
+  });
 }
