@@ -29,7 +29,8 @@ export const maxMeasures = 64;
 export const maxBrokers = 32;
 
 export const dnsLabelPattern = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const dnsSubdomainPattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+export const dnsSubdomainPattern =
+  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /**
  * Durations in the units CEL's duration() (Go's time.ParseDuration) shares with parseDuration:

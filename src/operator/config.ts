@@ -2,6 +2,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { dnsSubdomainPattern } from '../api/cube-assignment.ts';
 import { parseDuration } from '../api/duration.ts';
 import { receiverAccessOf } from '../http/tls.ts';
 import { ConfigError } from '../config-error.ts';
@@ -160,7 +161,7 @@ export function parseOperatorConfig(
     flag('receiver-namespace') ?? (env.STREAMCUBE_RECEIVER_NAMESPACE || undefined),
   );
   if (poolConfigMap !== undefined) {
-    if (!/^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/.test(poolConfigMap))
+    if (poolConfigMap.length > 253 || !dnsSubdomainPattern.test(poolConfigMap))
       throw new ConfigError(
         `--pool-configmap must be a ConfigMap name (a DNS subdomain), got '${poolConfigMap}'`,
       );

@@ -42,7 +42,7 @@ import {
   PoolAutoscaler,
   SetWorkloads,
 } from './pool/index.ts';
-import { applyChartPool } from './pool/chart-pool.ts';
+import { keepChartPoolApplied } from './pool/chart-pool.ts';
 
 export async function runOperator(argv: string[]): Promise<number> {
   const config = parseOperatorConfig(argv);
@@ -223,26 +223,19 @@ export async function runOperator(argv: string[]): Promise<number> {
     signal.addEventListener('abort', removePoolHandler, { once: true });
     // The chart's pool (--pool-configmap): applied now, and at every resync when it changed.
     const { poolConfigMap, receiverNamespace } = config;
-    if (poolConfigMap && receiverNamespace) {
-      let applying: Promise<unknown> | undefined;
-      const applyPool = (): void => {
-        applying ??= applyChartPool({
-          namespace: receiverNamespace,
-          configMap: poolConfigMap,
-          core,
-          custom,
-          events,
-          logger,
-        })
-          .then(({ outcome }) =>
-            poolMetrics.chartPoolApplied(receiverNamespace, poolConfigMap, outcome !== 'failed'),
-          )
-          .finally(() => (applying = undefined));
-      };
-      applyPool();
-      const applier = setInterval(applyPool, config.resyncMs);
-      signal.addEventListener('abort', () => clearInterval(applier), { once: true });
-    }
+    if (poolConfigMap && receiverNamespace)
+      keepChartPoolApplied({
+        namespace: receiverNamespace,
+        configMap: poolConfigMap,
+        core,
+        custom,
+        events,
+        logger,
+        signal,
+        resyncMs: config.resyncMs,
+        applied: (applied) =>
+          poolMetrics.chartPoolApplied(receiverNamespace, poolConfigMap, applied),
+      });
     await Promise.all([cubes.waitForSync(signal), pods.waitForSync(signal)]);
     for (const cube of cubes.list()) queue.add(objectKey(cube));
     controller.start();

@@ -10,8 +10,6 @@
 import { createHash } from 'node:crypto';
 import {
   ApiException,
-  PatchStrategy,
-  setHeaderOptions,
   type CoreV1Api,
   type CustomObjectsApi,
   type V1ConfigMap,
@@ -27,7 +25,7 @@ import {
 } from '../../api/receiver-pool.ts';
 import type { Logger } from '../../observability/logger.ts';
 import type { EventRecorder } from '../events.ts';
-import { apiErrorMessage } from './workloads.ts';
+import { apiErrorMessage, serverSideApply } from './workloads.ts';
 
 /** The ConfigMap key holding the pool's manifest, as JSON. */
 export const poolManifestKey = 'pool.json';
@@ -37,8 +35,6 @@ export const chartFieldManager = 'streamcube-chart';
 export const chartDigestAnnotation = 'streamcube.io/chart-pool-digest';
 /** On the pool: the chart's spec.sets when last applied, to tell a changed value from a scaled pool. */
 export const chartSetsAnnotation = 'streamcube.io/chart-sets';
-
-const serverSideApply = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
 /** The pool a ConfigMap holds, or why it holds none. */
 export function poolOfConfigMap(
@@ -91,7 +87,7 @@ export function chartPoolApplication(o: {
   const lastChartSets = annotations[chartSetsAnnotation];
   const takeChartSets =
     !live || (lastChartSets !== undefined && lastChartSets !== String(chartSets));
-  const sets = takeChartSets || !live ? chartSets : live.spec.sets;
+  const sets = live && !takeChartSets ? live.spec.sets : chartSets;
   return {
     sets: takeChartSets ? 'chart' : 'kept',
     body: {
@@ -224,4 +220,26 @@ export async function applyChartPool(deps: ChartPoolDeps): Promise<ChartPoolOutc
     setsFrom: application.sets,
   });
   return { outcome: 'applied', pool, sets, setsFrom: application.sets };
+}
+
+/**
+ * The leader's loop of one term: applyChartPool now and every `resyncMs` (one at a time) until
+ * `signal` aborts, each outcome reported to `applied` (false when it failed).
+ */
+export function keepChartPoolApplied(
+  deps: ChartPoolDeps & {
+    signal: AbortSignal;
+    resyncMs: number;
+    applied: (applied: boolean) => void;
+  },
+): void {
+  let applying: Promise<unknown> | undefined;
+  const apply = (): void => {
+    applying ??= applyChartPool(deps)
+      .then(({ outcome }) => deps.applied(outcome !== 'failed'))
+      .finally(() => (applying = undefined));
+  };
+  apply();
+  const timer = setInterval(apply, deps.resyncMs);
+  deps.signal.addEventListener('abort', () => clearInterval(timer), { once: true });
 }

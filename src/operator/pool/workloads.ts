@@ -15,7 +15,8 @@ import { poolLabel, replicaSetLabel } from './set-names.ts';
 /** The field manager of every object the operator applies (managedFields names it). */
 export const fieldManager = 'streamcube-operator';
 
-const serverSideApply = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
+/** The request option of a server-side apply (Content-Type application/apply-patch+yaml). */
+export const serverSideApply = setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply);
 
 export type WorkloadApis = {
   apps: Pick<AppsV1Api, 'patchNamespacedStatefulSet' | 'deleteNamespacedStatefulSet'>;
