@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import { nodeNetwork } from '../settings.ts';
 import { runCommand } from '../processes.ts';
+import { say } from '../progress.ts';
 
 const netnsPath = `/var/run/netns/${nodeNetwork.netns}`;
 
@@ -19,12 +20,29 @@ async function ip(args: string[]): Promise<void> {
   await runCommand('ip', args);
 }
 
+/**
+ * Makes sure no namespace `name` is in the way. One whose processes are all gone is what a node
+ * killed with its runner (kill -9, the end of a session) leaves: it is removed, with what it held.
+ * One with a process in it belongs to a node that runs: refused, naming the processes.
+ */
+export async function claimNetworkNamespace(name: string): Promise<'free' | 'reclaimed'> {
+  if (!existsSync(`/var/run/netns/${name}`)) return 'free';
+  const pids = (await runCommand('ip', ['netns', 'pids', name])).split(/\s+/).filter(Boolean);
+  if (pids.length > 0) {
+    throw new Error(
+      `network namespace ${name} exists and processes ${pids.join(', ')} run in it: another node of the test environment runs on this machine (stop it with npm run env:down)`,
+    );
+  }
+  say(`network namespace ${name} was left by a node whose processes are gone: removing it`);
+  await ip(['netns', 'del', name]);
+  return 'reclaimed';
+}
+
 /** Creates the namespace and the veth pair; refuses to run beside another node on this machine. */
 export async function createNodeNetwork(): Promise<void> {
-  if (existsSync(netnsPath)) {
-    throw new Error(
-      `network namespace ${nodeNetwork.netns} exists: another node of the test environment runs on this machine (stop it with npm run env:down, or remove it with: ip netns del ${nodeNetwork.netns})`,
-    );
+  if ((await claimNetworkNamespace(nodeNetwork.netns)) === 'reclaimed') {
+    // The host's end of a veth goes with its peer's namespace; this catches a half-made pair.
+    await ip(['link', 'del', nodeNetwork.hostInterface]).catch(() => undefined);
   }
   const { hostInterface, nodeInterface, hostAddress, nodeAddress, vethPrefix, podCidr } =
     nodeNetwork;
