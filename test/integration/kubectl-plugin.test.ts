@@ -6,8 +6,7 @@
 // with the operator's reason, one to earliest followed to its end); clear errors for a cube that
 // does not exist.
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { dump } from 'js-yaml';
 import { approveAnnotation, type CubeAssignment } from '../../src/api/cube-assignment.ts';
@@ -17,6 +16,9 @@ import { QueryServerProcess } from '../support/query-server-process.ts';
 import { waitFor } from '../support/wait.ts';
 import { applyCrd, conditionOf, cubeApi } from '../support/cluster.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratchDir = scratchDirs();
 
 const stack = useOperatorStack({ name: 'kubectl-plugin', replicaSets: ['rs-a', 'rs-b', 'rs-c'] });
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -26,7 +28,7 @@ const api = () => cubeApi(stack.kc);
 let pluginDir: string;
 beforeAll(() => {
   // What `npm install` links as the package's bin: an executable named kubectl-streamcube.
-  pluginDir = mkdtempSync(join(tmpdir(), 'kubectl-plugin-'));
+  pluginDir = scratchDir('kubectl-plugin-');
   const bin = join(pluginDir, 'kubectl-streamcube');
   writeFileSync(
     bin,

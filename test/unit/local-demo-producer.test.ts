@@ -1,11 +1,13 @@
 // The demo producer meets another producer on its topic: what the broker acknowledged is the
 // demo's and is never sent again (it re-sent an ever larger batch every tick and flooded its own
 // broker), the foreign offsets are recorded in the ledger, and it says so once per write.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Producer } from 'kafkajs';
 import { type DemoLedger, DemoProducer, demoRates } from '../../src/local/demo-data.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratchDir = scratchDirs();
 
 /** A broker's partitions as offsets only: a send appends, `foreign` appends records of another. */
 function fakeBroker() {
@@ -30,7 +32,7 @@ function fakeBroker() {
 
 test('a foreign record is recorded, what was written is accounted, and nothing is sent twice', async () => {
   const broker = fakeBroker();
-  const ledgerFile = join(mkdtempSync(join(tmpdir(), 'demo-ledger-')), 'ledger.json');
+  const ledgerFile = join(scratchDir('demo-ledger-'), 'ledger.json');
   const demo = new DemoProducer(broker.producer, 'demo', ledgerFile);
   const said: string[] = [];
   (demo as unknown as { onForeign: (m: string) => void }).onForeign = (m) => said.push(m);
@@ -57,7 +59,7 @@ test('a topic emptied under the demo stops it with a message, rather than guess'
   const demo = new DemoProducer(
     broker.producer,
     'demo',
-    join(mkdtempSync(join(tmpdir(), 'demo-ledger-')), 'ledger.json'),
+    join(scratchDir('demo-ledger-'), 'ledger.json'),
   );
   await demo.produceTick(0);
   await demo.produceTick(1);

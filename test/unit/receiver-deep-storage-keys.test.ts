@@ -1,11 +1,13 @@
 // Names that become deep-storage keys cannot leave its root: the admin API refuses a fence or an
 // assignment whose names are not DNS labels, and the storage layer refuses any key with `..`.
-import { mkdtempSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { assignCubeRequest, fenceRequest } from '../../src/protocol/admin-api.ts';
 import { DeepStorageKeyError, checkDeepStorageKey } from '../../src/receiver/deep-storage.ts';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratchDir = scratchDirs();
 
 test.each([
   'namespace=default/orders/window=2026-01-01T00:00:00.000Z/replicaSet=rs-a/commit.1.json',
@@ -30,7 +32,7 @@ test.each([
 });
 
 test('a directory deep storage writes nothing outside its root for a key with ..', async () => {
-  const parent = mkdtempSync(join(tmpdir(), 'deep-keys-'));
+  const parent = scratchDir('deep-keys-');
   const storage = new FilesystemDeepStorage(join(parent, 'root'));
   await expect(
     storage.createObject('cube/fences/replicaSet=../../../x.json', '{}'),

@@ -3,16 +3,16 @@
 // server once read a cube's whole committed view as empty, every partition a gap from offset 0).
 // A listing that resumes after a key lists exactly the keys after it, reading no directory whose
 // keys all sort before it.
-import { mkdtempSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { FilesystemDeepStorage } from '../../src/receiver/deep-storage-filesystem.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratchDir = scratchDirs();
 
 const record = (w: number): string => `orders/window=${w}/replicaSet=rs-a/commit.1.json`;
 
 test('a listing taken while hand-off directories are renamed holds every commit record', async () => {
-  const storage = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'deep-listing-')));
+  const storage = new FilesystemDeepStorage(scratchDir('deep-listing-'));
   const windows = [...Array(20).keys()];
   for (const w of windows) await storage.createObject(record(w), '{}');
   // A hand-off's last step, again and again: `<key>.tmp` renamed to `<key>` (then removed, so
@@ -42,7 +42,7 @@ test('a listing taken while hand-off directories are renamed holds every commit 
 });
 
 test('a prefix with nothing under it lists nothing', async () => {
-  const storage = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'deep-listing-')));
+  const storage = new FilesystemDeepStorage(scratchDir('deep-listing-'));
   expect(await storage.listKeys('orders')).toEqual([]);
 });
 
@@ -54,7 +54,7 @@ test.each([
   ['window=3', 'past the last: nothing'],
   ['a', 'before every key'],
 ])('listing after %j (%s): exactly the keys after it', async (startAfter) => {
-  const storage = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'deep-listing-')));
+  const storage = new FilesystemDeepStorage(scratchDir('deep-listing-'));
   for (const w of [0, 1, 2, 10, 12])
     for (const set of ['rs-a', 'rs-b']) {
       await storage.createObject(`orders/window=${w}/replicaSet=${set}/commit.1.json`, '{}');
