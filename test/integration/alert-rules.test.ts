@@ -112,10 +112,12 @@ test('StreamcubePoolSetsNotReady fires for a pool whose Active set lacks Ready r
       ...pool('healthy', '2x40', '2x40'),
       // Scaled out at minute 5: the new set is Ready 8 minutes later.
       ...pool('growing', '2x4 3x35', '2x12 3x27'),
-      // Scaled in at minute 5: a Draining set, which readySets does not count.
-      ...pool('shrinking', '3x4 2x35', '3x4 2x35', '0x4 1x35'),
+      // Scaled in from 3 to 1 at minute 5: two Draining sets, which readySets does not count.
+      ...pool('shrinking', '3x4 1x35', '3x4 1x35', '0x4 2x35'),
     ],
     [
+      // The scale-out's new set was not Ready for 8 minutes, the broken one for 6 so far.
+      { eval_time: '11m', alertname: 'StreamcubePoolSetsNotReady', exp_alerts: [] },
       { eval_time: '19m', alertname: 'StreamcubePoolSetsNotReady', exp_alerts: [] },
       {
         eval_time: '21m',
