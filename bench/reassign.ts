@@ -25,7 +25,7 @@ import { type KubeConfig, Watch } from '@kubernetes/client-node';
 import { type Admin, logLevel } from 'kafkajs';
 import { group, plural, version, type CubeAssignment } from '../src/api/cube-assignment.ts';
 import { createKafka } from '../src/kafka/client.ts';
-import type { CubeStatus } from '../src/protocol/admin-api.ts';
+import type { CubeSummary } from '../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../src/protocol/client.ts';
 import { adminKubeConfig } from '../test/env/connection.ts';
 import { freePort } from '../src/local/processes.ts';
@@ -215,9 +215,9 @@ class PositionSampler {
 
   private async sample(receiver: ReceiverProcess): Promise<void> {
     const sent = Date.now();
-    let status: CubeStatus | undefined;
+    let status: CubeSummary | undefined;
     try {
-      status = await receiver.client.cubeStatus(cube);
+      status = await receiver.client.cubeSummary(cube);
     } catch (error) {
       if (!(error instanceof ReceiverApiError && error.status === 404)) {
         this.errors += 1;
@@ -755,7 +755,7 @@ async function main(): Promise<void> {
       'the final owners to reach the high watermarks',
       async () => {
         for (const r of (owner ?? replicaSets).flatMap((rs) => receivers.get(rs)!)) {
-          const status = await r.client.cubeStatus(cube).catch((error: unknown) => {
+          const status = await r.client.cubeSummary(cube).catch((error: unknown) => {
             if (error instanceof ReceiverApiError && error.status === 404) return undefined;
             throw error;
           });

@@ -335,6 +335,12 @@ export function cubeSummaryOf(status: CubeStatus): CubeSummary {
   return { ...rest, segments };
 }
 
+/**
+ * GET /v1/namespaces/:ns/cubes/:cube?view=summary: the summary, or the full status from a
+ * receiver of before the view (which ignores the parameter), summarised here.
+ */
+export const cubeSummaryAnswer = z.union([cubeSummary, cubeStatus.transform(cubeSummaryOf)]);
+
 /** GET /v1/cubes: every cube of the receiver, summarised; one call covers them all. */
 export const cubeSummaries = z.object({
   receiver: z.string(),

@@ -5,6 +5,7 @@
 import type { z } from 'zod';
 import {
   cubeStatus,
+  cubeSummaryAnswer,
   cubeSummaries,
   drainResponse,
   errorResponse,
@@ -16,6 +17,7 @@ import {
   unassignResponse,
   type AssignCubeRequest,
   type CubeStatus,
+  type CubeSummary,
   type CubeSummaries,
   type DrainRequest,
   type DrainResponse,
@@ -265,6 +267,12 @@ export class ReceiverClient {
     this.call('GET', '/v1/cubes', cubeSummaries, { signal });
   cubeStatus = (cube: string, signal?: AbortSignal): Promise<CubeStatus> =>
     this.call('GET', this.path(cube), cubeStatus, { signal });
+  /**
+   * The cube's status with its segments counted, not listed (`?view=summary`): its partitions
+   * and coverage at a fraction of the full status's cost, on the receiver and here.
+   */
+  cubeSummary = (cube: string, signal?: AbortSignal): Promise<CubeSummary> =>
+    this.call('GET', `${this.path(cube)}?view=summary`, cubeSummaryAnswer, { signal });
   assign = (cube: string, request: AssignCubeRequest, signal?: AbortSignal): Promise<CubeStatus> =>
     this.call('PUT', this.path(cube), cubeStatus, { body: request, signal, cube });
   /** POST /v1/namespaces/:ns/cubes/:cube/<action> with a list of partitions; answers their states. */

@@ -6,6 +6,7 @@ import type { Kafka } from 'kafkajs';
 import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
 import type {
   CubeStatus,
+  CubeSummary,
   DrainResponse,
   PartitionStatus,
   QueryResponse,
@@ -576,13 +577,7 @@ export class CubeChannel {
   status(): CubeStatus {
     const { listed, counts } = segmentsView(this.segments.segments.values());
     return {
-      namespace: this.key.namespace,
-      cube: this.cube,
-      replicaSet: this.options.replicaSet,
-      receiver: this.options.receiverId,
-      topic: this.spec.source.topic,
-      specDigest: this.specDigest,
-      partitions: this.partitions.sorted().map((ps) => this.partitionStatus(ps)),
+      ...this.statusBase(),
       segments: listed.map((s) =>
         segmentStatus(
           s,
@@ -592,6 +587,29 @@ export class CubeChannel {
         ),
       ),
       segmentCounts: counts,
+    };
+  }
+
+  /** The status with its segments counted, not listed: what the operator reads. */
+  summary(): CubeSummary {
+    const segments = { active: 0, immutable: 0, handedOff: 0 };
+    for (const s of this.segments.segments.values()) {
+      if (s.state === 'ACTIVE') segments.active += 1;
+      else if (s.state === 'IMMUTABLE') segments.immutable += 1;
+      else segments.handedOff += 1;
+    }
+    return { ...this.statusBase(), segments };
+  }
+
+  private statusBase(): Omit<CubeStatus, 'segments' | 'segmentCounts'> {
+    return {
+      namespace: this.key.namespace,
+      cube: this.cube,
+      replicaSet: this.options.replicaSet,
+      receiver: this.options.receiverId,
+      topic: this.spec.source.topic,
+      specDigest: this.specDigest,
+      partitions: this.partitions.sorted().map((ps) => this.partitionStatus(ps)),
       ingested: this.ingest.ingested,
       rejected: Object.fromEntries(this.ingest.rejected),
       consumer: consumerStatus(this.consumer.health()),

@@ -21,12 +21,7 @@ import type {
   CubeSummaries,
   ReceiverStatus,
 } from '../protocol/admin-api.ts';
-import {
-  type FenceResponse,
-  assignCubeRequest,
-  cubeSummaryOf,
-  fenceRequest,
-} from '../protocol/admin-api.ts';
+import { type FenceResponse, assignCubeRequest, fenceRequest } from '../protocol/admin-api.ts';
 import { fenceReplicaSet } from './hand-off-commit.ts';
 import { rangeMapToJson } from './offset-ranges.ts';
 import type { ReceiverConfig } from './config.ts';
@@ -564,7 +559,7 @@ export class Receiver {
     return {
       receiver: this.config.id,
       replicaSet: this.config.replicaSet,
-      cubes: [...this.cubes.values()].map((c) => cubeSummaryOf(c.status())),
+      cubes: [...this.cubes.values()].map((c) => c.summary()),
     };
   }
 

@@ -73,6 +73,20 @@ interface CubeRoute {
   handle: (receiver: Receiver, cube: CubeKey, request: never, url: URL) => unknown;
 }
 
+/**
+ * `?view=` of a cube's GET: `full` (the default) lists its segments with their offsets, `summary`
+ * counts them, as GET /v1/cubes does, for callers that need its partitions and coverage only.
+ */
+function cubeView(url: URL): 'full' | 'summary' {
+  const view = url.searchParams.get('view') ?? 'full';
+  if (view === 'full' || view === 'summary') return view;
+  throw new ChannelError(
+    'Invalid',
+    `view ${JSON.stringify(view.slice(0, 40))} is not one of full, summary`,
+    'view',
+  );
+}
+
 const noBody = (): undefined => undefined;
 
 /** A route whose handler takes what its `parse` returns. */
@@ -106,7 +120,8 @@ const cubeRoutes: CubeRoute[] = [
     action: undefined,
     mutates: false,
     parse: noBody,
-    handle: (r, cube) => r.get(cube).status(),
+    handle: (r, cube, _request, url) =>
+      cubeView(url) === 'summary' ? r.get(cube).summary() : r.get(cube).status(),
   }),
   cubeRoute({
     method: 'DELETE',

@@ -55,7 +55,7 @@ async function promtoolTest(
     return (await run(binary('STREAMCUBE_PROMTOOL'), ['test', 'rules', tests])).stdout;
   } catch (error) {
     const { stdout, stderr } = error as { stdout: string; stderr: string };
-    throw new Error(`promtool test rules failed:\n${stdout}${stderr}`);
+    throw new Error(`promtool test rules failed:\n${stdout}${stderr}`, { cause: error });
   }
 }
 

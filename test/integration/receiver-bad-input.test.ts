@@ -157,6 +157,10 @@ describe('admin API errors', () => {
     const notJson = await call('PUT', `/v1/cubes/${cube}`, { body: '{"source": ' });
     expect(notJson).toMatchObject({ status: 400, body: { error: 'invalid request' } });
     expect((notJson.body as { reason: string }).reason).toMatch(/not valid JSON/);
+    expect(await call('GET', `/v1/cubes/${cube}?view=everything`)).toMatchObject({
+      status: 400,
+      body: { error: 'invalid request', field: 'view' },
+    });
     expect(await call('GET', '/v1/cubes/Not_A_Label')).toMatchObject({
       status: 400,
       body: { field: 'cube' },

@@ -16,6 +16,7 @@ import { modelCube } from '../support/cube-model.ts';
 import { aggregateWithPyarrow, readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { expectLogsTiled, expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
+import { cubeSummaryOf } from '../../src/protocol/admin-api.ts';
 
 const fixture = useReceiver({ id: 'r-hand-off' });
 const { env, kafka } = fixture;
@@ -50,11 +51,25 @@ test('seal hands every segment off; pyarrow reads back the answer given before; 
   expect(before.segments.every((s) => s.state === 'ACTIVE')).toBe(true);
   const answer = await fixture.receiver.client.query(cube, { groupBy: ['country'] });
   expect(answer.segments).toBe(before.segments.length);
+  // ?view=summary: the same status, its segments counted instead of listed.
+  const { client } = fixture.receiver;
+  expect(await client.cubeSummary(cube)).toEqual(cubeSummaryOf(await client.cubeStatus(cube)));
+  expect((await client.cubeSummary(cube)).segments).toEqual({
+    active: before.segments.length,
+    immutable: 0,
+    handedOff: 0,
+  });
 
   const sealed = await fixture.receiver.client.seal(cube, 30_000);
   expect(sealed.segments.map((s) => [s.windowStart, s.state, s.rowCount])).toEqual(
     before.segments.map((s) => [s.windowStart, 'HANDED_OFF', s.rowCount]),
   );
+  expect(await client.cubeSummary(cube)).toEqual(cubeSummaryOf(await client.cubeStatus(cube)));
+  expect((await client.cubeSummary(cube)).segments).toEqual({
+    active: 0,
+    immutable: 0,
+    handedOff: before.segments.length,
+  });
   // Handed-off data is no longer answered locally; deep storage holds it.
   expect(await fixture.receiver.client.query(cube, { groupBy: ['country'] })).toMatchObject({
     rows: [],

@@ -9,14 +9,15 @@ import {
   type ReassignJournal,
   type ReassignPhase,
 } from '../../src/api/cube-assignment.ts';
-import type {
-  AssignCubeRequest,
-  CubeStatus,
-  DrainRequest,
-  DrainResponse,
-  FenceRequest,
-  PartitionStatus,
-  SegmentStatus,
+import {
+  type AssignCubeRequest,
+  type CubeStatus,
+  type DrainRequest,
+  type DrainResponse,
+  type FenceRequest,
+  type PartitionStatus,
+  type SegmentStatus,
+  cubeSummaryOf,
 } from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError, StaleLeaderError } from '../../src/protocol/client.ts';
 import type { ReceiverEndpoint } from '../../src/operator/discovery.ts';
@@ -212,11 +213,13 @@ function fakeReceiver(
           segment(fault === 'handOffPending' ? 'IMMUTABLE' : 'HANDED_OFF'),
         ]),
       ),
-    cubeStatus: (_cube: string, signal?: AbortSignal) =>
-      answer('status', '', signal, () => ({
-        ...cubeStatus([]),
-        partitions: [0, 1].map((p) => partitionStatus(name, p, 'paused')),
-      })),
+    cubeSummary: (_cube: string, signal?: AbortSignal) =>
+      answer('status', '', signal, () =>
+        cubeSummaryOf({
+          ...cubeStatus([]),
+          partitions: [0, 1].map((p) => partitionStatus(name, p, 'paused')),
+        }),
+      ),
     fence: (_cube: string, request: FenceRequest, signal?: AbortSignal) =>
       answer(
         'fence',

@@ -12,7 +12,11 @@ import type {
 import { cubeSpecDigest } from '../../src/api/cube.ts';
 import type { Condition } from '../../src/api/conditions.ts';
 import { createLogger } from '../../src/observability/logger.ts';
-import type { CubeStatus, PartitionStatus } from '../../src/protocol/admin-api.ts';
+import {
+  type CubeStatus,
+  type PartitionStatus,
+  cubeSummaryOf,
+} from '../../src/protocol/admin-api.ts';
 import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { createCubeReconciler, finalizer } from '../../src/operator/cube/index.ts';
 import type { CubeReceiverClient } from '../../src/operator/cube/receiver-access.ts';
@@ -186,7 +190,7 @@ function harness(scenario: Scenario) {
             ? [{ ...statusOf(name, state), segments: { active: 0, immutable: 0, handedOff: 1 } }]
             : [],
         }),
-      cubeStatus: () => call('status', '', held),
+      cubeSummary: () => call('status', '', () => cubeSummaryOf(held())),
       assign: (_cube, request) =>
         call('assign', list(request.partitions.map((p) => p.partition)), () => {
           state.specDigest = undefined;

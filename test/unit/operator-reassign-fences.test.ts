@@ -103,8 +103,8 @@ describe("stepReassign: the targets start once the sources' data of the moved pa
       const c = client(e);
       return {
         ...c,
-        cubeStatus: async (cube, signal) => ({
-          ...(await c.cubeStatus(cube, signal)),
+        cubeSummary: async (cube, signal) => ({
+          ...(await c.cubeSummary(cube, signal)),
           ...(e.name === 'rs-a-1'
             ? { coverage: { '0': { kept: [['0', '105']], handedOff: [['0', committedTo()]] } } }
             : {}),

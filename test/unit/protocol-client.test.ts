@@ -61,6 +61,19 @@ beforeAll(async () => {
       partitions: [{ ...partition, state: 'resting' }],
     },
     '/v1/namespaces/default/cubes/orders/release': { partitions: [partition] },
+    // A receiver of before ?view=summary answers the full status, its segments listed.
+    '/v1/namespaces/default/cubes/orders': {
+      ...summary,
+      segments: ['ACTIVE', 'HANDED_OFF', 'HANDED_OFF'].map((state, n) => ({
+        windowStart: n * 60_000,
+        windowEnd: (n + 1) * 60_000,
+        state,
+        rowCount: 1,
+        offsetRanges: { '0': [[String(n), String(n + 1)]] },
+        epochs: { '0': 1 },
+      })),
+    },
+    '/v1/namespaces/shop/cubes/orders': { ...summary, namespace: 'shop' },
     '/v1/namespaces/default/cubes/orders/query': {
       columns: [],
       rows: [],
@@ -78,6 +91,14 @@ beforeEach(() => mutations.splice(0));
 
 test('a valid answer is returned as parsed', async () => {
   expect((await client.cubes()).cubes[0]?.partitions[0]?.position).toBe('42');
+});
+
+test("a cube's summary is read as the receiver summarised it, or summarised here from a receiver's full status", async () => {
+  expect(await client.inNamespace('shop').cubeSummary('orders')).toEqual({
+    ...summary,
+    namespace: 'shop',
+  });
+  expect(await client.cubeSummary('orders')).toEqual(summary);
 });
 
 test.each<[string, () => Promise<unknown>, string, string]>([

@@ -61,7 +61,7 @@ export async function finalize(edges: CubeEdges, pass: CubePass): Promise<Reconc
     for (const endpoint of receivers.get(rs) ?? []) {
       const client = edges.receivers.client(endpoint, pass.key.namespace);
       try {
-        const held = (await client.cubeStatus(cube, signal)).partitions
+        const held = (await client.cubeSummary(cube, signal)).partitions
           .filter((p) => p.state !== 'released')
           .map((p) => p.partition);
         if (held.length > 0) await client.release(cube, held, signal);

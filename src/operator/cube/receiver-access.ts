@@ -1,7 +1,7 @@
 // The receivers as a cube's reconcile reaches them: one admin client per receiver, and each
 // receiver's summary of a cube, read once per resync for all the cubes it serves (DESIGN §2)
 // and alone for a cube changed on it since (ReceiverCubes).
-import { cubeSummaryOf, type CubeSummary } from '../../protocol/admin-api.ts';
+import type { CubeSummary } from '../../protocol/admin-api.ts';
 import { ReceiverApiError, type ReceiverClient } from '../../protocol/client.ts';
 import type { CubeKey } from '../../protocol/cube-paths.ts';
 import type { ReceiverEndpoint } from '../discovery.ts';
@@ -11,7 +11,7 @@ import { ReceiverCubes } from '../receiver-cubes.ts';
 export interface CubeReceiverClient extends Pick<
   ReceiverClient,
   | 'cubes'
-  | 'cubeStatus'
+  | 'cubeSummary'
   | 'assign'
   | 'release'
   | 'drain'
@@ -46,9 +46,9 @@ export class ReceiverAccess {
         list: async (baseUrl) => (await this.clientAt(baseUrl).cubes()).cubes,
         one: async (baseUrl, key, signal) => {
           try {
-            return cubeSummaryOf(
-              await this.clientAt(baseUrl).inNamespace(key.namespace).cubeStatus(key.name, signal),
-            );
+            return await this.clientAt(baseUrl)
+              .inNamespace(key.namespace)
+              .cubeSummary(key.name, signal);
           } catch (error) {
             if (error instanceof ReceiverApiError && error.status === 404) return undefined;
             throw error;

@@ -46,12 +46,12 @@ export async function restoreCube(
   try {
     // The shared read may be up to a resync old: ask the receiver itself before giving it the
     // cube, so that a replica that holds the cube is never reset to its sibling's positions.
-    const held = await client.cubeStatus(cube, signal).catch((error: unknown) => {
+    const held = await client.cubeSummary(cube, signal).catch((error: unknown) => {
       if (error instanceof ReceiverApiError && error.status === 404) return undefined;
       throw error;
     });
     if (held) {
-      reports.push({ receiver: endpoint.name, status: cubeSummaryOf(held) });
+      reports.push({ receiver: endpoint.name, status: held });
       return undefined;
     }
     const status = cubeSummaryOf(

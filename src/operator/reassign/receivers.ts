@@ -18,7 +18,15 @@ import { PhaseBlocked } from './outcome.ts';
 /** The receiver calls a reassign makes. */
 export type ReassignReceiver = Pick<
   ReceiverClient,
-  'pause' | 'resume' | 'drain' | 'release' | 'assign' | 'seal' | 'unassign' | 'cubeStatus' | 'fence'
+  | 'pause'
+  | 'resume'
+  | 'drain'
+  | 'release'
+  | 'assign'
+  | 'seal'
+  | 'unassign'
+  | 'cubeSummary'
+  | 'fence'
 >;
 
 /**

@@ -65,7 +65,7 @@ async function releaseAtStops(
   } catch (error) {
     if (!answeredWith(error, 409)) throw error;
     const held = await callReceiver(ctx, endpoint, 'status', 'ReleaseFailed', (c) =>
-      c.cubeStatus(ctx.cube, ctx.signal),
+      c.cubeSummary(ctx.cube, ctx.signal),
     );
     const short = held.partitions.filter(
       (p) =>
@@ -147,7 +147,7 @@ async function notRestarted(
 ): Promise<number[]> {
   if (!journal.reset) return partitions;
   const held = await callReceiver(ctx, endpoint, 'status', 'ReleaseFailed', (c) =>
-    c.cubeStatus(ctx.cube, ctx.signal),
+    c.cubeSummary(ctx.cube, ctx.signal),
   );
   const restarted = restartedByReset(
     journal,

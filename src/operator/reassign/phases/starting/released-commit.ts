@@ -2,7 +2,7 @@
 // handed off and committed.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReassignJournal } from '../../../../api/cube-assignment.ts';
-import type { CubeStatus } from '../../../../protocol/admin-api.ts';
+import type { CubeSummary } from '../../../../protocol/admin-api.ts';
 import { covers } from '../../../../receiver/hand-off-commit.ts';
 import { rangesFromJson } from '../../../../receiver/offset-ranges.ts';
 import { overDeadline, recordEvent, type ReassignContext } from '../../context.ts';
@@ -20,7 +20,7 @@ import { callReceiver, eachSetAtOnce, lacksCube } from '../../receivers.ts';
  * coverage (a partition it reports none of: none).
  */
 export function keptUncommitted(
-  coverage: CubeStatus['coverage'],
+  coverage: CubeSummary['coverage'],
   partitions: Iterable<number>,
 ): number[] {
   const out: number[] = [];
@@ -74,10 +74,10 @@ async function uncommittedReleases(
   const bySet = await eachSetAtOnce(liveSources(journal), async ([rs, partitions]) => {
     const pending: string[] = [];
     for (const endpoint of ctx.receivers.get(rs) ?? []) {
-      let status: CubeStatus;
+      let status: CubeSummary;
       try {
         status = await callReceiver(ctx, endpoint, 'status', 'StartFailed', (c) =>
-          c.cubeStatus(ctx.cube, ctx.signal),
+          c.cubeSummary(ctx.cube, ctx.signal),
         );
       } catch (error) {
         if (lacksCube(error)) continue; // holds nothing of the cube
