@@ -55,6 +55,8 @@ const usage = `Usage: npm run bench:reassign -- [options]
   --rate N         events/s produced, spread over the partitions    [default 3200]
   --tick-ms N      the producer sends one batch to every partition this often [default 50]
   --poll-ms N      how often the receivers' positions are read      [default 50]
+  --poll-view V    what each poll reads: summary (GET ?view=summary) or full (the status
+                   with its segments listed, as before 2026-12-06)   [default summary]
   --settle-ms N    steady consumption between two moves             [default 1000]
   --warmup-moves N moves made first and left out of the figures (each set's first turn as
                    source and as target: their code paths are cold in a fresh receiver) [default 0]
@@ -206,18 +208,24 @@ class PositionSampler {
   private readonly sets: Map<ReplicaSet, ReceiverProcess[]>;
   private readonly pollMs: number;
 
-  constructor(sets: Map<ReplicaSet, ReceiverProcess[]>, pollMs: number) {
+  private readonly view: 'summary' | 'full';
+
+  constructor(sets: Map<ReplicaSet, ReceiverProcess[]>, pollMs: number, view: 'summary' | 'full') {
     this.sets = sets;
     this.pollMs = pollMs;
+    this.view = view;
     for (const receivers of sets.values())
       for (const r of receivers) this.samples.set(r.options.id, []);
   }
 
   private async sample(receiver: ReceiverProcess): Promise<void> {
     const sent = Date.now();
-    let status: CubeSummary | undefined;
+    let status: Pick<CubeSummary, 'partitions'> | undefined;
     try {
-      status = await receiver.client.cubeSummary(cube);
+      status =
+        this.view === 'summary'
+          ? await receiver.client.cubeSummary(cube)
+          : await receiver.client.cubeStatus(cube);
     } catch (error) {
       if (!(error instanceof ReceiverApiError && error.status === 404)) {
         this.errors += 1;
@@ -471,6 +479,7 @@ async function main(): Promise<void> {
     rate: '3200',
     'tick-ms': '50',
     'poll-ms': '50',
+    'poll-view': 'summary',
     'settle-ms': '1000',
     'warmup-s': '10',
     'warmup-moves': '0',
@@ -488,6 +497,9 @@ async function main(): Promise<void> {
   const rate = positive('rate', values.rate);
   const tickMs = positive('tick-ms', values['tick-ms']);
   const pollMs = positive('poll-ms', values['poll-ms']);
+  const pollView = values['poll-view'];
+  if (pollView !== 'summary' && pollView !== 'full')
+    throw new Error('--poll-view must be summary or full');
   const settleMs = positive('settle-ms', values['settle-ms']);
   const warmupMs = 1000 * Number(values['warmup-s']);
   const warmupMoves = Number(values['warmup-moves']);
@@ -616,7 +628,7 @@ async function main(): Promise<void> {
     cubeNamespace = namespace;
     await waitForSettled(kc, namespace, cube, settledAfter(0));
     say('initial assignment settled');
-    sampler = new PositionSampler(receivers, pollMs);
+    sampler = new PositionSampler(receivers, pollMs, pollView);
     sampler.start();
     await sleep(settleMs);
     // A new topic's first seconds of load are not the protocol's: the broker's first appends to
@@ -827,7 +839,7 @@ async function main(): Promise<void> {
     );
     const trips = sampler.roundTrips;
     say(
-      `receiver status polls: ${trips.length}, round trip p50 ${percentile(trips, 0.5)} ms, ` +
+      `receiver status polls (view ${pollView}): ${trips.length}, round trip p50 ${percentile(trips, 0.5)} ms, ` +
         `p99 ${percentile(trips, 0.99)} ms, max ${Math.max(...trips)} ms (every ${pollMs} ms at most)`,
     );
     if (sampler.errors > 0) say(`(${sampler.errors} receiver status polls failed)`);
