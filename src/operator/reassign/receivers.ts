@@ -61,9 +61,9 @@ export async function callReceiver<T>(
 }
 
 /**
- * `visit` for every replica set at once, each in its own order (replicas of one set stay one after
- * the other: the crash tests stop the operator between two of them); the results in the sets'
- * order. Fails with the first failure in that order, once every set has ended: a move over
+ * `visit` for every replica set at once (or every replica of one: Starting's assigns), each in its
+ * own order (elsewhere the replicas of one set stay one after the other: the crash tests stop the
+ * operator between two of them); the results in the sets' order. Fails with the first failure in that order, once every set has ended: a move over
  * eight sets waited for each set's calls in turn (eight assigns of 512 partitions took 5 s).
  */
 export async function eachSetAtOnce<S, T>(
