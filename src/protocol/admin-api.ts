@@ -317,22 +317,28 @@ export type CubeSummary = z.infer<typeof cubeSummary>;
 
 /** The summary of a full cube status: its segments counted by state. */
 export function cubeSummaryOf(status: CubeStatus): CubeSummary {
-  const { segmentCounts: counts, ...rest } = status;
-  if (counts) {
-    const segments = {
-      active: counts.ACTIVE ?? 0,
-      immutable: counts.IMMUTABLE ?? 0,
-      handedOff: counts.HANDED_OFF ?? 0,
-    };
-    return { ...rest, segments };
-  }
-  const segments = { active: 0, immutable: 0, handedOff: 0 };
-  for (const s of status.segments) {
-    if (s.state === 'ACTIVE') segments.active += 1;
-    else if (s.state === 'IMMUTABLE') segments.immutable += 1;
-    else segments.handedOff += 1;
-  }
-  return { ...rest, segments };
+  const { segmentCounts, ...rest } = status;
+  return { ...rest, segments: summarySegments(segmentCounts ?? countStates(status.segments)) };
+}
+
+/** Segments counted by state. */
+export function countStates(
+  segments: Iterable<{ state: (typeof segmentStates)[number] }>,
+): Partial<Record<(typeof segmentStates)[number], number>> {
+  const counts: Partial<Record<(typeof segmentStates)[number], number>> = {};
+  for (const s of segments) counts[s.state] = (counts[s.state] ?? 0) + 1;
+  return counts;
+}
+
+/** A summary's `segments` from counts by state. */
+export function summarySegments(
+  counts: Partial<Record<(typeof segmentStates)[number], number>>,
+): CubeSummary['segments'] {
+  return {
+    active: counts.ACTIVE ?? 0,
+    immutable: counts.IMMUTABLE ?? 0,
+    handedOff: counts.HANDED_OFF ?? 0,
+  };
 }
 
 /**

@@ -4,12 +4,14 @@
 // and closed together. Admin requests become partition events; the status is in status-view.ts.
 import type { Kafka } from 'kafkajs';
 import { type CubeSchema, type KafkaSource, cubeSpecDigest } from '../api/cube.ts';
-import type {
-  CubeStatus,
-  CubeSummary,
-  DrainResponse,
-  PartitionStatus,
-  QueryResponse,
+import {
+  countStates,
+  summarySegments,
+  type CubeStatus,
+  type CubeSummary,
+  type DrainResponse,
+  type PartitionStatus,
+  type QueryResponse,
 } from '../protocol/admin-api.ts';
 import type { Logger } from '../observability/logger.ts';
 import type { PartitionConsumer, PartitionSink } from '../kafka/partition-consumer.ts';
@@ -592,13 +594,8 @@ export class CubeChannel {
 
   /** The status with its segments counted, not listed: what the operator reads. */
   summary(): CubeSummary {
-    const segments = { active: 0, immutable: 0, handedOff: 0 };
-    for (const s of this.segments.segments.values()) {
-      if (s.state === 'ACTIVE') segments.active += 1;
-      else if (s.state === 'IMMUTABLE') segments.immutable += 1;
-      else segments.handedOff += 1;
-    }
-    return { ...this.statusBase(), segments };
+    const counts = countStates(this.segments.segments.values());
+    return { ...this.statusBase(), segments: summarySegments(counts) };
   }
 
   private statusBase(): Omit<CubeStatus, 'segments' | 'segmentCounts'> {

@@ -40,10 +40,8 @@ export async function claimNetworkNamespace(name: string): Promise<'free' | 'rec
 
 /** Creates the namespace and the veth pair; refuses to run beside another node on this machine. */
 export async function createNodeNetwork(): Promise<void> {
-  if ((await claimNetworkNamespace(nodeNetwork.netns)) === 'reclaimed') {
-    // The host's end of a veth goes with its peer's namespace; this catches a half-made pair.
-    await ip(['link', 'del', nodeNetwork.hostInterface]).catch(() => undefined);
-  }
+  // A leftover's veth went with it; removeNodeNetwork also catches a half-made pair.
+  if ((await claimNetworkNamespace(nodeNetwork.netns)) === 'reclaimed') await removeNodeNetwork();
   const { hostInterface, nodeInterface, hostAddress, nodeAddress, vethPrefix, podCidr } =
     nodeNetwork;
   try {
