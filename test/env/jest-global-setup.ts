@@ -45,5 +45,7 @@ export default async function globalSetup(): Promise<void> {
   Object.assign(process.env, environmentVariables(env));
   // The processes the suites start honour their fault hooks (src/observability/fault-injection.ts).
   process.env.STREAMCUBE_TEST_HOOKS = '1';
+  // Every temporary directory the suites make goes under one directory the teardown removes.
+  process.env.STREAMCUBE_TEST_SCRATCH = mkdtempSync(join(tmpdir(), 'streamcube-scratch-'));
   say(`test environment:\n${describeEnvironment(env)}`);
 }

@@ -5,7 +5,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +33,7 @@ import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { binDir } from '../../src/local/controlplane.ts';
 import { runCommand } from '../../src/local/processes.ts';
 import { drainingStatus, securedSpec } from '../support/cube-assignments.ts';
+import { testTmpdir } from '../support/scratch-dirs.ts';
 
 const kc = adminKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
@@ -454,7 +454,7 @@ describe('kubectl explain', () => {
 
   beforeAll(async () => {
     // Its own discovery and OpenAPI cache: nothing another run of kubectl saw stands in.
-    cacheDir = await mkdtemp(join(tmpdir(), 'kubectl-explain-'));
+    cacheDir = await mkdtemp(join(testTmpdir(), 'kubectl-explain-'));
   });
 
   afterAll(async () => {

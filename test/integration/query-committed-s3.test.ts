@@ -3,7 +3,6 @@
 // files as bytes) to the same view and rows as from a directory, and answered by the service; a
 // listing that resumes from the newest windows picks up a window committed since, in both.
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { CommittedViewCache } from '../../src/query/committed-cache.ts';
@@ -20,6 +19,7 @@ import { tempDir } from '../support/receiver-process.ts';
 import { createBucket, s3ClientFor } from '../support/s3-bucket.ts';
 import { queriedOrdersCube } from '../support/cube-assignments.ts';
 import { schemaOf } from '../support/schemas.ts';
+import { testTmpdir } from '../support/scratch-dirs.ts';
 
 const M = 60_000;
 const bucket = 'streamcube-query';
@@ -106,7 +106,7 @@ async function writeWindows(
 }
 
 test('a bucket and a directory give the same committed view, and the service answers it', async () => {
-  const dir = new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'streamcube-query-dir-')));
+  const dir = new FilesystemDeepStorage(mkdtempSync(join(testTmpdir(), 'streamcube-query-dir-')));
   await Promise.all([writeWindows(storage, 5), writeWindows(dir, 5)]);
   const read = async (from: DeepStorage) => {
     const view = await readCommittedView(from, { namespace: 'shop', cube: 'orders' });
@@ -170,7 +170,7 @@ test.each(['bucket', 'directory'])(
     const to =
       where === 'bucket'
         ? storage
-        : new FilesystemDeepStorage(mkdtempSync(join(tmpdir(), 'streamcube-query-dir-')));
+        : new FilesystemDeepStorage(mkdtempSync(join(testTmpdir(), 'streamcube-query-dir-')));
     // Windows of 2026: their keys sort as their times do.
     const cube = { namespace: 'shop', cube: 'resumed', base: Date.UTC(2026, 0, 1) };
     await writeWindows(to, 6, cube);

@@ -3,7 +3,6 @@
 // real `streamcube operator` process.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -26,6 +25,7 @@ import {
 import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
+import { testTmpdir } from './scratch-dirs.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess, type ReceiverProcessOptions } from './receiver-process.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
@@ -304,7 +304,7 @@ export class OperatorProcess {
 
   constructor(options: OperatorProcessOptions) {
     this.options = options;
-    const dir = mkdtempSync(join(tmpdir(), 'streamcube-operator-'));
+    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-operator-'));
     this.logFile = join(dir, 'operator.log');
     this.tokenFile = join(dir, 'receiver-token');
     writeFileSync(this.tokenFile, `${options.receiverToken}\n`);

@@ -4,7 +4,6 @@
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultServerLimits } from '../../src/http/guarded-server.ts';
 import { createLogger } from '../../src/observability/logger.ts';
@@ -12,6 +11,7 @@ import type { ReceiverConfig } from '../../src/receiver/config.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver, type ReceiverApiReads } from '../../src/receiver/receiver.ts';
 import { createReceiverServer } from '../../src/receiver/server.ts';
+import { testTmpdir } from './scratch-dirs.ts';
 
 export interface InProcessReceiver {
   readonly receiver: Receiver;
@@ -30,7 +30,7 @@ export function useInProcessReceiver(options: {
   let baseUrl = '';
   let dataDir = '';
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'streamcube-receiver-'));
+    dataDir = mkdtempSync(join(testTmpdir(), 'streamcube-receiver-'));
     const logger = createLogger('receiver', 'error');
     receiver = new Receiver(
       {

@@ -2,7 +2,6 @@
 // (found as the operator finds them: Ready pods of the namespace) and deep storage directory.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/local/processes.ts';
@@ -10,6 +9,7 @@ import type { QueryBody } from '../../src/query/request.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
 import { testEnvironment } from '../env/connection.ts';
 import type { OperatorStack } from './operator-stack.ts';
+import { testTmpdir } from './scratch-dirs.ts';
 import { waitFor } from './wait.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
@@ -25,7 +25,7 @@ export class QueryServerProcess {
 
   constructor(stack: OperatorStack) {
     this.stack = stack;
-    const dir = mkdtempSync(join(tmpdir(), 'streamcube-query-server-'));
+    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-query-server-'));
     this.logFile = join(dir, 'query-server.log');
     this.token = `${stack.readToken}-query`;
   }
@@ -35,7 +35,7 @@ export class QueryServerProcess {
   }
 
   async start(): Promise<void> {
-    const dir = mkdtempSync(join(tmpdir(), 'streamcube-query-token-'));
+    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-query-token-'));
     // Its own token for its clients; the receivers' read token to call them: never the admin one.
     const tokenFile = join(dir, 'token');
     writeFileSync(tokenFile, `${this.token}\n`);

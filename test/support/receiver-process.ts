@@ -17,7 +17,6 @@ import {
   readFileSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +25,7 @@ import { type CubeCheckpoint, readCubeCheckpoint } from '../../src/receiver/cube
 import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
 import { processExited, processRunning } from './child-process-state.ts';
+import { testTmpdir } from './scratch-dirs.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -79,7 +79,7 @@ export class ReceiverProcess {
     this.options = options;
     this.token = options.token ?? randomBytes(24).toString('hex');
     this.port = options.port ?? 0;
-    const dir = mkdtempSync(join(tmpdir(), `streamcube-${options.id}-`));
+    const dir = mkdtempSync(join(testTmpdir(), `streamcube-${options.id}-`));
     this.dataDir = options.dataDir ?? join(dir, 'data');
     this.logFile = join(dir, 'receiver.log');
     this.tokenFile = join(dir, 'token');
@@ -212,5 +212,5 @@ export class ReceiverProcess {
 }
 
 export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), `streamcube-${prefix}-`));
+  return mkdtempSync(join(testTmpdir(), `streamcube-${prefix}-`));
 }

@@ -1,8 +1,14 @@
-// Temporary directories that a test file removes once its tests are done, so that a run of the
-// suite leaves nothing in the machine's temporary directory.
+// Temporary directories of the tests. The integration run's global set-up makes one directory per
+// run (STREAMCUBE_TEST_SCRATCH) and its teardown removes it, so that what receivers, operators and
+// brokers of the suites write goes with it; outside that run, the machine's temporary directory.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
+/** Where a test makes its temporary directories: this run's scratch directory if there is one. */
+export function testTmpdir(): string {
+  return process.env.STREAMCUBE_TEST_SCRATCH ?? tmpdir();
+}
 
 /** A function making `<tmp>/<prefix>XXXXXX` directories, every one removed after the file's tests. */
 export function scratchDirs(): (prefix: string) => string {
@@ -11,7 +17,7 @@ export function scratchDirs(): (prefix: string) => string {
     for (const dir of made) rmSync(dir, { recursive: true, force: true });
   });
   return (prefix) => {
-    const dir = mkdtempSync(join(tmpdir(), prefix));
+    const dir = mkdtempSync(join(testTmpdir(), prefix));
     made.push(dir);
     return dir;
   };
