@@ -6,19 +6,13 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { dump, load } from 'js-yaml';
+import { dump } from 'js-yaml';
+import { builtBinary, writeChartRules } from '../support/chart-rules.ts';
 import { scratchDirs } from '../support/scratch-dirs.ts';
 
 const run = promisify(execFile);
-const chart = 'deploy/helm/streamcube';
 const runbooks = 'https://github.com/streamcube/streamcube/blob/main/docs/operations.md';
 const dir = scratchDirs()('streamcube-alert-rules-');
-
-function binary(name: 'STREAMCUBE_PROMTOOL' | 'STREAMCUBE_HELM'): string {
-  const path = process.env[name];
-  if (!path) throw new Error(`${name} is not set: the jest global set-up builds it`);
-  return path;
-}
 
 interface AlertTest {
   eval_time: string;
@@ -31,17 +25,8 @@ async function promtoolTest(
   inputSeries: { series: string; values: string }[],
   alertTests: AlertTest[],
 ): Promise<string> {
-  const { stdout: rendered } = await run(binary('STREAMCUBE_HELM'), [
-    'template',
-    'sc',
-    chart,
-    '--set',
-    'metrics.prometheusRule.enabled=true',
-    '--show-only',
-    'templates/prometheus-rule.yaml',
-  ]);
   const rules = join(dir, 'rules.yaml');
-  writeFileSync(rules, dump((load(rendered) as { spec: unknown }).spec));
+  await writeChartRules(rules);
   const tests = join(dir, 'tests.yaml');
   writeFileSync(
     tests,
@@ -52,7 +37,7 @@ async function promtoolTest(
     }),
   );
   try {
-    return (await run(binary('STREAMCUBE_PROMTOOL'), ['test', 'rules', tests])).stdout;
+    return (await run(builtBinary('STREAMCUBE_PROMTOOL'), ['test', 'rules', tests])).stdout;
   } catch (error) {
     const { stdout, stderr } = error as { stdout: string; stderr: string };
     throw new Error(`promtool test rules failed:\n${stdout}${stderr}`, { cause: error });

@@ -5,18 +5,19 @@
 // away and of a deleted cube disappear from the scrape.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ApiException } from '@kubernetes/client-node';
 import { dump, load } from 'js-yaml';
 import type { Producer } from 'kafkajs';
 import { freePort } from '../../src/local/processes.ts';
+import { type ChartRule, builtBinary, writeChartRules } from '../support/chart-rules.ts';
 import { cubeApi, waitForSettled } from '../support/cluster.ts';
 import { createTopic, windowedSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
+import { testTmpdir } from '../support/scratch-dirs.ts';
 import { waitFor } from '../support/wait.ts';
 
 const stack = useOperatorStack({
@@ -36,37 +37,12 @@ let load_: SteadyLoad | undefined;
 let prometheus: ChildProcess | undefined;
 const queryServer = new QueryServerProcess(stack);
 let prometheusUrl = '';
-const dir = mkdtempSync(join(tmpdir(), 'streamcube-dashboards-'));
+const dir = mkdtempSync(join(testTmpdir(), 'streamcube-dashboards-'));
 
-function binary(name: 'STREAMCUBE_PROMETHEUS' | 'STREAMCUBE_PROMTOOL' | 'STREAMCUBE_HELM'): string {
-  const path = process.env[name];
-  if (!path) throw new Error(`${name} is not set: the jest global set-up builds it`);
-  return path;
-}
-
-/** One `expr` of an alerting rule, as the rule file holds it. */
-interface Rule {
-  alert?: string;
-  record?: string;
-  expr: string;
-}
-
-/** The rules of the chart's PrometheusRule, as a Prometheus rule file (its spec is one). */
+/** The rules of the chart's PrometheusRule, as a Prometheus rule file. */
 async function renderedRuleFile(...sets: string[]): Promise<string> {
-  const { stdout } = await run(binary('STREAMCUBE_HELM'), [
-    'template',
-    'sc',
-    chart,
-    '--set',
-    'metrics.prometheusRule.enabled=true',
-    ...sets.flatMap((set) => ['--set', set]),
-    '--show-only',
-    'templates/prometheus-rule.yaml',
-  ]);
-  const rule = load(stdout) as { kind: string; spec: { groups: { rules: Rule[] }[] } };
-  expect(rule.kind).toBe('PrometheusRule');
   const file = join(dir, `rules-${sets.length}.yaml`);
-  writeFileSync(file, dump(rule.spec));
+  expect((await writeChartRules(file, sets)).kind).toBe('PrometheusRule');
   return file;
 }
 
@@ -164,7 +140,7 @@ async function startPrometheus(ruleFile: string): Promise<void> {
   );
   const log = openSync(join(dir, 'prometheus.log'), 'a');
   prometheus = spawn(
-    binary('STREAMCUBE_PROMETHEUS'),
+    builtBinary('STREAMCUBE_PROMETHEUS'),
     [
       `--config.file=${config}`,
       `--storage.tsdb.path=${join(dir, 'data')}`,
@@ -237,19 +213,19 @@ afterAll(async () => {
 });
 
 test('promtool accepts the rules the chart renders', async () => {
-  const { stdout } = await run(binary('STREAMCUBE_PROMTOOL'), [
+  const { stdout } = await run(builtBinary('STREAMCUBE_PROMTOOL'), [
     'check',
     'rules',
     await renderedRuleFile(),
   ]);
   const rules = (
     load(readFileSync(`${chart}/files/prometheus-rules.yaml`, 'utf8')) as {
-      groups: { rules: Rule[] }[];
+      groups: { rules: ChartRule[] }[];
     }
   ).groups.flatMap((g) => g.rules);
   expect(stdout).toContain(`SUCCESS: ${rules.length} rules found`);
   // Thresholds and durations from values keep the rules valid.
-  const tuned = await run(binary('STREAMCUBE_PROMTOOL'), [
+  const tuned = await run(builtBinary('STREAMCUBE_PROMTOOL'), [
     'check',
     'rules',
     await renderedRuleFile(
@@ -368,7 +344,7 @@ test('after a reassign, a receiver exports only the partitions it owns; every da
 test('every alert evaluates without error in Prometheus, and as a query of its own', async () => {
   const rules = (
     load(readFileSync(`${chart}/files/prometheus-rules.yaml`, 'utf8')) as {
-      groups: { rules: Rule[] }[];
+      groups: { rules: ChartRule[] }[];
     }
   ).groups.flatMap((g) => g.rules);
   for (const rule of rules) await seriesOf(rule.expr); // throws on an error
