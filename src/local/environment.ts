@@ -80,7 +80,8 @@ export async function startEnvironment(
   return env;
 }
 
-async function stopControlPlane(kube: ControlPlane): Promise<void> {
+/** Stops the API server, then its etcd. */
+export async function stopControlPlane(kube: ControlPlane): Promise<void> {
   await stopService(kube.apiserver.pid);
   await stopService(kube.etcd.pid);
 }

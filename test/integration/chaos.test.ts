@@ -39,7 +39,9 @@ const stack = useOperatorStack({
   name: 'chaos',
   replicaSets: ['rs-a', 'rs-b'],
   replicas: 2,
+  // Its broker and API server are its own, restarted by faults while other suites run beside it.
   ownBroker: true,
+  ownControlPlane: true,
 });
 const suite = useLoads(stack);
 

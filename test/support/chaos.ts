@@ -425,6 +425,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       case 'apiserver-restart': {
         // Operators lose their informers' watches and, past the renew deadline, the Lease; the
         // receivers go on consuming (they read only Secrets from it).
+        if (!stack.restartApiServer)
+          throw new Error('apiserver-restart needs useOperatorStack({ ownControlPlane: true })');
         apiDown = true;
         const downMs = random.between(1_000, 6_000);
         log(`fault apiserver-restart: the API server stopped, down ${downMs} ms`);

@@ -9,10 +9,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel, type Admin, type Kafka, type Producer } from 'kafkajs';
 import type { CoreV1Event, KubeConfig } from '@kubernetes/client-node';
 import { createKafka } from '../../src/kafka/client.ts';
-import { type TestEnvironment } from '../../src/local/environment.ts';
+import {
+  type TestEnvironment,
+  stateFileName,
+  stopControlPlane,
+} from '../../src/local/environment.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { freePort, stopService } from '../../src/local/processes.ts';
-import { restartApiServer } from '../../src/local/controlplane.ts';
+import {
+  type ControlPlane,
+  restartApiServer,
+  startControlPlane,
+} from '../../src/local/controlplane.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import type { CubeAssignment, CubeAssignmentSpecInput } from '../../src/api/cube-assignment.ts';
 import { testSchema } from './events.ts';
@@ -96,10 +104,10 @@ export interface OperatorStack {
    */
   restartBroker?: (downMs: number) => Promise<void>;
   /**
-   * Stops the environment's API server, waits `downMs`, and starts it again on its ports, certs
-   * and etcd (every suite of the run shares it: the suite runs alone, see test/env/suite-lock.ts).
+   * With `ownControlPlane`: stops the suite's API server, waits `downMs`, and starts it again on
+   * its ports, certs and etcd, as a control-plane restart is.
    */
-  restartApiServer(downMs: number): Promise<void>;
+  restartApiServer?: (downMs: number) => Promise<void>;
 }
 
 export type CubeSpecOptions = Pick<CubeAssignmentSpecInput, 'replicaSets'> &
@@ -136,6 +144,13 @@ export function useOperatorStack(options: {
    * restart (`restartBroker`) without touching other suites' broker.
    */
   ownBroker?: boolean;
+  /**
+   * An API server and etcd of the suite's own (started in beforeAll, stopped in afterAll), which it
+   * may restart (`restartApiServer`) while the other suites of the run go on with the shared one.
+   * The file's STREAMCUBE_TEST_ENV and KUBECONFIG name it from beforeAll on, so every operator,
+   * receiver, kubectl and KubeConfig of the file uses it; `kc` is replaced then.
+   */
+  ownControlPlane?: boolean;
 }): OperatorStack {
   const env = testEnvironment();
   const stack = {
@@ -218,21 +233,29 @@ export function useOperatorStack(options: {
     waitForCube(stack.kc, stack.namespace, name, what, check, timeoutMs);
   stack.cubeEvents = (name) => cubeEvents(stack.kc, stack.namespace, name);
 
-  stack.restartApiServer = async (downMs) => {
-    // The state file names the running API server: the teardown stops the new one by it.
-    const stateFile = process.env.STREAMCUBE_TEST_ENV!;
-    const recorded = testEnvironment();
-    const kube = await restartApiServer(recorded.kube, downMs);
-    writeFileSync(stateFile, JSON.stringify({ ...recorded, kube }, null, 2));
-    stack.env = { ...stack.env, kube };
-  };
-
+  let ownKube: ControlPlane | undefined;
   let broker: KafkaBroker | undefined;
   beforeAll(async () => {
+    if (options.ownControlPlane) {
+      const dir = tempDir(`${options.name}-kube`);
+      ownKube = await startControlPlane(dir);
+      const stateFile = join(dir, stateFileName);
+      writeFileSync(stateFile, JSON.stringify({ ...env, kube: ownKube }, null, 2));
+      process.env.STREAMCUBE_TEST_ENV = stateFile;
+      process.env.KUBECONFIG = ownKube.kubeconfig;
+      stack.env = { ...stack.env, kube: ownKube };
+      stack.kc = adminKubeConfig();
+      stack.restartApiServer = async (downMs) => {
+        ownKube = await restartApiServer(ownKube!, downMs);
+        // The state file names the running API server (kubectl, operators started later).
+        writeFileSync(stateFile, JSON.stringify({ ...env, kube: ownKube }, null, 2));
+        stack.env = { ...stack.env, kube: ownKube };
+      };
+    }
     if (options.ownBroker) {
       const dir = join(tempDir(`${options.name}-kafka`), 'kafka');
       broker = await startKafka(dir);
-      stack.env = { ...env, kafka: { ...env.kafka, bootstrap: broker.bootstrap } };
+      stack.env = { ...stack.env, kafka: { ...env.kafka, bootstrap: broker.bootstrap } };
       stack.kafka = createKafka({
         clientId: `${options.name}-test`,
         brokers: [broker.bootstrap],
@@ -272,6 +295,7 @@ export function useOperatorStack(options: {
     for (const r of Object.values(stack.replicas).flat()) await r.stop();
     await Promise.all([stack.admin?.disconnect(), stack.producer?.disconnect()]);
     if (broker) await stopService(broker.pid);
+    if (ownKube) await stopControlPlane(ownKube);
   });
 
   return stack;
