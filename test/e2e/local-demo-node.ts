@@ -5,7 +5,7 @@
 // answers at least those events, complete; Ctrl-C removes the cube, the release and the namespace,
 // and leaves the environment running.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { tlsReceiverTransport } from '../../src/http/tls.ts';
 import { join, resolve } from 'node:path';
@@ -69,13 +69,27 @@ async function secretValue(info: NodeStackInfo, name: string, key: string): Prom
 }
 
 async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[]> {
-  const answers: QueryResponse[] = [];
   // The chart serves the admin API over HTTPS: trust its receiver CA and check the receivers'
   // name, as the operator does.
   const ca = await secretValue(info, `${info.release}-receiver-tls`, 'ca\\.crt');
-  const caFile = join(mkdtempSync(join(tmpdir(), 'streamcube-e2e-ca-')), 'ca.crt');
+  const caDir = mkdtempSync(join(tmpdir(), 'streamcube-e2e-ca-'));
+  const caFile = join(caDir, 'ca.crt');
   writeFileSync(caFile, ca);
   const transport = tlsReceiverTransport(caFile);
+  try {
+    return await queryEach(info, token, transport);
+  } finally {
+    transport.close();
+    rmSync(caDir, { recursive: true, force: true });
+  }
+}
+
+async function queryEach(
+  info: NodeStackInfo,
+  token: string,
+  transport: ReturnType<typeof tlsReceiverTransport>,
+): Promise<QueryResponse[]> {
+  const answers: QueryResponse[] = [];
   for (const pod of info.receiverPods) {
     const [port, stop] = await portForward(info, `pod/${pod}`);
     try {
@@ -93,7 +107,6 @@ async function query(info: NodeStackInfo, token: string): Promise<QueryResponse[
       stop();
     }
   }
-  transport.close();
   return answers;
 }
 

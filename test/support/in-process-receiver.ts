@@ -2,7 +2,7 @@
 // its own: for unit tests of the admin API that fake what the receiver reads from the API server.
 // Started before the tests of the block, stopped after them.
 import { once } from 'node:events';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { defaultServerLimits } from '../../src/http/guarded-server.ts';
@@ -64,6 +64,7 @@ export function useInProcessReceiver(options: {
     server?.closeAllConnections();
     server?.close();
     await receiver?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
   const started = <T>(value: T | undefined): T => {
     if (value === undefined || value === '') throw new Error('used outside the tests of its block');

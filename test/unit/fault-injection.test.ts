@@ -1,11 +1,13 @@
 // The fault hooks are inert in a product process: STREAMCUBE_FAULT_DIR alone does nothing, only
 // with STREAMCUBE_TEST_HOOKS=1 (the test suites' set-up) does a fault file fail its point.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { injectedFault } from '../../src/observability/fault-injection.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'streamcube-faults-'));
+const scratch = scratchDirs();
+
+const dir = scratch('streamcube-faults-');
 writeFileSync(join(dir, 'hand-off-rs-a'), 'deep storage refuses writes\n');
 const saved = { ...process.env };
 afterEach(() => {

@@ -3,15 +3,15 @@
 // speaking plain HTTP does not.
 import { closeNow, listenOnLoopback } from '../support/listen.ts';
 import type { Server } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { mkdtempSync } from 'node:fs';
 import { createGuardedServer, sendJson } from '../../src/http/guarded-server.ts';
 import { readCertificate, tlsReceiverTransport } from '../../src/http/tls.ts';
 import { createLogger } from '../../src/observability/logger.ts';
 import { makeReceiverCertificates } from '../support/receiver-certificates.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
 
-const certs = await makeReceiverCertificates(mkdtempSync(join(tmpdir(), 'streamcube-tls-')));
+const scratch = scratchDirs();
+
+const certs = await makeReceiverCertificates(scratch('streamcube-tls-'));
 let server: Server;
 let port = 0;
 beforeAll(async () => {

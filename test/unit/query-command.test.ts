@@ -1,7 +1,6 @@
 // `streamcube query`: its flags become the query server's request body, and an answer prints as a
 // table, CSV, or says which offsets are missing and why.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   completenessNote,
@@ -9,8 +8,11 @@ import {
   formatTable,
   parseQueryCommand,
 } from '../../src/query/query-command.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
 
-const tokenFile = join(mkdtempSync(join(tmpdir(), 'streamcube-query-cli-')), 'token');
+const scratch = scratchDirs();
+
+const tokenFile = join(scratch('streamcube-query-cli-'), 'token');
 writeFileSync(tokenFile, 'a-token-of-sixteen-or-more\n');
 
 test('flags become the request body', () => {

@@ -3,10 +3,7 @@
 // more; a copy overlapping a later epoch's committed copy of another set is refused; two writers
 // of one version: exactly one wins. With the hand-off scheduler: two generations handed off in
 // one pass are committed together. And the directory store's create-if-absent.
-import { mkdtempSync } from 'node:fs';
 import fc from 'fast-check';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import winston from 'winston';
 import { cubeSchema } from '../../src/api/cube.ts';
@@ -28,6 +25,9 @@ import { HandOffScheduler } from '../../src/receiver/hand-off-scheduler.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { SegmentManager } from '../../src/receiver/segments.ts';
 import { MemoryDeepStorage } from '../support/memory-deep-storage.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratch = scratchDirs();
 
 const schema = cubeSchema.parse({
   timestampField: 'ts',
@@ -266,7 +266,7 @@ test("a copy behind a sibling's record looks again within a few hundred millisec
 });
 
 test('in a directory: of two creates of one key exactly one wins; listing gives keys relative to the prefix', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'streamcube-commit-'));
+  const dir = scratch('streamcube-commit-');
   const storage = new FilesystemDeepStorage(dir);
   for (let i = 0; i < 10; i++) {
     const won = await Promise.all([

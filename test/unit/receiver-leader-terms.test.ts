@@ -3,8 +3,7 @@
 // HTTP server and client: every mutating call carries the term header, reads and queries are not
 // fenced, a refusal is a 409 StaleLeader that the client throws as StaleLeaderError and reports,
 // and the receiver counts it; paths name the cube's namespace.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChannelError } from '../../src/receiver/channel-error.ts';
 import { LeaderTerms } from '../../src/receiver/leader-terms.ts';
@@ -13,8 +12,11 @@ import { ReceiverApiError, ReceiverClient, StaleLeaderError } from '../../src/pr
 import { testSchema } from '../support/events.ts';
 import { useInProcessReceiver } from '../support/in-process-receiver.ts';
 import { metricValue } from '../support/receiver-checks.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
 
-const dataDir = (): string => mkdtempSync(join(tmpdir(), 'streamcube-terms-'));
+const scratch = scratchDirs();
+
+const dataDir = (): string => scratch('streamcube-terms-');
 const clicks = { namespace: 'team-a', name: 'clicks' };
 const orders = { namespace: 'team-a', name: 'orders' };
 

@@ -2,9 +2,6 @@
 // maxRowsPerWindow distinct rows into a window under its epoch. The decision depends on the
 // partition's own records only: two replicas that interleave the partitions differently, and a
 // replica restored from its fragments, reject exactly the same records.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { cubeSchema } from '../../src/api/cube.ts';
 import {
   checkpointVersion,
@@ -17,6 +14,9 @@ import type { ParsedEvent } from '../../src/receiver/event.ts';
 import { PartitionRowKeys, defaultMaxRowsPerWindow } from '../../src/receiver/row-budget.ts';
 import { SegmentManager } from '../../src/receiver/segments.ts';
 import { testSchema } from '../support/events.ts';
+import { scratchDirs } from '../support/scratch-dirs.ts';
+
+const scratch = scratchDirs();
 
 const T0 = Date.UTC(2026, 0, 1);
 const MIN = 60_000;
@@ -115,7 +115,7 @@ test('a replica restored from its fragments refuses what one that never stopped 
   const before = new SegmentManager(schema);
   const first = interleave(p0.slice(0, 15), p1.slice(0, 15), [0, 1]);
   const refusedBefore = apply(before, first);
-  const store = new CubeStore(mkdtempSync(join(tmpdir(), 'streamcube-row-budget-')));
+  const store = new CubeStore(scratch('streamcube-row-budget-'));
   const segment = before.segments.get(T0)!;
   // As the checkpoint writer writes and reads them.
   const units = unitMeasures(schema);
