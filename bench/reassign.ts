@@ -40,8 +40,9 @@ import {
   waitForSettled,
 } from '../test/support/cluster.ts';
 import { createTopic, highWatermarks, makeEvents, testSchema } from '../test/support/events.ts';
-import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
+import { ReceiverProcess } from '../test/support/receiver-process.ts';
 import { waitFor } from '../test/support/wait.ts';
+import { tempDir } from '../test/support/scratch-dirs.ts';
 
 const usage = `Usage: npm run bench:reassign -- [options]
 

@@ -13,7 +13,7 @@ import { createKafka } from '../src/kafka/client.ts';
 import { kafkajsCompression } from '../src/kafka/codecs.ts';
 import { consumerSettings, exactPartitionAssigner } from './bare-consumer.ts';
 import { assignRequest, createTopic, highWatermarks, makeEvents } from '../test/support/events.ts';
-import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
+import { ReceiverProcess } from '../test/support/receiver-process.ts';
 import {
   type Compression,
   compressions,
@@ -22,6 +22,7 @@ import {
 import { logBatches } from '../test/support/log-batches.ts';
 import { benchBroker } from './kafka-broker.ts';
 import { median } from './environment.ts';
+import { tempDir } from '../test/support/scratch-dirs.ts';
 
 const usage = `Usage: npm run bench:receiver -- [options]
 

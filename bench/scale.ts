@@ -36,8 +36,9 @@ import {
   receiverPod,
 } from '../test/support/cluster.ts';
 import { createTopic, testSchema } from '../test/support/events.ts';
-import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
+import { ReceiverProcess } from '../test/support/receiver-process.ts';
 import { waitFor } from '../test/support/wait.ts';
+import { tempDir } from '../test/support/scratch-dirs.ts';
 
 const usage = `Usage: npm run bench:scale -- [options]
 

@@ -8,8 +8,9 @@ import { parseArgs } from 'node:util';
 import { logLevel } from 'kafkajs';
 import { createKafka } from '../src/kafka/client.ts';
 import { assignRequest, createTopic, produce, testSchema } from '../test/support/events.ts';
-import { ReceiverProcess, tempDir } from '../test/support/receiver-process.ts';
+import { ReceiverProcess } from '../test/support/receiver-process.ts';
 import { benchBroker } from './kafka-broker.ts';
+import { tempDir } from '../test/support/scratch-dirs.ts';
 
 const usage = `Usage: npm run bench:soak -- [options]
 

@@ -10,9 +10,10 @@ import { dirname, join, relative } from 'node:path';
 import { assignRequest, createTopic, makeEvents, produceRecords } from '../support/events.ts';
 import { metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import { useReceiver } from '../support/receiver-fixture.ts';
-import { tempDir } from '../support/receiver-process.ts';
+
 import { freePort } from '../../src/local/processes.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 /**
  * Deep storage and the data directory each four levels below a root of their own, in separate

@@ -4,7 +4,7 @@
 // `kubectl explain` prints its descriptions.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,7 +33,7 @@ import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { binDir } from '../../src/local/controlplane.ts';
 import { runCommand } from '../../src/local/processes.ts';
 import { drainingStatus, securedSpec } from '../support/cube-assignments.ts';
-import { testTmpdir } from '../support/scratch-dirs.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const kc = adminKubeConfig();
 const custom = kc.makeApiClient(CustomObjectsApi);
@@ -452,9 +452,9 @@ describe('kubectl explain', () => {
     };
   }
 
-  beforeAll(async () => {
+  beforeAll(() => {
     // Its own discovery and OpenAPI cache: nothing another run of kubectl saw stands in.
-    cacheDir = await mkdtemp(join(testTmpdir(), 'kubectl-explain-'));
+    cacheDir = tempDir('kubectl-explain');
   });
 
   afterAll(async () => {

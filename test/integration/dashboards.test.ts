@@ -4,7 +4,7 @@
 // without error and returns series for every dashboard query. The series of partitions that moved
 // away and of a deleted cube disappear from the scrape.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ApiException } from '@kubernetes/client-node';
@@ -17,8 +17,8 @@ import { createTopic, windowedSchema } from '../support/events.ts';
 import { SteadyLoad } from '../support/load.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { QueryServerProcess } from '../support/query-server-process.ts';
-import { testTmpdir } from '../support/scratch-dirs.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const stack = useOperatorStack({
   name: 'dashboards',
@@ -37,12 +37,12 @@ let load_: SteadyLoad | undefined;
 let prometheus: ChildProcess | undefined;
 const queryServer = new QueryServerProcess(stack);
 let prometheusUrl = '';
-const dir = mkdtempSync(join(testTmpdir(), 'streamcube-dashboards-'));
+const dir = tempDir('dashboards');
 
 /** The rules of the chart's PrometheusRule, as a Prometheus rule file. */
 async function renderedRuleFile(...sets: string[]): Promise<string> {
   const file = join(dir, `rules-${sets.length}.yaml`);
-  expect((await writeChartRules(file, sets)).kind).toBe('PrometheusRule');
+  expect(await writeChartRules(file, sets)).toBe('PrometheusRule');
   return file;
 }
 

@@ -7,7 +7,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { type S3TestServer, startS3Server } from '../env/s3-server.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import {
   type ProducedRecord,
   assignRequest,
@@ -30,6 +30,7 @@ import {
 import { createBucket, downloadHandOffs, listObjects, s3ClientFor } from '../support/s3-bucket.ts';
 import { waitFor } from '../support/wait.ts';
 import { useReceivers } from '../support/receiver-fixture.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 // Each test starts the receivers it needs, handing off to the bucket (s3Receiver).
 const fixture = useReceivers('deep-storage-s3');

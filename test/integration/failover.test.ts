@@ -7,7 +7,7 @@
 // past those offsets: its commits of them are refused (fenced). Once Ready it is brought to the
 // cube's state. At the end every event is counted once by each replica index and by the committed
 // view, and rs-a committed nothing of the lost partitions past where they restarted.
-import { mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   type CubeAssignment,
@@ -41,13 +41,13 @@ import { expectLoadedCubeExact, useLoads } from '../support/loaded-cube.ts';
 import { bringBack, useOperatorStack } from '../support/operator-stack.ts';
 import { cubeOn, metricValue, waitForPositions } from '../support/receiver-checks.ts';
 import type { ReceiverProcess } from '../support/receiver-process.ts';
-import { testTmpdir } from '../support/scratch-dirs.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 // The receivers' default idle timeout (10 minutes here): once the load stops nothing seals any
 // more, so the audit reads hand-offs and live segments that stay put.
 // Faults the receivers read (STREAMCUBE_FAULT_DIR): `hand-off-<set>` makes a set's hand-offs fail.
-const faults = mkdtempSync(join(testTmpdir(), 'streamcube-failover-faults-'));
+const faults = tempDir('failover-faults');
 
 // A move's Starting waits this long for its sources' data of the moved partitions to be
 // committed before its targets start without (a set refusing hand-offs, below).

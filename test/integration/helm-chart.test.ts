@@ -5,7 +5,7 @@
 // pod's script runs here instead.
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -39,9 +39,9 @@ import { applyChartPoolAsLeader } from '../support/receiver-pools.ts';
 import { renderSet } from '../../src/operator/pool/render.ts';
 import { adminKubeConfig, testEnvironment } from '../env/connection.ts';
 import { applyCrd, createNamespace, kubectl } from '../support/cluster.ts';
-import { testTmpdir } from '../support/scratch-dirs.ts';
 import { waitFor } from '../support/wait.ts';
 import { prometheusOperatorCrds } from '../support/prometheus-operator-crds.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const chart = 'deploy/helm/streamcube';
 
@@ -825,7 +825,7 @@ test("every alert links its runbook in docs/operations.md; thresholds, for: dura
 
 /** `helm template` with a values file made of `values`, as objects. */
 async function renderValues(values: Record<string, unknown>): Promise<Rendered[]> {
-  const file = join(mkdtempSync(join(testTmpdir(), 'streamcube-values-')), 'values.yaml');
+  const file = join(tempDir('values'), 'values.yaml');
   writeFileSync(file, dump(values));
   const { stdout } = await helm('template', 't', chart, '--namespace', 'chart-ns', '-f', file);
   return withPoolSets(parseRendered(stdout));
@@ -1470,7 +1470,7 @@ test("the query service: a Deployment under the chart's security context whose f
 
 test('helm install creates the operator, RBAC, token, policy, monitors and a ReceiverPool whose sets the API server takes', async () => {
   await applyCrd();
-  const dir = mkdtempSync(join(testTmpdir(), 'streamcube-helm-'));
+  const dir = tempDir('helm');
   const file = (name: string, text: string): string => {
     writeFileSync(join(dir, name), text);
     return join(dir, name);
@@ -1697,7 +1697,7 @@ test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflic
   version.additionalPrinterColumns = version.additionalPrinterColumns!.filter(
     (c) => c.name !== 'Strategy',
   );
-  const dir = mkdtempSync(join(testTmpdir(), 'streamcube-crd-upgrade-'));
+  const dir = tempDir('crd-upgrade');
   const write = (file: string, crd: CustomResourceDefinition): string => {
     writeFileSync(join(dir, file), JSON.stringify(crd));
     return join(dir, file);
@@ -1728,7 +1728,7 @@ test('CRD upgrade path without Helm: kubectl apply --server-side --force-conflic
 test('helm upgrade updates the CRD: an older release adopted from crds/, upgraded to the current chart; helm uninstall keeps it', async () => {
   // The chart copies hold the CRD template alone (with the chart's values and schema).
   const { current, previous, name } = crdUnderOwnGroup('helm');
-  const dir = mkdtempSync(join(testTmpdir(), 'streamcube-crd-helm-'));
+  const dir = tempDir('crd-helm');
   const chartWith = (release: string, crd: CustomResourceDefinition): string => {
     const copy = join(dir, release);
     cpSync(chart, copy, { recursive: true });
@@ -1866,7 +1866,7 @@ test("aggregated roles: a user bound to the built-in view may read a namespace's
     ),
   ).rejects.toThrow(/could not find template/);
 
-  const dir = mkdtempSync(join(testTmpdir(), 'streamcube-aggregated-'));
+  const dir = tempDir('aggregated');
   writeFileSync(join(dir, 'roles.yaml'), stdout);
   const viewer = `viewer-${release}`;
   const editor = `editor-${release}`;

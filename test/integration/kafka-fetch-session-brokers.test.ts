@@ -16,8 +16,9 @@ import { type KafkaBroker, startJoiningBroker, startKafka } from '../../src/loca
 import { stopService } from '../../src/local/processes.ts';
 import { produce } from '../support/events.ts';
 import { RecordingSink } from '../support/recording-sink.ts';
-import { tempDir } from '../support/receiver-process.ts';
+
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 let dir: string;
 let first: KafkaBroker | undefined;

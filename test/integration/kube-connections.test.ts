@@ -8,7 +8,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { dump, load } from 'js-yaml';
 import { loadKubeConfig, reuseConnections } from '../../src/kubernetes/kube-config.ts';
 import { testEnvironment } from '../env/connection.ts';
-import { tempDir } from '../support/receiver-process.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const env = testEnvironment();
 const connected = 'undici:client:connected';

@@ -28,9 +28,10 @@ import { rangesFromJson, tilingProblems } from '../../src/receiver/offset-ranges
 import { highWatermarks } from '../support/events.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
 import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
-import { tempDir } from '../support/receiver-process.ts';
+
 import { waitFor } from '../support/wait.ts';
 import { waitForStackFile } from '../support/local-stack.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 const runFor = 90_000;

@@ -11,13 +11,14 @@ import type { CubeAssignment } from '../../src/api/cube-assignment.ts';
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { stopService } from '../../src/local/processes.ts';
-import { type ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { type ReceiverProcess } from '../support/receiver-process.ts';
 import { createTopic, highWatermarks, type TestEvent, produceEach } from '../support/events.ts';
 import { conditionOf, cubeApi } from '../support/cluster.ts';
 import { metricValue, waitForPositions, expectQueriedTotals } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 /** Faults of receiver rs-a-1, switched on and off by files (STREAMCUBE_FAULT_DIR). */
 const faults = tempDir('faults');

@@ -4,7 +4,7 @@
 // offset ranges tile each partition and the aggregates equal what was produced. The receivers
 // serve their admin API over HTTPS only, and the operator calls them trusting their CA and
 // checking their name (--receiver-ca-file), as the chart runs them.
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import { makeReceiverCertificates } from '../support/receiver-certificates.ts';
 import { highWatermarks, totalsOf, type Totals } from '../support/events.ts';
 import { cubeApi, kubectl, waitForSettled } from '../support/cluster.ts';
@@ -22,6 +22,7 @@ import { ReceiverApiError } from '../../src/protocol/client.ts';
 import { useOperatorStack } from '../support/operator-stack.ts';
 import { assigned, loadedCube, useLoads } from '../support/loaded-cube.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const certificates = await makeReceiverCertificates(tempDir('op-tls'));
 const stack = useOperatorStack({

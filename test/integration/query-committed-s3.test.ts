@@ -2,8 +2,6 @@
 // by the product's own code, read back by the query service's reader (listing, records, Arrow
 // files as bytes) to the same view and rows as from a directory, and answered by the service; a
 // listing that resumes from the newest windows picks up a window committed since, in both.
-import { mkdtempSync } from 'node:fs';
-import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { CommittedViewCache } from '../../src/query/committed-cache.ts';
 import { readCommittedView, readHandOffRows } from '../../src/query/committed-view.ts';
@@ -15,11 +13,11 @@ import { type HandOffTarget, handOffSegment } from '../../src/receiver/hand-off.
 import { commitWindow, recordedHandOff } from '../../src/receiver/hand-off-commit.ts';
 import type { Segment } from '../../src/receiver/segments.ts';
 import { type S3TestServer, startS3Server } from '../env/s3-server.ts';
-import { tempDir } from '../support/receiver-process.ts';
+
 import { createBucket, s3ClientFor } from '../support/s3-bucket.ts';
 import { queriedOrdersCube } from '../support/cube-assignments.ts';
 import { schemaOf } from '../support/schemas.ts';
-import { testTmpdir } from '../support/scratch-dirs.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const M = 60_000;
 const bucket = 'streamcube-query';
@@ -106,7 +104,7 @@ async function writeWindows(
 }
 
 test('a bucket and a directory give the same committed view, and the service answers it', async () => {
-  const dir = new FilesystemDeepStorage(mkdtempSync(join(testTmpdir(), 'streamcube-query-dir-')));
+  const dir = new FilesystemDeepStorage(tempDir('query-dir'));
   await Promise.all([writeWindows(storage, 5), writeWindows(dir, 5)]);
   const read = async (from: DeepStorage) => {
     const view = await readCommittedView(from, { namespace: 'shop', cube: 'orders' });
@@ -167,10 +165,7 @@ function countingListings(storage: DeepStorage): { storage: DeepStorage; listed:
 test.each(['bucket', 'directory'])(
   'a listing that resumes picks up a window committed since the last, in a %s',
   async (where) => {
-    const to =
-      where === 'bucket'
-        ? storage
-        : new FilesystemDeepStorage(mkdtempSync(join(testTmpdir(), 'streamcube-query-dir-')));
+    const to = where === 'bucket' ? storage : new FilesystemDeepStorage(tempDir('query-dir'));
     // Windows of 2026: their keys sort as their times do.
     const cube = { namespace: 'shop', cube: 'resumed', base: Date.UTC(2026, 0, 1) };
     await writeWindows(to, 6, cube);

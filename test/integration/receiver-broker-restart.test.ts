@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { type Producer } from 'kafkajs';
 import { type KafkaBroker, startKafka } from '../../src/local/kafka.ts';
 import { stopService } from '../../src/local/processes.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
 import {
   assignRequest,
   createTopic,
@@ -23,6 +23,7 @@ import {
 } from '../support/receiver-checks.ts';
 import { useBrokerClients } from '../support/kafka-clients.ts';
 import { waitFor } from '../support/wait.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const T0 = Date.UTC(2026, 0, 7);
 const cube = 'outage';

@@ -2,7 +2,7 @@
 // segments (windows, offset ranges, rows, late-event decisions, hand-offs), equal to the ground truth,
 // and cut a burst of distinct rows at the same records, a restarted one included.
 import type { CubeStatus } from '../../src/protocol/admin-api.ts';
-import { tempDir } from '../support/receiver-process.ts';
+
 import {
   type ProducedRecord,
   type TestEvent,
@@ -20,6 +20,7 @@ import { readHandOffsWithPyarrow } from '../support/pyarrow-reader.ts';
 import { expectLogsTiled, expectRowsEqual, waitForPositions } from '../support/receiver-checks.ts';
 import { waitFor } from '../support/wait.ts';
 import { useReceivers } from '../support/receiver-fixture.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const deepStorage = tempDir('deep-replicas');
 // r2 parses every batch on its worker thread, r1 only large ones: both paths must agree.

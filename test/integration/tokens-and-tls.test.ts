@@ -12,7 +12,8 @@ import { useOperatorStack } from '../support/operator-stack.ts';
 import { makeReceiverCertificates } from '../support/receiver-certificates.ts';
 import { metricValue } from '../support/receiver-checks.ts';
 import { receiverKubeconfig, receiverRules } from '../support/receiver-kubeconfig.ts';
-import { ReceiverProcess, tempDir } from '../support/receiver-process.ts';
+import { ReceiverProcess } from '../support/receiver-process.ts';
+import { tempDir } from '../support/scratch-dirs.ts';
 
 const certificates = await makeReceiverCertificates(tempDir('tokens-tls'));
 const leaseName = 'streamcube-operator';

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import { join } from 'node:path';
-import { tempDir } from './receiver-process.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 export class PausableApiProxy {
   private server: Server | undefined;

@@ -27,12 +27,9 @@ export interface ChartRule {
 
 /**
  * The chart's PrometheusRule with `--set` values `sets`, written to `file` as a rule file (its spec
- * is one); resolves with the rendered resource's kind and groups.
+ * is one); resolves with the rendered resource's kind.
  */
-export async function writeChartRules(
-  file: string,
-  sets: string[] = [],
-): Promise<{ kind: string; groups: { rules: ChartRule[] }[] }> {
+export async function writeChartRules(file: string, sets: string[] = []): Promise<string> {
   const { stdout } = await run(builtBinary('STREAMCUBE_HELM'), [
     'template',
     'sc',
@@ -45,5 +42,5 @@ export async function writeChartRules(
   ]);
   const rule = load(stdout) as { kind: string; spec: { groups: { rules: ChartRule[] }[] } };
   writeFileSync(file, dump(rule.spec));
-  return { kind: rule.kind, groups: rule.spec.groups };
+  return rule.kind;
 }

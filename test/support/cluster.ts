@@ -2,7 +2,7 @@
 // receiver pods made Ready by writing their status (no kubelet runs), and the operator as a
 // real `streamcube operator` process.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -25,11 +25,11 @@ import {
 import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
 import { testEnvironment } from '../env/connection.ts';
-import { testTmpdir } from './scratch-dirs.ts';
 import { waitFor } from './wait.ts';
 import { ReceiverProcess, type ReceiverProcessOptions } from './receiver-process.ts';
 import { operatorEnvironment, operatorNodeOptions } from '../../src/operator/node-options.ts';
 import { processExited, processRunning, processStopped } from './child-process-state.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 export { cubeApi, receiverPod, setPodReady };
 
@@ -304,7 +304,7 @@ export class OperatorProcess {
 
   constructor(options: OperatorProcessOptions) {
     this.options = options;
-    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-operator-'));
+    const dir = tempDir('operator');
     this.logFile = join(dir, 'operator.log');
     this.tokenFile = join(dir, 'receiver-token');
     writeFileSync(this.tokenFile, `${options.receiverToken}\n`);

@@ -2,7 +2,7 @@
 // its own: for unit tests of the admin API that fake what the receiver reads from the API server.
 // Started before the tests of the block, stopped after them.
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { defaultServerLimits } from '../../src/http/guarded-server.ts';
@@ -11,7 +11,7 @@ import type { ReceiverConfig } from '../../src/receiver/config.ts';
 import { createReceiverMetrics } from '../../src/receiver/metrics.ts';
 import { Receiver, type ReceiverApiReads } from '../../src/receiver/receiver.ts';
 import { createReceiverServer } from '../../src/receiver/server.ts';
-import { testTmpdir } from './scratch-dirs.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 export interface InProcessReceiver {
   readonly receiver: Receiver;
@@ -30,7 +30,7 @@ export function useInProcessReceiver(options: {
   let baseUrl = '';
   let dataDir = '';
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(testTmpdir(), 'streamcube-receiver-'));
+    dataDir = tempDir('receiver');
     const logger = createLogger('receiver', 'error');
     receiver = new Receiver(
       {

@@ -35,7 +35,8 @@ import {
   waitForCube,
   waitForSettled,
 } from './cluster.ts';
-import { type ReceiverProcessOptions, ReceiverProcess, tempDir } from './receiver-process.ts';
+import { type ReceiverProcessOptions, ReceiverProcess } from './receiver-process.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 export interface OperatorStack {
   env: TestEnvironment;
@@ -238,19 +239,18 @@ export function useOperatorStack(options: {
   beforeAll(async () => {
     if (options.ownControlPlane) {
       const dir = tempDir(`${options.name}-kube`);
-      ownKube = await startControlPlane(dir);
       const stateFile = join(dir, stateFileName);
-      writeFileSync(stateFile, JSON.stringify({ ...env, kube: ownKube }, null, 2));
-      process.env.STREAMCUBE_TEST_ENV = stateFile;
-      process.env.KUBECONFIG = ownKube.kubeconfig;
-      stack.env = { ...stack.env, kube: ownKube };
-      stack.kc = adminKubeConfig();
-      stack.restartApiServer = async (downMs) => {
-        ownKube = await restartApiServer(ownKube!, downMs);
-        // The state file names the running API server (kubectl, operators started later).
-        writeFileSync(stateFile, JSON.stringify({ ...env, kube: ownKube }, null, 2));
-        stack.env = { ...stack.env, kube: ownKube };
+      /** The running API server, in the state file (kubectl, operators started later) and env. */
+      const record = (kube: ControlPlane): void => {
+        ownKube = kube;
+        writeFileSync(stateFile, JSON.stringify({ ...env, kube }, null, 2));
+        stack.env = { ...stack.env, kube };
       };
+      record(await startControlPlane(dir));
+      process.env.STREAMCUBE_TEST_ENV = stateFile;
+      process.env.KUBECONFIG = ownKube!.kubeconfig;
+      stack.kc = adminKubeConfig();
+      stack.restartApiServer = async (downMs) => record(await restartApiServer(ownKube!, downMs));
     }
     if (options.ownBroker) {
       const dir = join(tempDir(`${options.name}-kafka`), 'kafka');

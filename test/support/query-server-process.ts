@@ -1,7 +1,7 @@
 // A `streamcube query-server` process for integration suites: the stack's API server, receivers
 // (found as the operator finds them: Ready pods of the namespace) and deep storage directory.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/local/processes.ts';
@@ -9,8 +9,8 @@ import type { QueryBody } from '../../src/query/request.ts';
 import type { CubeAnswer } from '../../src/query/service.ts';
 import { testEnvironment } from '../env/connection.ts';
 import type { OperatorStack } from './operator-stack.ts';
-import { testTmpdir } from './scratch-dirs.ts';
 import { waitFor } from './wait.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -25,7 +25,7 @@ export class QueryServerProcess {
 
   constructor(stack: OperatorStack) {
     this.stack = stack;
-    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-query-server-'));
+    const dir = tempDir('query-server');
     this.logFile = join(dir, 'query-server.log');
     this.token = `${stack.readToken}-query`;
   }
@@ -35,7 +35,7 @@ export class QueryServerProcess {
   }
 
   async start(): Promise<void> {
-    const dir = mkdtempSync(join(testTmpdir(), 'streamcube-query-token-'));
+    const dir = tempDir('query-token');
     // Its own token for its clients; the receivers' read token to call them: never the admin one.
     const tokenFile = join(dir, 'token');
     writeFileSync(tokenFile, `${this.token}\n`);

@@ -4,7 +4,8 @@ import type { Admin, Kafka, Producer } from 'kafkajs';
 import { testEnvironment } from '../env/connection.ts';
 import type { TestEnvironment } from '../../src/local/environment.ts';
 import { useKafkaClients } from './kafka-clients.ts';
-import { ReceiverProcess, type ReceiverProcessOptions, tempDir } from './receiver-process.ts';
+import { ReceiverProcess, type ReceiverProcessOptions } from './receiver-process.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 /** A receiver's options: its id, the rest defaulting to replica set rs-a and a deep storage of its own. */
 export type ReceiverFixtureOptions = Pick<ReceiverProcessOptions, 'id'> &

@@ -10,7 +10,7 @@ import {
   RbacAuthorizationV1Api,
   type V1PolicyRule,
 } from '@kubernetes/client-node';
-import { tempDir } from './receiver-process.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 /** The rules of the chart's receiver Role: `get` on these objects by name. */
 export function receiverRules(o: {

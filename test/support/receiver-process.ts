@@ -11,7 +11,6 @@ import {
   closeSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -25,7 +24,7 @@ import { type CubeCheckpoint, readCubeCheckpoint } from '../../src/receiver/cube
 import { freePort } from '../../src/local/processes.ts';
 import { benchNodeArgs } from './bench-node-args.ts';
 import { processExited, processRunning } from './child-process-state.ts';
-import { testTmpdir } from './scratch-dirs.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 const cliPath = resolve(import.meta.dirname, '../../src/cli.ts');
 
@@ -79,7 +78,7 @@ export class ReceiverProcess {
     this.options = options;
     this.token = options.token ?? randomBytes(24).toString('hex');
     this.port = options.port ?? 0;
-    const dir = mkdtempSync(join(testTmpdir(), `streamcube-${options.id}-`));
+    const dir = tempDir(options.id);
     this.dataDir = options.dataDir ?? join(dir, 'data');
     this.logFile = join(dir, 'receiver.log');
     this.tokenFile = join(dir, 'token');
@@ -209,8 +208,4 @@ export class ReceiverProcess {
     const dir = join(this.dataDir, 'cubes', this.namespace, cube, 'fragments');
     return existsSync(dir) ? readdirSync(dir).filter((name) => !listed.has(name)) : [];
   }
-}
-
-export function tempDir(prefix: string): string {
-  return mkdtempSync(join(testTmpdir(), `streamcube-${prefix}-`));
 }

@@ -9,7 +9,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import type { S3TestServer } from '../env/s3-server.ts';
-import { tempDir } from './receiver-process.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 export interface StoredObject {
   key: string;

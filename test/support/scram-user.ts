@@ -1,11 +1,10 @@
 // SCRAM users on the running test broker: created, or their password rotated, with Kafka's own
 // admin client (java/ScramUser.java, run against the broker's classpath).
-import { mkdtempSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { resolveKafkaClasspath } from '../../src/local/kafka.ts';
 import { runCommand } from '../../src/local/processes.ts';
 import { testEnvironment } from '../env/connection.ts';
-import { testTmpdir } from './scratch-dirs.ts';
+import { tempDir } from './scratch-dirs.ts';
 
 const source = resolve(import.meta.dirname, 'java', 'ScramUser.java');
 
@@ -20,6 +19,6 @@ export async function setScramPassword(
   await runCommand(
     'java',
     ['-cp', classpath, source, env.kafka.bootstrap, mechanism, username, password],
-    { cwd: mkdtempSync(join(testTmpdir(), 'streamcube-scram-')) },
+    { cwd: tempDir('scram') },
   );
 }

@@ -6,8 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** Where a test makes its temporary directories: this run's scratch directory if there is one. */
-export function testTmpdir(): string {
+function testTmpdir(): string {
   return process.env.STREAMCUBE_TEST_SCRATCH ?? tmpdir();
+}
+
+/** A new directory `streamcube-<prefix>-XXXXXX` in this run's scratch directory. */
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(testTmpdir(), `streamcube-${prefix}-`));
 }
 
 /** A function making `<tmp>/<prefix>XXXXXX` directories, every one removed after the file's tests. */
