@@ -4,17 +4,17 @@
 //
 // Hand-off gap of partition p in one move, source set S, target set T, stop offset stop[p] (the
 // journal's):
-//   t_last_old  = the first poll of a replica of S at which its position of p equals stop[p], i.e.
-//                 when it had consumed the last event it will consume (its position then stays
-//                 put); the latest over S's replicas that reached it;
-//   t_first_new = the first poll of a replica of T, after the spec change, at which its position of
-//                 p is past stop[p], i.e. when it had consumed its first event; the latest over T's
-//                 replicas (every replica serves queries);
+//   t_last_old  = when a replica of S consumed the last event it will consume (its position then
+//                 equals stop[p] and stays put): its `consumedAt` of p; the latest over S's replicas
+//                 that reached it;
+//   t_first_new = when a replica of T consumed its first event of p under the new epoch: its
+//                 `firstConsumedAt` of p; the latest over T's replicas (every replica serves queries);
 //   gap         = t_first_new − t_last_old.
-// Every receiver is polled the same way (every --poll-ms, each on its own), and a poll counts at
-// the time its answer arrived, so each end is late by at most one poll and its round trip (both
-// printed); under steady load T's first event also waits for the next produced batch (one
-// --tick-ms at most).
+// Both times are the receivers' own (one machine, one clock), read by polls of their status every
+// --poll-ms. The gap by the polls' arrival is printed beside it: the first poll showing a source at
+// its stop and the first showing a target past it, each late by up to a poll and its round trip.
+// Under steady load T's first event also waits for the next produced batch (one --tick-ms at
+// most).
 // The operator's phase timestamps (JSON log lines) tell where the time goes.
 import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
@@ -193,9 +193,22 @@ class TimedLoad {
 interface Sample {
   /** When the answer arrived. */
   at: number;
-  /** partition → position and state; empty when the receiver does not hold the cube. */
-  partitions: Map<number, { position: bigint; state: string }>;
+  /**
+   * partition → position, state, and when the receiver last and first (under its epoch) consumed
+   * records of it, by its own clock; empty when the receiver does not hold the cube.
+   */
+  partitions: Map<number, PolledPartition>;
 }
+
+interface PolledPartition {
+  position: bigint;
+  state: string;
+  consumedAt: number | undefined;
+  firstConsumedAt: number | undefined;
+}
+
+const timeOf = (iso: string | undefined): number | undefined =>
+  iso === undefined ? undefined : Date.parse(iso);
 
 /** Every receiver polled on its own loop: one slow answer does not hold back the others' polls. */
 class PositionSampler {
@@ -238,7 +251,12 @@ class PositionSampler {
     const partitions = new Map(
       (status?.partitions ?? []).map((p) => [
         p.partition,
-        { position: BigInt(p.position), state: p.state },
+        {
+          position: BigInt(p.position),
+          state: p.state,
+          consumedAt: timeOf(p.consumedAt),
+          firstConsumedAt: timeOf(p.firstConsumedAt),
+        },
       ]),
     );
     this.samples.get(receiver.options.id)!.push({ at, partitions });
@@ -288,6 +306,44 @@ class PositionSampler {
         before = position;
       }
       if (found !== undefined) latest = Math.max(latest ?? found, found);
+    }
+    return latest;
+  }
+
+  /**
+   * The same instant by the receivers' own clocks: when the replicas of `source` that reached
+   * `stop` took the event before it (`consumedAt` at a poll that shows them at `stop`; it stays
+   * put until the partition comes back), the latest of them. Exact, where a poll is late by up to
+   * one period and its round trip.
+   */
+  lastConsumedAt(source: ReplicaSet, p: number, stop: bigint): number | undefined {
+    let latest: number | undefined;
+    for (const samples of this.replicas(source)) {
+      const at = samples
+        .findLast((s) => s.partitions.get(p)?.position === stop)
+        ?.partitions.get(p)?.consumedAt;
+      if (at !== undefined) latest = Math.max(latest ?? at, at);
+    }
+    return latest;
+  }
+
+  /**
+   * By the receivers' own clocks, when every replica of `target` took its first event of p past
+   * `stop` (`firstConsumedAt` under the new epoch); undefined while one has not, or no poll after
+   * `from` shows it yet.
+   */
+  firstConsumedAt(target: ReplicaSet, p: number, stop: bigint, from: number): number | undefined {
+    let latest: number | undefined;
+    for (const samples of this.replicas(target)) {
+      const row = samples
+        .find((s) => {
+          if (s.at < from) return false;
+          const row = s.partitions.get(p);
+          return row !== undefined && row.state !== 'released' && row.position > stop;
+        })
+        ?.partitions.get(p);
+      if (row?.firstConsumedAt === undefined) return undefined;
+      latest = Math.max(latest ?? row.firstConsumedAt, row.firstConsumedAt);
     }
     return latest;
   }
@@ -458,7 +514,10 @@ interface MoveResult {
   label: string;
   moved: number;
   doneMs: number;
+  /** Hand-off gaps by the receivers' clocks. */
   gapsMs: number[];
+  /** The same hand-offs by the polls' arrival (each end late by up to a poll and its round trip). */
+  polledGapsMs: number[];
   /** Longest stand-still of each partition that stayed, from the spec change to Done + 0.5 s. */
   stallsMs: number[];
   unmeasured: number;
@@ -664,7 +723,10 @@ async function main(): Promise<void> {
       // Every hand-off is measured: the samples are read once every target replica has consumed
       // past its stop (or after a minute, when what is missing is counted and said).
       const measure = () => {
+        /** By the receivers' clocks (consumedAt, firstConsumedAt). */
         const gapsMs: number[] = [];
+        /** By the polls' arrival: late by up to a poll and its round trip at each end. */
+        const polledGapsMs: number[] = [];
         /** Since the spec change: when each source stopped, when each target went on. */
         const lastsMs: number[] = [];
         const firstsMs: number[] = [];
@@ -676,17 +738,21 @@ async function main(): Promise<void> {
             miss(m.from ? 'no stop offset observed' : 'no source');
             continue;
           }
-          const last = sampler!.lastConsumed(m.from, m.partition, BigInt(stop));
-          const first = sampler!.firstConsumed(m.to, m.partition, BigInt(stop), started);
+          const last = sampler!.lastConsumedAt(m.from, m.partition, BigInt(stop));
+          const first = sampler!.firstConsumedAt(m.to, m.partition, BigInt(stop), started);
           if (last === undefined) miss('source never polled at its stop');
           else if (first === undefined) miss('target not past its stop');
           else {
             gapsMs.push(first - last);
             lastsMs.push(last - started);
             firstsMs.push(first - started);
+            const polledLast = sampler!.lastConsumed(m.from, m.partition, BigInt(stop));
+            const polledFirst = sampler!.firstConsumed(m.to, m.partition, BigInt(stop), started);
+            if (polledLast !== undefined && polledFirst !== undefined)
+              polledGapsMs.push(polledFirst - polledLast);
           }
         }
-        return { gapsMs, lastsMs, firstsMs, missing };
+        return { gapsMs, polledGapsMs, lastsMs, firstsMs, missing };
       };
       await sleep(Math.max(settleMs, 500));
       let measured = measure();
@@ -694,7 +760,7 @@ async function main(): Promise<void> {
         await sleep(200);
         measured = measure();
       }
-      const { gapsMs, lastsMs, firstsMs, missing } = measured;
+      const { gapsMs, polledGapsMs, lastsMs, firstsMs, missing } = measured;
       const unmeasured = [...missing.values()].reduce((a, n) => a + n, 0);
       for (const [why, n] of missing) say(`move ${i}: ${n} hand-offs not measured: ${why}`);
       // Partitions that did not move should not notice the move at all.
@@ -730,6 +796,7 @@ async function main(): Promise<void> {
         moved: journal.moves.length,
         doneMs: doneAt - started,
         gapsMs,
+        polledGapsMs,
         stallsMs,
         producerPauseMs: load.longestPause(started, doneAt + 1000),
         window: [started, doneAt + 1000],
@@ -812,8 +879,13 @@ async function main(): Promise<void> {
         `goal p99 < ${seconds(goals.doneP99Ms)}: ${percentile(done, 0.99) < goals.doneP99Ms ? 'met' : 'MISSED'}`,
     );
     say(
-      `hand-off gap (receiver data):  p50 ${seconds(percentile(gaps, 0.5))}  p99 ${seconds(percentile(gaps, 0.99))}  ` +
+      `hand-off gap (receiver clocks): p50 ${seconds(percentile(gaps, 0.5))}  p99 ${seconds(percentile(gaps, 0.99))}  ` +
         `goal p99 < ${seconds(goals.gapP99Ms)}: ${percentile(gaps, 0.99) < goals.gapP99Ms ? 'met' : 'MISSED'}`,
+    );
+    const polledGaps = results.flatMap((r) => r.polledGapsMs);
+    say(
+      `hand-off gap (by the polls):    p50 ${seconds(percentile(polledGaps, 0.5))}  p99 ${seconds(percentile(polledGaps, 0.99))}  ` +
+        `(each end late by up to a poll, ${pollMs} ms, and its round trip)`,
     );
     const stalls = results.flatMap((r) => r.stallsMs);
     if (stalls.length > 0) {

@@ -195,6 +195,13 @@ export const partitionStatus = z.object({
     .array(z.tuple([offset, offset]))
     .max(maxListedLostRanges)
     .optional(),
+  /**
+   * When this replica last consumed records of the partition (its position moved), ISO-8601;
+   * absent until it has since it started. A released source's is when it consumed its last event.
+   */
+  consumedAt: z.string().optional(),
+  /** When it first consumed records of the partition under this epoch: a target's first event. */
+  firstConsumedAt: z.string().optional(),
 });
 export type PartitionStatus = z.infer<typeof partitionStatus>;
 

@@ -74,6 +74,13 @@ function passElsewhere(ps: PartitionState): boolean {
   return true;
 }
 
+/** Records moved the position: when, and the first time under this epoch. */
+function markConsumed(ps: PartitionState): void {
+  const now = Date.now();
+  ps.consumedAt = now;
+  ps.firstConsumedAt ??= now;
+}
+
 export class IngestPipeline {
   /** Records applied since the channel last took this flag for a checkpoint. */
   dirty = false;
@@ -228,8 +235,10 @@ export class IngestPipeline {
     // Before the segments see them: an event out of bounds is a rejected record, not a watermark.
     markOutOfBoundsTimes(batch.columns, records.timestamps, this.maxEventTimeSkewMs);
     this.skipLostOffsets(ps, records.fetchOffset);
+    const before = ps.position;
     if (ps.elsewhere?.length) this.applyAroundElsewhere(ps, records, batch);
     else this.applyUpTo(ps, ps.stopOffset, records, batch);
+    if (ps.position > before) markConsumed(ps);
     this.dirty = true;
     this.afterProgress(ps);
   }
@@ -355,6 +364,7 @@ export class IngestPipeline {
       if (oversized) this.skipOversized(ps, to, oversized);
       else this.segments.skip(partition, ps.epoch, ps.position, to);
       ps.position = to;
+      markConsumed(ps);
       this.dirty = true;
     }
     this.afterProgress(ps);

@@ -18,6 +18,14 @@ export interface PartitionState {
    */
   lastRecordAt: number;
   /**
+   * Wall-clock time records last moved the position (absent until they have); kept in memory
+   * only. With `firstConsumedAt`, what a hand-off's gap is measured from: a source's last event
+   * and a target's first.
+   */
+  consumedAt?: number;
+  /** Wall-clock time records first moved the position under this epoch. */
+  firstConsumedAt?: number;
+  /**
    * Bumped when a partition that was not live is sent back to `position` (resume, drain): a batch
    * delivered before then may have been dropped while it was paused, so later ones must not apply.
    * A restart keeps it: those batches follow on from each other, and a new epoch is a new state.

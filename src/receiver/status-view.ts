@@ -39,6 +39,10 @@ export function partitionStatus(
     stopOffset: ps.stopOffset?.toString() ?? null,
     watermark,
     ...(lost ? { lostOffsets: lost.total, lostRanges: lost.ranges } : {}),
+    ...(ps.consumedAt === undefined ? {} : { consumedAt: new Date(ps.consumedAt).toISOString() }),
+    ...(ps.firstConsumedAt === undefined
+      ? {}
+      : { firstConsumedAt: new Date(ps.firstConsumedAt).toISOString() }),
   };
 }
 
