@@ -56,6 +56,8 @@ const usage = `Usage: npm run bench:reassign -- [options]
   --rate N         events/s produced, spread over the partitions    [default 3200]
   --tick-ms N      the producer sends one batch to every partition this often [default 50]
   --poll-ms N      how often the receivers' positions are read      [default 50]
+  --cube-poll-ms N how often the cube is read beside its watch (Done is the first to see it)
+                                                                   [default 50]
   --poll-view V    what each poll reads: summary (GET ?view=summary) or full (the status
                    with its segments listed, as before 2026-12-06)   [default summary]
   --settle-ms N    steady consumption between two moves             [default 1000]
@@ -403,29 +405,34 @@ interface Observation {
 
 /**
  * Every version of the cube while a move runs: a watch (it sees each persisted phase, so the stop
- * offsets of even a fast Draining) and a poll every 50 ms beside it in case the watch drops.
+ * offsets of even a fast Draining) and a poll every `pollMs` beside it in case the watch drops.
+ * Says which of the two saw Done first.
  */
 async function watchMove(
   kc: KubeConfig,
   namespace: string,
   isDone: (c: CubeAssignment) => boolean,
   timeoutMs: number,
+  pollMs: number,
   patch: () => Promise<unknown>,
 ): Promise<{
   started: number;
   observations: Observation[];
   doneAt: number;
   doneCube: CubeAssignment;
+  doneSeenBy: 'watch' | 'poll';
 }> {
   const observations: Observation[] = [];
   let doneAt: number | undefined;
   let doneCube: CubeAssignment | undefined;
+  let doneSeenBy: 'watch' | 'poll' = 'watch';
   const { promise: done, resolve } = Promise.withResolvers<void>();
-  const observe = (c: CubeAssignment): void => {
+  const observe = (c: CubeAssignment, by: 'watch' | 'poll'): void => {
     observations.push({ at: Date.now(), cube: c });
     if (doneAt === undefined && isDone(c)) {
       doneAt = Date.now();
       doneCube = c;
+      doneSeenBy = by;
       resolve();
     }
   };
@@ -438,7 +445,7 @@ async function watchMove(
       resourceVersion: current.metadata?.resourceVersion,
     },
     (type: string, object: CubeAssignment) => {
-      if (type === 'MODIFIED' || type === 'ADDED') observe(object);
+      if (type === 'MODIFIED' || type === 'ADDED') observe(object, 'watch');
     },
     () => undefined,
   );
@@ -447,9 +454,9 @@ async function watchMove(
   await patch();
   const poll = (async () => {
     while (polling) {
-      await sleep(50);
+      await sleep(pollMs);
       const c = await api.get(namespace, cube).catch(() => undefined);
-      if (c) observe(c);
+      if (c) observe(c, 'poll');
     }
   })();
   const timer = setTimeout(resolve, timeoutMs);
@@ -462,7 +469,7 @@ async function watchMove(
     await poll.catch(() => undefined);
   }
   if (doneAt === undefined || !doneCube) throw new Error(`move not done after ${timeoutMs} ms`);
-  return { started, observations, doneAt, doneCube };
+  return { started, observations, doneAt, doneCube, doneSeenBy };
 }
 
 // ---- the operator's log ---------------------------------------------------------------------
@@ -540,6 +547,7 @@ async function main(): Promise<void> {
     'tick-ms': '50',
     'poll-ms': '50',
     'poll-view': 'summary',
+    'cube-poll-ms': '50',
     'settle-ms': '1000',
     'warmup-s': '10',
     'warmup-moves': '0',
@@ -558,6 +566,7 @@ async function main(): Promise<void> {
   const tickMs = positive('tick-ms', values['tick-ms']);
   const pollMs = positive('poll-ms', values['poll-ms']);
   const pollView = values['poll-view'];
+  const cubePollMs = positive('cube-poll-ms', values['cube-poll-ms']);
   if (pollView !== 'summary' && pollView !== 'full')
     throw new Error('--poll-view must be summary or full');
   const settleMs = positive('settle-ms', values['settle-ms']);
@@ -709,11 +718,12 @@ async function main(): Promise<void> {
     for (let i = 1; i <= warmupMoves + moves; i++) {
       const before = await api.get(namespace, cube);
       const epochsBefore = before.status?.epochs ?? {};
-      const { started, observations, doneAt, doneCube } = await watchMove(
+      const { started, observations, doneAt, doneCube, doneSeenBy } = await watchMove(
         kc,
         namespace,
         (c) => !c.status?.reassign && settledAfter(i)(c),
         60_000,
+        cubePollMs,
         () => api.patchSpec(namespace, cube, specOf(i)),
       );
       const journals = observations.map((o) => o.cube.status?.reassign).filter((j) => j);
@@ -813,7 +823,7 @@ async function main(): Promise<void> {
           [...phases].map(([k, v]) => `${k} ${v} ms`).join(', '),
       );
       say(
-        `         producer: longest pause between two batches ${seconds(result.producerPauseMs)} (a tick is ${tickMs} ms)`,
+        `         producer: longest pause between two batches ${seconds(result.producerPauseMs)} (a tick is ${tickMs} ms); Done seen by the ${doneSeenBy}`,
       );
       if (gapsMs.length > 0) {
         const range = (xs: number[]) => `${seconds(Math.min(...xs))}–${seconds(Math.max(...xs))}`;
