@@ -55,9 +55,12 @@ const usage = `Usage: npm run bench:reassign -- [options]
   --replicas R     receivers (replicas) in each replica set         [default 1]
   --rate N         events/s produced, spread over the partitions    [default 3200]
   --tick-ms N      the producer sends one batch to every partition this often [default 50]
-  --poll-ms N      how often the receivers' positions are read      [default 50]
-  --cube-poll-ms N how often the cube is read beside its watch (Done is the first to see it)
-                                                                   [default 50]
+  --poll-ms N      how often each receiver's status is read (the gap is timed by the
+                   receivers' own clocks; 50 until 2026-12-06)     [default 500]
+  --cube-poll-ms N how often the cube is read beside its watch (Done: whichever sees it
+                   first; 50 until 2026-12-06)                     [default 1000]
+  --operator-resync D  the operator's --resync (the tests run it at 1s; 1s until 2026-12-06)
+                                                                   [default 10s]
   --poll-view V    what each poll reads: summary (GET ?view=summary) or full (the status
                    with its segments listed, as before 2026-12-06)   [default summary]
   --settle-ms N    steady consumption between two moves             [default 1000]
@@ -545,9 +548,10 @@ async function main(): Promise<void> {
     partitions: '32',
     rate: '3200',
     'tick-ms': '50',
-    'poll-ms': '50',
+    'poll-ms': '500',
     'poll-view': 'summary',
-    'cube-poll-ms': '50',
+    'cube-poll-ms': '1000',
+    'operator-resync': '10s',
     'settle-ms': '1000',
     'warmup-s': '10',
     'warmup-moves': '0',
@@ -567,6 +571,7 @@ async function main(): Promise<void> {
   const pollMs = positive('poll-ms', values['poll-ms']);
   const pollView = values['poll-view'];
   const cubePollMs = positive('cube-poll-ms', values['cube-poll-ms']);
+  const operatorResync = values['operator-resync'];
   if (pollView !== 'summary' && pollView !== 'full')
     throw new Error('--poll-view must be summary or full');
   const settleMs = positive('settle-ms', values['settle-ms']);
@@ -632,7 +637,14 @@ async function main(): Promise<void> {
     while (starting.length > 0) await Promise.all(starting.splice(0, 4).map((r) => r.start()));
     for (const r of everyReceiver())
       await receiverPod(kc, namespace, r.options.id, r.options.replicaSet, r.options.host!);
-    operator = new OperatorProcess({ namespace, receiverToken: token, receiverPort: port });
+    operator = new OperatorProcess({
+      namespace,
+      receiverToken: token,
+      receiverPort: port,
+      // The operator's own resync (10 s), as a pod runs it, unless told: the tests' 1 s has it
+      // read every receiver's status of the cube every second, 16 reads a second at 8 × 2.
+      args: [`--resync=${operatorResync}`],
+    });
     await operator.start();
 
     topic = await createTopic(admin, partitions);
