@@ -338,19 +338,7 @@ class PositionSampler {
    * `from` shows it yet.
    */
   firstConsumedAt(target: ReplicaSet, p: number, stop: bigint, from: number): number | undefined {
-    let latest: number | undefined;
-    for (const samples of this.replicas(target)) {
-      const row = samples
-        .find((s) => {
-          if (s.at < from) return false;
-          const row = s.partitions.get(p);
-          return row !== undefined && row.state !== 'released' && row.position > stop;
-        })
-        ?.partitions.get(p);
-      if (row?.firstConsumedAt === undefined) return undefined;
-      latest = Math.max(latest ?? row.firstConsumedAt, row.firstConsumedAt);
-    }
-    return latest;
+    return this.whenPast(target, p, stop, from, (s) => s.partitions.get(p)!.firstConsumedAt);
   }
 
   /** The longest time p stood still on `owner` within [from, to]: stalls of partitions that stay. */
@@ -385,6 +373,20 @@ class PositionSampler {
    * after `from` that show it; undefined while one has not.
    */
   firstConsumed(target: ReplicaSet, p: number, stop: bigint, from: number): number | undefined {
+    return this.whenPast(target, p, stop, from, (s) => s.at);
+  }
+
+  /**
+   * Over the replicas of `target`, the latest `timeOf` their first poll after `from` that shows p
+   * past `stop` (not released); undefined while one has no such poll or it has no time.
+   */
+  private whenPast(
+    target: ReplicaSet,
+    p: number,
+    stop: bigint,
+    from: number,
+    timeOf: (first: Sample) => number | undefined,
+  ): number | undefined {
     let latest: number | undefined;
     for (const samples of this.replicas(target)) {
       const first = samples.find((s) => {
@@ -392,8 +394,9 @@ class PositionSampler {
         const row = s.partitions.get(p);
         return row !== undefined && row.state !== 'released' && row.position > stop;
       });
-      if (!first) return undefined;
-      latest = Math.max(latest ?? first.at, first.at);
+      const at = first && timeOf(first);
+      if (at === undefined) return undefined;
+      latest = Math.max(latest ?? at, at);
     }
     return latest;
   }
